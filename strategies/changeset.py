@@ -1,0 +1,130 @@
+"""Change sets: what a strategy decides, without mutating anything.
+
+A :class:`ChangeSet` lists groups to exclude (each with a reason), summaries to insert
+(each placed where the first group it replaces was, and replacing those groups), and
+reductions (a reduced version of a stored tool-result message that the projection shows
+instead of the original, which stays stored). Applying one is the store's job (in SQL)
+or :meth:`strategies.view.View.apply`'s (in memory); both apply the parts in the same
+order: summaries in order, then exclusions, then reductions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from strategies.messages import Content, Message
+
+__all__ = ["ChangeSet", "Exclusion", "Reduction", "SummaryInsert"]
+
+
+@dataclass(frozen=True, slots=True)
+class Exclusion:
+    """Exclude one whole group from the projection."""
+
+    group_id: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryInsert:
+    """Insert ``message`` as a ``summary`` group replacing ``replaces`` (group ids, in order).
+
+    The summary takes the position of the first replaced group; the replaced groups are
+    excluded with the reason ``summarized`` and linked to the summary.
+    """
+
+    message: Message
+    replaces: tuple[str, ...]
+
+    @property
+    def group_id(self) -> str:
+        """The id of the summary group this insert creates."""
+        return f"group_{self.message.message_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class Reduction:
+    """Show ``message`` instead of the stored message with the same id.
+
+    ``message`` is the original with reduced contents (same id, role and metadata);
+    the original stays stored. Token counts are the view's, before and after.
+    """
+
+    group_id: str
+    message: Message
+    reason: str
+    tokens_before: int
+    tokens_after: int
+
+    @property
+    def message_id(self) -> str:
+        """Id of the stored message this reduces."""
+        return self.message.message_id
+
+    @property
+    def contents(self) -> list[Content]:
+        """The reduced contents."""
+        return self.message.contents
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """A strategy's decision. Empty when the strategy changes nothing."""
+
+    exclusions: tuple[Exclusion, ...] = ()
+    summaries: tuple[SummaryInsert, ...] = ()
+    reductions: tuple[Reduction, ...] = ()
+    strategy: str = ""
+    """Name of the strategy that planned it."""
+    params: dict[str, Any] = field(default_factory=dict)
+    """The strategy's parameters, JSON-serializable, for the audit row."""
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether applying this change set would change nothing."""
+        return not (self.exclusions or self.summaries or self.reductions)
+
+    @property
+    def touched_group_ids(self) -> frozenset[str]:
+        """Ids of the existing groups this change set excludes, replaces or reduces."""
+        inserted = {s.group_id for s in self.summaries}
+        ids = {e.group_id for e in self.exclusions}
+        ids.update(g for s in self.summaries for g in s.replaces)
+        ids.update(r.group_id for r in self.reductions)
+        return frozenset(ids - inserted)
+
+    def then(self, other: ChangeSet) -> ChangeSet:
+        """The change set that applies ``self`` and then ``other`` (planned on the result)."""
+        return ChangeSet(
+            exclusions=self.exclusions + other.exclusions,
+            summaries=self.summaries + other.summaries,
+            reductions=_merge_reductions(self.reductions, other.reductions),
+            strategy=self.strategy or other.strategy,
+            params=self.params or other.params,
+        )
+
+    @classmethod
+    def combine(
+        cls, parts: Sequence[ChangeSet], *, strategy: str, params: dict[str, Any]
+    ) -> ChangeSet:
+        """Chain ``parts`` in order, labelled as one strategy's decision."""
+        out = cls(strategy=strategy, params=params)
+        for part in parts:
+            out = out.then(part)
+        return ChangeSet(
+            exclusions=out.exclusions,
+            summaries=out.summaries,
+            reductions=out.reductions,
+            strategy=strategy,
+            params=params,
+        )
+
+
+def _merge_reductions(
+    first: tuple[Reduction, ...], second: tuple[Reduction, ...]
+) -> tuple[Reduction, ...]:
+    """Later reductions of the same message win."""
+    later = {r.message_id for r in second}
+    return tuple(r for r in first if r.message_id not in later) + second

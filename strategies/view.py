@@ -1,0 +1,322 @@
+"""The view a strategy plans on: the active groups of a history, in order.
+
+A :class:`View` holds one :class:`GroupView` per active group (kind, turn, order keys,
+message and token counts, pinned or not), the totals of the excluded groups, the
+tokenizer the counts were made with, and a :class:`MessageSource` that loads a group's
+messages only when a strategy asks for them. The store builds views from SQL with its
+cached token counts; :meth:`View.from_messages` builds one from a plain list.
+
+:meth:`View.apply` returns the view a change set leaves (nothing is mutated), which is
+how pipelines and budgets compose strategies. :meth:`View.project` returns the messages
+to send: the groups in order, reductions applied, with orphan results and stale
+pending calls (calls without a result before the last user message) left out, so that
+no tool result is sent without its call nor a call without its result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol, runtime_checkable
+
+from strategies.changeset import ChangeSet
+from strategies.groups import GroupKind, annotate
+from strategies.messages import Message
+from strategies.tokenizers import (
+    DEFAULT_POLICY,
+    CharacterEstimatorTokenizer,
+    TokenCountPolicy,
+    Tokenizer,
+    count_message_tokens,
+)
+
+__all__ = ["GroupView", "InMemorySource", "MessageSource", "Totals", "View"]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupView:
+    """One active group, as strategies see it."""
+
+    group_id: str
+    kind: GroupKind
+    turn: int
+    anchor: int
+    """Order key: the ``seq`` of the group's first message (a summary takes the first
+    replaced message's)."""
+    message_count: int
+    token_count: int
+    slot: int = 0
+    """Secondary order key: 0 for appended messages, 1 or more for summaries."""
+    pinned: bool = False
+    has_reasoning: bool = False
+    pending_calls: int = 0
+    orphan: bool = False
+    summary_of: tuple[str, ...] = ()
+    """For a summary group, the groups it replaced."""
+
+    @property
+    def order_key(self) -> tuple[int, int]:
+        """Where the group sits in the projection."""
+        return (self.anchor, self.slot)
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Counts of messages, groups and tokens."""
+
+    messages: int = 0
+    groups: int = 0
+    tokens: int = 0
+
+
+@runtime_checkable
+class MessageSource(Protocol):
+    """Loads the messages of groups on demand, in order within each group."""
+
+    async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
+        """Return the messages of each requested group (reductions applied)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class InMemorySource:
+    """A :class:`MessageSource` over a dict, with an overlay for in-memory changes."""
+
+    groups: Mapping[str, list[Message]]
+
+    async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
+        return {gid: list(self.groups[gid]) for gid in group_ids}
+
+
+@dataclass(frozen=True, slots=True)
+class _Overlay:
+    """A source with summaries added and reductions applied on top of another."""
+
+    base: MessageSource
+    added: Mapping[str, list[Message]]
+    reduced: Mapping[str, Message]
+
+    async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
+        wanted = [g for g in group_ids if g not in self.added]
+        loaded = dict(await self.base.load(wanted)) if wanted else {}
+        for gid in group_ids:
+            if gid in self.added:
+                loaded[gid] = list(self.added[gid])
+        if self.reduced:
+            loaded = {
+                gid: [self.reduced.get(m.message_id, m) for m in msgs]
+                for gid, msgs in loaded.items()
+            }
+        return loaded
+
+
+@dataclass(frozen=True)
+class View:
+    """The active groups of a history, in order, and how to load their messages."""
+
+    groups: tuple[GroupView, ...]
+    source: MessageSource
+    tokenizer: Tokenizer = field(default_factory=CharacterEstimatorTokenizer)
+    policy: TokenCountPolicy = DEFAULT_POLICY
+    excluded: Totals = Totals()
+
+    @property
+    def token_count(self) -> int:
+        """Tokens of the active groups."""
+        return sum(g.token_count for g in self.groups)
+
+    @property
+    def message_count(self) -> int:
+        """Messages of the active groups."""
+        return sum(g.message_count for g in self.groups)
+
+    @property
+    def group_count(self) -> int:
+        """Number of active groups."""
+        return len(self.groups)
+
+    @property
+    def turn_count(self) -> int:
+        """Number of active user groups (each user message starts a turn)."""
+        return sum(1 for g in self.groups if g.kind == "user")
+
+    @property
+    def has_tool_calls(self) -> bool:
+        """Whether any active group is a tool-call group."""
+        return any(g.kind == "tool_call" for g in self.groups)
+
+    @property
+    def tokenizer_name(self) -> str:
+        """Name of the tokenizer the counts were made with."""
+        return self.tokenizer.name
+
+    def count(self, message: Message) -> int:
+        """Count a message the way the view's counts were made."""
+        return count_message_tokens(message, self.tokenizer, policy=self.policy)
+
+    def group(self, group_id: str) -> GroupView:
+        """The active group ``group_id``; KeyError when it is not active."""
+        for g in self.groups:
+            if g.group_id == group_id:
+                return g
+        raise KeyError(group_id)
+
+    def last_user_index(self) -> int | None:
+        """Index in :attr:`groups` of the newest user group, or None."""
+        for index in range(len(self.groups) - 1, -1, -1):
+            if self.groups[index].kind == "user":
+                return index
+        return None
+
+    async def messages(self, group_ids: Iterable[str] | None = None) -> dict[str, list[Message]]:
+        """Load the messages of ``group_ids`` (all active groups when None)."""
+        ids = [g.group_id for g in self.groups] if group_ids is None else list(group_ids)
+        return dict(await self.source.load(ids)) if ids else {}
+
+    def sendable(self) -> list[GroupView]:
+        """Groups the projection sends: orphans and stale pending calls left out."""
+        last_user = self.last_user_index()
+        out: list[GroupView] = []
+        for index, g in enumerate(self.groups):
+            if g.orphan:
+                continue
+            if g.pending_calls > 0 and last_user is not None and index < last_user:
+                continue
+            out.append(g)
+        return out
+
+    async def project(self) -> list[Message]:
+        """The messages to send, in order."""
+        groups = self.sendable()
+        loaded = await self.messages(g.group_id for g in groups)
+        return [m for g in groups for m in loaded[g.group_id]]
+
+    def apply(self, changes: ChangeSet) -> View:
+        """The view left after ``changes``; ``self`` is not modified."""
+        if changes.is_empty:
+            return self
+        by_id = {g.group_id: g for g in self.groups}
+        removed: set[str] = set()
+        added: dict[str, list[Message]] = {}
+        excluded = self.excluded
+        new_groups: list[GroupView] = []
+        for summary in changes.summaries:
+            replaced = [by_id[g] for g in summary.replaces if g in by_id and g not in removed]
+            if not replaced:
+                continue
+            first = min(replaced, key=lambda g: g.order_key)
+            slot = 1 + max(
+                (g.slot for g in (*by_id.values(), *new_groups) if g.anchor == first.anchor),
+                default=0,
+            )
+            view_group = GroupView(
+                group_id=summary.group_id,
+                kind="summary",
+                turn=first.turn,
+                anchor=first.anchor,
+                slot=slot,
+                message_count=1,
+                token_count=self.count(summary.message),
+                summary_of=tuple(g.group_id for g in replaced),
+            )
+            new_groups.append(view_group)
+            by_id[view_group.group_id] = view_group
+            added[view_group.group_id] = [summary.message]
+            removed.update(g.group_id for g in replaced)
+            excluded = _add(excluded, replaced)
+        for exclusion in changes.exclusions:
+            group = by_id.get(exclusion.group_id)
+            if group is not None and exclusion.group_id not in removed:
+                removed.add(exclusion.group_id)
+                excluded = _add(excluded, [group])
+        reduced: dict[str, Message] = {}
+        for reduction in changes.reductions:
+            group = by_id.get(reduction.group_id)
+            if group is None or reduction.group_id in removed:
+                continue
+            reduced[reduction.message_id] = reduction.message
+        return self._rebuild(by_id, removed, added, reduced, excluded, changes)
+
+    def _rebuild(
+        self,
+        by_id: dict[str, GroupView],
+        removed: set[str],
+        added: dict[str, list[Message]],
+        reduced: dict[str, Message],
+        excluded: Totals,
+        changes: ChangeSet,
+    ) -> View:
+        deltas: dict[str, int] = {}
+        for reduction in changes.reductions:
+            if reduction.message_id in reduced:
+                delta = reduction.tokens_after - reduction.tokens_before
+                deltas[reduction.group_id] = deltas.get(reduction.group_id, 0) + delta
+        groups = sorted(
+            (
+                replace(g, token_count=g.token_count + deltas.get(g.group_id, 0))
+                for g in by_id.values()
+                if g.group_id not in removed
+            ),
+            key=lambda g: g.order_key,
+        )
+        source: MessageSource = self.source
+        if added or reduced:
+            source = _Overlay(base=self.source, added=added, reduced=reduced)
+        return View(
+            groups=tuple(groups),
+            source=source,
+            tokenizer=self.tokenizer,
+            policy=self.policy,
+            excluded=excluded,
+        )
+
+    @classmethod
+    def from_messages(
+        cls,
+        messages: Sequence[Message],
+        tokenizer: Tokenizer | None = None,
+        *,
+        policy: TokenCountPolicy = DEFAULT_POLICY,
+        pinned: Iterable[str] = (),
+    ) -> View:
+        """Annotate and count a plain list of messages (nothing stored, nothing excluded)."""
+        tokenizer = tokenizer or CharacterEstimatorTokenizer()
+        annotation = annotate(messages)
+        members: dict[str, list[Message]] = {}
+        for message, (_, group_id) in zip(messages, annotation.message_groups, strict=True):
+            members.setdefault(group_id, []).append(message)
+        pinned_ids = set(pinned)
+        groups = []
+        for group_id, msgs in members.items():
+            info = annotation.groups[group_id]
+            groups.append(
+                GroupView(
+                    group_id=group_id,
+                    kind=info.kind,
+                    turn=info.turn,
+                    anchor=info.first_position + 1,
+                    message_count=len(msgs),
+                    token_count=sum(
+                        count_message_tokens(m, tokenizer, policy=policy) for m in msgs
+                    ),
+                    pinned=group_id in pinned_ids,
+                    has_reasoning=info.has_reasoning,
+                    pending_calls=info.pending_calls,
+                    orphan=info.orphan,
+                )
+            )
+        groups.sort(key=lambda g: g.order_key)
+        return cls(
+            groups=tuple(groups),
+            source=InMemorySource(members),
+            tokenizer=tokenizer,
+            policy=policy,
+        )
+
+
+def _add(totals: Totals, groups: Sequence[GroupView]) -> Totals:
+    return Totals(
+        messages=totals.messages + sum(g.message_count for g in groups),
+        groups=totals.groups + len(groups),
+        tokens=totals.tokens + sum(g.token_count for g in groups),
+    )
