@@ -1,0 +1,316 @@
+"""Tokenizers, and the rule for counting the tokens of a stored message.
+
+A :class:`Tokenizer` has a ``name`` (recorded per session, so that counts made with
+different tokenizers are never mixed) and ``count_tokens(text)``. Three ship here:
+
+* :class:`TiktokenTokenizer`, the default (``o200k_base``; ``cl100k_base`` and model
+  names that map to either are accepted). The BPE vocabularies ship inside the package
+  (``strategies/_vocab/``, see its ``NOTICE``); they are read with
+  :mod:`importlib.resources`, their SHA-256 is checked against the hashes tiktoken
+  itself pins, and nothing is ever downloaded. Special-token text such as
+  ``<|endoftext|>`` is counted as plain text and never raises.
+* :class:`CharacterEstimatorTokenizer`, ``max(1, len(text) // 4)``, the same estimate
+  as Agent Framework's. Fast, dependency-free, good for tests.
+* :class:`CountingTokenizer`, a wrapper that counts the calls made to another one.
+
+Counting a message (:func:`count_message_tokens`) counts what the model is sent,
+under a :class:`TokenCountPolicy`:
+
+* a fixed ``per_message_overhead`` for the framing of every message (its role and the
+  chat template's delimiters), plus ``per_name_overhead`` and the name's tokens when
+  the message has an ``author_name``;
+* text: the text;
+* reasoning: the readable text only; the opaque ``payload`` (encrypted reasoning,
+  signatures) is not counted;
+* function call: the name, plus the arguments as the model wrote them (a JSON string
+  as is, a parsed mapping as compact JSON, see :func:`compact_json`);
+* function result: a string result as is, any other JSON value as compact JSON,
+  ``None`` as nothing;
+* data and uri contents: a flat estimate, ``image_tokens`` for an image and
+  ``file_tokens`` for anything else, whatever the size of the base64 or the URI
+  (providers bill images and files by their pixels or pages, never by the length of
+  their encoding);
+* other contents that pair as a call or a result (hosted tools, MCP, approvals): the
+  leaf values of the payload, strings as they are and other scalars as JSON, one per
+  line (strings holding a ``data:`` URI count as an image or file instead); other
+  contents that pair as neither (usage, annotations, citations) count 0;
+* the ``extra`` dicts and message ``metadata`` are not counted: they keep fields of
+  the source format, not what the model reads.
+
+Empty text counts 0, whatever the tokenizer (the character estimator alone would say
+1). Agent Framework instead counts the JSON serialization of its own message objects,
+keys included (``"role"``, ``"message_id"``, ``"contents"``, ``"type"``...). Those keys
+belong to a storage format the model never sees, so such a count grows with the
+number of contents rather than with the context, and counts every byte of base64 of
+an image. Here the storage format's keys are never counted: only the JSON a tool or
+the model itself wrote (arguments, results) counts as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Final, Protocol, runtime_checkable
+
+import tiktoken
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from strategies._bpe import (
+    EXPECTED_SHA256,
+    SUPPORTED_ENCODINGS,
+    VocabularyIntegrityError,
+    cached_encoding,
+    encoding_name_for,
+    load_encoding,
+)
+from strategies.messages import (
+    Content,
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    OtherContent,
+    ReasoningContent,
+    TextContent,
+    UriContent,
+)
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "EXPECTED_SHA256",
+    "SUPPORTED_ENCODINGS",
+    "CharacterEstimatorTokenizer",
+    "CountingTokenizer",
+    "TiktokenTokenizer",
+    "TokenCountPolicy",
+    "Tokenizer",
+    "VocabularyIntegrityError",
+    "compact_json",
+    "count_content_tokens",
+    "count_message_tokens",
+    "count_messages_tokens",
+    "count_text_tokens",
+    "encoding_name_for",
+    "load_encoding",
+]
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """What the store and the strategies need of a tokenizer."""
+
+    @property
+    def name(self) -> str:
+        """Stable identifier, recorded per session (counts of two names never mix)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Return the number of tokens of ``text``."""
+        ...
+
+
+class CharacterEstimatorTokenizer:
+    """Estimates one token per four characters, and at least one (as Agent Framework)."""
+
+    @property
+    def name(self) -> str:
+        """Always ``"character_estimator"``."""
+        return "character_estimator"
+
+    def count_tokens(self, text: str) -> int:
+        """Return ``max(1, len(text) // 4)``."""
+        return max(1, len(text) // 4)
+
+
+class CountingTokenizer:
+    """Delegates to another tokenizer and counts the calls (for tests and benchmarks)."""
+
+    def __init__(self, inner: Tokenizer, /) -> None:
+        self.inner: Final = inner
+        """The tokenizer that does the counting."""
+        self.calls = 0
+        """How many times :meth:`count_tokens` was called."""
+        self.chars = 0
+        """How many characters were passed to :meth:`count_tokens` in total."""
+
+    @property
+    def name(self) -> str:
+        """The inner tokenizer's name (the wrapper does not change any count)."""
+        return self.inner.name
+
+    def count_tokens(self, text: str) -> int:
+        """Count one call, then delegate."""
+        self.calls += 1
+        self.chars += len(text)
+        return self.inner.count_tokens(text)
+
+    def reset(self) -> None:
+        """Set :attr:`calls` and :attr:`chars` back to zero."""
+        self.calls = 0
+        self.chars = 0
+
+
+class TiktokenTokenizer:
+    """Counts tokens with an OpenAI BPE encoding, offline.
+
+    ``encoding_or_model`` is ``"o200k_base"`` (the default), ``"cl100k_base"``, or a
+    model name that uses one of them (``"gpt-4o"``, ``"gpt-4.1-mini"``, ``"gpt-4"``...,
+    mapped with tiktoken's own tables). The encoding is loaded once per process.
+
+    Raises:
+        ValueError: the name is not accepted; the message lists the accepted ones.
+        VocabularyIntegrityError: the shipped vocabulary fails its hash check.
+    """
+
+    def __init__(self, encoding_or_model: str = "o200k_base", /) -> None:
+        self._encoding = cached_encoding(encoding_name_for(encoding_or_model))
+
+    @property
+    def name(self) -> str:
+        """The encoding's name, such as ``"o200k_base"`` (also when built from a model name)."""
+        return self._encoding.name
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The underlying tiktoken encoding."""
+        return self._encoding
+
+    def count_tokens(self, text: str) -> int:
+        """Return the number of tokens of ``text``; special-token text counts as plain text."""
+        return len(self._encoding.encode_ordinary(text))
+
+    def __repr__(self) -> str:
+        return f"TiktokenTokenizer({self.name!r})"
+
+
+# --- counting messages -------------------------------------------------------------------
+
+
+class TokenCountPolicy(BaseModel):
+    """The fixed costs added to the counted text of a message (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    per_message_overhead: int = Field(default=4, ge=0)
+    """Framing tokens per message: its role and the chat template's delimiters."""
+    per_name_overhead: int = Field(default=1, ge=0)
+    """Tokens added, beside the name's own, when a message has an ``author_name``."""
+    image_tokens: int = Field(default=765, ge=0)
+    """Estimate for one image (data or uri content), whatever its encoded size."""
+    file_tokens: int = Field(default=1000, ge=0)
+    """Estimate for one non-image data or uri content (audio, PDF, other files)."""
+
+
+DEFAULT_POLICY: Final = TokenCountPolicy()
+"""The policy used when none is given."""
+
+_IMAGE_SUFFIXES: Final = frozenset(
+    {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".heic", ".heif", ".avif"}
+)
+
+
+def compact_json(value: JsonValue) -> str:
+    """Serialize a JSON value as counted: no spaces after separators, non-ASCII kept as is."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def count_text_tokens(text: str | None, tokenizer: Tokenizer) -> int:
+    """Count ``text`` with ``tokenizer``; ``None`` and the empty string count 0."""
+    return tokenizer.count_tokens(text) if text else 0
+
+
+def _data_uri_media_type(uri: str) -> str | None:
+    if not uri.startswith("data:"):
+        return None
+    return uri[5:].split(",", 1)[0].split(";", 1)[0].strip().lower() or None
+
+
+def _is_image(media_type: str | None, uri: str | None = None) -> bool:
+    if media_type:
+        return media_type.lower().startswith("image/")
+    if uri is None:
+        return False
+    data_type = _data_uri_media_type(uri)
+    if data_type is not None:
+        return data_type.startswith("image/")
+    path = uri.split("?", 1)[0].split("#", 1)[0].lower()
+    return any(path.endswith(suffix) for suffix in _IMAGE_SUFFIXES)
+
+
+def _binary_tokens(is_image: bool, policy: TokenCountPolicy) -> int:
+    return policy.image_tokens if is_image else policy.file_tokens
+
+
+def _payload_leaves(value: JsonValue) -> Iterator[JsonValue]:
+    if isinstance(value, dict):
+        for item in value.values():
+            yield from _payload_leaves(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _payload_leaves(item)
+    elif value is not None:
+        yield value
+
+
+def _count_other(content: OtherContent, tokenizer: Tokenizer, policy: TokenCountPolicy) -> int:
+    if content.pairing == "none":
+        return 0
+    total = 0
+    lines: list[str] = []
+    for leaf in _payload_leaves(content.payload):
+        if isinstance(leaf, str) and _data_uri_media_type(leaf) is not None:
+            total += _binary_tokens(_is_image(None, leaf), policy)
+        elif isinstance(leaf, str):
+            lines.append(leaf)
+        else:
+            lines.append(compact_json(leaf))
+    return total + count_text_tokens("\n".join(lines), tokenizer)
+
+
+def _count_json_or_text(value: JsonValue, tokenizer: Tokenizer) -> int:
+    if value is None:
+        return 0
+    text = value if isinstance(value, str) else compact_json(value)
+    return count_text_tokens(text, tokenizer)
+
+
+def count_content_tokens(
+    content: Content, tokenizer: Tokenizer, *, policy: TokenCountPolicy = DEFAULT_POLICY
+) -> int:
+    """Count one content as the model sees it, without the message's framing."""
+    match content:
+        case TextContent(text=text) | ReasoningContent(text=text):
+            return count_text_tokens(text, tokenizer)
+        case FunctionCallContent(name=name, arguments=arguments):
+            return count_text_tokens(name, tokenizer) + _count_json_or_text(arguments, tokenizer)
+        case FunctionResultContent(result=result):
+            return _count_json_or_text(result, tokenizer)
+        case DataContent(media_type=media_type):
+            return _binary_tokens(_is_image(media_type), policy)
+        case UriContent(uri=uri, media_type=media_type):
+            return _binary_tokens(_is_image(media_type, uri), policy)
+        case OtherContent():
+            return _count_other(content, tokenizer, policy)
+    raise TypeError(f"not a message content: {type(content).__name__}")  # pragma: no cover
+
+
+def count_message_tokens(
+    message: Message, tokenizer: Tokenizer, *, policy: TokenCountPolicy = DEFAULT_POLICY
+) -> int:
+    """Count the tokens the model is sent for ``message`` (see the module docstring)."""
+    total = policy.per_message_overhead
+    if message.author_name:
+        total += policy.per_name_overhead + count_text_tokens(message.author_name, tokenizer)
+    return total + sum(
+        count_content_tokens(content, tokenizer, policy=policy) for content in message.contents
+    )
+
+
+def count_messages_tokens(
+    messages: Iterable[Message],
+    tokenizer: Tokenizer,
+    *,
+    policy: TokenCountPolicy = DEFAULT_POLICY,
+) -> int:
+    """Sum :func:`count_message_tokens` over ``messages``."""
+    return sum(count_message_tokens(m, tokenizer, policy=policy) for m in messages)
