@@ -60,7 +60,8 @@ Pairing = Literal["call", "result", "none"]
 
 def new_message_id() -> str:
     """Return a fresh, random message id (never derived from a position)."""
-    return f"msg_{uuid.uuid4().hex}"
+    # Not "msg_<digits>": that is the positional form Agent Framework assigns.
+    return f"m-{uuid.uuid4().hex}"
 
 
 class _ContentBase(BaseModel):

@@ -1,0 +1,48 @@
+"""Converters between chat-message formats and the model in :mod:`strategies.messages`.
+
+Each format has a pair of pure functions, list in and list out:
+
+- Agent Framework (``Message.to_dict()`` mappings): :func:`from_agent_framework`,
+  :func:`to_agent_framework`, with :func:`af_annotations` to read its compaction
+  annotations;
+- OpenAI Chat Completions messages: :func:`from_openai_chat`, :func:`to_openai_chat`.
+
+Reading then writing the same format gives back exactly what was read. Input that
+cannot be read raises :class:`FormatError` (a :class:`ValueError`) naming the index of
+the offending item. Nothing here imports a framework: the converters work on plain
+mappings.
+"""
+
+from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY, FormatError
+from store.formats.agent_framework import (
+    AF_ANNOTATIONS_KEY,
+    AF_EXTRA_KEY,
+    AF_PROPERTIES_KEY,
+    AFAnnotations,
+    af_annotations,
+    from_agent_framework,
+    to_agent_framework,
+)
+from store.formats.openai_chat import (
+    OPENAI_CONTENT_FORM_KEY,
+    OPENAI_EXTRA_KEY,
+    from_openai_chat,
+    to_openai_chat,
+)
+
+__all__ = [
+    "AF_ANNOTATIONS_KEY",
+    "AF_EXTRA_KEY",
+    "AF_PROPERTIES_KEY",
+    "OPENAI_CONTENT_FORM_KEY",
+    "OPENAI_EXTRA_KEY",
+    "ORIGINAL_ID_KEY",
+    "SOURCE_FORMAT_KEY",
+    "AFAnnotations",
+    "FormatError",
+    "af_annotations",
+    "from_agent_framework",
+    "from_openai_chat",
+    "to_agent_framework",
+    "to_openai_chat",
+]

@@ -1,0 +1,127 @@
+"""What the format converters share: the error type, metadata keys and small helpers."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Message
+
+__all__ = [
+    "ORIGINAL_ID_KEY",
+    "SOURCE_FORMAT_KEY",
+    "FormatError",
+    "build",
+    "build_message",
+    "clone",
+    "copied",
+    "exported_role",
+    "join_data_uri",
+    "split_data_uri",
+    "take",
+]
+
+ORIGINAL_ID_KEY = "original_message_id"
+"""Metadata key set when ``message_id`` was generated on import: the source's own id.
+
+Present only when the id was generated; ``None`` means the source had no usable id.
+Exporting back to the same format restores it, so round trips stay exact.
+"""
+
+SOURCE_FORMAT_KEY = "source_format"
+"""Metadata key naming the format a message was imported from (``agent_framework``,
+``openai_chat``). Exporters copy a content's ``extra`` fields only into the format
+they came from."""
+
+_T = TypeVar("_T")
+
+_BASE64_DATA_URI = re.compile(r"^data:(?P<media_type>[^;,]*);base64,(?P<data>.*)$", re.DOTALL)
+
+
+class FormatError(ValueError):
+    """Input a converter cannot read. The message names the index of the offending item."""
+
+    def __init__(self, index: int, problem: str) -> None:
+        self.index = index
+        """Position of the offending item in the input sequence."""
+        self.problem = problem
+        """What is wrong with it."""
+        super().__init__(f"item {index}: {problem}")
+
+
+def _describe(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors(include_url=False):
+        location = ".".join(str(part) for part in error["loc"])
+        message = str(error["msg"]).removeprefix("Value error, ")
+        parts.append(f"{location}: {message}" if location else message)
+    return "; ".join(parts)
+
+
+def build(index: int, factory: Callable[..., _T], /, **fields: Any) -> _T:
+    """Call ``factory(**fields)`` (a pydantic model), turning validation errors into
+    :class:`FormatError` for item ``index``."""
+    try:
+        return factory(**fields)
+    except ValidationError as exc:
+        raise FormatError(index, _describe(exc)) from exc
+
+
+def build_message(index: int, fields: dict[str, Any], *, allow_custom_roles: bool) -> Message:
+    """Validate ``fields`` as a :class:`Message`, reporting failures as :class:`FormatError`."""
+    try:
+        return Message.model_validate(fields, context={"allow_custom_roles": allow_custom_roles})
+    except ValidationError as exc:
+        raise FormatError(index, _describe(exc)) from exc
+
+
+def exported_role(message: Message) -> str:
+    """The role to write out: the original alias (``developer``, ``function``) when kept."""
+    original = message.metadata.get(ORIGINAL_ROLE_KEY)
+    if isinstance(original, str) and ROLE_ALIASES.get(original) == message.role:
+        return original
+    return message.role
+
+
+def split_data_uri(uri: str) -> tuple[str, str] | None:
+    """Split ``data:<media type>;base64,<data>`` into its media type and data.
+
+    Returns ``None`` for anything else (an http URL, a data URI with parameters or
+    without base64), so callers keep such URIs verbatim.
+    """
+    match = _BASE64_DATA_URI.match(uri)
+    if match is None:
+        return None
+    return match["media_type"], match["data"]
+
+
+def join_data_uri(media_type: str, data: str) -> str:
+    """The inverse of :func:`split_data_uri`."""
+    return f"data:{media_type};base64,{data}"
+
+
+def clone(value: _T) -> _T:
+    """A deep copy of a JSON value."""
+    return copy.deepcopy(value)
+
+
+def copied(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy, so that output never shares state with a stored message."""
+    return copy.deepcopy(dict(value))
+
+
+def take(fields: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    """Remove and return ``fields[key]`` if it is an instance of ``kind``, else ``None``.
+
+    A value of another type (``None`` included) stays in ``fields`` and so lands in the
+    content's ``extra``: converters never lose it.
+    """
+    value = fields.get(key)
+    if isinstance(value, kind):
+        del fields[key]
+        return value
+    return None
