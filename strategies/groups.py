@@ -14,25 +14,26 @@ gives. Settled groups change only when a late result joins its pending call's gr
 (which may merge two call groups when one message answers both), or when a run of
 reasoning-only messages turns out to lead into a call.
 
-Rules, and where they deliberately differ from Agent Framework's ``group_messages``:
+Rules in short (``docs/groups.md`` has them in full, with the deliberate deviations
+from Agent Framework's ``group_messages`` and the tests that show both behaviours):
 
 * Each user message starts a turn and is its own group; each system message too.
-* A result whose ``call_id`` matches no unanswered call (an orphan), or one whose
-  ``call_id`` was declared by two unanswered calls (ambiguous), is not linked: its
-  message forms its own ``tool_call`` group. Agent Framework instead absorbs every
-  ``tool`` message that directly follows a call group, whatever its ``call_id``.
-* Consecutive reasoning-only assistant messages that do not lead into a call form one
-  ``assistant_text`` group (Agent Framework makes one group per message).
+* A result links to the one unanswered call with its ``call_id``. A result whose
+  ``call_id`` matches no unanswered call (an orphan), or matches two or more
+  (ambiguous), is not linked; a tool message with no linked result is its own
+  ``tool_call`` group, flagged ``orphan``.
+* Consecutive reasoning-only assistant messages join the call they lead into, or
+  else form one ``assistant_text`` group.
 * Messages with a custom role form ``assistant_text`` groups.
-* Group ids are ``group_<id of the group's first message>``, as in Agent Framework,
-  which makes them stable across sessions, processes and re-annotation.
+* Group ids are ``group_<id of the group's first message>``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Literal, cast, get_args
 
 from strategies.messages import (
     FunctionCallContent,
@@ -49,6 +50,7 @@ __all__ = [
     "GroupInfo",
     "GroupKind",
     "annotate",
+    "annotate_all",
     "call_ids",
     "group_id_for",
     "result_ids",
@@ -58,6 +60,9 @@ GroupKind = Literal["system", "user", "assistant_text", "tool_call", "summary"]
 GROUP_KINDS: tuple[GroupKind, ...] = ("system", "user", "assistant_text", "tool_call", "summary")
 
 TailMode = Literal["reasoning", "calls"]
+
+_STATE_FORMAT = 1
+"""Version of the JSON written by :meth:`AnnotationState.to_json`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +76,11 @@ class GroupInfo:
     first_position: int
     """0-based position, in the session, of the group's first message."""
     has_reasoning: bool = False
+    """Whether any message of the group holds reasoning content."""
     pending_calls: int = 0
     """Calls in this group not answered (yet) by a linked result."""
     orphan: bool = False
-    """A result (or tool message) that answers no known call: never sent to a model."""
+    """A tool message that answers no known call: never sent to a model."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +96,7 @@ class AnnotationState:
     position: int = 0
     """How many messages were annotated so far."""
     turn: int = 0
+    """How many user messages were annotated so far."""
     open_calls: Mapping[str, str] = field(default_factory=dict)
     """Unanswered, unambiguous calls: ``call_id`` to the id of the group declaring it."""
     ambiguous_calls: frozenset[str] = frozenset()
@@ -98,6 +105,63 @@ class AnnotationState:
     """Groups with unanswered calls, by id (those that a late result may still join)."""
     tail: _Tail | None = None
     """The last group, when the next message may still join it."""
+
+    def to_json(self) -> str:
+        """Serialize the state (for the store to persist between appends)."""
+        data: dict[str, Any] = {
+            "format": _STATE_FORMAT,
+            "position": self.position,
+            "turn": self.turn,
+            "open_calls": dict(self.open_calls),
+            "ambiguous_calls": sorted(self.ambiguous_calls),
+            "pending_groups": [asdict(g) for g in self.pending_groups.values()],
+            "tail": None
+            if self.tail is None
+            else {"group": asdict(self.tail.group), "mode": self.tail.mode},
+        }
+        return json.dumps(data, ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | bytes, /) -> AnnotationState:
+        """Read a state written by :meth:`to_json`; raise ``ValueError`` if malformed."""
+        try:
+            return _state_from_data(json.loads(text))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed annotation state: {exc!r}") from exc
+
+
+def _group_from_data(data: Any) -> GroupInfo:
+    group = GroupInfo(**data)
+    if group.kind not in GROUP_KINDS:
+        raise ValueError(f"malformed annotation state: unknown group kind {group.kind!r}")
+    ints = (group.turn, group.first_position, group.pending_calls)
+    if not isinstance(group.group_id, str) or not all(type(i) is int for i in ints):
+        raise ValueError(f"malformed annotation state: bad group {data!r}")
+    return group
+
+
+def _state_from_data(data: Any) -> AnnotationState:
+    if data.get("format") != _STATE_FORMAT:
+        raise ValueError(f"unsupported annotation state format {data.get('format')!r}")
+    tail_data = data["tail"]
+    tail = None
+    if tail_data is not None:
+        mode = tail_data["mode"]
+        if mode not in get_args(TailMode):
+            raise ValueError(f"malformed annotation state: unknown tail mode {mode!r}")
+        tail = _Tail(_group_from_data(tail_data["group"]), cast(TailMode, mode))
+    pending = [_group_from_data(g) for g in data["pending_groups"]]
+    open_calls = dict(data["open_calls"])
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in open_calls.items()):
+        raise ValueError("malformed annotation state: open_calls must map str to str")
+    return AnnotationState(
+        position=int(data["position"]),
+        turn=int(data["turn"]),
+        open_calls=open_calls,
+        ambiguous_calls=frozenset(str(c) for c in data["ambiguous_calls"]),
+        pending_groups={g.group_id: g for g in pending},
+        tail=tail,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +175,7 @@ class Annotation:
     merged: dict[str, str]
     """Groups merged away: absorbed group id to the id of the group that absorbed it."""
     state: AnnotationState
+    """Where to go on from; pass it to the next :func:`annotate` call."""
 
 
 def group_id_for(message_id: str) -> str:
@@ -119,13 +184,17 @@ def group_id_for(message_id: str) -> str:
 
 
 def call_ids(message: Message) -> list[str | None]:
-    """Calls a message declares (function calls and hosted calls), in order."""
+    """Calls a message declares (function calls and hosted calls), in order.
+
+    A call without a ``call_id`` (or with an empty one) is listed as ``None``: it makes
+    its message a call, but nothing can answer it.
+    """
     out: list[str | None] = []
     for content in message.contents:
-        if isinstance(content, FunctionCallContent):
-            out.append(content.call_id)
-        elif isinstance(content, OtherContent) and content.pairing == "call":
-            out.append(content.call_id)
+        if isinstance(content, FunctionCallContent) or (
+            isinstance(content, OtherContent) and content.pairing == "call"
+        ):
+            out.append(content.call_id or None)
     return out
 
 
@@ -133,10 +202,11 @@ def result_ids(message: Message) -> list[str]:
     """Call ids that a message's results answer, in order (results without an id skipped)."""
     out: list[str] = []
     for content in message.contents:
-        if isinstance(content, FunctionResultContent):
-            out.append(content.call_id)
-        elif isinstance(content, OtherContent) and content.pairing == "result" and content.call_id:
-            out.append(content.call_id)
+        if isinstance(content, FunctionResultContent) or (
+            isinstance(content, OtherContent) and content.pairing == "result"
+        ):
+            if content.call_id:
+                out.append(content.call_id)
     return out
 
 
@@ -202,7 +272,7 @@ class _Annotator:
 
     def _place(self, message: Message) -> GroupInfo:
         role = message.role
-        if role == "system" or role == "user":
+        if role in ("system", "user"):
             self.tail = None
             return self._new_group(message, "system" if role == "system" else "user")
         if role == "tool":
@@ -216,7 +286,8 @@ class _Annotator:
         if _is_reasoning_only(message):
             return self._place_reasoning(message)
         self.tail = None
-        return self._new_group(message, "assistant_text")
+        linked = self._link(message, None)
+        return linked if linked is not None else self._new_group(message, "assistant_text")
 
     def _place_reasoning(self, message: Message) -> GroupInfo:
         if self.tail is not None:
@@ -241,43 +312,45 @@ class _Annotator:
         for call_id in call_ids(message):
             if call_id is None:
                 continue
-            if call_id in self.ambiguous:
-                pending += 1
-            elif call_id in self.open_calls:
+            pending += 1
+            if call_id in self.open_calls:
+                # Two unanswered calls share the id: neither can be linked, ever; the
+                # earlier one stays counted as pending in its own group.
+                del self.open_calls[call_id]
                 self.ambiguous.add(call_id)
-                other = self.open_calls.pop(call_id)
-                pending += 1
-                if other == group.group_id:
-                    continue
-                # the other group's call stays unanswered forever, and so counted
-            else:
+            elif call_id not in self.ambiguous:
                 self.open_calls[call_id] = group.group_id
-                pending += 1
-        group = replace(group, pending_calls=pending)
         self.tail = _Tail(group, "calls")
-        group = self._save(group)
-        # Results co-located with their calls (hosted tools) answer them at once.
-        return self._answer(message, group)
+        group = self._save(replace(group, pending_calls=pending))
+        # Results in the same message (hosted tools) answer calls at once.
+        linked = self._link(message, group)
+        return group if linked is None else linked
 
-    def _answer(self, message: Message, default: GroupInfo) -> GroupInfo:
-        linked: list[str] = []
+    def _link(self, message: Message, own: GroupInfo | None) -> GroupInfo | None:
+        """Link the message's results to their calls; return the group it joins.
+
+        ``own`` is the message's own group when it declares calls. Every group the
+        message touches becomes one, under the id of the earliest.
+        """
         answered: dict[str, int] = {}
         for call_id in result_ids(message):
             group_id = self.open_calls.pop(call_id, None)
-            if group_id is None:
-                continue
-            answered[group_id] = answered.get(group_id, 0) + 1
-            if group_id not in linked:
-                linked.append(group_id)
+            if group_id is not None:
+                answered[group_id] = answered.get(group_id, 0) + 1
         for group_id, count in answered.items():
             group = self._current(group_id)
             self._save(replace(group, pending_calls=group.pending_calls - count))
-        if not linked:
-            return default
-        target = self._current(min(linked, key=lambda g: self._current(g).first_position))
-        for group_id in linked:
+        touched = list(answered)
+        if own is not None and own.group_id not in answered:
+            touched.append(own.group_id)
+        if not touched:
+            return None
+        target = min((self._current(g) for g in touched), key=lambda g: g.first_position)
+        for group_id in touched:
             if group_id != target.group_id:
                 target = self._merge(group_id, target)
+        if _has_reasoning(message) and not target.has_reasoning:
+            target = self._save(replace(target, has_reasoning=True))
         return target
 
     def _current(self, group_id: str) -> GroupInfo:
@@ -286,11 +359,10 @@ class _Annotator:
         return self.pending[group_id]
 
     def _merge(self, absorbed_id: str, target: GroupInfo) -> GroupInfo:
+        """Fold group ``absorbed_id`` into ``target`` (which starts earlier)."""
         absorbed = self._current(absorbed_id)
         merged = replace(
             target,
-            turn=min(target.turn, absorbed.turn),
-            first_position=min(target.first_position, absorbed.first_position),
             has_reasoning=target.has_reasoning or absorbed.has_reasoning,
             pending_calls=target.pending_calls + absorbed.pending_calls,
         )
@@ -303,23 +375,28 @@ class _Annotator:
         self.merged[absorbed_id] = target.group_id
         self.changed.pop(absorbed_id, None)
         self.pending.pop(absorbed_id, None)
+        if self.tail is not None and self.tail.group.group_id == absorbed_id:
+            self.tail = _Tail(merged, self.tail.mode)
         self.message_groups = [
             (m, target.group_id if g == absorbed_id else g) for m, g in self.message_groups
         ]
         return self._save(merged)
 
     def _place_results(self, message: Message) -> GroupInfo:
-        group = self._answer(message, default=_UNLINKED)
-        if group is _UNLINKED:
+        linked = self._link(message, None)
+        if linked is None:
             return self._new_group(message, "tool_call", orphan=True)
-        return group
-
-
-_UNLINKED = GroupInfo(group_id="", kind="tool_call", turn=0, first_position=-1)
+        return linked
 
 
 def annotate(messages: Iterable[Message], state: AnnotationState | None = None) -> Annotation:
-    """Annotate ``messages``, appended after whatever ``state`` describes."""
+    """Annotate ``messages``, appended after whatever ``state`` describes.
+
+    To apply the result to stored annotations: first re-point every message of a group
+    in :attr:`Annotation.merged` to the group that absorbed it (and drop the absorbed
+    group), then record :attr:`Annotation.message_groups`, then upsert
+    :attr:`Annotation.groups`.
+    """
     annotator = _Annotator(state or AnnotationState())
     for message in messages:
         annotator.add(message)

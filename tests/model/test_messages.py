@@ -33,7 +33,9 @@ EVERY_CONTENT: list[Content] = [
     FunctionResultContent(call_id="c2", result={"rows": [1, 2]}, is_error=True),
     DataContent(data="aGVsbG8=", media_type="image/png"),
     UriContent(uri="https://example.invalid/a.png", media_type="image/png"),
-    OtherContent(kind="mcp_server_tool_call", payload={"server": "s"}, call_id="h1", pairing="call"),
+    OtherContent(
+        kind="mcp_server_tool_call", payload={"server": "s"}, call_id="h1", pairing="call"
+    ),
     OtherContent(kind="usage", payload={"input_tokens": 3}),
 ]
 

@@ -1,0 +1,218 @@
+"""Group annotation against Agent Framework 1.23.0's ``group_messages``.
+
+On conversations without the shapes where chatledger deliberately differs, both give
+the same partition, the same group ids and the same kinds. Each deliberate deviation
+(``docs/groups.md``) has a test below that shows both behaviours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+
+from strategies.groups import annotate_all
+from strategies.messages import (
+    Content,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    OtherContent,
+    ReasoningContent,
+    TextContent,
+)
+from tests.groups.conversations import (
+    aligned_conversations,
+    assistant,
+    call,
+    fold,
+    hosted_call,
+    hosted_result,
+    reasoning,
+    result,
+    tool,
+    user,
+)
+
+af = pytest.importorskip("agent_framework")
+af_compaction = pytest.importorskip("agent_framework._compaction")
+
+
+def _af_content(content: Content) -> Any:
+    make = af.Content
+    if isinstance(content, TextContent):
+        return make.from_text(content.text)
+    if isinstance(content, ReasoningContent):
+        return make.from_text_reasoning(text=content.text)
+    if isinstance(content, FunctionCallContent):
+        return make.from_function_call(content.call_id, content.name, arguments=content.arguments)
+    if isinstance(content, FunctionResultContent):
+        return make.from_function_result(content.call_id, result=content.result)
+    if isinstance(content, OtherContent) and content.call_id is not None:
+        if content.kind == "mcp_server_tool_call":
+            return make.from_mcp_server_tool_call(content.call_id, "tool")
+        if content.kind == "mcp_server_tool_result":
+            return make.from_mcp_server_tool_result(content.call_id, output="out")
+        if content.kind == "search_tool_call":
+            return make.from_search_tool_call(content.call_id, tool_name="search")
+    raise NotImplementedError(f"no Agent Framework form for {content!r} in this test")
+
+
+def to_af(messages: Sequence[Message]) -> list[Any]:
+    """Our messages as Agent Framework messages, built with its own constructors."""
+    return [
+        af.Message(m.role, [_af_content(c) for c in m.contents], message_id=m.message_id)
+        for m in messages
+    ]
+
+
+def reference(messages: Sequence[Message]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """Agent Framework's grouping: message id to group id, and group id to its kinds.
+
+    Agent Framework gives a kind per span; a linked result can make one group of spans
+    of two kinds, which is why this returns a set per group.
+    """
+    group_of: dict[str, str] = {}
+    kinds: dict[str, set[str]] = {}
+    for span in af_compaction.group_messages(to_af(messages)):
+        for index in range(span["start_index"], span["end_index"] + 1):
+            group_of[messages[index].message_id] = span["group_id"]
+        kinds.setdefault(span["group_id"], set()).add(span["kind"])
+    return group_of, kinds
+
+
+def ours(messages: Sequence[Message]) -> tuple[dict[str, str], dict[str, set[str]]]:
+    folded = fold([annotate_all(messages)])
+    return folded.group_of, {g: {info.kind} for g, info in folded.groups.items()}
+
+
+def partition(group_of: dict[str, str]) -> list[list[str]]:
+    members: dict[str, list[str]] = {}
+    for message_id, group_id in group_of.items():
+        members.setdefault(group_id, []).append(message_id)
+    return list(members.values())
+
+
+@settings(max_examples=600, deadline=None)
+@given(aligned_conversations())
+def test_same_groups_as_agent_framework(messages: list[Message]) -> None:
+    assert ours(messages) == reference(messages)
+
+
+def test_the_converter_keeps_what_grouping_reads() -> None:
+    messages = [
+        user("u"),
+        assistant("a", reasoning(), call("c")),
+        tool("t", result("c")),
+        assistant("h", hosted_call("h1"), hosted_result("h1")),
+    ]
+    converted = to_af(messages)
+    assert [m.role for m in converted] == ["user", "assistant", "tool", "assistant"]
+    assert [c.type for c in converted[1].contents] == ["text_reasoning", "function_call"]
+    assert converted[2].contents[0].call_id == "c"
+    assert [c.type for c in converted[3].contents] == [
+        "mcp_server_tool_call",
+        "mcp_server_tool_result",
+    ]
+
+
+# --- deliberate deviations: each test shows both behaviours -----------------------------
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [["c1"], ["c1", "x", "x"]],
+    ids=["orphan", "ambiguous"],
+)
+def test_unlinked_result_right_after_a_call_group(declared: list[str]) -> None:
+    answered = "zz" if declared == ["c1"] else "x"
+    messages = [
+        user("u"),
+        assistant("a", *(call(c) for c in declared)),
+        tool("t1", result("c1")),
+        tool("t2", result(answered)),
+    ]
+    assert partition(reference(messages)[0]) == [["u"], ["a", "t1", "t2"]]
+    assert partition(ours(messages)[0]) == [["u"], ["a", "t1"], ["t2"]]
+    assert fold([annotate_all(messages)]).groups["group_t2"].orphan
+
+
+def test_result_of_an_earlier_call_right_after_another_call_group() -> None:
+    messages = [
+        user("u"),
+        assistant("a1", call("c1")),
+        assistant("a2", call("c2")),
+        tool("t1", result("c1")),
+        tool("t2", result("c2")),
+    ]
+    assert partition(reference(messages)[0]) == [["u"], ["a1", "a2", "t1", "t2"]]
+    assert partition(ours(messages)[0]) == [["u"], ["a1", "t1"], ["a2", "t2"]]
+
+
+def test_consecutive_tool_messages_not_after_a_call_group() -> None:
+    messages = [
+        assistant("a", call("c1")),
+        user("u"),
+        tool("t1", result("zz")),
+        tool("t2", result("c1")),
+        tool("t3", result("yy")),
+    ]
+    assert partition(reference(messages)[0]) == [["a", "t1", "t2", "t3"], ["u"]]
+    assert partition(ours(messages)[0]) == [["a", "t2"], ["u"], ["t1"], ["t3"]]
+
+
+def test_consecutive_reasoning_only_messages_not_leading_into_a_call() -> None:
+    messages = [user("u"), assistant("r1", reasoning()), assistant("r2", reasoning()), user("v")]
+    assert partition(reference(messages)[0]) == [["u"], ["r1"], ["r2"], ["v"]]
+    assert partition(ours(messages)[0]) == [["u"], ["r1", "r2"], ["v"]]
+    assert ours(messages)[1]["group_r1"] == {"assistant_text"}
+
+
+def test_hosted_result_in_a_later_message() -> None:
+    messages = [
+        assistant("a", hosted_call("h1")),
+        user("u"),
+        assistant("b", hosted_result("h1")),
+    ]
+    assert partition(reference(messages)[0]) == [["a"], ["u"], ["b"]]
+    assert partition(ours(messages)[0]) == [["a", "b"], ["u"]]
+
+
+def test_every_hosted_call_makes_a_call_group() -> None:
+    messages = [user("u"), assistant("a", hosted_call("s1", kind="search_tool_call"))]
+    assert reference(messages)[1]["group_a"] == {"assistant_text"}
+    assert ours(messages)[1]["group_a"] == {"tool_call"}
+
+
+def test_one_call_id_namespace_for_function_and_hosted_calls() -> None:
+    messages = [
+        assistant("a", call("x"), hosted_call("x")),
+        user("u"),
+        tool("t", result("x")),
+    ]
+    assert partition(reference(messages)[0]) == [["a", "t"], ["u"]]
+    assert partition(ours(messages)[0]) == [["a"], ["u"], ["t"]]
+
+
+# --- shapes that look unusual but agree -------------------------------------------------
+
+
+def test_result_in_an_assistant_message_links_in_both() -> None:
+    """Same partition; the reference labels the result's span assistant_text, we one kind."""
+    messages = [assistant("a", call("c1")), user("u"), assistant("b", result("c1"))]
+    assert partition(reference(messages)[0]) == partition(ours(messages)[0]) == [["a", "b"], ["u"]]
+    assert reference(messages)[1]["group_a"] == {"assistant_text", "tool_call"}
+    assert ours(messages)[1]["group_a"] == {"tool_call"}
+
+
+def test_one_tool_message_answering_two_call_groups_merges_in_both() -> None:
+    messages = [
+        assistant("a1", call("c1")),
+        user("u"),
+        assistant("a2", call("c2")),
+        tool("t", result("c1"), result("c2")),
+    ]
+    assert ours(messages)[0] == reference(messages)[0]
+    assert partition(ours(messages)[0]) == [["a1", "a2", "t"], ["u"]]
