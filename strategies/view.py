@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
-from strategies.groups import GroupKind, annotate
-from strategies.messages import Message
+from strategies.groups import GroupKind, annotate, call_ids, result_ids
+from strategies.messages import Content, FunctionResultContent, Message, OtherContent
 from strategies.tokenizers import (
     DEFAULT_POLICY,
     CharacterEstimatorTokenizer,
@@ -186,10 +186,16 @@ class View:
         return out
 
     async def project(self) -> list[Message]:
-        """The messages to send, in order."""
+        """The messages to send, in order.
+
+        Results are sent only after a call they answer; a result content that answers no
+        earlier call in the projection (a duplicate, or one that shares a message with
+        linked results) is dropped from its message, and a message left empty by that is
+        dropped. The stored message is unchanged.
+        """
         groups = self.sendable()
         loaded = await self.messages(g.group_id for g in groups)
-        return [m for g in groups for m in loaded[g.group_id]]
+        return _without_unmatched_results(m for g in groups for m in loaded[g.group_id])
 
     def apply(self, changes: ChangeSet) -> View:
         """The view left after ``changes``; ``self`` is not modified."""
@@ -312,6 +318,30 @@ class View:
             tokenizer=tokenizer,
             policy=policy,
         )
+
+
+def _without_unmatched_results(messages: Iterable[Message]) -> list[Message]:
+    declared: set[str] = set()
+    out: list[Message] = []
+    for message in messages:
+        declared.update(c for c in call_ids(message) if c)
+        answered = result_ids(message)
+        if all(c in declared for c in answered):
+            out.append(message)
+            continue
+        kept = [c for c in message.contents if _answers(c) in declared or _answers(c) is None]
+        if kept:
+            out.append(message.model_copy(update={"contents": kept}))
+    return out
+
+
+def _answers(content: Content) -> str | None:
+    """The call id a result content answers; None for anything that is not a result."""
+    if isinstance(content, FunctionResultContent):
+        return content.call_id
+    if isinstance(content, OtherContent) and content.pairing == "result":
+        return content.call_id or None
+    return None
 
 
 def _add(totals: Totals, groups: Sequence[GroupView]) -> Totals:

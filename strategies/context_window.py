@@ -1,0 +1,151 @@
+"""Context window: fit the history to a model's window, in two phases.
+
+Same name, keywords and defaults as Agent Framework's
+``ContextWindowCompactionStrategy``, plus ``reserved_tokens`` and ``start_at_user``.
+The input budget is the window minus the output tokens minus ``reserved_tokens``
+(instructions and tool schemas the framework adds after compaction). Above
+``tool_eviction_threshold`` of the budget, older tool-call groups are collapsed into
+summaries (keeping the newest ``keep_last_tool_call_groups``); then, above
+``truncation_threshold``, the oldest groups are excluded down to
+``tool_eviction_threshold``. Tokens are the view's cached counts.
+
+Unlike the reference, truncation never drops system groups, the newest user request,
+pinned groups or the in-flight tail; with ``start_at_user=True`` the non-system part of
+the projection starts at a user message (non-system groups before the first remaining
+user group are excluded; Anthropic's API requires it).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from strategies._selection import changeset, combine, protected_ids, trigger_params
+from strategies.base import check_tokenizer
+from strategies.changeset import ChangeSet
+from strategies.tokenizers import Tokenizer
+from strategies.tool_result import ToolResultCompactionStrategy
+from strategies.triggers import Trigger
+from strategies.truncation import TruncationStrategy
+from strategies.view import GroupView, View
+
+__all__ = ["ContextWindowCompactionStrategy"]
+
+logger = logging.getLogger("chatledger.strategies")
+
+
+def _check_fraction(name: str, value: float) -> None:
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"{name} must be in (0.0, 1.0], got {value}")
+
+
+class ContextWindowCompactionStrategy:
+    """Tool-result eviction, then truncation, against a budget derived from the window."""
+
+    name = "context_window_compaction"
+
+    def __init__(
+        self,
+        *,
+        max_context_window_tokens: int,
+        max_output_tokens: int,
+        tokenizer: Tokenizer | None = None,
+        tool_eviction_threshold: float = 0.5,
+        truncation_threshold: float = 0.8,
+        keep_last_tool_call_groups: int = 4,
+        preserve_first_user_group: bool = False,
+        reserved_tokens: int = 0,
+        start_at_user: bool = False,
+        trigger: Trigger | None = None,
+        target: Trigger | None = None,
+    ) -> None:
+        """Validate the window, thresholds and reserve, and derive the budgets."""
+        if max_context_window_tokens <= 0:
+            raise ValueError("max_context_window_tokens must be positive")
+        if not 0 <= max_output_tokens < max_context_window_tokens:
+            raise ValueError("max_output_tokens must be >= 0 and < max_context_window_tokens")
+        if not 0 <= reserved_tokens < max_context_window_tokens - max_output_tokens:
+            raise ValueError(
+                "reserved_tokens must be >= 0 and leave room in the window after the output"
+            )
+        _check_fraction("tool_eviction_threshold", tool_eviction_threshold)
+        _check_fraction("truncation_threshold", truncation_threshold)
+        if truncation_threshold < tool_eviction_threshold:
+            raise ValueError("truncation_threshold must be >= tool_eviction_threshold")
+        self.max_context_window_tokens = max_context_window_tokens
+        self.max_output_tokens = max_output_tokens
+        self.tokenizer = tokenizer
+        self.tool_eviction_threshold = tool_eviction_threshold
+        self.truncation_threshold = truncation_threshold
+        self.keep_last_tool_call_groups = keep_last_tool_call_groups
+        self.preserve_first_user_group = preserve_first_user_group
+        self.reserved_tokens = reserved_tokens
+        self.start_at_user = start_at_user
+        self.trigger = trigger
+        self.target = target
+        self.input_budget_tokens = max_context_window_tokens - max_output_tokens - reserved_tokens
+        """Tokens the projection may use."""
+        self.tool_eviction_tokens = int(self.input_budget_tokens * tool_eviction_threshold)
+        self.truncation_tokens = int(self.input_budget_tokens * truncation_threshold)
+        self._eviction = ToolResultCompactionStrategy(
+            keep_last_tool_call_groups=keep_last_tool_call_groups
+        )
+
+    def params(self) -> dict[str, Any]:
+        """The parameters, as JSON."""
+        return {
+            "max_context_window_tokens": self.max_context_window_tokens,
+            "max_output_tokens": self.max_output_tokens,
+            "tokenizer": None if self.tokenizer is None else self.tokenizer.name,
+            "tool_eviction_threshold": self.tool_eviction_threshold,
+            "truncation_threshold": self.truncation_threshold,
+            "keep_last_tool_call_groups": self.keep_last_tool_call_groups,
+            "preserve_first_user_group": self.preserve_first_user_group,
+            "reserved_tokens": self.reserved_tokens,
+            "start_at_user": self.start_at_user,
+            **trigger_params(self.trigger, self.target),
+        }
+
+    def _truncation(self, view: View) -> TruncationStrategy:
+        return TruncationStrategy(
+            max_n=max(1, self.truncation_tokens),
+            compact_to=max(1, self.tool_eviction_tokens),
+            tokenizer=view.tokenizer,
+            preserve_first_user_group=self.preserve_first_user_group,
+            target=self.target,
+        )
+
+    async def plan(self, view: View) -> ChangeSet:
+        """Evict old tool results, then truncate, then (optionally) start at a user."""
+        check_tokenizer(self.name, self.tokenizer, view)
+        params = self.params()
+        if self.trigger is not None and not self.trigger(view):
+            return ChangeSet(strategy=self.name, params=params)
+        parts: list[ChangeSet] = []
+        current = view
+        if current.token_count > self.tool_eviction_tokens:
+            parts.append(await self._eviction.plan(current))
+            current = current.apply(parts[-1])
+        if current.token_count > self.truncation_tokens:
+            parts.append(await self._truncation(current).plan(current))
+            current = current.apply(parts[-1])
+        if self.start_at_user:
+            parts.append(changeset(self.name, params, _before_first_user(current), "start_at_user"))
+            current = current.apply(parts[-1])
+        if current.token_count > self.input_budget_tokens:
+            logger.warning(
+                "%s could not fit protected groups in the input budget: %d tokens left, budget %d",
+                self.name,
+                current.token_count,
+                self.input_budget_tokens,
+            )
+        return combine(parts, strategy=self.name, params=params)
+
+
+def _before_first_user(view: View) -> list[GroupView]:
+    """Non-system, unprotected groups before the first user group (none if no user)."""
+    first = next((i for i, g in enumerate(view.groups) if g.kind == "user"), None)
+    if first is None:
+        return []
+    protected = protected_ids(view)
+    return [g for g in view.groups[:first] if g.kind != "system" and g.group_id not in protected]

@@ -1,0 +1,92 @@
+"""Selective tool-call compaction: exclude all but the newest tool-call groups.
+
+Same name, keywords and defaults as Agent Framework's
+``SelectiveToolCallCompactionStrategy``: only ``tool_call`` groups are touched, and the
+newest ``keep_last_tool_call_groups`` of them stay. It acts when more than that many
+tool-call groups are sent (or when ``trigger`` fires, then stopping oldest-first once it
+no longer fires or ``target`` holds).
+
+Unlike the reference, pinned groups and the in-flight tail (calls still waiting for their
+result) stay, and orphan results and stale pending calls, which the projection never
+sends, neither count nor are touched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from strategies._selection import (
+    Goal,
+    changeset,
+    exclude_oldest,
+    in_flight_ids,
+    sendable_tool_groups,
+    trigger_params,
+)
+from strategies.changeset import ChangeSet
+from strategies.triggers import Not, Trigger
+from strategies.view import GroupView, View
+
+__all__ = ["SelectiveToolCallCompactionStrategy", "old_tool_groups", "stop_when"]
+
+
+def stop_when(trigger: Trigger | None, target: Trigger | None) -> Trigger | None:
+    """The target: ``target``, else "``trigger`` no longer fires", else None (no target)."""
+    if target is not None:
+        return target
+    return None if trigger is None else Not(trigger)
+
+
+def old_tool_groups(view: View, keep_last: int, trigger: Trigger | None) -> list[GroupView] | None:
+    """The tool-call groups that may be compacted, oldest first; None when not acting.
+
+    Shared by :class:`SelectiveToolCallCompactionStrategy` and the tool-result compaction.
+    """
+    tool_groups = sendable_tool_groups(view)
+    if trigger is not None:
+        if not trigger(view):
+            return None
+    elif len(tool_groups) <= keep_last:
+        return None
+    older = tool_groups[: len(tool_groups) - keep_last] if keep_last > 0 else tool_groups
+    keep = in_flight_ids(view)
+    return [g for g in older if not g.pinned and g.group_id not in keep]
+
+
+class SelectiveToolCallCompactionStrategy:
+    """Exclude tool-call groups older than the newest ``keep_last_tool_call_groups``."""
+
+    name = "selective_tool_call_compaction"
+    reason = "tool_call_compaction"
+
+    def __init__(
+        self,
+        *,
+        keep_last_tool_call_groups: int = 1,
+        trigger: Trigger | None = None,
+        target: Trigger | None = None,
+    ) -> None:
+        """Validate and keep the parameters (``keep_last_tool_call_groups >= 0``)."""
+        if keep_last_tool_call_groups < 0:
+            raise ValueError(
+                f"keep_last_tool_call_groups must be at least 0, got {keep_last_tool_call_groups}"
+            )
+        self.keep_last_tool_call_groups = keep_last_tool_call_groups
+        self.trigger = trigger
+        self.target = target
+
+    def params(self) -> dict[str, Any]:
+        """The parameters, as JSON."""
+        return {
+            "keep_last_tool_call_groups": self.keep_last_tool_call_groups,
+            **trigger_params(self.trigger, self.target),
+        }
+
+    async def plan(self, view: View) -> ChangeSet:
+        """Exclude the older tool-call groups."""
+        params = self.params()
+        chosen = old_tool_groups(view, self.keep_last_tool_call_groups, self.trigger) or []
+        target = stop_when(self.trigger, self.target)
+        if target is not None:
+            chosen = exclude_oldest(view, chosen, Goal(lambda g: 0, 0, target))
+        return changeset(self.name, params, chosen, self.reason)
