@@ -49,6 +49,7 @@ __all__ = [
     "AnnotationState",
     "GroupInfo",
     "GroupKind",
+    "Tail",
     "annotate",
     "annotate_all",
     "call_ids",
@@ -84,7 +85,7 @@ class GroupInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class _Tail:
+class Tail:
     group: GroupInfo
     mode: TailMode
 
@@ -103,7 +104,7 @@ class AnnotationState:
     """Call ids declared by more than one unanswered call; results for them stay unlinked."""
     pending_groups: Mapping[str, GroupInfo] = field(default_factory=dict)
     """Groups with unanswered calls, by id (those that a late result may still join)."""
-    tail: _Tail | None = None
+    tail: Tail | None = None
     """The last group, when the next message may still join it."""
 
     def to_json(self) -> str:
@@ -149,7 +150,7 @@ def _state_from_data(data: Any) -> AnnotationState:
         mode = tail_data["mode"]
         if mode not in get_args(TailMode):
             raise ValueError(f"malformed annotation state: unknown tail mode {mode!r}")
-        tail = _Tail(_group_from_data(tail_data["group"]), cast(TailMode, mode))
+        tail = Tail(_group_from_data(tail_data["group"]), cast(TailMode, mode))
     pending = [_group_from_data(g) for g in data["pending_groups"]]
     open_calls = dict(data["open_calls"])
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in open_calls.items()):
@@ -293,7 +294,7 @@ class _Annotator:
         if self.tail is not None:
             return self._save(replace(self.tail.group, has_reasoning=True))
         group = self._new_group(message, "assistant_text")
-        self.tail = _Tail(group, "reasoning")
+        self.tail = Tail(group, "reasoning")
         return group
 
     def _place_calls(self, message: Message) -> GroupInfo:
@@ -320,7 +321,7 @@ class _Annotator:
                 self.ambiguous.add(call_id)
             elif call_id not in self.ambiguous:
                 self.open_calls[call_id] = group.group_id
-        self.tail = _Tail(group, "calls")
+        self.tail = Tail(group, "calls")
         group = self._save(replace(group, pending_calls=pending))
         # Results in the same message (hosted tools) answer calls at once.
         linked = self._link(message, group)
@@ -376,7 +377,7 @@ class _Annotator:
         self.changed.pop(absorbed_id, None)
         self.pending.pop(absorbed_id, None)
         if self.tail is not None and self.tail.group.group_id == absorbed_id:
-            self.tail = _Tail(merged, self.tail.mode)
+            self.tail = Tail(merged, self.tail.mode)
         self.message_groups = [
             (m, target.group_id if g == absorbed_id else g) for m, g in self.message_groups
         ]

@@ -1,0 +1,392 @@
+"""Appending messages: dedupe, incremental annotation, token counting, one transaction.
+
+An append never scans a session's history. It reads the session row (annotation
+position, turn and tail), the unanswered calls whose ``call_id`` appears in the new
+messages, and the groups those calls and the tail point to; everything else is written
+from what :func:`strategies.groups.annotate` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._rows import chunks, lock_session, now
+from store.errors import InvalidInput
+from store.models import Provenance, content_hash, message_to_values
+from store.schema import GroupRow, MessageRow, OpenCallRow, SessionRow
+from strategies.groups import (
+    Annotation,
+    AnnotationState,
+    GroupInfo,
+    Tail,
+    annotate,
+    call_ids,
+    result_ids,
+)
+from strategies.messages import Message
+from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
+
+__all__ = ["AppendContext", "append_messages", "check_tokenizer"]
+
+MESSAGES = cast(Table, MessageRow.__table__)
+GROUPS = cast(Table, GroupRow.__table__)
+CALLS = cast(Table, OpenCallRow.__table__)
+SESSIONS = cast(Table, SessionRow.__table__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendContext:
+    """Who appends, and how tokens are counted."""
+
+    tenant: str
+    session_id: str
+    tokenizer: Tokenizer
+    policy: TokenCountPolicy
+    provenance: Provenance | None = None
+
+
+@dataclass(slots=True)
+class _Loaded:
+    """What an append reads besides the session row."""
+
+    state: AnnotationState
+    groups: dict[str, RowMapping]
+    call_rows: set[str]
+    wanted_calls: set[str]
+
+
+@dataclass(slots=True)
+class _Totals:
+    messages: int = 0
+    tokens: int = 0
+    active_messages: int = 0
+    active_tokens: int = 0
+    groups: int = 0
+    active_groups: int = 0
+    per_group: dict[str, list[int]] = field(default_factory=dict)
+
+
+def check_tokenizer(stored: str, tokenizer: Tokenizer, session_id: str) -> None:
+    """Refuse to mix token counts of two tokenizers in one session."""
+    if stored != tokenizer.name:
+        raise InvalidInput(
+            f"session {session_id!r} was counted with tokenizer {stored!r}, this store uses "
+            f"{tokenizer.name!r}: open the store with {stored!r}, or call "
+            f"recount({session_id!r}) to recount the session with {tokenizer.name!r}"
+        )
+
+
+def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
+    return (table.c.tenant == ctx.tenant, table.c.session_id == ctx.session_id)
+
+
+async def _dedupe(
+    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
+) -> list[Message]:
+    """The messages not stored yet; InvalidInput for an id reused with other content."""
+    hashes: dict[str, str] = {}
+    unique: list[Message] = []
+    for message in messages:
+        digest = content_hash(message)
+        known = hashes.get(message.message_id)
+        if known is None:
+            hashes[message.message_id] = digest
+            unique.append(message)
+        elif known != digest:
+            raise InvalidInput(
+                f"message id {message.message_id!r} appears twice in the batch "
+                "with different content"
+            )
+    stored: dict[str, str] = {}
+    for part in chunks([m.message_id for m in unique]):
+        query = select(MESSAGES.c.message_id, MESSAGES.c.content_hash).where(
+            *_keys(MESSAGES, ctx), MESSAGES.c.message_id.in_(part)
+        )
+        stored.update((row[0], row[1]) for row in await conn.execute(query))
+    fresh: list[Message] = []
+    for message in unique:
+        stored_digest = stored.get(message.message_id)
+        if stored_digest is None:
+            fresh.append(message)
+        elif stored_digest != hashes[message.message_id]:
+            raise InvalidInput(
+                f"message id {message.message_id!r} is already stored in session "
+                f"{ctx.session_id!r} with different content"
+            )
+    return fresh
+
+
+def _group_info(row: RowMapping) -> GroupInfo:
+    return GroupInfo(
+        group_id=row["group_id"],
+        kind=row["kind"],
+        turn=row["turn"],
+        first_position=row["first_position"],
+        has_reasoning=row["has_reasoning"],
+        pending_calls=row["pending_calls"],
+        orphan=row["orphan"],
+    )
+
+
+def _referenced_calls(messages: Iterable[Message]) -> set[str]:
+    wanted: set[str] = set()
+    for message in messages:
+        wanted.update(c for c in call_ids(message) if c is not None)
+        wanted.update(result_ids(message))
+    return wanted
+
+
+async def _load(
+    conn: AsyncConnection, ctx: AppendContext, session: RowMapping, fresh: Sequence[Message]
+) -> _Loaded:
+    wanted = _referenced_calls(fresh)
+    open_calls: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    for part in chunks(sorted(wanted)):
+        query = select(CALLS.c.call_id, CALLS.c.group_id, CALLS.c.ambiguous).where(
+            *_keys(CALLS, ctx), CALLS.c.call_id.in_(part)
+        )
+        for call_id, group_id, is_ambiguous in await conn.execute(query):
+            if is_ambiguous or group_id is None:
+                ambiguous.add(call_id)
+            else:
+                open_calls[call_id] = group_id
+    group_ids = set(open_calls.values())
+    if session["tail_group_id"] is not None:
+        group_ids.add(session["tail_group_id"])
+    groups: dict[str, RowMapping] = {}
+    for part in chunks(sorted(group_ids)):
+        query = select(GROUPS).where(*_keys(GROUPS, ctx), GROUPS.c.group_id.in_(part))
+        groups.update((row["group_id"], row) for row in (await conn.execute(query)).mappings())
+    infos = {gid: _group_info(row) for gid, row in groups.items()}
+    tail = None
+    if session["tail_group_id"] in infos:
+        tail = Tail(infos[session["tail_group_id"]], session["tail_mode"])
+    state = AnnotationState(
+        position=session["position"],
+        turn=session["turn"],
+        open_calls=open_calls,
+        ambiguous_calls=frozenset(ambiguous),
+        pending_groups={gid: info for gid, info in infos.items() if info.pending_calls > 0},
+        tail=tail,
+    )
+    return _Loaded(state, groups, set(open_calls) | ambiguous, wanted)
+
+
+async def _apply_merges(
+    conn: AsyncConnection, ctx: AppendContext, annotation: Annotation, loaded: _Loaded
+) -> dict[str, list[int]]:
+    """Move the messages and calls of absorbed stored groups; return what each target gains."""
+    gains: dict[str, list[int]] = {}
+    for absorbed, target in annotation.merged.items():
+        row = loaded.groups.get(absorbed)
+        if row is None:
+            continue
+        await conn.execute(
+            update(MESSAGES)
+            .where(*_keys(MESSAGES, ctx), MESSAGES.c.group_id == absorbed)
+            .values(group_id=target)
+        )
+        await conn.execute(
+            update(CALLS)
+            .where(*_keys(CALLS, ctx), CALLS.c.group_id == absorbed)
+            .values(group_id=target)
+        )
+        await conn.execute(delete(GROUPS).where(*_keys(GROUPS, ctx), GROUPS.c.group_id == absorbed))
+        gain = gains.setdefault(target, [0, 0, 0])
+        gain[0] += row["message_count"]
+        gain[1] += row["token_count"]
+        gain[2] += 0 if row["excluded"] else 1
+    return gains
+
+
+def _message_rows(
+    ctx: AppendContext,
+    session: RowMapping,
+    fresh: Sequence[Message],
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: _Totals,
+) -> list[dict[str, Any]]:
+    stamp = now()
+    provenance = ctx.provenance
+    imported_at = (provenance.imported_at or stamp) if provenance else None
+    rows: list[dict[str, Any]] = []
+    for index, (message, (_, group_id)) in enumerate(
+        zip(fresh, annotation.message_groups, strict=True)
+    ):
+        seq = session["next_seq"] + index
+        tokens = count_message_tokens(message, ctx.tokenizer, policy=ctx.policy)
+        group = loaded.groups.get(group_id)
+        excluded = bool(group is not None and group["excluded"])
+        per_group = totals.per_group.setdefault(group_id, [0, 0])
+        per_group[0] += 1
+        per_group[1] += tokens
+        totals.messages += 1
+        totals.tokens += tokens
+        if not excluded:
+            totals.active_messages += 1
+            totals.active_tokens += tokens
+        rows.append(
+            {
+                "tenant": ctx.tenant,
+                "session_id": ctx.session_id,
+                "seq": seq,
+                "anchor": seq,
+                "slot": 0,
+                **message_to_values(message),
+                "stored_at": stamp,
+                "group_id": group_id,
+                "token_count": tokens,
+                "excluded": excluded,
+                "excluded_reason": group["excluded_reason"] if excluded and group else None,
+                "excluded_event_id": group["excluded_event_id"] if excluded and group else None,
+                "source_system": provenance.system if provenance else None,
+                "source_id": provenance.source_ids.get(message.message_id) if provenance else None,
+                "imported_at": imported_at,
+            }
+        )
+    return rows
+
+
+async def _write_groups(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: _Totals,
+    gains: dict[str, list[int]],
+) -> None:
+    stamp = now()
+    inserts: list[dict[str, Any]] = []
+    for group_id, info in annotation.groups.items():
+        count, tokens = totals.per_group.get(group_id, [0, 0])
+        gain = gains.get(group_id, [0, 0, 0])
+        values = {
+            "kind": info.kind,
+            "turn": info.turn,
+            "first_position": info.first_position,
+            "has_reasoning": info.has_reasoning,
+            "pending_calls": info.pending_calls,
+            "orphan": info.orphan,
+        }
+        if group_id in loaded.groups:
+            await conn.execute(
+                update(GROUPS)
+                .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == group_id)
+                .values(
+                    message_count=GROUPS.c.message_count + count + gain[0],
+                    token_count=GROUPS.c.token_count + tokens + gain[1],
+                    **values,
+                )
+            )
+            continue
+        seq = session["next_seq"] + info.first_position - session["position"]
+        inserts.append(
+            {
+                "tenant": ctx.tenant,
+                "session_id": ctx.session_id,
+                "group_id": group_id,
+                "anchor": seq,
+                "slot": 0,
+                "first_seq": seq,
+                "message_count": count + gain[0],
+                "token_count": tokens + gain[1],
+                "created_at": stamp,
+                **values,
+            }
+        )
+    for part in chunks(inserts):
+        await conn.execute(insert(GROUPS), list(part))
+    absorbed = [g for g in annotation.merged if g in loaded.groups]
+    totals.groups = len(inserts) - len(absorbed)
+    totals.active_groups = len(inserts) - sum(g[2] for g in gains.values())
+
+
+async def _write_calls(
+    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
+) -> None:
+    stale = sorted(loaded.call_rows)
+    for part in chunks(stale):
+        await conn.execute(delete(CALLS).where(*_keys(CALLS, ctx), CALLS.c.call_id.in_(part)))
+    rows: list[dict[str, Any]] = []
+    for call_id in sorted(loaded.wanted_calls):
+        if call_id in state.open_calls:
+            group_id: str | None = state.open_calls[call_id]
+            ambiguous = False
+        elif call_id in state.ambiguous_calls:
+            group_id, ambiguous = None, True
+        else:
+            continue
+        rows.append(
+            {
+                "tenant": ctx.tenant,
+                "session_id": ctx.session_id,
+                "call_id": call_id,
+                "group_id": group_id,
+                "ambiguous": ambiguous,
+            }
+        )
+    for batch in chunks(rows):
+        await conn.execute(insert(CALLS), list(batch))
+
+
+async def _write_session(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    state: AnnotationState,
+    totals: _Totals,
+) -> None:
+    c = SESSIONS.c
+    tail = state.tail
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, ctx))
+        .values(
+            next_seq=session["next_seq"] + totals.messages,
+            position=state.position,
+            turn=state.turn,
+            tail_group_id=tail.group.group_id if tail else None,
+            tail_mode=tail.mode if tail else None,
+            revision=c.revision + 1,
+            updated_at=now(),
+            stored_messages=c.stored_messages + totals.messages,
+            stored_tokens=c.stored_tokens + totals.tokens,
+            stored_groups=c.stored_groups + totals.groups,
+            active_messages=c.active_messages + totals.active_messages,
+            active_tokens=c.active_tokens + totals.active_tokens,
+            active_groups=c.active_groups + totals.active_groups,
+        )
+    )
+
+
+async def append_messages(
+    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
+) -> int:
+    """Append ``messages`` inside the caller's write transaction; return how many were new."""
+    session = await lock_session(
+        conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
+    )
+    check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
+    fresh = await _dedupe(conn, ctx, messages)
+    if not fresh:
+        return 0
+    loaded = await _load(conn, ctx, session, fresh)
+    annotation = annotate(fresh, loaded.state)
+    totals = _Totals()
+    rows = _message_rows(ctx, session, fresh, annotation, loaded, totals)
+    gains = await _apply_merges(conn, ctx, annotation, loaded)
+    await _write_groups(conn, ctx, session, annotation, loaded, totals, gains)
+    for part in chunks(rows):
+        await conn.execute(insert(MESSAGES), list(part))
+    await _write_calls(conn, ctx, annotation.state, loaded)
+    await _write_session(conn, ctx, session, annotation.state, totals)
+    return len(fresh)

@@ -1,0 +1,53 @@
+"""A row that fails to validate raises CorruptRowError naming it; it is never skipped."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from store.errors import CorruptRowError
+from store.history import HistoryStore
+from strategies.messages import Message
+
+
+@pytest.mark.parametrize(
+    ("column", "garbage"),
+    [
+        ("contents", '[{"type": "no-such-content"}]'),
+        ("metadata", '["not", "a", "mapping"]'),
+    ],
+)
+async def test_corrupt_json_raises_naming_the_row(
+    store: HistoryStore, column: str, garbage: str
+) -> None:
+    await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            text(
+                f"UPDATE chatledger_messages SET {column} = :garbage "
+                "WHERE tenant = 'default' AND session_id = 's' AND seq = 2"
+            ),
+            {"garbage": garbage},
+        )
+    with pytest.raises(CorruptRowError) as info:
+        await store.history("s")
+    assert (
+        "'default'" in str(info.value) and "'s'" in str(info.value) and "seq 2" in str(info.value)
+    )
+    assert info.value.seq == 2
+    # the rows before it are still readable
+    assert [m.seq for m in await store.history("s", before=2)] == [1]
+
+
+async def test_invalid_json_text_on_sqlite(tmp_path: Path) -> None:
+    """Only SQLite can hold text that is not JSON (PostgreSQL's jsonb rejects it)."""
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/c.db") as store:
+        await store.append("s", [Message.text_message("user", "hi")])
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE chatledger_messages SET contents = '[{broken' WHERE seq = 1")
+            )
+        with pytest.raises(CorruptRowError, match="seq 1"):
+            await store.history("s")

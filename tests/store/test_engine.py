@@ -1,0 +1,128 @@
+"""Engine setup: URL resolution, SQLite pragmas and transactions, PostgreSQL schemas."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import DBAPIError
+
+from store.engine import (
+    DEFAULT_URL,
+    URL_ENV,
+    create_engine,
+    normalize_url,
+    resolve_url,
+    write_connection,
+)
+from store.errors import ChatledgerError, StoreError
+from store.history import HistoryStore
+from strategies.messages import Message
+from tests.conftest import PgServer
+
+
+@pytest.mark.parametrize(
+    ("given", "driver"),
+    [
+        ("sqlite:///x.db", "sqlite+aiosqlite"),
+        ("sqlite+aiosqlite:///x.db", "sqlite+aiosqlite"),
+        ("postgresql://u@h/db", "postgresql+asyncpg"),
+        ("postgres://u@h/db", "postgresql+asyncpg"),
+        ("postgresql+psycopg://u@h/db", "postgresql+asyncpg"),
+        ("postgresql+asyncpg://u@h/db", "postgresql+asyncpg"),
+    ],
+)
+def test_urls_map_to_async_drivers(given: str, driver: str) -> None:
+    url = normalize_url(given)
+    assert url.drivername == driver
+    assert url.database == make_database(given)
+
+
+def make_database(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def test_url_resolution_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(URL_ENV, raising=False)
+    assert resolve_url(None) == DEFAULT_URL == "sqlite:///./chatledger.db"
+    monkeypatch.setenv(URL_ENV, "postgresql://env@h/db")
+    assert resolve_url(None) == "postgresql://env@h/db"
+    assert resolve_url("sqlite:///arg.db") == "sqlite:///arg.db"
+
+
+async def test_sqlite_connection_setup(tmp_path: Path) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path}/e.db")
+    try:
+        async with engine.connect() as conn:
+            assert (await conn.exec_driver_sql("PRAGMA journal_mode")).scalar() == "wal"
+            assert (await conn.exec_driver_sql("PRAGMA foreign_keys")).scalar() == 1
+            assert (await conn.exec_driver_sql("PRAGMA busy_timeout")).scalar_one() > 0
+    finally:
+        await engine.dispose()
+
+
+async def test_sqlite_write_transactions_take_the_lock_at_begin(tmp_path: Path) -> None:
+    """A write transaction holds the write lock from BEGIN; reads stay deferred."""
+    path = tmp_path / "lock.db"
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(text("CREATE TABLE t (x INTEGER)"))
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            async with engine.connect() as reader, reader.begin():
+                await reader.execute(text("SELECT * FROM t"))
+                other.execute("BEGIN IMMEDIATE")  # a deferred reader does not block writers
+                other.execute("ROLLBACK")
+            async with write_connection(engine):
+                with pytest.raises(sqlite3.OperationalError, match="locked"):
+                    other.execute("BEGIN IMMEDIATE")
+        finally:
+            other.close()
+    finally:
+        await engine.dispose()
+
+
+@pytest.mark.postgres
+async def test_postgres_schema_option(pg_server: PgServer) -> None:
+    db_url = pg_server.create(f"chatledger_schema_{os.getpid()}")
+    try:
+        await _two_schemas(db_url)
+    finally:
+        pg_server.drop_later(make_database(db_url))
+
+
+async def _two_schemas(db_url: str) -> None:
+    message = Message.text_message("user", "hi")
+    async with (
+        HistoryStore.open(db_url, schema="tenant_one") as one,
+        HistoryStore.open(db_url, schema="tenant_two") as two,
+    ):
+        await one.append("s", [message])
+        assert await two.sessions() == []
+        async with one.engine.connect() as conn:
+            found = await conn.execute(
+                text(
+                    "SELECT table_schema FROM information_schema.tables "
+                    "WHERE table_name = 'chatledger_messages' ORDER BY table_schema"
+                )
+            )
+            assert [row[0] for row in found] == ["tenant_one", "tenant_two"]
+            assert (await conn.execute(text("SHOW search_path"))).scalar() == "tenant_one"
+
+
+async def test_driver_errors_are_translated(tmp_path: Path) -> None:
+    with pytest.raises(ChatledgerError):
+        async with HistoryStore.open("postgresql://nobody@127.0.0.1:1/none"):
+            pass
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/t.db") as store:
+        await store.append("s", [Message.text_message("user", "hi")])
+        async with store.engine.begin() as conn:
+            await conn.execute(text("DROP TABLE chatledger_groups"))
+        with pytest.raises(StoreError) as info:
+            await store.history("s")
+        assert not isinstance(info.value, DBAPIError)
+        assert isinstance(info.value.__cause__, DBAPIError)
