@@ -1,0 +1,276 @@
+"""Applying change sets and restores to one session's rows, with their audit events.
+
+The rules, which the SQL store follows too:
+
+* Parts apply in the order of :meth:`strategies.view.View.apply`: summaries, then
+  exclusions, then reductions. A part that names a group which is not active (already
+  excluded, unknown, or replaced by an earlier part) is skipped.
+* A summary is stored as a ``summary`` group at the anchor of the first group it replaces,
+  with the next free slot there; the replaced groups are excluded with the reason
+  ``summarized`` and linked to it.
+* Pinned groups are never excluded nor summarized by a strategy: such parts are skipped
+  (and logged). Reductions of pinned groups are allowed (nothing is left out).
+* Restores re-include groups and pin them. Re-including a group replaced by a summary
+  re-includes every group of that summary and excludes the summary (and, up the chain,
+  any summary that replaced that summary); re-including a summary excludes the groups
+  it replaced. A group named explicitly wins over a summary that would hide it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from store.audit_models import CompactionEvent, Phase
+from store.memory._state import Counter, GroupRow, SessionData
+from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
+from strategies.view import Totals
+
+__all__ = ["RESTORED_REASON", "SUMMARIZED_REASON", "Outcome", "apply_changes", "restore"]
+
+logger = logging.getLogger("chatledger.store")
+
+SUMMARIZED_REASON = "summarized"
+"""Exclusion reason of a group replaced by a summary."""
+
+RESTORED_REASON = "restored"
+"""Exclusion reason of a summary whose groups were restored."""
+
+
+def new_event_id() -> str:
+    """A fresh, random event id."""
+    return f"evt_{uuid.uuid4().hex}"
+
+
+@dataclass
+class Outcome:
+    """What one change set or restore did, before it becomes an event."""
+
+    event_id: str
+    now: datetime
+    before: Totals
+    excluded: list[str] = field(default_factory=list)
+    summarized: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    reduced: list[str] = field(default_factory=list)
+    restored: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """Whether anything was written."""
+        return bool(self.excluded or self.summarized or self.reduced or self.restored)
+
+    def record(
+        self, session: SessionData, *, phase: Phase, strategy: str, params: dict[str, Any]
+    ) -> CompactionEvent:
+        """Append the audit event to ``session``, bump its revision, and log it."""
+        after = session.totals()
+        event = CompactionEvent(
+            id=self.event_id,
+            session_id=session.session_id,
+            tenant=session.tenant,
+            phase=phase,
+            strategy=strategy,
+            params=params,
+            messages_before=self.before.messages,
+            messages_after=after.messages,
+            groups_before=self.before.groups,
+            groups_after=after.groups,
+            tokens_before=self.before.tokens,
+            tokens_after=after.tokens,
+            created_at=self.now,
+            excluded=tuple(self.excluded),
+            summarized=dict(self.summarized),
+            reduced=tuple(self.reduced),
+            restored=tuple(self.restored),
+        )
+        session.events.append(event)
+        session.touch(self.now)
+        logger.info(
+            "compaction event %s on session %r (tenant %r, %s, phase %s): "
+            "messages %d -> %d, groups %d -> %d, tokens %d -> %d",
+            event.id,
+            session.session_id,
+            session.tenant,
+            strategy,
+            phase,
+            event.messages_before,
+            event.messages_after,
+            event.groups_before,
+            event.groups_after,
+            event.tokens_before,
+            event.tokens_after,
+        )
+        return event
+
+
+def exclude(
+    group: GroupRow, reason: str, out: Outcome, *, summarized_by: str | None = None
+) -> None:
+    """Flag ``group`` excluded by the event of ``out``."""
+    group.excluded = True
+    group.reason = reason
+    group.event_id = out.event_id
+    group.excluded_at = out.now
+    group.summarized_by = summarized_by
+    group.version += 1
+
+
+def include(group: GroupRow) -> None:
+    """Re-include ``group`` and pin it."""
+    group.excluded = False
+    group.reason = None
+    group.event_id = None
+    group.excluded_at = None
+    group.summarized_by = None
+    group.pinned = True
+    group.version += 1
+
+
+# --- change sets -------------------------------------------------------------------
+
+
+def apply_changes(session: SessionData, changes: ChangeSet, count: Counter, out: Outcome) -> None:
+    """Apply ``changes`` to ``session`` (see the module docstring); ``out`` collects it."""
+    for summary in changes.summaries:
+        _apply_summary(session, summary, count, out)
+    for exclusion in changes.exclusions:
+        _apply_exclusion(session, exclusion, out)
+    for reduction in changes.reductions:
+        _apply_reduction(session, reduction, count, out)
+
+
+def _active(session: SessionData, group_id: str) -> GroupRow | None:
+    group = session.groups.get(group_id)
+    return group if group is not None and not group.excluded else None
+
+
+def _apply_summary(
+    session: SessionData, summary: SummaryInsert, count: Counter, out: Outcome
+) -> None:
+    replaced = [g for gid in summary.replaces if (g := _active(session, gid)) is not None]
+    pinned = [g.group_id for g in replaced if g.pinned]
+    if pinned:
+        logger.warning("summary %s skips pinned groups %s", summary.group_id, pinned)
+        replaced = [g for g in replaced if not g.pinned]
+    if not replaced:
+        return
+    group = session.insert_summary(summary.message, replaced, count, out.now)
+    for old in replaced:
+        exclude(old, SUMMARIZED_REASON, out, summarized_by=group.group_id)
+    out.summarized[group.group_id] = group.summary_of
+
+
+def _apply_exclusion(session: SessionData, exclusion: Exclusion, out: Outcome) -> None:
+    group = _active(session, exclusion.group_id)
+    if group is None:
+        return
+    if group.pinned:
+        logger.warning("exclusion of pinned group %s skipped", group.group_id)
+        return
+    exclude(group, exclusion.reason, out)
+    out.excluded.append(group.group_id)
+
+
+def _apply_reduction(
+    session: SessionData, reduction: Reduction, count: Counter, out: Outcome
+) -> None:
+    group = _active(session, reduction.group_id)
+    row = session.rows.get(reduction.message_id)
+    if group is None or row is None or row.group_id != group.group_id:
+        return
+    row.reduced = reduction.message
+    row.reduced_tokens = count(reduction.message)
+    row.reduced_event = out.event_id
+    group.version += 1
+    if group.group_id not in out.reduced:
+        out.reduced.append(group.group_id)
+
+
+# --- restore -----------------------------------------------------------------------
+
+
+def restore(
+    session: SessionData,
+    out: Outcome,
+    *,
+    group_ids: Iterable[str] = (),
+    drop_summaries: Iterable[str] = (),
+    drop_reductions_of: str | None = None,
+) -> None:
+    """Re-include ``group_ids``, exclude ``drop_summaries``, drop an event's reductions."""
+    include_ids, exclude_ids = _restore_plan(session, set(group_ids), set(drop_summaries))
+    for group_id in sorted(include_ids - exclude_ids, key=lambda g: session.groups[g].order_key):
+        group = session.groups[group_id]
+        if group.excluded:
+            include(group)
+            out.restored.append(group_id)
+    for group_id in sorted(exclude_ids, key=lambda g: session.groups[g].order_key):
+        group = session.groups[group_id]
+        unwound = group.reason == SUMMARIZED_REASON and group.summarized_by in exclude_ids
+        if not group.excluded or unwound:
+            by = _hidden_by(session, group_id, include_ids - exclude_ids)
+            reason = RESTORED_REASON if by is None else SUMMARIZED_REASON
+            exclude(group, reason, out, summarized_by=by)
+            group.pinned = False
+            out.excluded.append(group_id)
+    if drop_reductions_of is not None:
+        _drop_reductions(session, drop_reductions_of, out)
+
+
+def _restore_plan(
+    session: SessionData, targets: set[str], drop: set[str]
+) -> tuple[set[str], set[str]]:
+    include_ids: set[str] = set()
+    exclude_ids: set[str] = set()
+    work = sorted(targets)
+
+    def hide_summary(summary_id: str) -> None:
+        # exclude the summary; restore all that it replaced; go on up the chain
+        while summary_id not in exclude_ids:
+            exclude_ids.add(summary_id)
+            summary = session.groups[summary_id]
+            work.extend(summary.summary_of)
+            if summary.reason != SUMMARIZED_REASON or summary.summarized_by is None:
+                return
+            summary_id = summary.summarized_by
+
+    for summary_id in sorted(drop):
+        hide_summary(summary_id)
+    while work:
+        group = session.groups[work.pop()]
+        if group.group_id in include_ids or not group.excluded:
+            continue
+        include_ids.add(group.group_id)
+        if group.reason == SUMMARIZED_REASON and group.summarized_by is not None:
+            hide_summary(group.summarized_by)
+    # a summary that comes back hides the groups it replaced, unless they were asked for
+    for group_id in sorted(include_ids - exclude_ids):
+        group = session.groups[group_id]
+        if group.kind == "summary":
+            exclude_ids.update(g for g in group.summary_of if g not in include_ids | targets)
+    return include_ids, exclude_ids
+
+
+def _hidden_by(session: SessionData, group_id: str, back: set[str]) -> str | None:
+    """The re-included summary that replaced ``group_id``, if any."""
+    for summary_id in sorted(back):
+        if group_id in session.groups[summary_id].summary_of:
+            return summary_id
+    return None
+
+
+def _drop_reductions(session: SessionData, event_id: str, out: Outcome) -> None:
+    for row in session.rows.values():
+        if row.reduced_event != event_id:
+            continue
+        row.reduced = None
+        row.reduced_tokens = None
+        row.reduced_event = None
+        group = session.groups[row.group_id]
+        group.version += 1
+        if row.group_id not in out.restored:
+            out.restored.append(row.group_id)

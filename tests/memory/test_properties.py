@@ -1,0 +1,161 @@
+"""Generated conversations and random operations: DESIGN.md's invariants after every step."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from store.memory import InMemoryHistoryStore
+from strategies.groups import annotate
+from strategies.messages import Message
+from tests.groups.conversations import conversations
+from tests.memory.helpers import TOKENIZER, ExcludeOldest, ReduceResults, SummarizeOldest
+from tests.strategies.conversations import Chat, chats
+from tests.strategies.invariants import assert_projection_invariants
+
+OPS = (
+    "append",
+    "append",
+    "exclude",
+    "summarize",
+    "reduce",
+    "restore_event",
+    "restore_group",
+    "pin",
+    "unpin",
+    "context",
+)
+
+
+class Runner:
+    """Applies operations to one session and checks the invariants after each."""
+
+    def __init__(self, messages: list[Message], *, pairs: bool = True) -> None:
+        self.pairs = pairs
+        """Check that calls and results are sent together (false for adversarial shapes)."""
+        self.store = InMemoryHistoryStore(tokenizer=TOKENIZER)
+        self.todo = list(messages)
+        self.appended: list[Message] = []
+
+    async def run(self, ops: list[tuple[str, int]]) -> None:
+        for op, n in ops:
+            await self.step(op, n)
+            if self.appended:
+                await self.check()
+        await self.step("append", len(self.todo))
+        if self.appended:
+            await self.check()
+
+    async def step(self, op: str, n: int) -> None:
+        if op == "append":
+            chunk, self.todo = self.todo[: n + 1], self.todo[n + 1 :]
+            await self.store.append("s", chunk)
+            self.appended += chunk
+            return
+        if not self.appended:
+            return
+        if op in ("exclude", "summarize", "reduce"):
+            strategy: Any = {
+                "exclude": ExcludeOldest(n % 3 + 1),
+                "summarize": SummarizeOldest(n % 3 + 2),
+                "reduce": ReduceResults(),
+            }[op]
+            await self.store.compact("s", strategy)
+        elif op == "restore_event":
+            events = await self.store.audit("s")
+            if events:
+                await self.store.restore("s", event_id=events[n % len(events)].id)
+        elif op in ("restore_group", "pin", "unpin"):
+            await self.group_op(op, n)
+        else:
+            pending = self.todo[: n % 3]
+            sent = await self.store.context("s", pending=pending)
+            if self.pairs:
+                assert_projection_invariants(sent, nonempty=False)
+
+    async def group_op(self, op: str, n: int) -> None:
+        groups = sorted({m.group_id for m in await self.store.history("s", include_excluded=True)})
+        target = groups[n % len(groups)]
+        if op == "restore_group":
+            await self.store.restore("s", group_ids=[target])
+        elif op == "pin":
+            await self.store.pin("s", [target])
+        else:
+            await self.store.unpin("s", [target])
+
+    async def check(self) -> None:
+        store = self.store
+        stored = await store.history("s", include_excluded=True)
+        # nothing lost, nothing duplicated, seq gapless, content unchanged
+        assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
+        originals = [m for m in stored if m.kind != "summary"]
+        assert [m.message for m in originals] == self.appended
+        # incremental annotation gave what annotating the whole history gives
+        assert {m.message_id: m.group_id for m in originals} == dict(
+            annotate(self.appended).message_groups
+        )
+        view = await store.view("s")
+        sent = await store.context("s")
+        if self.pairs:
+            assert_projection_invariants(sent, nonempty=False)
+        assert len({m.message_id for m in sent}) == len(sent)
+        members: dict[str, set[str]] = {}
+        for m in stored:
+            members.setdefault(m.group_id, set()).add(m.message_id)
+            # a message shares its group's exclusion state
+            assert m.excluded == (m.group_id not in {g.group_id for g in view.groups})
+        ids = {m.message_id for m in sent}
+        for group_id, group_ids in members.items():
+            assert not (ids & group_ids) or group_ids <= ids, f"{group_id} sent in part"
+        await self.check_links(stored, view.groups)
+        stats = await store.stats("s")
+        assert (stats.stored_messages, stats.active_messages, stats.active_tokens) == (
+            len(stored),
+            view.message_count,
+            view.token_count,
+        )
+        assert stats.active_groups + view.excluded.groups == stats.stored_groups
+
+    async def check_links(self, stored: list[Any], active: Any) -> None:
+        events = {e.id: e for e in await self.store.audit("s")}
+        inserted = {g for e in events.values() for g in e.summarized}
+        active_ids = {g.group_id for g in active}
+        for group in await self.store.excluded("s"):
+            assert group.event_id in events, f"exclusion of {group.group_id} has no event"
+            if group.reason == "summarized":
+                assert group.summary_group_id in active_ids | {
+                    g.group_id for g in await self.store.excluded("s")
+                }
+        for g in active:
+            if g.kind == "summary":
+                assert g.group_id in inserted
+                assert not (set(g.summary_of) & active_ids), "a summary beside what it replaced"
+        for m in stored:
+            if m.reduced is not None:
+                assert m.reduced_event_id in events
+
+
+_SETTINGS = settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+_OPS = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 9)), max_size=14)
+
+
+@_SETTINGS
+@given(chat=chats(), ops=_OPS)
+def test_invariants_hold_after_every_operation(chat: Chat, ops: list[tuple[str, int]]) -> None:
+    asyncio.run(Runner(chat.messages).run(ops))
+
+
+@_SETTINGS
+@given(messages=conversations(max_steps=16), ops=_OPS)
+def test_store_invariants_hold_on_adversarial_shapes(
+    messages: list[Message], ops: list[tuple[str, int]]
+) -> None:
+    """Reused and duplicated call ids, results before calls, orphans, custom roles."""
+    asyncio.run(Runner(messages, pairs=False).run(ops))
