@@ -1,0 +1,7 @@
+"""Adapters that plug the store into agent frameworks.
+
+Each adapter lives in its own module and imports its framework when that module is
+imported; nothing in the library imports an adapter. Install the matching extra:
+
+- :mod:`store.integrations.agent_framework`: ``pip install 'chatledger[agent-framework]'``.
+"""

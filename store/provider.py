@@ -1,0 +1,220 @@
+"""The two-phase history provider, independent of any agent framework.
+
+:class:`TwoPhaseProvider` wraps a store (anything that satisfies :class:`HistoryBackend`:
+:class:`store.HistoryStore` and the in-memory store do) and gives an agent framework the
+two phases of DESIGN.md:
+
+- :meth:`TwoPhaseProvider.load` (before each model call): the projection of the stored
+  active context plus the run's in-flight messages, through the *before* strategy.
+  Nothing is persisted.
+- :meth:`TwoPhaseProvider.save_turn` (after a model call or a run): append what is new,
+  and at the end of a user turn run the *after* strategy, whose changes are persisted
+  with an audit event.
+
+Configure it with explicit strategies, or with ``max_context_window_tokens`` and
+``max_output_tokens`` (and ``reserved_tokens``), which give
+:class:`~strategies.context_window.ContextWindowCompactionStrategy` for both phases, as
+Agent Framework's harness does. An explicit strategy overrides the window's for its phase.
+
+Replays: frameworks often hand back messages that were already stored (a whole
+transcript, or the tail of the last call). :func:`new_messages` applies Agent Framework's
+ordered tail-overlap rule to find them, with one difference: positional ids (``msg_N``)
+and missing ids are not identities; such messages are compared by role and contents,
+and only as part of an ordered overlap with the stored tail, never one by one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from store.formats import ORIGINAL_ID_KEY
+from strategies.base import CompactionStrategy
+from strategies.messages import FunctionCallContent, FunctionResultContent, Message
+from strategies.tokenizers import Tokenizer
+
+__all__ = [
+    "HistoryBackend",
+    "SaveResult",
+    "TwoPhaseProvider",
+    "message_identity",
+    "new_messages",
+    "unanswered_call_ids",
+]
+
+
+@runtime_checkable
+class HistoryBackend(Protocol):
+    """The part of the store API the provider uses."""
+
+    async def append(self, session_id: str, messages: Sequence[Message]) -> list[str]:
+        """Append ``messages``; return their stored ids."""
+        ...
+
+    async def context(
+        self,
+        session_id: str,
+        *,
+        strategy: CompactionStrategy | None = None,
+        pending: Sequence[Message] = (),
+    ) -> list[Message]:
+        """The projection of the active context plus ``pending``; persists nothing."""
+        ...
+
+    async def compact(
+        self, session_id: str, strategy: CompactionStrategy, *, phase: str = ...
+    ) -> Any:
+        """Plan and apply ``strategy``; return the audit event or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SaveResult:
+    """What :meth:`TwoPhaseProvider.save_turn` did."""
+
+    appended: tuple[str, ...]
+    """Ids of the messages appended (replayed ones are not appended again)."""
+    replayed: int
+    """How many of the given messages were found already stored."""
+    compaction: Any = None
+    """The after phase's compaction event, or None when it did not run or changed nothing."""
+
+
+def message_identity(message: Message) -> tuple[str, ...]:
+    """Identity used to recognise a replayed message.
+
+    A message id is an identity unless the converter marked it as not authoritative
+    (its source id, positional or absent, kept under
+    :data:`store.formats.ORIGINAL_ID_KEY`); then
+    the role and the contents are.
+    """
+    if ORIGINAL_ID_KEY not in message.metadata:
+        return ("id", message.message_id)
+    contents = [c.model_dump(mode="json") for c in message.contents]
+    return ("content", message.role, json.dumps(contents, sort_keys=True, ensure_ascii=False))
+
+
+def _lone_unidentified_user(existing: Sequence[Message], keys: Sequence[tuple[str, ...]]) -> bool:
+    return existing[-1].role == "user" and keys[-1][0] != "id"
+
+
+def new_messages(existing: Sequence[Message], incoming: Sequence[Message]) -> list[Message]:
+    """The messages of ``incoming`` that are not a replay of the tail of ``existing``.
+
+    Agent Framework's rule: if ``existing`` appears as a whole inside ``incoming``, what
+    follows it is new; else the longest suffix of ``existing`` that is a prefix of
+    ``incoming`` is a replay. A single repeated user message without an identity is kept
+    (a user may say the same thing twice).
+    """
+    if not existing:
+        return list(incoming)
+    old = [message_identity(m) for m in existing]
+    new = [message_identity(m) for m in incoming]
+    for start in range(len(new) - len(old) + 1):
+        if new[start : start + len(old)] == old:
+            if start == 0 and len(old) == 1 and _lone_unidentified_user(existing, old):
+                break
+            return list(incoming[start + len(old) :])
+    for overlap in range(min(len(old), len(new)), 0, -1):
+        if old[-overlap:] != new[:overlap]:
+            continue
+        if overlap == 1 and _lone_unidentified_user(existing, old):
+            continue
+        return list(incoming[overlap:])
+    return list(incoming)
+
+
+def unanswered_call_ids(messages: Sequence[Message]) -> set[str]:
+    """Call ids of ``messages`` that no result in ``messages`` answers."""
+    calls: set[str] = set()
+    results: set[str] = set()
+    for message in messages:
+        for content in message.contents:
+            if isinstance(content, FunctionCallContent):
+                calls.add(content.call_id)
+            elif isinstance(content, FunctionResultContent):
+                results.add(content.call_id)
+    return calls - results
+
+
+def _window_strategy(
+    max_context_window_tokens: int | None,
+    max_output_tokens: int | None,
+    reserved_tokens: int,
+    tokenizer: Tokenizer | None,
+) -> CompactionStrategy | None:
+    if max_context_window_tokens is None and max_output_tokens is None:
+        if reserved_tokens:
+            raise ValueError("reserved_tokens needs the window and output sizes")
+        return None
+    if max_context_window_tokens is None or max_output_tokens is None:
+        raise ValueError("give both max_context_window_tokens and max_output_tokens, or neither")
+    from strategies.context_window import ContextWindowCompactionStrategy
+
+    return ContextWindowCompactionStrategy(
+        max_context_window_tokens=max_context_window_tokens,
+        max_output_tokens=max_output_tokens,
+        reserved_tokens=reserved_tokens,
+        tokenizer=tokenizer,
+    )
+
+
+class TwoPhaseProvider:
+    """Before-call projection and after-turn compaction over a :class:`HistoryBackend`."""
+
+    def __init__(
+        self,
+        backend: HistoryBackend,
+        *,
+        before_strategy: CompactionStrategy | None = None,
+        after_strategy: CompactionStrategy | None = None,
+        max_context_window_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        reserved_tokens: int = 0,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        """Use ``backend``; the window arguments give the default strategy of both phases."""
+        window = _window_strategy(
+            max_context_window_tokens, max_output_tokens, reserved_tokens, tokenizer
+        )
+        self.backend = backend
+        self.before_strategy: CompactionStrategy | None = before_strategy or window
+        self.after_strategy: CompactionStrategy | None = after_strategy or window
+
+    async def load(self, session_id: str, pending: Sequence[Message] = ()) -> list[Message]:
+        """The messages to send: stored active context plus ``pending``, through *before*."""
+        return await self.backend.context(
+            session_id, strategy=self.before_strategy, pending=tuple(pending)
+        )
+
+    async def stored_tail(self, session_id: str) -> list[Message]:
+        """The active context without any strategy (whose tail replays are matched on)."""
+        return await self.backend.context(session_id)
+
+    async def save_turn(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        end_of_turn: bool,
+        existing: Sequence[Message] | None = None,
+    ) -> SaveResult:
+        """Append what is new in ``messages``; at ``end_of_turn`` run the after phase.
+
+        ``existing`` is what replays are matched against (the stored active context when
+        None). The after phase runs even when nothing was new, so an interrupted turn is
+        compacted on the next save.
+        """
+        tail = list(existing) if existing is not None else await self.stored_tail(session_id)
+        fresh = new_messages(tail, messages)
+        appended = await self.backend.append(session_id, fresh) if fresh else []
+        event = None
+        if end_of_turn and self.after_strategy is not None:
+            event = await self.backend.compact(session_id, self.after_strategy, phase="after_run")
+        return SaveResult(
+            appended=tuple(appended),
+            replayed=len(messages) - len(fresh),
+            compaction=event,
+        )

@@ -1,0 +1,85 @@
+"""An offline Agent Framework chat client that plays a script and records every request.
+
+Composed as the framework's own clients are: the function-invocation layer over the chat
+middleware layer over the telemetry layer over ``BaseChatClient``. Each model call
+records the messages it was sent (and the options), then answers with the next step of
+a scripted policy: per user turn, ``tool_calls`` calls of the ``lookup`` tool, then a
+text answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent_framework import (
+    BaseChatClient,
+    ChatMiddlewareLayer,
+    ChatResponse,
+    Content,
+    FunctionInvocationLayer,
+    Message,
+)
+from agent_framework.observability import ChatTelemetryLayer
+
+
+@dataclass
+class Recorded:
+    """One model call: the messages sent and the options."""
+
+    messages: list[Message]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def big_result(call_id: str, size: int) -> str:
+    """A deterministic, large tool result (words, so that tokenizers count it honestly)."""
+    return " ".join(f"{call_id}-row{i}" for i in range(size))
+
+
+class ScriptedChatClient(
+    FunctionInvocationLayer[Any],
+    ChatMiddlewareLayer[Any],
+    ChatTelemetryLayer[Any],
+    BaseChatClient[Any],
+):
+    """Answers each user turn with ``tool_calls`` sequential tool calls, then text."""
+
+    def __init__(self, *, tool_calls: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tool_calls = tool_calls
+        self.calls: list[Recorded] = []
+        self._counter = 0
+        self._made: dict[str, int] = {}
+
+    def _next_id(self) -> str:
+        self._counter += 1
+        return f"call_{self._counter}"
+
+    async def _respond(self, messages: Sequence[Message]) -> ChatResponse:
+        # The script keeps its own count per request: compaction may hide earlier calls.
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        user_text = messages[last_user].text if last_user >= 0 else ""
+        made = self._made.get(user_text, 0)
+        if made < self.tool_calls:
+            self._made[user_text] = made + 1
+            call = Content.from_function_call(
+                call_id=self._next_id(), name="lookup", arguments={"query": f"{user_text}#{made}"}
+            )
+            reply = Message(role="assistant", contents=[call])
+        else:
+            reply = Message(role="assistant", contents=[f"answer to {user_text}"])
+        return ChatResponse(messages=[reply])
+
+    def _inner_get_response(
+        self,
+        *,
+        messages: Sequence[Message],
+        stream: bool,
+        options: Mapping[str, Any],
+        **kwargs: Any,
+    ) -> Any:
+        if stream:
+            raise NotImplementedError("the scripted client does not stream")
+        self.calls.append(Recorded(list(messages), dict(options)))
+        return self._respond(messages)
