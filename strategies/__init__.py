@@ -1,8 +1,14 @@
 """chatledger's pure compaction engine: messages, groups, tokenizers, views, strategies.
 
-Nothing here does I/O or imports :mod:`store`.
+Nothing here does I/O (the summarizers receive an injected client) or imports
+:mod:`store`.
 """
 
+from strategies.apply import apply_compaction
+from strategies.base import CompactionStrategy, TokenizerMismatch
+from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
+from strategies.context_window import ContextWindowCompactionStrategy
+from strategies.groups import GROUP_KINDS, AnnotationState, GroupInfo, GroupKind, annotate
 from strategies.messages import (
     CONTENTS_ADAPTER,
     MESSAGES_ADAPTER,
@@ -16,17 +22,105 @@ from strategies.messages import (
     TextContent,
     UriContent,
 )
+from strategies.pipeline import PipelineStrategy
+from strategies.reduction import ToolResultReductionStrategy
+from strategies.selective import SelectiveToolCallCompactionStrategy
+from strategies.sliding_window import SlidingWindowStrategy
+from strategies.summarization import SummarizationStrategy
+from strategies.summarizers import (
+    AgentFrameworkSummarizer,
+    FakeSummarizer,
+    OpenAICompatibleSummarizer,
+    Summarizer,
+)
+from strategies.token_budget import TokenBudgetComposedStrategy
+from strategies.tokenizers import (
+    DEFAULT_POLICY,
+    CharacterEstimatorTokenizer,
+    CountingTokenizer,
+    TiktokenTokenizer,
+    TokenCountPolicy,
+    Tokenizer,
+    VocabularyIntegrityError,
+    count_message_tokens,
+)
+from strategies.tool_result import ToolResultCompactionStrategy
+from strategies.triggers import (
+    All,
+    Always,
+    Any,
+    GroupsExceed,
+    HasToolCalls,
+    MessagesExceed,
+    Never,
+    Not,
+    TokensBelow,
+    TokensExceed,
+    Trigger,
+    TurnsExceed,
+)
+from strategies.truncation import TruncationStrategy
+from strategies.view import GroupView, MessageSource, Totals, View
 
 __all__ = [
     "CONTENTS_ADAPTER",
+    "DEFAULT_POLICY",
+    "GROUP_KINDS",
     "MESSAGES_ADAPTER",
+    "AgentFrameworkSummarizer",
+    "All",
+    "Always",
+    "AnnotationState",
+    "Any",
+    "ChangeSet",
+    "CharacterEstimatorTokenizer",
+    "CompactionStrategy",
     "Content",
+    "ContextWindowCompactionStrategy",
+    "CountingTokenizer",
     "DataContent",
+    "Exclusion",
+    "FakeSummarizer",
     "FunctionCallContent",
     "FunctionResultContent",
+    "GroupInfo",
+    "GroupKind",
+    "GroupView",
+    "GroupsExceed",
+    "HasToolCalls",
     "Message",
+    "MessageSource",
+    "MessagesExceed",
+    "Never",
+    "Not",
+    "OpenAICompatibleSummarizer",
     "OtherContent",
+    "PipelineStrategy",
     "ReasoningContent",
+    "Reduction",
+    "SelectiveToolCallCompactionStrategy",
+    "SlidingWindowStrategy",
+    "SummarizationStrategy",
+    "Summarizer",
+    "SummaryInsert",
     "TextContent",
+    "TiktokenTokenizer",
+    "TokenBudgetComposedStrategy",
+    "TokenCountPolicy",
+    "Tokenizer",
+    "TokenizerMismatch",
+    "TokensBelow",
+    "TokensExceed",
+    "ToolResultCompactionStrategy",
+    "ToolResultReductionStrategy",
+    "Totals",
+    "Trigger",
+    "TruncationStrategy",
+    "TurnsExceed",
     "UriContent",
+    "View",
+    "VocabularyIntegrityError",
+    "annotate",
+    "apply_compaction",
+    "count_message_tokens",
 ]

@@ -42,7 +42,7 @@ def _check_fraction(name: str, value: float) -> None:
 class ContextWindowCompactionStrategy:
     """Tool-result eviction, then truncation, against a budget derived from the window."""
 
-    name = "context_window_compaction"
+    name = "ContextWindowCompactionStrategy"
 
     def __init__(
         self,

@@ -56,7 +56,7 @@ def old_tool_groups(view: View, keep_last: int, trigger: Trigger | None) -> list
 class SelectiveToolCallCompactionStrategy:
     """Exclude tool-call groups older than the newest ``keep_last_tool_call_groups``."""
 
-    name = "selective_tool_call_compaction"
+    name = "SelectiveToolCallCompactionStrategy"
     reason = "tool_call_compaction"
 
     def __init__(

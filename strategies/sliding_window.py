@@ -24,7 +24,7 @@ __all__ = ["SlidingWindowStrategy"]
 class SlidingWindowStrategy:
     """Keep the last ``keep_last_groups`` non-system groups, or the last ``keep_last_turns``."""
 
-    name = "sliding_window"
+    name = "SlidingWindowStrategy"
     reason = "sliding_window"
 
     def __init__(

@@ -38,7 +38,7 @@ __all__ = ["TokenBudgetComposedStrategy"]
 class TokenBudgetComposedStrategy:
     """Compose ``strategies`` until the active tokens are at most ``token_budget``."""
 
-    name = "token_budget_composed"
+    name = "TokenBudgetComposedStrategy"
 
     def __init__(
         self,

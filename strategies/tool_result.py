@@ -142,7 +142,7 @@ def summary_message(group: GroupView, messages: Sequence[Message], strategy: str
 class ToolResultCompactionStrategy:
     """Replace tool-call groups older than the newest ``keep_last_tool_call_groups``."""
 
-    name = "tool_result_compaction"
+    name = "ToolResultCompactionStrategy"
 
     def __init__(
         self,

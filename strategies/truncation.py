@@ -36,7 +36,7 @@ __all__ = ["TruncationStrategy"]
 class TruncationStrategy:
     """Oldest-first exclusion of whole groups above ``max_n``, down to ``compact_to``."""
 
-    name = "truncation"
+    name = "TruncationStrategy"
     reason = "truncation"
 
     def __init__(

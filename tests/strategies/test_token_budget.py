@@ -110,7 +110,7 @@ def test_params_nest_the_strategies() -> None:
     params = budget(10, SelectiveToolCallCompactionStrategy(keep_last_tool_call_groups=2)).params()
     assert params["strategies"] == [
         {
-            "name": "selective_tool_call_compaction",
+            "name": "SelectiveToolCallCompactionStrategy",
             "params": {"keep_last_tool_call_groups": 2, "trigger": None, "target": None},
         }
     ]

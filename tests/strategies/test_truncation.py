@@ -50,7 +50,7 @@ async def test_excludes_oldest_groups_down_to_compact_to() -> None:
     assert excluded(changes) == ["group_u0", "group_c0", "group_a0", "group_u1"]
     assert {e.reason for e in changes.exclusions} == {"truncation"}
     assert sent == ["s", "c1", "r1", "a1", "u2", "c2", "r2", "a2"]
-    assert changes.strategy == "truncation"
+    assert changes.strategy == "TruncationStrategy"
 
 
 async def test_system_kept_unless_told() -> None:
