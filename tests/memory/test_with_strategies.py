@@ -19,7 +19,7 @@ async def test_truncation_applies_what_the_view_would(store: InMemoryHistoryStor
     planned = await strategy.plan(view)
     expected = await assert_invariants(view, planned, strategy=strategy)
     event = await store.compact("s", strategy, phase="after_run")
-    assert event is not None and event.strategy == "truncation"
+    assert event is not None and event.strategy == "TruncationStrategy"
     assert set(event.excluded) == {e.group_id for e in planned.exclusions}
     assert await store.context("s") == await expected.project()
     assert await store.compact("s", strategy) is None  # idempotent on the stored result

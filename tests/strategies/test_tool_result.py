@@ -43,7 +43,7 @@ async def test_older_groups_become_summaries_in_place() -> None:
     assert first.role == "assistant"
     assert first.text == "[Tool results: get_weather: result 0]"
     assert first.metadata[SUMMARY_METADATA_KEY] == {
-        "strategy": "tool_result_compaction",
+        "strategy": "ToolResultCompactionStrategy",
         "summary_of_group_ids": ["group_c0"],
         "summary_of_message_ids": ["c0", "r0"],
     }
