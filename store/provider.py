@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from store.audit_models import Phase
 from store.formats import ORIGINAL_ID_KEY
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
@@ -64,7 +65,7 @@ class HistoryBackend(Protocol):
         ...
 
     async def compact(
-        self, session_id: str, strategy: CompactionStrategy, *, phase: str = ...
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = ...
     ) -> Any:
         """Plan and apply ``strategy``; return the audit event or None."""
         ...

@@ -44,6 +44,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "pip install 'chatledger[agent-framework]'"
     ) from exc
 
+from store.audit_models import Phase
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
 from store.provider import HistoryBackend, SaveResult, TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
@@ -145,7 +146,7 @@ class _LazyStore:
         return await backend.context(session_id, strategy=strategy, pending=pending)
 
     async def compact(
-        self, session_id: str, strategy: CompactionStrategy, *, phase: str = "manual"
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = "manual"
     ) -> Any:
         return await (await self.get()).compact(session_id, strategy, phase=phase)
 

@@ -1,0 +1,5 @@
+"""``python -m store.cli``: the same as the ``chatledger`` command."""
+
+from store.cli import main
+
+main()
