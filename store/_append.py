@@ -8,7 +8,7 @@ from what :func:`strategies.groups.annotate` returns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -32,7 +32,7 @@ from strategies.groups import (
 from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
 
-__all__ = ["AppendContext", "append_messages", "check_tokenizer"]
+__all__ = ["AppendContext", "append_messages", "check_tokenizer", "load_state"]
 
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
@@ -49,6 +49,14 @@ class AppendContext:
     tokenizer: Tokenizer
     policy: TokenCountPolicy
     provenance: Provenance | None = None
+    counter: Callable[[Message], int] | None = None
+    """Counts a message's tokens (the store's pending-count cache); the tokenizer if None."""
+
+    def count(self, message: Message) -> int:
+        """The token count of ``message`` as it is stored."""
+        if self.counter is not None:
+            return self.counter(message)
+        return count_message_tokens(message, self.tokenizer, policy=self.policy)
 
 
 @dataclass(slots=True)
@@ -142,7 +150,7 @@ def _referenced_calls(messages: Iterable[Message]) -> set[str]:
     return wanted
 
 
-async def _load(
+async def load_state(
     conn: AsyncConnection, ctx: AppendContext, session: RowMapping, fresh: Sequence[Message]
 ) -> _Loaded:
     wanted = _referenced_calls(fresh)
@@ -180,7 +188,11 @@ async def _load(
 
 
 async def _apply_merges(
-    conn: AsyncConnection, ctx: AppendContext, annotation: Annotation, loaded: _Loaded
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: _Totals,
 ) -> dict[str, list[int]]:
     """Move the messages and calls of absorbed stored groups; return what each target gains."""
     gains: dict[str, list[int]] = {}
@@ -188,11 +200,29 @@ async def _apply_merges(
         row = loaded.groups.get(absorbed)
         if row is None:
             continue
+        into = loaded.groups.get(target)
+        hidden = bool(into is not None and into["excluded"])
         await conn.execute(
             update(MESSAGES)
             .where(*_keys(MESSAGES, ctx), MESSAGES.c.group_id == absorbed)
-            .values(group_id=target)
+            .values(
+                group_id=target,
+                excluded=hidden,
+                excluded_reason=into["excluded_reason"] if into is not None else None,
+                excluded_event_id=into["excluded_event_id"] if into is not None else None,
+            )
         )
+        if row["pinned"] and into is not None and not into["pinned"]:
+            await conn.execute(
+                update(GROUPS)
+                .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == target)
+                .values(pinned=True)
+            )
+        if hidden != bool(row["excluded"]):
+            # the absorbed messages take the target's state (a group is sent whole)
+            sign = -1 if hidden else 1
+            totals.active_messages += sign * row["message_count"]
+            totals.active_tokens += sign * row["token_count"]
         await conn.execute(
             update(CALLS)
             .where(*_keys(CALLS, ctx), CALLS.c.group_id == absorbed)
@@ -222,7 +252,7 @@ def _message_rows(
         zip(fresh, annotation.message_groups, strict=True)
     ):
         seq = session["next_seq"] + index
-        tokens = count_message_tokens(message, ctx.tokenizer, policy=ctx.policy)
+        tokens = ctx.count(message)
         group = loaded.groups.get(group_id)
         excluded = bool(group is not None and group["excluded"])
         per_group = totals.per_group.setdefault(group_id, [0, 0])
@@ -379,11 +409,11 @@ async def append_messages(
     fresh = await _dedupe(conn, ctx, messages)
     if not fresh:
         return 0
-    loaded = await _load(conn, ctx, session, fresh)
+    loaded = await load_state(conn, ctx, session, fresh)
     annotation = annotate(fresh, loaded.state)
     totals = _Totals()
     rows = _message_rows(ctx, session, fresh, annotation, loaded, totals)
-    gains = await _apply_merges(conn, ctx, annotation, loaded)
+    gains = await _apply_merges(conn, ctx, annotation, loaded, totals)
     await _write_groups(conn, ctx, session, annotation, loaded, totals, gains)
     for part in chunks(rows):
         await conn.execute(insert(MESSAGES), list(part))

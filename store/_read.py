@@ -20,7 +20,7 @@ from store._rows import chunks
 from store.models import SessionInfo, StoredMessage, message_from_row, session_from_row
 from store.schema import GroupRow, MessageRow, SessionRow
 
-__all__ = ["read_history", "read_sessions"]
+__all__ = ["message_columns", "read_history", "read_sessions"]
 
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
@@ -29,7 +29,7 @@ SESSIONS = cast(Table, SessionRow.__table__)
 _JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
 
 
-def _message_columns() -> list[Any]:
+def message_columns() -> list[Any]:
     columns: list[Any] = []
     for column in MESSAGES.c:
         if column.key in _JSON_COLUMNS:
@@ -49,7 +49,7 @@ def history_query(
     after: int | None,
 ) -> Select[Any]:
     """The query for one page of a session's history, by ``seq``."""
-    query = select(*_message_columns()).where(
+    query = select(*message_columns()).where(
         MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id
     )
     if not include_excluded:

@@ -16,7 +16,7 @@ this tree::
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
 
@@ -119,7 +119,7 @@ def translate_errors() -> Iterator[None]:
         raise StoreError(f"database unreachable: {error}") from error
 
 
-def translated(func: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+def translated(func: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
     """Decorate a coroutine function so that it raises only :class:`ChatledgerError`."""
 
     @functools.wraps(func)

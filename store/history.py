@@ -28,7 +28,9 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from store._api import CompactionMethods
 from store._append import AppendContext, append_messages
+from store._pending import PendingCounts
 from store._read import read_history, read_sessions
 from store._recount import recount_session
 from store._rows import lock_session, now, read_session
@@ -89,7 +91,7 @@ class StoreOpener:
             await self._store.aclose()
 
 
-class HistoryStore:
+class HistoryStore(CompactionMethods):
     """Persistent chat history for one tenant, in SQLite or PostgreSQL."""
 
     def __init__(
@@ -112,6 +114,7 @@ class HistoryStore:
         self._owns_engine = owns_engine
         self._max_attempts = max(1, max_attempts)
         self._closed = False
+        self._pending = PendingCounts(self.count_tokens)
 
     # -- opening and closing -------------------------------------------------------
 
@@ -256,6 +259,7 @@ class HistoryStore:
             tokenizer=self._tokenizer,
             policy=self._policy,
             provenance=provenance,
+            counter=self._pending.counter(self._tenant, session_id, keep=False),
         )
 
         async def operation(conn: AsyncConnection) -> int:
@@ -382,6 +386,7 @@ class HistoryStore:
                 )
 
         await self._write(operation)
+        self._pending.forget(self._tenant, session_id)
 
     @translated
     async def recount(self, session_id: str) -> SessionInfo:

@@ -158,12 +158,29 @@ def _build_message(row: Mapping[str, Any], contents: Any) -> Message:
     )
 
 
+def reduced_to_value(message: Message) -> dict[str, Any]:
+    """The ``reduced_contents`` column of a reduced version: its contents and own fields."""
+    values = message_to_values(message)
+    return {k: values[k] for k in ("contents", "metadata", "role", "author_name")}
+
+
+def _reduced_message(row: Mapping[str, Any]) -> Message:
+    value = _json(row["reduced_contents"])
+    if isinstance(value, dict) and "contents" in value:
+        overlay = {
+            **row,
+            **{k: value[k] for k in ("metadata", "role", "author_name") if k in value},
+        }
+        return _build_message(overlay, value["contents"])
+    return _build_message(row, value)  # an overlay of contents only
+
+
 def message_from_row(row: Mapping[Any, Any], *, tenant: str, session_id: str) -> StoredMessage:
     """Build a :class:`StoredMessage` from a joined messages/groups row mapping."""
     try:
         reduced = None
         if row["reduced_contents"] is not None:
-            reduced = _build_message(row, row["reduced_contents"])
+            reduced = _reduced_message(row)
         return StoredMessage(
             session_id=session_id,
             tenant=tenant,

@@ -128,10 +128,6 @@ async def test_resume_from_a_fresh_store_object_with_only_the_session_id(
     assert len(stored) == 5 * PER_TURN
 
 
-@pytest.mark.skipif(
-    not hasattr(__import__("store.history").history.HistoryStore, "context"),
-    reason="the SQL store has no context()/compact() yet (issue #5)",
-)
 async def test_resume_on_sqlite_from_a_fresh_provider(tmp_path: Any, tokenizer: Tokenizer) -> None:
     url = f"sqlite:///{tmp_path / 'chat.db'}"
     session_id = "sql-resume"

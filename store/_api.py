@@ -1,0 +1,364 @@
+"""The second half of :class:`store.history.HistoryStore`: projection, compaction, audit.
+
+Kept apart from ``history.py`` (sessions, appends, reads) to keep modules short;
+:class:`HistoryStore` inherits these methods. The rules are those of the in-memory
+store (:mod:`store.memory`), which a stateful test compares this store against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import datetime
+from typing import Any, Literal, TypeVar, overload
+
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from store import _audit
+from store._append import MESSAGES, AppendContext, check_tokenizer
+from store._compact import Compactor
+from store._import import mark_imported, stored_rows
+from store._pending import PendingCounts
+from store._restore import restore_groups, set_pinned
+from store._rows import chunks, read_session
+from store._view import SqlSource, read_view, with_pending
+from store.audit_models import CompactionEvent, ExcludedGroup, ImportResult, Phase, Stats, WhyResult
+from store.errors import InvalidInput, SessionNotFound, translated
+from store.memory._af_import import import_changes, plan_import, source_ids
+from store.memory._state import SessionData
+from store.models import Provenance, content_hash
+from strategies.base import CompactionStrategy
+from strategies.changeset import ChangeSet
+from strategies.messages import Message
+from strategies.tokenizers import TokenCountPolicy, Tokenizer
+from strategies.view import View
+
+__all__ = ["CompactionMethods"]
+
+T = TypeVar("T")
+
+
+class CompactionMethods:
+    """Projection, compaction on write, audit, restore, pin and import (issue #5)."""
+
+    _engine: AsyncEngine
+    _tenant: str
+    _tokenizer: Tokenizer
+    _policy: TokenCountPolicy
+    _pending: PendingCounts
+
+    async def _write(self, operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        raise NotImplementedError  # pragma: no cover - provided by HistoryStore
+
+    async def append(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        provenance: Provenance | None = None,
+    ) -> list[str]:
+        """Provided by :class:`HistoryStore`."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _compactor(self) -> Compactor:
+        return Compactor(
+            engine=self._engine,
+            tenant=self._tenant,
+            tokenizer=self._tokenizer,
+            policy=self._policy,
+            write=self._write,
+            counter=lambda sid: self._pending.counter(self._tenant, sid, keep=False),
+        )
+
+    def _source(self, session_id: str) -> SqlSource:
+        return SqlSource(self._engine, self._tenant, session_id)
+
+    # -- projection -------------------------------------------------------------------
+
+    @translated
+    async def view(self, session_id: str) -> View:
+        """The active view of the session: what a strategy plans on."""
+        async with self._engine.connect() as conn:
+            session = await read_session(conn, self._tenant, session_id)
+            check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
+            view, _ = await read_view(
+                conn, self._source(session_id), tokenizer=self._tokenizer, policy=self._policy
+            )
+        return view
+
+    @translated
+    async def context(
+        self,
+        session_id: str,
+        *,
+        strategy: CompactionStrategy | None = None,
+        pending: Sequence[Message] = (),
+    ) -> list[Message]:
+        """The messages to send: active groups plus ``pending``, through ``strategy``.
+
+        ``pending`` are the in-flight messages of the run, not stored yet: annotated after
+        the stored ones, their token counts cached so that appending them later does not
+        count them again. Nothing is persisted; a missing session reads as empty. Costs
+        O(active groups and their messages).
+        """
+        batch = _checked(pending)
+        view = await self._pending_view(session_id, batch)
+        if strategy is not None:
+            view = view.apply(await strategy.plan(view))
+        return await view.project()
+
+    async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
+        count = self._pending.counter(self._tenant, session_id, keep=True)
+        if not isinstance(session_id, str) or not session_id:
+            raise InvalidInput("session_id must be a non-empty string")
+        async with self._engine.connect() as conn:
+            try:
+                session = await read_session(conn, self._tenant, session_id)
+            except SessionNotFound:
+                fresh = _dedupe_batch(batch, {}, session_id=session_id)
+                for message in fresh:
+                    count(message)  # cache the counts, as for a stored session
+                return View.from_messages(fresh, self._tokenizer, policy=self._policy)
+            check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
+            view, _ = await read_view(
+                conn, self._source(session_id), tokenizer=self._tokenizer, policy=self._policy
+            )
+            stored = await _stored_hashes(conn, self._tenant, session_id, batch)
+            fresh = _dedupe_batch(batch, stored, session_id=session_id)
+            ctx = AppendContext(
+                tenant=self._tenant,
+                session_id=session_id,
+                tokenizer=self._tokenizer,
+                policy=self._policy,
+            )
+            return await with_pending(conn, ctx, session, view, fresh, count)
+
+    # -- compaction -------------------------------------------------------------------
+
+    @overload
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        *,
+        phase: Phase = ...,
+        dry_run: Literal[False] = ...,
+    ) -> CompactionEvent | None: ...
+
+    @overload
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        *,
+        phase: Phase = ...,
+        dry_run: Literal[True],
+    ) -> ChangeSet: ...
+
+    @translated
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        *,
+        phase: Phase = "manual",
+        dry_run: bool = False,
+    ) -> CompactionEvent | ChangeSet | None:
+        """Plan ``strategy`` on a snapshot of the active view and apply it if still valid.
+
+        The plan is made outside any write transaction; it applies only if the groups it
+        touches are unchanged since the snapshot, else it is planned again once, and on a
+        second conflict nothing is applied and a warning is logged. Returns the event, or
+        None when nothing changed; with ``dry_run`` the change set, writing nothing.
+        """
+        return await self._compactor().compact(session_id, strategy, phase=phase, dry_run=dry_run)
+
+    # -- audit ------------------------------------------------------------------------
+
+    @translated
+    async def audit(
+        self,
+        session_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        strategy: str | None = None,
+        phase: Phase | None = None,
+        limit: int | None = None,
+    ) -> list[CompactionEvent]:
+        """Compaction events, newest first, of one session or of the whole tenant."""
+        if limit is not None and limit < 0:
+            raise InvalidInput("limit must be >= 0")
+        async with self._engine.connect() as conn:
+            if session_id is not None:
+                await read_session(conn, self._tenant, session_id)
+            return await _audit.read_events(
+                conn,
+                self._tenant,
+                session_id,
+                since=since,
+                strategy=strategy,
+                phase=phase,
+                limit=limit,
+            )
+
+    @translated
+    async def excluded(self, session_id: str) -> list[ExcludedGroup]:
+        """The session's excluded groups in order, with reason, event and summary."""
+        async with self._engine.connect() as conn:
+            return await _audit.excluded_groups(conn, self._tenant, session_id)
+
+    @translated
+    async def why(self, session_id: str, message_id: str) -> WhyResult:
+        """Whether a stored message is in the context (built without a strategy), and why."""
+        async with self._engine.connect() as conn:
+            return await _audit.why(conn, self._tenant, session_id, message_id)
+
+    @translated
+    async def stats(self, session_id: str | None = None) -> Stats:
+        """Stored versus active messages, groups and tokens (one session or the tenant)."""
+        async with self._engine.connect() as conn:
+            return await _audit.stats(conn, self._tenant, session_id)
+
+    # -- restore and pin --------------------------------------------------------------
+
+    @translated
+    async def restore(
+        self,
+        session_id: str,
+        *,
+        group_ids: Iterable[str] | None = None,
+        event_id: str | None = None,
+    ) -> CompactionEvent | None:
+        """Re-include groups (pinning them), or undo one event; audited as ``restore``.
+
+        Restoring an event re-includes the groups it excluded or summarized, excludes the
+        summaries it inserted and drops its reductions. Restoring a group replaced by a
+        summary restores every group of that summary and excludes the summary. Returns
+        None when nothing changed.
+        """
+        if (group_ids is None) == (event_id is None):
+            raise InvalidInput("pass exactly one of group_ids and event_id")
+        ids = list(group_ids) if group_ids is not None else None
+
+        async def operation(conn: AsyncConnection) -> CompactionEvent | None:
+            return await restore_groups(
+                conn, self._tenant, session_id, group_ids=ids, event_id=event_id
+            )
+
+        return await self._write(operation)
+
+    @translated
+    async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
+        """Pin groups: strategies never exclude them. Returns the ids that changed."""
+        return await self._set_pinned(session_id, group_ids, pinned=True)
+
+    @translated
+    async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
+        """Unpin groups. Returns the ids that changed."""
+        return await self._set_pinned(session_id, group_ids, pinned=False)
+
+    async def _set_pinned(
+        self, session_id: str, group_ids: Iterable[str], *, pinned: bool
+    ) -> list[str]:
+        ids = list(group_ids)
+
+        async def operation(conn: AsyncConnection) -> list[str]:
+            return await set_pinned(conn, self._tenant, session_id, ids, pinned=pinned)
+
+        return await self._write(operation)
+
+    # -- import -----------------------------------------------------------------------
+
+    @translated
+    async def import_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        source: str = "agent_framework",
+    ) -> ImportResult:
+        """Append messages that another system may have compacted already.
+
+        Agent Framework's annotations become exclusions and summary groups recorded as
+        one ``import`` event, so that the projection never holds both a summary and what
+        it replaced. Every message is recorded with ``source`` as its provenance.
+        Importing the same messages again changes nothing. Reads the session's message
+        ids (an import is O(history)).
+        """
+        batch = _checked(messages)
+        plan = plan_import(await self._rows(session_id), batch)
+        provenance = Provenance(system=source, source_ids=source_ids(batch))
+        await self.append(session_id, plan.append, provenance=provenance)
+        rows = await self._rows(session_id)
+        if rows is None:
+            return ImportResult(message_ids=())
+        changes = import_changes(rows, batch, plan, source)
+        event = None
+        if not changes.is_empty:
+            compactor = self._compactor()
+            summaries = [m for m, _ in plan.summaries]
+
+            async def operation(conn: AsyncConnection) -> Any:
+                applied = await compactor.apply(conn, session_id, changes, "import", None)
+                if applied is not None:
+                    await mark_imported(
+                        conn,
+                        self._tenant,
+                        session_id,
+                        summaries,
+                        source=source,
+                        source_ids=dict(provenance.source_ids),
+                    )
+                return applied
+
+            event = await self._write(operation)
+        return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
+
+    async def _rows(self, session_id: str) -> SessionData | None:
+        async with self._engine.connect() as conn:
+            return await stored_rows(conn, self._tenant, session_id)
+
+
+def _checked(messages: Iterable[Message]) -> list[Message]:
+    batch = list(messages)
+    for message in batch:
+        if not isinstance(message, Message):
+            raise InvalidInput(f"expected Message, got {type(message).__name__}")
+    return batch
+
+
+async def _stored_hashes(
+    conn: AsyncConnection, tenant: str, session_id: str, batch: list[Message]
+) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for part in chunks(sorted({m.message_id for m in batch})):
+        query = (
+            MESSAGES.select()
+            .with_only_columns(MESSAGES.c.message_id, MESSAGES.c.content_hash)
+            .where(
+                MESSAGES.c.tenant == tenant,
+                MESSAGES.c.session_id == session_id,
+                MESSAGES.c.message_id.in_(part),
+            )
+        )
+        found.update((r[0], r[1]) for r in await conn.execute(query))
+    return found
+
+
+def _dedupe_batch(
+    batch: list[Message], stored: dict[str, str], *, session_id: str = ""
+) -> list[Message]:
+    """Messages not stored yet; a stored or repeated id with other content is an error."""
+    seen: dict[str, str] = dict(stored)
+    fresh: list[Message] = []
+    for message in batch:
+        digest = content_hash(message)
+        known = seen.get(message.message_id)
+        if known is None:
+            seen[message.message_id] = digest
+            fresh.append(message)
+        elif known != digest:
+            raise InvalidInput(
+                f"message {message.message_id!r} is already stored in session "
+                f"{session_id!r} with different content"
+            )
+    return fresh

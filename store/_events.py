@@ -1,0 +1,139 @@
+"""Compaction events: the audit row, its links to groups, and the log line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, cast
+
+from sqlalchemy import Table, insert
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._rows import chunks
+from store.audit_models import CompactionEvent, Phase
+from store.memory._compaction import Outcome
+from store.memory._state import SessionData
+from store.schema import EventGroupRow, EventRow
+from strategies.view import Totals
+
+__all__ = ["build_event", "event_note", "log_event", "write_event"]
+
+logger = logging.getLogger("chatledger.store")
+
+EVENTS = cast(Table, EventRow.__table__)
+EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
+
+
+def build_event(
+    session: SessionData,
+    out: Outcome,
+    after: Totals,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent:
+    """The event of what ``out`` did to ``session``."""
+    return CompactionEvent(
+        id=out.event_id,
+        session_id=session.session_id,
+        tenant=session.tenant,
+        phase=phase,
+        strategy=strategy,
+        params=params,
+        messages_before=out.before.messages,
+        messages_after=after.messages,
+        groups_before=out.before.groups,
+        groups_after=after.groups,
+        tokens_before=out.before.tokens,
+        tokens_after=after.tokens,
+        created_at=out.now,
+        excluded=tuple(out.excluded),
+        summarized=dict(out.summarized),
+        reduced=tuple(out.reduced),
+        restored=tuple(out.restored),
+    )
+
+
+def event_note(event: CompactionEvent) -> str:
+    """The event's ordered group lists, kept verbatim in its ``note`` column."""
+    return json.dumps(
+        {
+            "excluded": list(event.excluded),
+            "summarized": [[k, list(v)] for k, v in event.summarized.items()],
+            "reduced": list(event.reduced),
+            "restored": list(event.restored),
+        }
+    )
+
+
+def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
+    links: list[tuple[str, str]] = [(g, "excluded") for g in event.excluded]
+    for summary, replaced in event.summarized.items():
+        links.append((summary, "summary_inserted"))
+        links.extend((g, "summarized") for g in replaced)
+    links.extend((g, "reduced") for g in event.reduced)
+    links.extend((g, "restored") for g in event.restored)
+    return list(dict.fromkeys(links))
+
+
+async def write_event(
+    conn: AsyncConnection,
+    s: SessionData,
+    event: CompactionEvent,
+    *,
+    number: int,
+    revision: int,
+) -> None:
+    """Insert the event row (its ``number`` in the session) and its links to groups."""
+    await conn.execute(
+        insert(EVENTS).values(
+            tenant=s.tenant,
+            session_id=s.session_id,
+            event_id=event.id,
+            number=number,
+            phase=event.phase,
+            strategy=event.strategy,
+            params=event.params,
+            messages_before=event.messages_before,
+            messages_after=event.messages_after,
+            groups_before=event.groups_before,
+            groups_after=event.groups_after,
+            tokens_before=event.tokens_before,
+            tokens_after=event.tokens_after,
+            revision=revision,
+            created_at=event.created_at,
+            note=event_note(event),
+        )
+    )
+    rows = [
+        {
+            "tenant": s.tenant,
+            "session_id": s.session_id,
+            "event_id": event.id,
+            "group_id": group_id,
+            "action": action,
+        }
+        for group_id, action in _link_rows(event)
+    ]
+    for part in chunks(rows):
+        await conn.execute(insert(EVENT_GROUPS), list(part))
+
+
+def log_event(event: CompactionEvent) -> None:
+    """Log an applied event with its counts before and after."""
+    logger.info(
+        "compaction event %s on session %r (tenant %r, %s, phase %s): "
+        "messages %d -> %d, groups %d -> %d, tokens %d -> %d",
+        event.id,
+        event.session_id,
+        event.tenant,
+        event.strategy,
+        event.phase,
+        event.messages_before,
+        event.messages_after,
+        event.groups_before,
+        event.groups_after,
+        event.tokens_before,
+        event.tokens_after,
+    )

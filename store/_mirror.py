@@ -1,0 +1,349 @@
+"""Applying change sets and restores in SQL with the in-memory store's exact rules.
+
+The rules live once, in :mod:`store.memory._compaction` (pure functions over plain
+rows). A write here loads the few rows a change set or restore can touch into a partial
+:class:`~store.memory._state.SessionData` (the *mirror*), runs those functions on it,
+then writes back what changed, with the audit event and the session's aggregates, in
+the caller's write transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, insert, null, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store._events import build_event, log_event, write_event
+from store._rows import chunks
+from store.audit_models import CompactionEvent, Phase
+from store.memory._compaction import Outcome
+from store.memory._state import GroupRow as MemGroup
+from store.memory._state import MessageRow as MemRow
+from store.memory._state import SessionData
+from store.models import message_to_values, reduced_to_value
+from store.schema import GroupRow, MessageRow, SessionRow
+from strategies.messages import Message
+from strategies.view import Totals
+
+__all__ = [
+    "Mirror",
+    "before_totals",
+    "load_groups",
+    "load_rows",
+    "mirror_of",
+    "write_back",
+]
+
+MESSAGES = cast(Table, MessageRow.__table__)
+GROUPS = cast(Table, GroupRow.__table__)
+SESSIONS = cast(Table, SessionRow.__table__)
+
+_PLACEHOLDER_ROLE = "user"
+
+
+@dataclass
+class Mirror:
+    """A partial session: the loaded groups and rows, and their state as loaded."""
+
+    session: SessionData
+    row: RowMapping
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Group id to (message count, token count) as loaded."""
+    original: dict[str, MemGroup] = field(default_factory=dict)
+    original_rows: dict[str, MemRow] = field(default_factory=dict)
+
+
+def mirror_of(row: RowMapping) -> Mirror:
+    """An empty mirror of the session ``row``."""
+    session = SessionData(
+        tenant=row["tenant"],
+        session_id=row["session_id"],
+        tokenizer=row["tokenizer"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        next_seq=row["next_seq"],
+        revision=row["revision"],
+    )
+    return Mirror(session=session, row=row)
+
+
+def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
+    s = mirror.session
+    return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
+
+
+def _add_group(mirror: Mirror, row: Mapping[Any, Any]) -> None:
+    group = MemGroup(
+        group_id=row["group_id"],
+        kind=row["kind"],
+        turn=row["turn"],
+        anchor=row["anchor"],
+        slot=row["slot"],
+        created_at=row["created_at"],
+        has_reasoning=row["has_reasoning"],
+        pending_calls=row["pending_calls"],
+        orphan=row["orphan"],
+        pinned=row["pinned"],
+        excluded=row["excluded"],
+        reason=row["excluded_reason"],
+        event_id=row["excluded_event_id"],
+        summarized_by=row["summarized_by"],
+        summary_of=tuple(row["summary_of"] or ()),
+    )
+    mirror.session.groups[group.group_id] = group
+    mirror.original[group.group_id] = replace(group)
+    mirror.counts[group.group_id] = (row["message_count"], row["token_count"])
+
+
+async def load_groups(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    group_ids: Iterable[str] | None = None,
+    *,
+    anchors: Iterable[int] = (),
+) -> None:
+    """Load groups by id (every group of the session when None), and those at ``anchors``."""
+    conditions: list[Any] = []
+    if group_ids is not None:
+        for part in chunks(sorted(set(group_ids) - set(mirror.session.groups))):
+            conditions.append(GROUPS.c.group_id.in_(part))
+        for block in chunks(sorted(set(anchors))):
+            conditions.append(GROUPS.c.excluded.in_([False, True]) & GROUPS.c.anchor.in_(block))
+    else:
+        conditions.append(GROUPS.c.group_id.is_not(None))
+    for condition in conditions:
+        query = select(GROUPS).where(*_keys(GROUPS, mirror), condition)
+        for row in (await conn.execute(query)).mappings():
+            if row["group_id"] not in mirror.session.groups:
+                _add_group(mirror, row)
+
+
+async def load_rows(conn: AsyncConnection, mirror: Mirror, condition: Any) -> None:
+    """Load the message rows matching ``condition`` (contents left out: never rewritten)."""
+    c = MESSAGES.c
+    query = (
+        select(
+            c.message_id,
+            c.seq,
+            c.anchor,
+            c.slot,
+            c.group_id,
+            c.token_count,
+            c.stored_at,
+            c.reduced_token_count,
+            c.reduced_event_id,
+            c.source_id,
+        )
+        .where(*_keys(MESSAGES, mirror), condition)
+        .order_by(c.seq)
+    )
+    for row in (await conn.execute(query)).mappings():
+        placeholder = Message(role=_PLACEHOLDER_ROLE, contents=[], message_id=row["message_id"])
+        mem = MemRow(
+            message=placeholder,
+            seq=row["seq"],
+            anchor=row["anchor"],
+            slot=row["slot"],
+            group_id=row["group_id"],
+            tokens=row["token_count"],
+            stored_at=row["stored_at"],
+            digest="",
+            reduced=placeholder if row["reduced_event_id"] is not None else None,
+            reduced_tokens=row["reduced_token_count"],
+            reduced_event=row["reduced_event_id"],
+            source_id=row["source_id"],
+        )
+        mirror.session.rows[row["message_id"]] = mem
+        mirror.original_rows[row["message_id"]] = replace(mem)
+
+
+@dataclass
+class _Delta:
+    messages: int = 0
+    groups: int = 0
+    tokens: int = 0
+    stored_messages: int = 0
+    stored_groups: int = 0
+    stored_tokens: int = 0
+    group_tokens: dict[str, int] = field(default_factory=dict)
+
+
+async def _write_rows(conn: AsyncConnection, mirror: Mirror, out: Outcome, delta: _Delta) -> None:
+    for message_id, row in mirror.session.rows.items():
+        before = mirror.original_rows.get(message_id)
+        if before is None or row.reduced_event == before.reduced_event:
+            continue
+        values: dict[str, Any] = {
+            "reduced_contents": null(),
+            "reduced_token_count": None,
+            "reduced_event_id": None,
+        }
+        if row.reduced is not None:
+            values = {
+                "reduced_contents": reduced_to_value(row.reduced),
+                "reduced_token_count": row.reduced_tokens,
+                "reduced_event_id": out.event_id,
+            }
+        await conn.execute(
+            update(MESSAGES)
+            .where(*_keys(MESSAGES, mirror), MESSAGES.c.message_id == message_id)
+            .values(**values)
+        )
+        change = row.effective_tokens - before.effective_tokens
+        delta.group_tokens[row.group_id] = delta.group_tokens.get(row.group_id, 0) + change
+
+
+async def _write_group(
+    conn: AsyncConnection, mirror: Mirror, group: MemGroup, delta: _Delta
+) -> None:
+    before = mirror.original[group.group_id]
+    count, tokens = mirror.counts[group.group_id]
+    change = delta.group_tokens.get(group.group_id, 0)
+    state = (group.excluded, group.reason, group.event_id)
+    if state != (before.excluded, before.reason, before.event_id):
+        await conn.execute(
+            update(MESSAGES)
+            .where(*_keys(MESSAGES, mirror), MESSAGES.c.group_id == group.group_id)
+            .values(
+                excluded=group.excluded,
+                excluded_reason=group.reason,
+                excluded_event_id=group.event_id,
+            )
+        )
+    links = (group.summarized_by, group.pinned)
+    if (
+        state != (before.excluded, before.reason, before.event_id)
+        or change
+        or links
+        != (
+            before.summarized_by,
+            before.pinned,
+        )
+    ):
+        await conn.execute(
+            update(GROUPS)
+            .where(*_keys(GROUPS, mirror), GROUPS.c.group_id == group.group_id)
+            .values(
+                excluded=group.excluded,
+                excluded_reason=group.reason,
+                excluded_event_id=group.event_id,
+                summarized_by=group.summarized_by,
+                pinned=group.pinned,
+                token_count=tokens + change,
+            )
+        )
+    was, now_active = int(not before.excluded), int(not group.excluded)
+    delta.groups += now_active - was
+    delta.messages += (now_active - was) * count
+    delta.tokens += now_active * (tokens + change) - was * tokens
+
+
+async def _insert_summary(
+    conn: AsyncConnection, mirror: Mirror, group: MemGroup, now: datetime, delta: _Delta
+) -> None:
+    s = mirror.session
+    row = s.rows[group.message_ids[0]]
+    base = {"tenant": s.tenant, "session_id": s.session_id}
+    await conn.execute(
+        insert(GROUPS).values(
+            **base,
+            group_id=group.group_id,
+            kind="summary",
+            turn=group.turn,
+            anchor=group.anchor,
+            slot=group.slot,
+            first_seq=row.seq,
+            first_position=-1,
+            message_count=1,
+            token_count=row.tokens,
+            pinned=group.pinned,
+            excluded=group.excluded,
+            excluded_reason=group.reason,
+            excluded_event_id=group.event_id,
+            summarized_by=group.summarized_by,
+            summary_of=list(group.summary_of),
+            created_at=now,
+        )
+    )
+    await conn.execute(
+        insert(MESSAGES).values(
+            **base,
+            seq=row.seq,
+            anchor=row.anchor,
+            slot=row.slot,
+            **message_to_values(row.message),
+            stored_at=now,
+            group_id=group.group_id,
+            token_count=row.tokens,
+            excluded=group.excluded,
+            excluded_reason=group.reason,
+            excluded_event_id=group.event_id,
+        )
+    )
+    delta.stored_messages += 1
+    delta.stored_groups += 1
+    delta.stored_tokens += row.tokens
+    if not group.excluded:
+        delta.messages += 1
+        delta.groups += 1
+        delta.tokens += row.tokens
+
+
+async def write_back(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    out: Outcome,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent:
+    """Write what ``out`` changed in the mirror, with its audit event; return the event."""
+    delta = _Delta()
+    await _write_rows(conn, mirror, out, delta)
+    for group in list(mirror.session.groups.values()):
+        if group.group_id in mirror.original:
+            await _write_group(conn, mirror, group, delta)
+        else:
+            await _insert_summary(conn, mirror, group, out.now, delta)
+    row = mirror.row
+    after = Totals(
+        messages=row["active_messages"] + delta.messages,
+        groups=row["active_groups"] + delta.groups,
+        tokens=row["active_tokens"] + delta.tokens,
+    )
+    event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
+    await write_event(
+        conn, mirror.session, event, number=row["event_count"] + 1, revision=row["revision"] + 1
+    )
+    c = SESSIONS.c
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, mirror))
+        .values(
+            next_seq=mirror.session.next_seq,
+            revision=c.revision + 1,
+            updated_at=out.now,
+            event_count=c.event_count + 1,
+            stored_messages=c.stored_messages + delta.stored_messages,
+            stored_groups=c.stored_groups + delta.stored_groups,
+            stored_tokens=c.stored_tokens + delta.stored_tokens,
+            active_messages=after.messages,
+            active_groups=after.groups,
+            active_tokens=after.tokens,
+        )
+    )
+    log_event(event)
+    return event
+
+
+def before_totals(row: RowMapping) -> Totals:
+    """The session's active totals, from its aggregates."""
+    return Totals(
+        messages=row["active_messages"], groups=row["active_groups"], tokens=row["active_tokens"]
+    )
