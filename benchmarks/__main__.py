@@ -1,0 +1,88 @@
+"""``python -m benchmarks``: run every workload and write the report.
+
+``--smoke`` is the tiny version run by ``make test`` (about 30 seconds); ``--quick``
+takes about 10 minutes; the default is the full run (``make bench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.machine import machine_info
+from benchmarks.peers import REGISTRY
+from benchmarks.report import build_report, write_report
+from benchmarks.runner import ALL_WORKLOADS, PRESETS, Config, Runner
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(part.replace("_", "")) for part in text.split(",") if part)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    preset = parser.add_mutually_exclusive_group()
+    preset.add_argument("--smoke", action="store_true", help="tiny run (200 messages, 1 run)")
+    preset.add_argument("--quick", action="store_true", help="about 10 minutes")
+    parser.add_argument("--sizes", type=_sizes, help="chatledger sizes, comma-separated")
+    parser.add_argument("--peer-sizes", type=_sizes, help="peer sizes, comma-separated")
+    parser.add_argument("--runs", type=int, help="fresh-process runs per figure")
+    parser.add_argument("--turns", type=int, help="timed turns per per-turn run")
+    parser.add_argument("--repeats", type=int, help="timed calls per projection or full read")
+    parser.add_argument("--token-turns", type=int, help="turns of the token-counting run")
+    parser.add_argument("--systems", help=f"comma-separated subset of {', '.join(REGISTRY)}")
+    parser.add_argument("--workloads", help=f"comma-separated subset of {', '.join(ALL_WORKLOADS)}")
+    parser.add_argument("--pg-url", help="PostgreSQL admin URL ('' to skip PostgreSQL)")
+    parser.add_argument("--timeout", type=float, help="seconds per child process")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
+    parser.add_argument("--work-dir", type=Path, help="where stored sizes are built")
+    return parser
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    """The preset chosen, with any explicit option applied over it."""
+    config = PRESETS["smoke" if args.smoke else "quick" if args.quick else "full"]
+    changes: dict[str, Any] = {
+        "sizes": args.sizes,
+        "peer_sizes": args.peer_sizes,
+        "runs": args.runs,
+        "turns": args.turns,
+        "repeats": args.repeats,
+        "token_turns": args.token_turns,
+        "timeout": args.timeout,
+        "systems": tuple(args.systems.split(",")) if args.systems else None,
+        "workloads": tuple(args.workloads.split(",")) if args.workloads else None,
+    }
+    config = replace(config, **{k: v for k, v in changes.items() if v is not None})
+    if args.pg_url is not None:
+        config = replace(config, pg_url=args.pg_url or None)
+    unknown = [s for s in config.systems if s not in REGISTRY]
+    unknown += [w for w in config.workloads if w not in ALL_WORKLOADS]
+    if unknown:
+        raise SystemExit(f"unknown system or workload: {', '.join(unknown)}")
+    return config
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the harness and print where the report went."""
+    args = _parser().parse_args(argv)
+    config = config_from(args)
+    start = machine_info()
+    runner = Runner(config, work_dir=args.work_dir)
+    results = runner.run()
+    machine = {"start": start, "end": machine_info()}
+    report = build_report(results, config=config, skipped=runner.skipped, machine=machine)
+    md_path, json_path = write_report(report, args.out, now=datetime.now(UTC))
+    print(md_path)
+    print(json_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

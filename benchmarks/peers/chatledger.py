@@ -1,0 +1,95 @@
+"""chatledger's own store, written against the API expected from issues 4 to 6.
+
+Expected surface::
+
+    async with store.HistoryStore.open(url) as s:
+        await s.append(session_id, messages)
+        await s.compact(session_id, strategy, phase="after_run")
+        await s.context(session_id)
+
+with ``strategies.ContextWindowCompactionStrategy(max_context_window_tokens=128_000,
+max_output_tokens=...)``. Until ``store.HistoryStore`` exists this module fails to
+import and the registry reports the system as skipped: "store not yet available".
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AsyncExitStack
+from typing import Any
+
+from benchmarks.generator import ChatDict, to_message
+from benchmarks.peers import CONTEXT_WINDOW, MAX_OUTPUT_TOKENS, SESSION_ID, System
+from benchmarks.tokenizing import Unavailable
+from store import HistoryStore
+from strategies import ContextWindowCompactionStrategy
+from strategies.messages import Message
+
+__all__ = ["ChatledgerSystem"]
+
+
+class ChatledgerSystem(System):
+    """``HistoryStore``: append, after-run compaction, projection."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._stack = AsyncExitStack()
+        self._store: Any = None
+        self._strategy = ContextWindowCompactionStrategy(
+            max_context_window_tokens=CONTEXT_WINDOW, max_output_tokens=MAX_OUTPUT_TOKENS
+        )
+
+    async def open(self, *, create: bool) -> None:
+        """Open the store (it creates or upgrades its schema itself)."""
+        url = self.target.sqlalchemy_url(
+            driver="aiosqlite" if self.target.backend == "sqlite" else "asyncpg"
+        )
+        kwargs: dict[str, Any] = {}
+        if self.tokenizer is not None:
+            kwargs["tokenizer"] = self.tokenizer
+        self._store = await self._stack.enter_async_context(HistoryStore.open(url, **kwargs))
+
+    def prepare(self, items: list[ChatDict]) -> list[Message]:
+        """Convert to chatledger messages."""
+        return [to_message(item) for item in items]
+
+    async def load(self, native: list[Message]) -> None:
+        """One ``append`` (one transaction) per batch."""
+        await self._store.append(SESSION_ID, native)
+
+    async def append_turn(self, native: list[Message]) -> None:
+        """Append the run's messages."""
+        await self._store.append(SESSION_ID, native)
+
+    async def settle(self) -> dict[str, float]:
+        """One after-run compaction over the imported history (when the store has one)."""
+        if getattr(self._store, "compact", None) is None:
+            return {}
+        start = time.perf_counter()
+        await self.after_run()
+        return {"settle_s": time.perf_counter() - start}
+
+    def _method(self, name: str) -> Any:
+        method = getattr(self._store, name, None)
+        if method is None:
+            raise Unavailable(f"store not yet available: HistoryStore.{name}() is missing")
+        return method
+
+    async def after_run(self) -> None:
+        """The after-run compaction, with the 128k context-window strategy."""
+        await self._method("compact")(SESSION_ID, self._strategy, phase="after_run")
+
+    async def context(self) -> int:
+        """The before-call projection."""
+        return len(await self._method("context")(SESSION_ID))
+
+    async def full_read(self) -> int:
+        """Every stored message, streamed page by page (``aiter_history``)."""
+        count = 0
+        async for _message in self._method("aiter_history")(SESSION_ID):
+            count += 1
+        return count
+
+    async def close(self) -> None:
+        """Close the store."""
+        await self._stack.aclose()

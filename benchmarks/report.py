@@ -1,0 +1,246 @@
+"""The markdown table and the JSON file of one harness run.
+
+Every comparison is a ratio taken within the same run: a system's median divided by
+chatledger's (``÷ chatledger``; on PostgreSQL, by chatledger on PostgreSQL) and by the
+physical limit's (``÷ limit``) at the same size. For times, a ratio above 1 means
+slower than the baseline; for throughputs, below 1 means slower. ``growth`` divides a
+system's median by its own median at the smallest size; "worst turn" is the median
+over runs of the slowest turn in a run (Agent Framework's truncation calls).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks.peers import REGISTRY
+from benchmarks.runner import Case, CaseResult, Config
+from benchmarks.stats import Summary, summarize
+
+__all__ = ["TABLES", "build_report", "write_report"]
+
+# workload -> (metric, label, unit scale, unit)
+TABLES: dict[str, tuple[str, str, float, str]] = {
+    "per_turn": ("per_turn_s", "Per-turn cost (append + after-run + next context)", 1e3, "ms"),
+    "bulk_import": ("msgs_per_s", "Bulk import throughput (higher is better)", 1.0, "msg/s"),
+    "projection": ("seconds", "Projection latency (next request context)", 1e3, "ms"),
+    "full_read": ("seconds", "Full read of the stored history", 1e3, "ms"),
+    "build": (
+        "seconds",
+        "Template build (once per size; load only, settling reported in the JSON)",
+        1.0,
+        "s",
+    ),
+}
+
+
+def _baseline(system: str) -> str:
+    return "chatledger_pg" if REGISTRY[system].backend == "postgresql" else "chatledger"
+
+
+def _median(results: dict[Case, CaseResult], case: Case, metric: str) -> float | None:
+    result = results.get(case)
+    if result is None or result.status != "ok" or metric not in result.samples:
+        return None
+    return summarize(result.samples[metric]).median
+
+
+def _ratio(value: float, base: float | None) -> float | None:
+    return value / base if base else None
+
+
+def _row(results: dict[Case, CaseResult], result: CaseResult, metric: str) -> dict[str, Any]:
+    case = result.case
+    summary = summarize(result.samples[metric])
+    sizes = sorted(
+        c.size for c in results if c.workload == case.workload and c.system == case.system
+    )
+    smallest = Case(case.workload, case.system, sizes[0])
+    return {
+        "workload": case.workload,
+        "system": case.system,
+        "size": case.size,
+        "metric": metric,
+        "summary": summary.to_json(),
+        "vs_chatledger": _ratio(
+            summary.median, _median(results, replace_system(case, _baseline(case.system)), metric)
+        ),
+        "vs_limit": _ratio(summary.median, _median(results, replace_system(case, "limit"), metric)),
+        "growth": _ratio(summary.median, _median(results, smallest, metric)),
+        "worst_turn_s": _median(results, case, "per_turn_max_s"),
+    }
+
+
+def replace_system(case: Case, system: str) -> Case:
+    """The same workload and size on another system."""
+    return Case(case.workload, system, case.size)
+
+
+def build_report(
+    results: dict[Case, CaseResult],
+    *,
+    config: Config,
+    skipped: dict[str, str],
+    machine: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything the JSON file holds."""
+    rows = [
+        _row(results, r, TABLES[r.case.workload][0])
+        for r in results.values()
+        if r.status == "ok"
+        and r.case.workload in TABLES
+        and TABLES[r.case.workload][0] in r.samples
+    ]
+    return {
+        "config": asdict(config),
+        "machine": machine,
+        "skipped_systems": skipped,
+        "systems": {name: REGISTRY[name].description for name in config.systems},
+        "rows": rows,
+        "cases": [
+            {**asdict(r.case), "status": r.status, "reason": r.reason, "samples": r.samples}
+            for r in results.values()
+        ],
+    }
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def _table(report: dict[str, Any], workload: str) -> list[str]:
+    _metric, title, scale, unit = TABLES[workload]
+    rows = [r for r in report["rows"] if r["workload"] == workload]
+    if not rows:
+        return []
+    worst = workload == "per_turn"
+    lines = [
+        f"### {title}",
+        "",
+        f"| system | messages | median {unit} | IQR | min to max | runs | ÷ chatledger "
+        f"| ÷ limit | growth |{f' worst turn {unit} |' if worst else ''}",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if worst else ""),
+    ]
+    for row in sorted(rows, key=lambda r: (r["size"], r["system"])):
+        s = Summary(**row["summary"])
+        worst_turn = row["worst_turn_s"]
+        lines.append(
+            f"| {row['system']} | {row['size']:,} | {_fmt(s.median * scale)} "
+            f"| {_fmt(s.q1 * scale)} to {_fmt(s.q3 * scale)} "
+            f"| {_fmt(s.minimum * scale)} to {_fmt(s.maximum * scale)} | {s.runs} "
+            f"| {_fmt(row['vs_chatledger'])} | {_fmt(row['vs_limit'])} | {_fmt(row['growth'])} |"
+            + (f" {_fmt(worst_turn * scale if worst_turn else None)} |" if worst else "")
+        )
+    return [*lines, ""]
+
+
+def _memory_table(report: dict[str, Any]) -> list[str]:
+    lines = ["### Peak resident memory (ru_maxrss of the child, MB)", ""]
+    lines += [
+        "| workload | system | messages | median MB | min to max |",
+        "|---|---|---:|---:|---:|",
+    ]
+    found = False
+    for case in report["cases"]:
+        values = case["samples"].get("peak_rss_mb")
+        if case["workload"] in ("per_turn", "bulk_import") and values:
+            found = True
+            s = summarize(values)
+            lines.append(
+                f"| {case['workload']} | {case['system']} | {case['size']:,} | {_fmt(s.median, 1)} "
+                f"| {_fmt(s.minimum, 1)} to {_fmt(s.maximum, 1)} |"
+            )
+    return [*lines, ""] if found else []
+
+
+def _token_table(report: dict[str, Any]) -> list[str]:
+    lines = ["### Token counting (instrumented tokenizer over an N-turn run)", ""]
+    lines += [
+        "| system | turns | stored messages | tokenizer calls | calls per message | max per text |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    found = False
+    for case in report["cases"]:
+        samples = case["samples"]
+        if case["workload"] == "token_counting" and samples:
+            found = True
+            lines.append(
+                f"| {case['system']} | {case['size']:,} | {samples['stored_messages'][0]:,.0f} "
+                f"| {samples['tokenizer_calls'][0]:,.0f} | {samples['calls_per_message'][0]:.2f} "
+                f"| {samples['max_repeats_one_text'][0]:,.0f} |"
+            )
+    return [*lines, ""] if found else []
+
+
+def _extras(report: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    for case in report["cases"]:
+        samples = case["samples"]
+        if case["workload"] == "bulk_import" and "tiktoken_s" in samples and case["size"]:
+            size = case["size"]
+            sql = summarize(samples["sqlite_s"]).median
+            tok = summarize(samples["tiktoken_s"]).median
+            lines.append(
+                f"- limit at {size:,}: sqlite3 alone {_fmt(size / sql if sql else None)} msg/s, "
+                f"tiktoken alone {_fmt(size / tok if tok else None)} msg/s"
+            )
+    return ["### Limit split", "", *lines, ""] if lines else []
+
+
+def _header(report: dict[str, Any], stamp: str) -> list[str]:
+    machine = report["machine"]
+    start, end = machine["start"], machine["end"]
+    versions = ", ".join(f"{k} {v}" for k, v in start["packages"].items() if v)
+    lines = [
+        f"# chatledger benchmarks, {stamp}",
+        "",
+        f"- machine: {start['cores']} cores, {start['platform']}, python {start['python']}, "
+        f"sqlite {start['sqlite']}",
+        f"- load average at start {start['load_average']}, at end {end['load_average']}",
+        f"- versions: {versions}",
+        f"- runs per figure: {report['config']['runs']} (fresh process each, systems "
+        "interleaved); spread shown as IQR and min to max",
+        "- ratios: a system's median divided by chatledger's (÷ chatledger) and by the "
+        "limit's (÷ limit) at the same size; growth = median / own median at the smallest size",
+        "",
+    ]
+    if report["skipped_systems"]:
+        lines += ["Skipped systems:", ""]
+        lines += [f"- {name}: {reason}" for name, reason in report["skipped_systems"].items()]
+        lines.append("")
+    return lines
+
+
+def _failures(report: dict[str, Any]) -> list[str]:
+    failed = [c for c in report["cases"] if c["status"] != "ok"]
+    if not failed:
+        return []
+    lines = ["### Cases that did not run", ""]
+    lines += [f"- {c['workload']} {c['system']} {c['size']:,}: {c['reason']}" for c in failed]
+    return [*lines, ""]
+
+
+def to_markdown(report: dict[str, Any], stamp: str) -> str:
+    """The human-readable report."""
+    lines = _header(report, stamp)
+    for workload in TABLES:
+        lines += _table(report, workload)
+    lines += _memory_table(report) + _token_table(report) + _extras(report) + _failures(report)
+    return "\n".join(lines)
+
+
+def write_report(report: dict[str, Any], out_dir: Path, *, now: datetime) -> tuple[Path, Path]:
+    """Write ``<timestamp>.md`` and ``<timestamp>.json``; return both paths."""
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md_path, json_path = out_dir / f"{stamp}.md", out_dir / f"{stamp}.json"
+    json_path.write_text(json.dumps(report, indent=2, sort_keys=True) + "\n")
+    md_path.write_text(to_markdown(report, stamp) + "\n")
+    return md_path, json_path
