@@ -21,6 +21,12 @@ transcript, or the tail of the last call). :func:`new_messages` applies Agent Fr
 ordered tail-overlap rule to find them, with one difference: positional ids (``msg_N``)
 and missing ids are not identities; such messages are compared by role and contents,
 and only as part of an ordered overlap with the stored tail, never one by one.
+
+The tail a batch is matched against is what was *stored*, not what the projection
+shows: the newest appended messages, excluded ones included, in their original (not
+reduced) form, summaries left out (a framework never replays a summary it was not
+given). Compaction of the tail therefore never hides a replay. Only as many messages as
+the batch holds are read, which is all the overlap rule can use.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from store.audit_models import Phase
+from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
+from store.models import StoredMessage
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import Tokenizer
@@ -70,6 +78,18 @@ class HistoryBackend(Protocol):
         """Plan and apply ``strategy``; return the audit event or None."""
         ...
 
+    async def history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool = ...,
+        limit: int | None = ...,
+        before: int | None = ...,
+    ) -> list[StoredMessage]:
+        """Stored messages oldest first; with ``before`` and ``limit``, the newest ``limit``
+        before ``before`` (exclusive). Raises :class:`~store.errors.SessionNotFound`."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SaveResult:
@@ -88,12 +108,14 @@ def message_identity(message: Message) -> tuple[str, ...]:
 
     A message id is an identity unless the converter marked it as not authoritative
     (its source id, positional or absent, kept under
-    :data:`store.formats.ORIGINAL_ID_KEY`); then
-    the role and the contents are.
+    :data:`store.formats.ORIGINAL_ID_KEY`); then the role and the contents as the model
+    sees them are. Each content's ``extra`` is left out: it holds framework bookkeeping
+    that can change after a save (Agent Framework gives a function call content an
+    ``id`` once it runs the call, after the harness has saved the message).
     """
     if ORIGINAL_ID_KEY not in message.metadata:
         return ("id", message.message_id)
-    contents = [c.model_dump(mode="json") for c in message.contents]
+    contents = [c.model_dump(mode="json", exclude={"extra"}) for c in message.contents]
     return ("content", message.role, json.dumps(contents, sort_keys=True, ensure_ascii=False))
 
 
@@ -138,6 +160,10 @@ def unanswered_call_ids(messages: Sequence[Message]) -> set[str]:
             elif isinstance(content, FunctionResultContent):
                 results.add(content.call_id)
     return calls - results
+
+
+_AFTER_LAST_SEQ = 2**63 - 1
+"""A ``before`` bound above every ``seq`` (the column is a signed 64-bit integer)."""
 
 
 def _window_strategy(
@@ -190,9 +216,27 @@ class TwoPhaseProvider:
             session_id, strategy=self.before_strategy, pending=tuple(pending)
         )
 
-    async def stored_tail(self, session_id: str) -> list[Message]:
-        """The active context without any strategy (whose tail replays are matched on)."""
-        return await self.backend.context(session_id)
+    async def stored_tail(self, session_id: str, count: int) -> list[Message]:
+        """The newest ``count`` appended messages, as stored, oldest first.
+
+        Excluded messages are included and reduced ones are in their stored form;
+        summaries are left out. A session that does not exist has an empty tail.
+        """
+        tail: list[StoredMessage] = []
+        before = _AFTER_LAST_SEQ
+        while len(tail) < count:
+            wanted = count - len(tail)
+            try:
+                page = await self.backend.history(
+                    session_id, include_excluded=True, limit=wanted, before=before
+                )
+            except SessionNotFound:
+                return []
+            tail[:0] = [m for m in page if m.kind != "summary"]
+            if len(page) < wanted:
+                break
+            before = page[0].seq
+        return [m.message for m in tail]
 
     async def save_turn(
         self,
@@ -204,11 +248,15 @@ class TwoPhaseProvider:
     ) -> SaveResult:
         """Append what is new in ``messages``; at ``end_of_turn`` run the after phase.
 
-        ``existing`` is what replays are matched against (the stored active context when
-        None). The after phase runs even when nothing was new, so an interrupted turn is
-        compacted on the next save.
+        ``existing`` is what replays are matched against (when None, the stored tail:
+        :meth:`stored_tail` of as many messages as ``messages`` holds). The after phase
+        runs even when nothing was new, so an interrupted turn is compacted on the next
+        save.
         """
-        tail = list(existing) if existing is not None else await self.stored_tail(session_id)
+        if existing is not None:
+            tail = list(existing)
+        else:
+            tail = await self.stored_tail(session_id, len(messages))
         fresh = new_messages(tail, messages)
         appended = await self.backend.append(session_id, fresh) if fresh else []
         event = None

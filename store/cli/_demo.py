@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from typing import Annotated, cast
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -23,7 +23,7 @@ from store.cli._common import (
     run,
 )
 from store.cli._render import events_table
-from store.demo import DemoBackend, DemoConfig, DemoReport, MissingResult, TurnRecord, run_demo
+from store.demo import DemoConfig, DemoReport, MissingResult, TurnRecord, run_demo
 from store.history import HistoryStore
 
 __all__ = ["demo", "inspect_commands", "turn_line"]
@@ -75,11 +75,8 @@ async def _play(url: str | None, tenant: str, config: DemoConfig, out: Console) 
 
     task = progress.add_task("turns", total=config.turns)
     async with HistoryStore.open(url, tenant=tenant) as store:
-        # HistoryBackend.compact takes ``phase: str``, the store a Phase literal: until the
-        # provider's protocol says Phase, mypy cannot see that the store satisfies it.
-        backend = cast(DemoBackend, store)
         with progress:
-            return await run_demo(backend, config, on_turn=on_turn)
+            return await run_demo(store, config, on_turn=on_turn)
 
 
 def _summary(report: DemoReport, url: str | None, tenant: str) -> None:

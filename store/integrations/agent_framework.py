@@ -16,7 +16,8 @@ Rules:
 - Agent Framework's ids (positional ``msg_N``, or none) are not identities: the store
   gets fresh ids and keeps the originals in metadata. Replays (messages handed to
   ``save_messages`` that are already stored) are found with the framework's ordered
-  tail-overlap rule (:func:`store.provider.new_messages`), never by content alone.
+  tail-overlap rule (:func:`store.provider.new_messages`) against the stored tail,
+  excluded and reduced messages included, never by content alone.
 - Live saves drop the framework's compaction annotations (``_group``, ``_excluded``,
   summary links): in a live run they come from the request-only phase and must not
   become persistent. :meth:`~ChatledgerHistoryProvider.import_messages` keeps them, and
@@ -46,6 +47,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from store.audit_models import Phase
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
+from store.models import StoredMessage
 from store.provider import HistoryBackend, SaveResult, TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
@@ -149,6 +151,19 @@ class _LazyStore:
         self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = "manual"
     ) -> Any:
         return await (await self.get()).compact(session_id, strategy, phase=phase)
+
+    async def history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool = False,
+        limit: int | None = None,
+        before: int | None = None,
+    ) -> list[StoredMessage]:
+        backend = await self.get()
+        return await backend.history(
+            session_id, include_excluded=include_excluded, limit=limit, before=before
+        )
 
 
 class ChatledgerHistoryProvider(HistoryProvider):

@@ -1,31 +1,26 @@
-"""Fixtures for the Agent Framework integration tests: stores, a tool, a checker."""
+"""Fixtures for the Agent Framework integration tests: tokenizer and stores.
+
+``any_store`` is one store per backend: the in-memory store, a SQLite file in
+``tmp_path`` and a PostgreSQL database cloned from the migrated template of
+``tests/conftest.py`` (``postgres`` marker; skipped when the server is unreachable).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 pytest.importorskip("agent_framework")
 
-from agent_framework import Message as AFMessage
-
-from store.integrations.agent_framework import from_af_messages
+from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore, MemoryDatabase
-from strategies.messages import FunctionCallContent, FunctionResultContent
-from strategies.tokenizers import TiktokenTokenizer, Tokenizer, count_messages_tokens
-from tests.integrations.scripted_client import Recorded, big_result
+from strategies.tokenizers import TiktokenTokenizer, Tokenizer
+from tests.conftest import PgServer
 
-WINDOW = 3000
-OUTPUT = 500
-BUDGET = WINDOW - OUTPUT
-RESULT_WORDS = 100
-
-
-def lookup(query: str) -> str:
-    """Look ``query`` up (returns a large, deterministic result)."""
-    return big_result(query, RESULT_WORDS)
+AnyStore = InMemoryHistoryStore | HistoryStore
+STORE_BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(scope="session")
@@ -43,28 +38,22 @@ def memory_store(database: MemoryDatabase, tokenizer: Tokenizer) -> InMemoryHist
     return InMemoryHistoryStore(database, tokenizer=tokenizer)
 
 
-@dataclass
-class CallCheck:
-    """What one recorded model call showed."""
-
-    tokens: int
-    newest_user: str | None
-
-
-def check_call(call: Recorded, tokenizer: Tokenizer, *, budget: int) -> CallCheck:
-    """Assert the per-call invariants on what the client received; return its figures."""
-    ours = from_af_messages(call.messages)
-    calls = {c.call_id for m in ours for c in m.contents if isinstance(c, FunctionCallContent)}
-    results = {c.call_id for m in ours for c in m.contents if isinstance(c, FunctionResultContent)}
-    assert results <= calls, f"results without their call: {results - calls}"
-    # The framework answers every call before the next model call, so nothing is pending.
-    assert calls <= results, f"calls without their result: {calls - results}"
-    tokens = count_messages_tokens(ours, tokenizer)
-    assert tokens <= budget, f"{tokens} tokens sent, budget {budget}"
-    users = [m.text for m in ours if m.role == "user"]
-    return CallCheck(tokens=tokens, newest_user=users[-1] if users else None)
-
-
-def texts(messages: Sequence[AFMessage]) -> list[str]:
-    """The text of each message."""
-    return [m.text for m in messages]
+@pytest.fixture(params=STORE_BACKENDS)
+async def any_store(
+    request: pytest.FixtureRequest, tmp_path: Path, tokenizer: Tokenizer
+) -> AsyncIterator[AnyStore]:
+    """A store of each backend, private to the test, counting with tiktoken."""
+    if request.param == "memory":
+        yield InMemoryHistoryStore(MemoryDatabase(), tokenizer=tokenizer)
+        return
+    if request.param == "sqlite":
+        async with HistoryStore.open(f"sqlite:///{tmp_path / 'e2e.db'}", tokenizer=tokenizer) as s:
+            yield s
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = server.clone()
+    try:
+        async with HistoryStore.open(server.url_for(name), tokenizer=tokenizer) as opened:
+            yield opened
+    finally:
+        server.drop_later(name)

@@ -17,7 +17,7 @@ from store.integrations.agent_framework import (
     from_af_messages,
 )
 from store.memory import InMemoryHistoryStore
-from store.provider import TwoPhaseProvider, new_messages
+from store.provider import TwoPhaseProvider, message_identity, new_messages
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
@@ -78,6 +78,19 @@ def test_positional_ids_are_not_identities() -> None:
         ]
     )
     assert [m.text for m in new_messages(stored, replay)] == ["other", "more"]
+
+
+def test_content_bookkeeping_added_after_a_save_does_not_hide_a_replay() -> None:
+    call = Content.from_function_call(call_id="c1", name="lookup", arguments={"q": 1})
+    saved = from_af_messages([AFMessage(role="assistant", contents=[call])])
+    call.id = "af-call-1"  # what Agent Framework does once it runs the call
+    later = from_af_messages([AFMessage(role="assistant", contents=[call])])
+    assert later[0].contents[0].extra != saved[0].contents[0].extra
+    assert message_identity(later[0]) == message_identity(saved[0])
+    assert new_messages(saved, later) == []
+    other = Content.from_function_call(call_id="c1", name="lookup", arguments={"q": 2})
+    changed = from_af_messages([AFMessage(role="assistant", contents=[other])])
+    assert message_identity(changed[0]) != message_identity(saved[0])
 
 
 def test_a_repeated_user_message_without_id_is_kept() -> None:
