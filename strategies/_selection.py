@@ -9,7 +9,16 @@ groups unless the caller said otherwise, and the first user group when asked.
 :func:`exclude_oldest` walks candidates oldest-first and stops as soon as a goal holds,
 in one pass: the default goal keeps a running total of a metric (messages or tokens,
 both read from the view's cached counts); a caller's ``target`` trigger is evaluated
-on the view that the exclusions so far would leave.
+on the counts that the exclusions so far would leave.
+
+:func:`fewest_until` is the one answer to "the fewest oldest candidates after which the
+target holds", shared by exclusions, tool-result summaries and reductions: each candidate
+is a :class:`Step` (how it changes the view-level counts), and the triggers of
+:mod:`strategies.triggers`, which read only those counts, are evaluated on running
+totals, so the cost is linear in the candidates. A trigger it does not know is given the
+real view after each prefix (quadratic, but exact).
+
+:func:`combine` is the one way to chain change sets (pipelines, budgets, context window).
 """
 
 from __future__ import annotations
@@ -17,25 +26,44 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, cast
 
-from strategies.changeset import ChangeSet, Exclusion
+from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
 from strategies.tokenizers import Tokenizer
-from strategies.triggers import Trigger
+from strategies.triggers import (
+    All,
+    Always,
+    GroupsExceed,
+    HasToolCalls,
+    MessagesExceed,
+    Never,
+    Not,
+    TokensBelow,
+    TokensExceed,
+    Trigger,
+    TurnsExceed,
+)
+from strategies.triggers import Any as AnyOf
 from strategies.view import GroupView, View
 
 __all__ = [
     "Goal",
+    "Step",
     "changeset",
     "combine",
     "count_metric",
     "exclude_oldest",
     "exclusions",
+    "fewest_until",
     "in_flight_ids",
     "keep_nonempty_id",
     "protected_ids",
+    "reduction_steps",
     "remaining_view",
+    "removal_steps",
     "sendable_tool_groups",
+    "stop_when",
+    "summary_steps",
     "tokenizer_params",
     "trigger_params",
     "warn_unreached",
@@ -133,17 +161,165 @@ class Goal:
 
 def exclude_oldest(view: View, candidates: Sequence[GroupView], goal: Goal) -> list[GroupView]:
     """Candidates to exclude, oldest first, until ``goal`` holds (checked before each)."""
+    if goal.target is not None:
+        ids = [g.group_id for g in candidates]
+        count = fewest_until(
+            view,
+            removal_steps(view, ids),
+            goal.target,
+            lambda k: remaining_view(view, ids[:k]),
+        )
+        return list(candidates[:count])
     chosen: list[GroupView] = []
     current = goal.start(view)
     for group in candidates:
-        if goal.target is not None:
-            if goal.target(remaining_view(view, (g.group_id for g in chosen))):
-                break
-        elif current <= goal.limit:
+        if current <= goal.limit:
             break
         chosen.append(group)
         current -= goal.metric(group)
     return chosen
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """How one candidate changes the view-level counts that triggers read."""
+
+    tokens: int = 0
+    messages: int = 0
+    groups: int = 0
+    turns: int = 0
+    tool_groups: int = 0
+
+    def __add__(self, other: Step) -> Step:
+        return Step(
+            self.tokens + other.tokens,
+            self.messages + other.messages,
+            self.groups + other.groups,
+            self.turns + other.turns,
+            self.tool_groups + other.tool_groups,
+        )
+
+
+@dataclass(slots=True)
+class _Counts:
+    """The view-level counts triggers read, kept as running totals."""
+
+    token_count: int
+    message_count: int
+    group_count: int
+    turn_count: int
+    tool_groups: int
+
+    @property
+    def has_tool_calls(self) -> bool:
+        return self.tool_groups > 0
+
+    @classmethod
+    def of(cls, view: View) -> _Counts:
+        return cls(
+            token_count=view.token_count,
+            message_count=view.message_count,
+            group_count=view.group_count,
+            turn_count=view.turn_count,
+            tool_groups=sum(1 for g in view.groups if g.kind == "tool_call"),
+        )
+
+    def add(self, step: Step) -> None:
+        self.token_count += step.tokens
+        self.message_count += step.messages
+        self.group_count += step.groups
+        self.turn_count += step.turns
+        self.tool_groups += step.tool_groups
+
+
+_COUNT_TRIGGERS = (TokensExceed, TokensBelow, MessagesExceed, TurnsExceed, GroupsExceed)
+
+
+def _reads_counts_only(trigger: Trigger) -> bool:
+    """Whether ``trigger`` is built only from the library's count triggers."""
+    kind = type(trigger)
+    if trigger is Always or trigger is Never or kind in _COUNT_TRIGGERS or kind is HasToolCalls:
+        return True
+    if isinstance(trigger, All | AnyOf) and kind in (All, AnyOf):
+        return all(_reads_counts_only(t) for t in trigger.triggers)
+    if isinstance(trigger, Not) and kind is Not:
+        return _reads_counts_only(trigger.inner)
+    return False
+
+
+def fewest_until(
+    view: View, steps: Sequence[Step], target: Trigger, build: Callable[[int], View]
+) -> int:
+    """The fewest leading ``steps`` after which ``target`` holds; ``len(steps)`` if never.
+
+    ``target`` is checked before each step. Triggers of :mod:`strategies.triggers` are
+    evaluated on running totals (linear); any other trigger on ``build(k)``, the real
+    view after the first ``k`` steps.
+    """
+    if not _reads_counts_only(target):
+        return next((k for k in range(len(steps)) if target(build(k))), len(steps))
+    counts = _Counts.of(view)
+    as_view = cast(View, counts)  # the library's triggers read only these counts
+    for k, step in enumerate(steps):
+        if target(as_view):
+            return k
+        counts.add(step)
+    return len(steps)
+
+
+def _leave(group: GroupView) -> Step:
+    """The step of removing ``group`` from the active groups."""
+    return Step(
+        tokens=-group.token_count,
+        messages=-group.message_count,
+        groups=-1,
+        turns=-(group.kind == "user"),
+        tool_groups=-(group.kind == "tool_call"),
+    )
+
+
+def removal_steps(view: View, group_ids: Sequence[str]) -> list[Step]:
+    """One step per id: excluding that group (nothing when absent or already excluded)."""
+    active = {g.group_id: g for g in view.groups}
+    steps: list[Step] = []
+    for group_id in group_ids:
+        group = active.pop(group_id, None)
+        steps.append(Step() if group is None else _leave(group))
+    return steps
+
+
+def summary_steps(view: View, summaries: Sequence[SummaryInsert]) -> list[Step]:
+    """One step per summary: its replaced groups leave, one summary group of one message
+    (counted as :meth:`View.apply` counts it) arrives; as :meth:`View.apply` applies them."""
+    active = {g.group_id: g for g in view.groups}
+    steps: list[Step] = []
+    for summary in summaries:
+        replaced = [active.pop(g) for g in summary.replaces if g in active]
+        if not replaced:
+            steps.append(Step())
+            continue
+        tokens = view.count(summary.message)
+        arrives = Step(tokens=tokens, messages=1, groups=1)
+        steps.append(sum((_leave(g) for g in replaced), start=arrives))
+        active[summary.group_id] = GroupView(
+            group_id=summary.group_id,
+            kind="summary",
+            turn=replaced[0].turn,
+            anchor=replaced[0].anchor,
+            message_count=1,
+            token_count=tokens,
+        )
+    return steps
+
+
+def reduction_steps(view: View, batches: Sequence[Sequence[Reduction]]) -> list[Step]:
+    """One step per batch of reductions: their token deltas (reductions change no other
+    count); reductions of groups that are not active change nothing."""
+    active = {g.group_id for g in view.groups}
+    return [
+        Step(tokens=sum(r.tokens_after - r.tokens_before for r in batch if r.group_id in active))
+        for batch in batches
+    ]
 
 
 def exclusions(groups: Iterable[GroupView], reason: str) -> tuple[Exclusion, ...]:
@@ -166,6 +342,13 @@ def warn_unreached(strategy: str, view: View, after: View, goal: Goal, protected
         after.token_count,
         after.message_count,
     )
+
+
+def stop_when(trigger: Trigger | None, target: Trigger | None) -> Trigger | None:
+    """The target: ``target``, else "``trigger`` no longer fires", else None (no target)."""
+    if target is not None:
+        return target
+    return None if trigger is None else Not(trigger)
 
 
 def trigger_params(trigger: Trigger | None, target: Trigger | None) -> dict[str, Any]:
@@ -191,13 +374,20 @@ def changeset(
 
 
 def combine(parts: Sequence[ChangeSet], *, strategy: str, params: dict[str, Any]) -> ChangeSet:
-    """Chain ``parts`` as one change set, without summaries that a later part excludes.
+    """Chain ``parts`` in order as one change set, labelled as ``strategy``'s decision.
 
-    A summary inserted by one part and excluded by a later one never reaches the
-    projection: its replaced groups are excluded instead, with the later reason, so the
-    store never writes a summary that is excluded from birth.
+    The result leaves the same projection as applying the parts one after the other,
+    without what a later part undoes: a summary inserted by one part and excluded by a
+    later one is never written (its replaced groups are excluded instead, with the later
+    reason), and a reduction of a group that a later part excludes or summarizes is
+    dropped (it would show nothing). Pipelines, budgets and the context window all
+    compose through here.
     """
     changes = ChangeSet.combine(parts, strategy=strategy, params=params)
+    return _without_dead_reductions(_without_dead_summaries(changes))
+
+
+def _without_dead_summaries(changes: ChangeSet) -> ChangeSet:
     inserted = {s.group_id: s for s in changes.summaries}
     if not inserted or not any(e.group_id in inserted for e in changes.exclusions):
         return changes
@@ -215,10 +405,17 @@ def combine(parts: Sequence[ChangeSet], *, strategy: str, params: dict[str, Any]
         kept.extend(
             Exclusion(group_id=g, reason=exclusion.reason) for g in expand(exclusion.group_id)
         )
-    return ChangeSet(
+    return replace(
+        changes,
         exclusions=tuple(kept),
         summaries=tuple(s for s in changes.summaries if s.group_id not in dead),
-        reductions=changes.reductions,
-        strategy=strategy,
-        params=params,
     )
+
+
+def _without_dead_reductions(changes: ChangeSet) -> ChangeSet:
+    gone = {e.group_id for e in changes.exclusions}
+    gone.update(g for s in changes.summaries for g in s.replaces)
+    kept = tuple(r for r in changes.reductions if r.group_id not in gone)
+    if len(kept) == len(changes.reductions):
+        return changes
+    return replace(changes, reductions=kept)

@@ -27,11 +27,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from strategies._selection import trigger_params
+from strategies._selection import fewest_until, reduction_steps, stop_when, trigger_params
 from strategies.base import callable_name
 from strategies.changeset import ChangeSet, Reduction
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
-from strategies.triggers import Not, Trigger
+from strategies.triggers import Trigger
 from strategies.view import GroupView, View
 
 __all__ = ["REDUCED_KEY", "ToolResultReductionStrategy"]
@@ -112,7 +112,7 @@ class ToolResultReductionStrategy:
             reductions.extend(found)
             if found:
                 per_group.append(len(reductions))
-        target = self.target or (Not(self.trigger) if self.trigger is not None else None)
+        target = stop_when(self.trigger, self.target)
         if target is not None:
             reductions = _until(view, reductions, per_group, target)
         return ChangeSet(reductions=tuple(reductions), strategy=self.name, params=self.params())
@@ -190,10 +190,11 @@ def _until(
     view: View, reductions: list[Reduction], per_group: list[int], target: Trigger
 ) -> list[Reduction]:
     """The reductions of the fewest oldest groups after which ``target`` holds."""
-    if target(view):
-        return []
-    for end in per_group:
-        chosen = reductions[:end]
-        if target(view.apply(ChangeSet(reductions=tuple(chosen)))):
-            return chosen
-    return reductions
+    batches = [reductions[a:b] for a, b in zip([0, *per_group], per_group, strict=False)]
+
+    def build(k: int) -> View:
+        chosen = reductions[: per_group[k - 1]] if k else []
+        return view.apply(ChangeSet(reductions=tuple(chosen)))
+
+    count = fewest_until(view, reduction_steps(view, batches), target, build)
+    return reductions[: per_group[count - 1]] if count else []

@@ -21,20 +21,19 @@ from strategies._selection import (
     exclude_oldest,
     in_flight_ids,
     sendable_tool_groups,
+    stop_when,
     trigger_params,
 )
 from strategies.changeset import ChangeSet
-from strategies.triggers import Not, Trigger
+from strategies.triggers import Trigger
 from strategies.view import GroupView, View
 
-__all__ = ["SelectiveToolCallCompactionStrategy", "old_tool_groups", "stop_when"]
-
-
-def stop_when(trigger: Trigger | None, target: Trigger | None) -> Trigger | None:
-    """The target: ``target``, else "``trigger`` no longer fires", else None (no target)."""
-    if target is not None:
-        return target
-    return None if trigger is None else Not(trigger)
+__all__ = [
+    "SelectiveToolCallCompactionStrategy",
+    "ToolGroupStrategy",
+    "old_tool_groups",
+    "stop_when",
+]
 
 
 def old_tool_groups(view: View, keep_last: int, trigger: Trigger | None) -> list[GroupView] | None:
@@ -53,11 +52,11 @@ def old_tool_groups(view: View, keep_last: int, trigger: Trigger | None) -> list
     return [g for g in older if not g.pinned and g.group_id not in keep]
 
 
-class SelectiveToolCallCompactionStrategy:
-    """Exclude tool-call groups older than the newest ``keep_last_tool_call_groups``."""
+class ToolGroupStrategy:
+    """What the strategies acting on older tool-call groups share: the keywords,
+    their validation, ``params()`` and the choice of groups."""
 
-    name = "SelectiveToolCallCompactionStrategy"
-    reason = "tool_call_compaction"
+    name = "ToolGroupStrategy"
 
     def __init__(
         self,
@@ -82,11 +81,27 @@ class SelectiveToolCallCompactionStrategy:
             **trigger_params(self.trigger, self.target),
         }
 
+    def candidates(self, view: View) -> list[GroupView]:
+        """The older tool-call groups this strategy may act on, oldest first (none when
+        it does not act)."""
+        return old_tool_groups(view, self.keep_last_tool_call_groups, self.trigger) or []
+
+    @property
+    def stop(self) -> Trigger | None:
+        """When to stop acting, oldest first: see :func:`stop_when`."""
+        return stop_when(self.trigger, self.target)
+
+
+class SelectiveToolCallCompactionStrategy(ToolGroupStrategy):
+    """Exclude tool-call groups older than the newest ``keep_last_tool_call_groups``."""
+
+    name = "SelectiveToolCallCompactionStrategy"
+    reason = "tool_call_compaction"
+
     async def plan(self, view: View) -> ChangeSet:
         """Exclude the older tool-call groups."""
-        params = self.params()
-        chosen = old_tool_groups(view, self.keep_last_tool_call_groups, self.trigger) or []
-        target = stop_when(self.trigger, self.target)
+        chosen = self.candidates(view)
+        target = self.stop
         if target is not None:
             chosen = exclude_oldest(view, chosen, Goal(lambda g: 0, 0, target))
-        return changeset(self.name, params, chosen, self.reason)
+        return changeset(self.name, self.params(), chosen, self.reason)

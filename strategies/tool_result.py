@@ -18,6 +18,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from strategies._selection import fewest_until, summary_steps
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.groups import call_ids
 from strategies.messages import (
@@ -27,7 +28,7 @@ from strategies.messages import (
     OtherContent,
     TextContent,
 )
-from strategies.selective import old_tool_groups, stop_when
+from strategies.selective import ToolGroupStrategy
 from strategies.triggers import Trigger
 from strategies.view import GroupView, View
 
@@ -139,39 +140,15 @@ def summary_message(group: GroupView, messages: Sequence[Message], strategy: str
     )
 
 
-class ToolResultCompactionStrategy:
+class ToolResultCompactionStrategy(ToolGroupStrategy):
     """Replace tool-call groups older than the newest ``keep_last_tool_call_groups``."""
 
     name = "ToolResultCompactionStrategy"
 
-    def __init__(
-        self,
-        *,
-        keep_last_tool_call_groups: int = 1,
-        trigger: Trigger | None = None,
-        target: Trigger | None = None,
-    ) -> None:
-        """Validate and keep the parameters (``keep_last_tool_call_groups >= 0``)."""
-        if keep_last_tool_call_groups < 0:
-            raise ValueError(
-                f"keep_last_tool_call_groups must be at least 0, got {keep_last_tool_call_groups}"
-            )
-        self.keep_last_tool_call_groups = keep_last_tool_call_groups
-        self.trigger = trigger
-        self.target = target
-
-    def params(self) -> dict[str, Any]:
-        """The parameters, as JSON."""
-        return {
-            "keep_last_tool_call_groups": self.keep_last_tool_call_groups,
-            "trigger": None if self.trigger is None else self.trigger.params(),
-            "target": None if self.target is None else self.target.params(),
-        }
-
     async def plan(self, view: View) -> ChangeSet:
         """Summarize the older tool-call groups, one summary message each."""
         params = self.params()
-        chosen = old_tool_groups(view, self.keep_last_tool_call_groups, self.trigger) or []
+        chosen = self.candidates(view)
         if not chosen:
             return ChangeSet(strategy=self.name, params=params)
         loaded = await view.messages(g.group_id for g in chosen)
@@ -182,7 +159,7 @@ class ToolResultCompactionStrategy:
             )
             for g in chosen
         ]
-        target = stop_when(self.trigger, self.target)
+        target = self.stop
         if target is not None:
             summaries = _until(view, summaries, target)
         return ChangeSet(summaries=tuple(summaries), strategy=self.name, params=params)
@@ -190,7 +167,10 @@ class ToolResultCompactionStrategy:
 
 def _until(view: View, summaries: list[SummaryInsert], target: Trigger) -> list[SummaryInsert]:
     """The leading summaries needed, oldest first, until ``target`` holds."""
-    for count in range(len(summaries) + 1):
-        if target(view.apply(ChangeSet(summaries=tuple(summaries[:count])))):
-            return summaries[:count]
-    return summaries
+    count = fewest_until(
+        view,
+        summary_steps(view, summaries),
+        target,
+        lambda k: view.apply(ChangeSet(summaries=tuple(summaries[:k]))),
+    )
+    return summaries[:count]
