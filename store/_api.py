@@ -7,14 +7,15 @@ store (:mod:`store.memory`), which a stateful test compares this store against.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Literal, TypeVar, overload
+from typing import Literal, TypeVar, overload
 
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store import _audit
-from store._append import MESSAGES, AppendContext, check_tokenizer
+from store._append import MESSAGES, AppendContext, append_messages, check_tokenizer
 from store._compact import Compactor
 from store._import import mark_imported, stored_rows
 from store._pending import PendingCounts
@@ -22,17 +23,22 @@ from store._restore import restore_groups, set_pinned
 from store._rows import chunks, read_session
 from store._view import SqlSource, read_view, with_pending
 from store.audit_models import CompactionEvent, ExcludedGroup, ImportResult, Phase, Stats, WhyResult
-from store.errors import InvalidInput, SessionNotFound, translated
+from store.errors import (
+    InvalidInput,
+    SessionNotFound,
+    check_session_id,
+    translate_errors,
+    translated,
+)
 from store.memory._af_import import import_changes, plan_import, source_ids
-from store.memory._state import SessionData
 from store.models import Provenance, content_hash
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer
-from strategies.view import View
+from strategies.view import MessageSource, View
 
-__all__ = ["CompactionMethods"]
+__all__ = ["CompactionMethods", "check_message"]
 
 T = TypeVar("T")
 
@@ -77,13 +83,14 @@ class CompactionMethods:
     @translated
     async def view(self, session_id: str) -> View:
         """The active view of the session: what a strategy plans on."""
+        check_session_id(session_id)
         async with self._engine.connect() as conn:
             session = await read_session(conn, self._tenant, session_id)
             check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
             view, _ = await read_view(
                 conn, self._source(session_id), tokenizer=self._tokenizer, policy=self._policy
             )
-        return view
+        return replace(view, source=_TranslatedSource(view.source))
 
     @translated
     async def context(
@@ -100,6 +107,7 @@ class CompactionMethods:
         count them again. Nothing is persisted; a missing session reads as empty. Costs
         O(active groups and their messages).
         """
+        check_session_id(session_id)
         batch = _checked(pending)
         view = await self._pending_view(session_id, batch)
         if strategy is not None:
@@ -108,8 +116,6 @@ class CompactionMethods:
 
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
-        if not isinstance(session_id, str) or not session_id:
-            raise InvalidInput("session_id must be a non-empty string")
         async with self._engine.connect() as conn:
             try:
                 session = await read_session(conn, self._tenant, session_id)
@@ -170,6 +176,7 @@ class CompactionMethods:
         second conflict nothing is applied and a warning is logged. Returns the event, or
         None when nothing changed; with ``dry_run`` the change set, writing nothing.
         """
+        check_session_id(session_id)
         return await self._compactor().compact(session_id, strategy, phase=phase, dry_run=dry_run)
 
     # -- audit ------------------------------------------------------------------------
@@ -185,6 +192,8 @@ class CompactionMethods:
         limit: int | None = None,
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
+        if session_id is not None:
+            check_session_id(session_id)
         if limit is not None and limit < 0:
             raise InvalidInput("limit must be >= 0")
         async with self._engine.connect() as conn:
@@ -203,18 +212,22 @@ class CompactionMethods:
     @translated
     async def excluded(self, session_id: str) -> list[ExcludedGroup]:
         """The session's excluded groups in order, with reason, event and summary."""
+        check_session_id(session_id)
         async with self._engine.connect() as conn:
             return await _audit.excluded_groups(conn, self._tenant, session_id)
 
     @translated
     async def why(self, session_id: str, message_id: str) -> WhyResult:
         """Whether a stored message is in the context (built without a strategy), and why."""
+        check_session_id(session_id)
         async with self._engine.connect() as conn:
             return await _audit.why(conn, self._tenant, session_id, message_id)
 
     @translated
     async def stats(self, session_id: str | None = None) -> Stats:
         """Stored versus active messages, groups and tokens (one session or the tenant)."""
+        if session_id is not None:
+            check_session_id(session_id)
         async with self._engine.connect() as conn:
             return await _audit.stats(conn, self._tenant, session_id)
 
@@ -235,6 +248,7 @@ class CompactionMethods:
         summary restores every group of that summary and excludes the summary. Returns
         None when nothing changed.
         """
+        check_session_id(session_id)
         if (group_ids is None) == (event_id is None):
             raise InvalidInput("pass exactly one of group_ids and event_id")
         ids = list(group_ids) if group_ids is not None else None
@@ -249,11 +263,13 @@ class CompactionMethods:
     @translated
     async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Pin groups: strategies never exclude them. Returns the ids that changed."""
+        check_session_id(session_id)
         return await self._set_pinned(session_id, group_ids, pinned=True)
 
     @translated
     async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Unpin groups. Returns the ids that changed."""
+        check_session_id(session_id)
         return await self._set_pinned(session_id, group_ids, pinned=False)
 
     async def _set_pinned(
@@ -284,38 +300,71 @@ class CompactionMethods:
         Importing the same messages again changes nothing. Reads the session's message
         ids (an import is O(history)).
         """
+        check_session_id(session_id)
         batch = _checked(messages)
-        plan = plan_import(await self._rows(session_id), batch)
+        for message in batch:
+            check_message(message)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
-        await self.append(session_id, plan.append, provenance=provenance)
-        rows = await self._rows(session_id)
-        if rows is None:
-            return ImportResult(message_ids=())
-        changes = import_changes(rows, batch, plan, source)
-        event = None
-        if not changes.is_empty:
-            compactor = self._compactor()
-            summaries = [m for m, _ in plan.summaries]
+        ctx = AppendContext(
+            tenant=self._tenant,
+            session_id=session_id,
+            tokenizer=self._tokenizer,
+            policy=self._policy,
+            provenance=provenance,
+            counter=self._pending.counter(self._tenant, session_id, keep=False),
+        )
+        compactor = self._compactor()
 
-            async def operation(conn: AsyncConnection) -> Any:
+        async def operation(conn: AsyncConnection) -> ImportResult:
+            # one write transaction: the plan, the appends and the import event
+            plan = plan_import(await stored_rows(conn, self._tenant, session_id), batch)
+            if plan.append:
+                await append_messages(conn, ctx, plan.append)
+            rows = await stored_rows(conn, self._tenant, session_id)
+            if rows is None:
+                return ImportResult(message_ids=())
+            changes = import_changes(rows, batch, plan, source)
+            event = None
+            if not changes.is_empty:
                 applied = await compactor.apply(conn, session_id, changes, "import", None)
-                if applied is not None:
-                    await mark_imported(
-                        conn,
-                        self._tenant,
-                        session_id,
-                        summaries,
-                        source=source,
-                        source_ids=dict(provenance.source_ids),
-                    )
-                return applied
+                event = applied if isinstance(applied, CompactionEvent) else None
+            if event is not None:
+                await mark_imported(
+                    conn,
+                    self._tenant,
+                    session_id,
+                    [m for m, _ in plan.summaries],
+                    source=source,
+                    source_ids=dict(provenance.source_ids),
+                )
+            return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
 
-            event = await self._write(operation)
-        return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
+        return await self._write(operation)
 
-    async def _rows(self, session_id: str) -> SessionData | None:
-        async with self._engine.connect() as conn:
-            return await stored_rows(conn, self._tenant, session_id)
+
+def check_message(message: object) -> None:
+    """Raise :class:`InvalidInput` unless ``message`` is a Message whose ids hold no NUL."""
+    if not isinstance(message, Message):
+        raise InvalidInput(f"expected Message, got {type(message).__name__}")
+    for name in ("message_id", "role", "author_name"):
+        value = getattr(message, name)
+        if value is not None and "\x00" in value:
+            raise InvalidInput(f"{name} of message {message.message_id!r} holds a NUL character")
+
+
+@dataclass(frozen=True, slots=True)
+class _TranslatedSource:
+    """A message source whose loads raise only :class:`~store.errors.ChatledgerError`.
+
+    A :class:`View` returned by the store loads its messages later, outside the call.
+    """
+
+    inner: MessageSource
+
+    async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
+        """The messages of each group, as the wrapped source loads them."""
+        with translate_errors():
+            return await self.inner.load(group_ids)
 
 
 def _checked(messages: Iterable[Message]) -> list[Message]:

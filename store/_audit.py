@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, cast
 
@@ -13,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._rows import chunks, read_session
 from store.audit_models import CompactionEvent, ExcludedGroup, Phase, Stats, WhyResult
-from store.errors import CorruptRowError, InvalidInput
+from store.errors import ChatledgerError, CorruptRowError, InvalidInput
 from store.schema import EventRow, GroupRow, MessageRow, SessionRow
 
 __all__ = ["excluded_groups", "read_events", "stats", "why"]
@@ -22,6 +23,23 @@ EVENTS = cast(Table, EventRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 MESSAGES = cast(Table, MessageRow.__table__)
 SESSIONS = cast(Table, SessionRow.__table__)
+
+
+@contextmanager
+def corrupt_rows(what: str, *, tenant: str, session_id: str | None) -> Iterator[None]:
+    """Report a row that fails to load or validate as :class:`CorruptRowError`.
+
+    ``what`` names the row (a group, the session aggregates); chatledger's own errors
+    pass through unchanged.
+    """
+    try:
+        yield
+    except ChatledgerError:
+        raise
+    except (ValueError, TypeError, KeyError, LookupError) as error:  # ValidationError too
+        raise CorruptRowError(
+            f"{what}: {error}", tenant=tenant, session_id=session_id or "", seq=None
+        ) from error
 
 
 def event_from_row(row: RowMapping) -> CompactionEvent:
@@ -116,23 +134,27 @@ async def excluded_groups(
         )
         .order_by(GROUPS.c.anchor, GROUPS.c.slot)
     )
-    rows = list((await conn.execute(query)).mappings())
+    with corrupt_rows("excluded groups", tenant=tenant, session_id=session_id):
+        rows = list((await conn.execute(query)).mappings())
     times = await _event_times(
         conn, tenant, session_id, (r["excluded_event_id"] for r in rows if r["excluded_event_id"])
     )
-    return [
-        ExcludedGroup(
-            group_id=r["group_id"],
-            kind=r["kind"],
-            message_count=r["message_count"],
-            tokens=r["token_count"],
-            reason=r["excluded_reason"],
-            event_id=r["excluded_event_id"],
-            summary_group_id=r["summarized_by"],
-            excluded_at=times.get(r["excluded_event_id"] or ""),
-        )
-        for r in rows
-    ]
+    found = []
+    for r in rows:
+        with corrupt_rows(f"group {r['group_id']!r}", tenant=tenant, session_id=session_id):
+            found.append(
+                ExcludedGroup(
+                    group_id=r["group_id"],
+                    kind=r["kind"],
+                    message_count=r["message_count"],
+                    tokens=r["token_count"],
+                    reason=r["excluded_reason"],
+                    event_id=r["excluded_event_id"],
+                    summary_group_id=r["summarized_by"],
+                    excluded_at=times.get(r["excluded_event_id"] or ""),
+                )
+            )
+    return found
 
 
 async def _later_user_group(conn: AsyncConnection, group: RowMapping) -> bool:
@@ -163,10 +185,21 @@ async def why(conn: AsyncConnection, tenant: str, session_id: str, message_id: s
     found = (await conn.execute(query)).first()
     if found is None:
         raise InvalidInput(f"message {message_id!r} is not stored in session {session_id!r}")
+    with corrupt_rows(f"group {found[0]!r}", tenant=tenant, session_id=session_id):
+        return await _why_in_group(conn, message_id, found[0], found[1], (tenant, session_id))
+
+
+async def _why_in_group(
+    conn: AsyncConnection,
+    message_id: str,
+    group_id: str,
+    reduced_by: str | None,
+    keys: tuple[str, str],
+) -> WhyResult:
     group_query = select(GROUPS).where(
-        GROUPS.c.tenant == tenant,
-        GROUPS.c.session_id == session_id,
-        GROUPS.c.group_id == found[0],
+        GROUPS.c.tenant == keys[0],
+        GROUPS.c.session_id == keys[1],
+        GROUPS.c.group_id == group_id,
     )
     group = (await conn.execute(group_query)).mappings().one()
     base: dict[str, Any] = {"message_id": message_id, "group_id": group["group_id"]}
@@ -181,13 +214,13 @@ async def why(conn: AsyncConnection, tenant: str, session_id: str, message_id: s
             else "its group holds a call that was never answered before a later user message"
         )
         return WhyResult(**base, in_context=False, reason=reason, explanation=text)
-    if found[1] is not None:
+    if reduced_by is not None:
         return WhyResult(
             **base,
             in_context=True,
             reason="reduced",
-            event_id=found[1],
-            explanation=f"it is sent in the reduced form set by event {found[1]}",
+            event_id=reduced_by,
+            explanation=f"it is sent in the reduced form set by event {reduced_by}",
         )
     return WhyResult(**base, in_context=True, explanation="it is sent as stored")
 
@@ -229,7 +262,13 @@ async def stats(conn: AsyncConnection, tenant: str, session_id: str | None) -> S
     )
     if session_id is not None:
         query = query.where(s.session_id == session_id)
-    values = [int(v) for v in (await conn.execute(query)).one()]
+    what = "session aggregates" if session_id is not None else "tenant aggregates"
+    with corrupt_rows(what, tenant=tenant, session_id=session_id):
+        values = [int(v) for v in (await conn.execute(query)).one()]
+        return _stats(tenant, session_id, values)
+
+
+def _stats(tenant: str, session_id: str | None, values: list[int]) -> Stats:
     return Stats(
         tenant=tenant,
         session_id=session_id,

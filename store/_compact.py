@@ -6,7 +6,8 @@
    on an LLM).
 3. A write transaction applies the change set only if the session's revision is
    unchanged, or else if no group it touches changed, vanished, was excluded, or
-   (absent from the snapshot) became active, and no summary's message id got stored.
+   (absent from the snapshot) became active. A summary whose message id is stored
+   already is stored under a fresh id (see :mod:`store.memory._compaction`).
    On a conflict the plan is made again once; a second conflict applies nothing and
    logs a warning.
 """
@@ -28,7 +29,12 @@ from store._rows import chunks, lock_session, now, read_session
 from store._view import SqlSource, read_view
 from store.audit_models import CompactionEvent, Phase
 from store.errors import InvalidInput
-from store.memory._compaction import Outcome, apply_changes, new_event_id
+from store.memory._compaction import (
+    Outcome,
+    apply_changes,
+    new_event_id,
+    summary_id_candidates,
+)
 from store.schema import GroupRow, MessageRow
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -166,8 +172,7 @@ class Compactor:
                 continue
             if row is None or row["excluded"] or fingerprint(row) != snapshot.groups[group_id]:
                 return True
-        ids = [s.message.message_id for s in changes.summaries]
-        return bool(await stored_ids(conn, self.tenant, session_id, ids))
+        return False
 
     async def apply(
         self,
@@ -187,19 +192,14 @@ class Compactor:
             and await self._conflicts(conn, session_id, snapshot, changes)
         ):
             return CONFLICT
-        summaries = [s.message.message_id for s in changes.summaries]
-        stored = await stored_ids(conn, self.tenant, session_id, summaries)
-        if stored:
-            raise InvalidInput(
-                f"summary message id {sorted(stored)[0]!r} is already stored "
-                f"in session {session_id!r}"
-            )
         mirror = mirror_of(session)
         await load_groups(conn, mirror, changes.touched_group_ids)
         anchors = {g.anchor for g in mirror.session.groups.values()}
         await load_groups(conn, mirror, changes.touched_group_ids, anchors=anchors)
-        reduced = [r.message_id for r in changes.reductions]
-        for part in chunks(sorted(set(reduced))):
+        # the stored ones among the ids the summaries may take (see apply_changes)
+        wanted = summary_id_candidates(changes, session["next_seq"])
+        wanted += [r.message_id for r in changes.reductions]
+        for part in chunks(sorted(set(wanted))):
             await load_rows(conn, mirror, MESSAGES.c.message_id.in_(part))
         out = Outcome(event_id=new_event_id(), now=now(), before=before_totals(session))
         apply_changes(mirror.session, changes, self.counter(session_id), out)

@@ -10,6 +10,7 @@ this tree::
     ├── CorruptRowError        a stored row failed to validate (names tenant, session, seq)
     ├── MigrationRequired      the database schema is behind: run ``chatledger db upgrade``
     ├── InvalidInput           the caller's input is invalid (ids, tokenizer mismatch, ...)
+    │                          (a strategy's TokenizerMismatch is translated to it)
     └── StoreError             any other database failure (connection refused, ...)
 """
 
@@ -22,6 +23,8 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
+from strategies.base import TokenizerMismatch
+
 __all__ = [
     "ChatledgerError",
     "ConcurrentWriteError",
@@ -30,6 +33,7 @@ __all__ = [
     "MigrationRequired",
     "SessionNotFound",
     "StoreError",
+    "check_session_id",
     "is_retryable",
     "translate_errors",
     "translated",
@@ -81,6 +85,12 @@ class StoreError(ChatledgerError):
     """A database failure that no more specific error describes."""
 
 
+def check_session_id(session_id: object) -> None:
+    """Raise :class:`InvalidInput` unless ``session_id`` is a non-empty string without NUL."""
+    if not isinstance(session_id, str) or not session_id or "\x00" in session_id:
+        raise InvalidInput("session_id must be a non-empty string without NUL characters")
+
+
 _RETRYABLE_SQLSTATES = frozenset({"40001", "40P01", "55P03"})
 _SQLITE_BUSY_MARKERS = ("database is locked", "database is busy", "database table is locked")
 
@@ -106,11 +116,17 @@ def is_retryable(error: BaseException) -> bool:
 
 @contextmanager
 def translate_errors() -> Iterator[None]:
-    """Re-raise SQLAlchemy and driver errors as :class:`ChatledgerError` subclasses."""
+    """Re-raise SQLAlchemy and driver errors as :class:`ChatledgerError` subclasses.
+
+    A strategy's :class:`~strategies.base.TokenizerMismatch` (its tokenizer is not the
+    one the store counted with) becomes :class:`InvalidInput`.
+    """
     try:
         yield
     except ChatledgerError:
         raise
+    except TokenizerMismatch as error:
+        raise InvalidInput(str(error)) from error
     except sa_exc.SQLAlchemyError as error:
         if is_retryable(error):
             raise ConcurrentWriteError(f"write conflict: {error}") from error

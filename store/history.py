@@ -28,14 +28,20 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store._api import CompactionMethods
+from store._api import CompactionMethods, check_message
 from store._append import AppendContext, append_messages
 from store._pending import PendingCounts
 from store._read import read_history, read_sessions
 from store._recount import recount_session
 from store._rows import lock_session, now, read_session
 from store.engine import create_engine, write_connection
-from store.errors import ConcurrentWriteError, InvalidInput, is_retryable, translated
+from store.errors import (
+    ConcurrentWriteError,
+    InvalidInput,
+    check_session_id,
+    is_retryable,
+    translated,
+)
 from store.migrations import ensure_schema
 from store.models import Provenance, SessionInfo, StoredMessage, session_from_row
 from store.schema import EventGroupRow, EventRow, GroupRow, MessageRow, OpenCallRow, SessionRow
@@ -56,15 +62,6 @@ DEFAULT_TENANT = "default"
 PAGE_SIZE = 500
 MAX_ATTEMPTS = 12
 _CHILD_TABLES = (EventGroupRow, EventRow, OpenCallRow, MessageRow, GroupRow)
-
-
-def _check_message(message: object) -> None:
-    if not isinstance(message, Message):
-        raise InvalidInput(f"expected Message, got {type(message).__name__}")
-    for name in ("message_id", "role", "author_name"):
-        value = getattr(message, name)
-        if value is not None and "\x00" in value:
-            raise InvalidInput(f"{name} of message {message.message_id!r} holds a NUL character")
 
 
 class StoreOpener:
@@ -228,11 +225,6 @@ class HistoryStore(CompactionMethods):
 
     # -- messages ----------------------------------------------------------------------
 
-    @staticmethod
-    def _check_session_id(session_id: str) -> None:
-        if not isinstance(session_id, str) or not session_id or "\x00" in session_id:
-            raise InvalidInput("session_id must be a non-empty string without NUL characters")
-
     @translated
     async def append(
         self,
@@ -247,10 +239,10 @@ class HistoryStore(CompactionMethods):
         the same content is skipped; with different content it raises
         :class:`~store.errors.InvalidInput` (and nothing of the batch is stored).
         """
-        self._check_session_id(session_id)
+        check_session_id(session_id)
         batch = list(messages)
         for message in batch:
-            _check_message(message)
+            check_message(message)
         if not batch:
             return []
         ctx = AppendContext(
@@ -284,6 +276,7 @@ class HistoryStore(CompactionMethods):
         ``limit``, the newest ``limit`` messages before ``before`` are returned.
         Excluded messages are left out unless ``include_excluded``.
         """
+        check_session_id(session_id)
         if limit is not None and limit < 0:
             raise InvalidInput("limit must be >= 0")
         async with self._engine.connect() as conn:
@@ -308,6 +301,7 @@ class HistoryStore(CompactionMethods):
         page_size: int = PAGE_SIZE,
     ) -> AsyncIterator[StoredMessage]:
         """Stream the session's history in pages of ``page_size``, oldest first."""
+        check_session_id(session_id)
         cursor = after
         while True:
             page = await self.history(
@@ -344,18 +338,20 @@ class HistoryStore(CompactionMethods):
     @translated
     async def session(self, session_id: str) -> SessionInfo:
         """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
+        check_session_id(session_id)
         async with self._engine.connect() as conn:
             return session_from_row(await read_session(conn, self._tenant, session_id))
 
     @translated
     async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
         """The session's metadata."""
+        check_session_id(session_id)
         return dict((await self.session(session_id)).metadata)
 
     @translated
     async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
         """Replace the session's metadata (creating the session when absent)."""
-        self._check_session_id(session_id)
+        check_session_id(session_id)
         value = dict(metadata)
         table = cast(Table, SessionRow.__table__)
 
@@ -374,6 +370,7 @@ class HistoryStore(CompactionMethods):
     @translated
     async def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
+        check_session_id(session_id)
 
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(conn, self._tenant, session_id)
@@ -391,6 +388,7 @@ class HistoryStore(CompactionMethods):
     @translated
     async def recount(self, session_id: str) -> SessionInfo:
         """Recount every message of the session with this store's tokenizer and policy."""
+        check_session_id(session_id)
 
         async def operation(conn: AsyncConnection) -> None:
             await recount_session(

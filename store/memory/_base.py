@@ -17,7 +17,7 @@ from typing import Self
 from pydantic import JsonValue
 
 from store._append import check_tokenizer
-from store.errors import InvalidInput, SessionNotFound
+from store.errors import InvalidInput, SessionNotFound, check_session_id, translate_errors
 from store.memory._state import SessionData, utcnow
 from store.models import Provenance, SessionInfo, StoredMessage, content_hash
 from strategies.base import CompactionStrategy
@@ -160,10 +160,9 @@ class MemoryStoreBase:
         different content it raises :class:`~store.errors.InvalidInput` and nothing of
         the batch is stored. An empty batch does nothing (and creates no session).
         """
+        check_session_id(session_id)
         batch = _checked(messages)
         if not batch:
-            if not isinstance(session_id, str) or not session_id:
-                raise InvalidInput("session_id must be a non-empty string")
             return []
         existing = self._find(session_id)
         if existing is not None:
@@ -193,6 +192,7 @@ class MemoryStoreBase:
         With ``before`` and ``limit``, the newest ``limit`` messages before ``before``.
         Messages of excluded groups are left out unless ``include_excluded``.
         """
+        check_session_id(session_id)
         if limit is not None and limit < 0:
             raise InvalidInput("limit must be >= 0")
         session = self._get(session_id)
@@ -218,6 +218,7 @@ class MemoryStoreBase:
         page_size: int = PAGE_SIZE,
     ) -> AsyncIterator[StoredMessage]:
         """Stream the session's history in pages of ``page_size``, oldest first."""
+        check_session_id(session_id)
         cursor = after
         while True:
             page = await self.history(
@@ -257,20 +258,24 @@ class MemoryStoreBase:
 
     async def session(self, session_id: str) -> SessionInfo:
         """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
+        check_session_id(session_id)
         return self._get(session_id).info()
 
     async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
         """The session's metadata."""
+        check_session_id(session_id)
         return dict(self._get(session_id).metadata)
 
     async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
         """Replace the session's metadata (creating the session when absent)."""
+        check_session_id(session_id)
         session = self._get_or_create(session_id)
         session.metadata = dict(metadata)
         session.touch(utcnow())
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
+        check_session_id(session_id)
         self._get(session_id)
         del self._db.sessions[(self._tenant, session_id)]
         for key in [k for k in self._pending if k[:2] == (self._tenant, session_id)]:
@@ -278,6 +283,7 @@ class MemoryStoreBase:
 
     async def recount(self, session_id: str) -> SessionInfo:
         """Recount every message of the session with this store's tokenizer and policy."""
+        check_session_id(session_id)
         session = self._get(session_id)
         for row in session.rows.values():
             row.tokens = count_message_tokens(row.message, self._tokenizer, policy=self._policy)
@@ -295,6 +301,7 @@ class MemoryStoreBase:
 
     async def view(self, session_id: str) -> View:
         """The active view of the session: what a strategy plans on."""
+        check_session_id(session_id)
         return self._view_of(self._counted(session_id))
 
     def _view_of(self, session: SessionData) -> View:
@@ -314,6 +321,7 @@ class MemoryStoreBase:
         their token counts are cached, so that appending them later does not count them
         again. Nothing is persisted. A session that does not exist reads as empty.
         """
+        check_session_id(session_id)
         batch = _checked(pending)
         session = self._find(session_id)
         if session is None:
@@ -325,7 +333,8 @@ class MemoryStoreBase:
         session.append(fresh, _Count(self, session_id, keep=True), utcnow())
         view = self._view_of(session)
         if strategy is not None:
-            view = view.apply(await strategy.plan(view))
+            with translate_errors():  # a strategy's TokenizerMismatch, as in SQL
+                view = view.apply(await strategy.plan(view))
         return await view.project()
 
     # -- token counts -----------------------------------------------------------------

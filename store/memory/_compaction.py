@@ -7,7 +7,10 @@ The rules, which the SQL store follows too:
   excluded, unknown, or replaced by an earlier part) is skipped.
 * A summary is stored as a ``summary`` group at the anchor of the first group it replaces,
   with the next free slot there; the replaced groups are excluded with the reason
-  ``summarized`` and linked to it.
+  ``summarized`` and linked to it. When the planned message id is already stored (a
+  deterministic id planned again after a restore and an unpin), the summary is stored
+  as ``f"{id}@{seq}"`` (``seq`` being the one it gets), its group as ``group_<that id>``;
+  later parts of the same change set that name the planned group or message follow it.
 * Pinned groups are never excluded nor summarized by a strategy: such parts are skipped
   (and logged). Reductions of pinned groups are allowed (nothing is left out).
 * Restores re-include groups and pin them. Re-including a group replaced by a summary
@@ -26,11 +29,20 @@ from datetime import datetime
 from typing import Any
 
 from store.audit_models import CompactionEvent, Phase
+from store.errors import InvalidInput
 from store.memory._state import Counter, GroupRow, SessionData
 from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
+from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["RESTORED_REASON", "SUMMARIZED_REASON", "Outcome", "apply_changes", "restore"]
+__all__ = [
+    "RESTORED_REASON",
+    "SUMMARIZED_REASON",
+    "Outcome",
+    "apply_changes",
+    "restore",
+    "summary_id_candidates",
+]
 
 logger = logging.getLogger("chatledger.store")
 
@@ -133,14 +145,41 @@ def include(group: GroupRow) -> None:
 # --- change sets -------------------------------------------------------------------
 
 
+def summary_id_candidates(changes: ChangeSet, next_seq: int) -> list[str]:
+    """Every message id :func:`apply_changes` may give the summaries of ``changes``.
+
+    A store that holds only part of a session must know which of these are stored.
+    """
+    ids: list[str] = []
+    for summary in changes.summaries:
+        planned = summary.message.message_id
+        ids.append(planned)
+        ids.extend(
+            _renamed(planned, seq) for seq in range(next_seq, next_seq + len(changes.summaries))
+        )
+    return ids
+
+
+@dataclass
+class _Renames:
+    """Planned summary group and message ids, and the ids they were stored under."""
+
+    groups: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+
+    def group(self, group_id: str) -> str:
+        return self.groups.get(group_id, group_id)
+
+
 def apply_changes(session: SessionData, changes: ChangeSet, count: Counter, out: Outcome) -> None:
     """Apply ``changes`` to ``session`` (see the module docstring); ``out`` collects it."""
+    renames = _Renames()
     for summary in changes.summaries:
-        _apply_summary(session, summary, count, out)
+        _apply_summary(session, summary, count, out, renames)
     for exclusion in changes.exclusions:
-        _apply_exclusion(session, exclusion, out)
+        _apply_exclusion(session, exclusion, out, renames)
     for reduction in changes.reductions:
-        _apply_reduction(session, reduction, count, out)
+        _apply_reduction(session, reduction, count, out, renames)
 
 
 def _active(session: SessionData, group_id: str) -> GroupRow | None:
@@ -148,24 +187,57 @@ def _active(session: SessionData, group_id: str) -> GroupRow | None:
     return group if group is not None and not group.excluded else None
 
 
+def _renamed(message_id: str, seq: int) -> str:
+    return f"{message_id}@{seq}"
+
+
+def _summary_message(session: SessionData, message: Message) -> Message:
+    """``message``, under a fresh deterministic id when its own is already stored."""
+    if message.message_id not in session.rows:
+        return message
+    fresh = _renamed(message.message_id, session.next_seq)
+    if fresh in session.rows:
+        raise InvalidInput(
+            f"summary message ids {message.message_id!r} and {fresh!r} are both already "
+            f"stored in session {session.session_id!r}"
+        )
+    return message.model_copy(update={"message_id": fresh})
+
+
 def _apply_summary(
-    session: SessionData, summary: SummaryInsert, count: Counter, out: Outcome
+    session: SessionData,
+    summary: SummaryInsert,
+    count: Counter,
+    out: Outcome,
+    renames: _Renames,
 ) -> None:
-    replaced = [g for gid in summary.replaces if (g := _active(session, gid)) is not None]
+    wanted = [renames.group(gid) for gid in summary.replaces]
+    replaced = [g for gid in wanted if (g := _active(session, gid)) is not None]
     pinned = [g.group_id for g in replaced if g.pinned]
     if pinned:
         logger.warning("summary %s skips pinned groups %s", summary.group_id, pinned)
         replaced = [g for g in replaced if not g.pinned]
     if not replaced:
         return
-    group = session.insert_summary(summary.message, replaced, count, out.now)
+    message = _summary_message(session, summary.message)
+    group = session.insert_summary(message, replaced, count, out.now)
+    if message.message_id != summary.message.message_id:
+        logger.info(
+            "summary id %s is already stored: stored as %s",
+            summary.message.message_id,
+            message.message_id,
+        )
+        renames.groups[summary.group_id] = group.group_id
+        renames.messages[summary.message.message_id] = message.message_id
     for old in replaced:
         exclude(old, SUMMARIZED_REASON, out, summarized_by=group.group_id)
     out.summarized[group.group_id] = group.summary_of
 
 
-def _apply_exclusion(session: SessionData, exclusion: Exclusion, out: Outcome) -> None:
-    group = _active(session, exclusion.group_id)
+def _apply_exclusion(
+    session: SessionData, exclusion: Exclusion, out: Outcome, renames: _Renames
+) -> None:
+    group = _active(session, renames.group(exclusion.group_id))
     if group is None:
         return
     if group.pinned:
@@ -176,14 +248,17 @@ def _apply_exclusion(session: SessionData, exclusion: Exclusion, out: Outcome) -
 
 
 def _apply_reduction(
-    session: SessionData, reduction: Reduction, count: Counter, out: Outcome
+    session: SessionData, reduction: Reduction, count: Counter, out: Outcome, renames: _Renames
 ) -> None:
-    group = _active(session, reduction.group_id)
-    row = session.rows.get(reduction.message_id)
+    group = _active(session, renames.group(reduction.group_id))
+    message = reduction.message
+    if message.message_id in renames.messages:
+        message = message.model_copy(update={"message_id": renames.messages[message.message_id]})
+    row = session.rows.get(message.message_id)
     if group is None or row is None or row.group_id != group.group_id:
         return
-    row.reduced = reduction.message
-    row.reduced_tokens = count(reduction.message)
+    row.reduced = message
+    row.reduced_tokens = count(message)
     row.reduced_event = out.event_id
     group.version += 1
     if group.group_id not in out.reduced:

@@ -16,7 +16,7 @@ from store.audit_models import (
     Stats,
     WhyResult,
 )
-from store.errors import InvalidInput
+from store.errors import InvalidInput, check_session_id, translate_errors
 from store.memory import _audit
 from store.memory._af_import import import_changes, plan_import, source_ids
 from store.memory._base import MemoryStoreBase
@@ -98,11 +98,13 @@ class InMemoryHistoryStore(MemoryStoreBase):
         is applied and a warning is logged. Returns the event, or None when nothing
         changed; with ``dry_run`` returns the change set and writes nothing.
         """
+        check_session_id(session_id)
         if phase not in PHASES:
             raise InvalidInput(f"unknown phase {phase!r}: expected one of {', '.join(PHASES)}")
         for attempt in (1, 2):
             snapshot = self._snapshot(self._counted(session_id))
-            changes = await strategy.plan(snapshot.view)
+            with translate_errors():  # a strategy's TokenizerMismatch, as in SQL
+                changes = await strategy.plan(snapshot.view)
             if dry_run:
                 return changes
             if changes.is_empty:
@@ -135,12 +137,6 @@ class InMemoryHistoryStore(MemoryStoreBase):
         phase: Phase,
         strategy: CompactionStrategy | None,
     ) -> CompactionEvent | None:
-        for summary in changes.summaries:
-            if summary.message.message_id in session.rows:
-                raise InvalidInput(
-                    f"summary message id {summary.message.message_id!r} is already stored "
-                    f"in session {session.session_id!r}"
-                )
         out = Outcome(event_id=new_event_id(), now=utcnow(), before=session.totals())
         apply_changes(session, changes, self._count_for(session.session_id), out)
         if not out.changed:
@@ -161,6 +157,8 @@ class InMemoryHistoryStore(MemoryStoreBase):
         limit: int | None = None,
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
+        if session_id is not None:
+            check_session_id(session_id)
         if limit is not None and limit < 0:
             raise InvalidInput("limit must be >= 0")
         sessions = [self._get(session_id)] if session_id is not None else self._all()
@@ -170,14 +168,18 @@ class InMemoryHistoryStore(MemoryStoreBase):
 
     async def excluded(self, session_id: str) -> list[ExcludedGroup]:
         """The session's excluded groups in order, with reason, event and summary."""
+        check_session_id(session_id)
         return _audit.excluded_groups(self._get(session_id))
 
     async def why(self, session_id: str, message_id: str) -> WhyResult:
         """Whether a stored message is in the context (built without a strategy), and why."""
+        check_session_id(session_id)
         return _audit.why(self._get(session_id), message_id)
 
     async def stats(self, session_id: str | None = None) -> Stats:
         """Stored versus active messages, groups and tokens (one session or the tenant)."""
+        if session_id is not None:
+            check_session_id(session_id)
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         return _audit.stats(self._tenant, session_id, sessions)
 
@@ -203,6 +205,7 @@ class InMemoryHistoryStore(MemoryStoreBase):
         summary restores every group of that summary and excludes the summary. Returns
         None when nothing changed.
         """
+        check_session_id(session_id)
         if (group_ids is None) == (event_id is None):
             raise InvalidInput("pass exactly one of group_ids and event_id")
         session = self._get(session_id)
@@ -231,10 +234,12 @@ class InMemoryHistoryStore(MemoryStoreBase):
 
     async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Pin groups: strategies never exclude them. Returns the ids that changed."""
+        check_session_id(session_id)
         return self._set_pinned(session_id, group_ids, pinned=True)
 
     async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Unpin groups. Returns the ids that changed."""
+        check_session_id(session_id)
         return self._set_pinned(session_id, group_ids, pinned=False)
 
     def _set_pinned(self, session_id: str, group_ids: Iterable[str], *, pinned: bool) -> list[str]:
@@ -266,6 +271,7 @@ class InMemoryHistoryStore(MemoryStoreBase):
         recorded with ``source`` as its provenance. Importing the same messages again
         changes nothing.
         """
+        check_session_id(session_id)
         batch = list(messages)
         plan = plan_import(self._find(session_id), batch)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
@@ -297,7 +303,7 @@ def _conflicts(session: SessionData, snapshot: _Snapshot, changes: ChangeSet) ->
             continue
         if group is None or group.excluded or group.version != snapshot.versions[group_id]:
             return True
-    return any(s.message.message_id in session.rows for s in changes.summaries)
+    return False
 
 
 def _check_groups(session: SessionData, group_ids: list[str]) -> None:

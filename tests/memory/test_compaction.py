@@ -188,12 +188,18 @@ async def test_applied_events_are_logged(
     assert f"tokens {event.tokens_before} -> {event.tokens_after}" in text
 
 
-async def test_summary_id_already_stored_is_rejected(store: InMemoryHistoryStore) -> None:
+async def test_summary_id_already_stored_gets_a_fresh_id(store: InMemoryHistoryStore) -> None:
     await store.append("s", _chat())
     taken = Message.text_message("assistant", "sum", message_id="a3")
     changes = ChangeSet(summaries=(SummaryInsert(taken, ("group_u1", "group_a1")),))
-    with pytest.raises(InvalidInput, match="a3"):
-        await store.compact("s", Fixed(changes))
+    event = await store.compact("s", Fixed(changes))
+    assert event is not None
+    stored = {m.message.message_id: m for m in await store.history("s", include_excluded=True)}
+    [fresh] = [m for m in stored.values() if m.message.message_id.startswith("a3@")]
+    # stored under "<planned id>@<its seq>", its group following; the original untouched
+    assert fresh.message.message_id == f"a3@{fresh.seq}"
+    assert event.summarized == {f"group_a3@{fresh.seq}": ("group_u1", "group_a1")}
+    assert stored["a3"].message.text != "sum" and fresh.message.text == "sum"
 
 
 async def test_audit_filters(store: InMemoryHistoryStore) -> None:

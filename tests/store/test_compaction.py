@@ -30,7 +30,7 @@ from tests.memory.test_compaction import (  # noqa: F401  (collected here, run o
     test_exclusion_event_counts_and_projection,
     test_pinned_groups_are_never_excluded,
     test_reductions_overlay_and_keep_original,
-    test_summary_id_already_stored_is_rejected,
+    test_summary_id_already_stored_gets_a_fresh_id,
     test_summary_takes_anchor_and_next_slot,
     test_unknown_and_stale_parts_are_skipped,
     test_why_and_stats,
