@@ -74,10 +74,26 @@ async def _load(system: System, spec: ChildSpec) -> Metrics:
 
 
 async def _build(system: System, spec: ChildSpec) -> Metrics:
+    """Load ``spec.size`` messages and settle (every ``system.settle_every`` messages)."""
     await system.open(create=True)
+    every = system.settle_every
+    loaded = 0
+    metrics: Metrics = {"seconds": 0.0, "settle_s": 0.0}
     try:
-        metrics = await _load(system, spec)
-        return {**metrics, **await system.settle()}
+        for batch in _batches(spec):
+            native = system.prepare(batch)
+            start = time.perf_counter()
+            await system.load(native)
+            metrics["seconds"] += time.perf_counter() - start
+            loaded += len(batch)
+            if every and loaded % every == 0 and loaded < spec.size:
+                metrics["settle_s"] += (await system.settle()).get("settle_s", 0.0)
+        start = time.perf_counter()
+        finish = await system.finish_load()
+        metrics["seconds"] += time.perf_counter() - start
+        settled = await system.settle()
+        metrics["settle_s"] += settled.get("settle_s", 0.0)
+        return {**finish, **settled, **metrics}
     finally:
         await system.close()
 
@@ -152,25 +168,45 @@ async def _full_read(system: System, spec: ChildSpec) -> Metrics:
 
 
 async def _token_counting(system: System, spec: ChildSpec) -> Metrics:
-    """A ``spec.turns``-turn run from empty; how often each stored message is tokenized."""
+    """A ``spec.turns``-turn run from empty; how often each stored message is tokenized.
+
+    The baseline is one pass over the stored messages (summaries included) with a fresh
+    counting tokenizer: a ratio of 1.00 means every stored message was tokenized exactly
+    once and nothing else was. Texts a strategy generated without storing them, and
+    texts tokenized again, show as calls beyond the baseline.
+    """
     counter = system.tokenizer
     assert isinstance(counter, CountingTokenizer)
     generator = ConversationGenerator(spec.seed)
     await system.open(create=True)
-    stored = 1
+    appended = 1
     try:
         await system.append_turn(system.prepare(list(generator.chat_dicts(1))))
         for turn in islice(generator.turns(), spec.turns):
-            stored += len(turn)
+            appended += len(turn)
             await _turn(system, system.prepare(turn))
+        baseline = CountingTokenizer(counter.inner)
+        stored = await system.count_stored_once(baseline)
     finally:
         await system.close()
-    return {
+    metrics: Metrics = {
         "tokenizer_calls": counter.calls,
-        "stored_messages": stored,
-        "calls_per_message": counter.calls / stored,
+        "stored_messages": appended,
+        "calls_per_message": counter.calls / appended,
         "max_repeats_one_text": counter.max_repeats(),
     }
+    if stored is not None and baseline.calls:
+        excess, worst = counter.excess_over(baseline)
+        metrics.update(
+            {
+                "stored_with_summaries": stored,
+                "one_pass_calls": baseline.calls,
+                "passes_per_stored_message": counter.calls / baseline.calls,
+                "calls_beyond_one_pass": excess,
+                "max_extra_one_text": worst,
+            }
+        )
+    return metrics
 
 
 WORKLOADS: dict[str, Callable[[System, ChildSpec], Awaitable[Metrics]]] = {

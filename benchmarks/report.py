@@ -160,23 +160,36 @@ def _memory_table(report: dict[str, Any]) -> list[str]:
     return [*lines, ""] if found else []
 
 
+def _token_row(case: dict[str, Any]) -> str:
+    samples = {k: v[0] for k, v in case["samples"].items()}
+    passes = samples.get("passes_per_stored_message")
+    stored = samples.get("stored_with_summaries", samples["stored_messages"])
+    return (
+        f"| {case['system']} | {case['size']:,} | {stored:,.0f} "
+        f"| {samples['tokenizer_calls']:,.0f} | {_fmt(samples.get('one_pass_calls'), 0)} "
+        f"| {_fmt(passes)} | {_fmt(samples.get('calls_beyond_one_pass'), 0)} "
+        f"| {samples['calls_per_message']:.2f} | {samples['max_repeats_one_text']:,.0f} |"
+    )
+
+
 def _token_table(report: dict[str, Any]) -> list[str]:
     lines = ["### Token counting (instrumented tokenizer over an N-turn run)", ""]
     lines += [
-        "| system | turns | stored messages | tokenizer calls | calls per message | max per text |",
-        "|---|---:|---:|---:|---:|---:|",
+        "One pass = the tokenizer calls needed to count every stored message (summaries "
+        "included) once; a message has several texts (call names, arguments, results), "
+        "so calls per appended message exceed 1 even then. passes = calls / one pass: "
+        "1.00 means each stored message was tokenized exactly once and nothing else was.",
+        "",
+        "| system | turns | stored messages | tokenizer calls | one pass | passes "
+        "| calls beyond one pass | calls per appended message | max per text |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    found = False
-    for case in report["cases"]:
-        samples = case["samples"]
-        if case["workload"] == "token_counting" and samples:
-            found = True
-            lines.append(
-                f"| {case['system']} | {case['size']:,} | {samples['stored_messages'][0]:,.0f} "
-                f"| {samples['tokenizer_calls'][0]:,.0f} | {samples['calls_per_message'][0]:.2f} "
-                f"| {samples['max_repeats_one_text'][0]:,.0f} |"
-            )
-    return [*lines, ""] if found else []
+    rows = [
+        _token_row(case)
+        for case in report["cases"]
+        if case["workload"] == "token_counting" and case["samples"]
+    ]
+    return [*lines, *rows, ""] if rows else []
 
 
 def _extras(report: dict[str, Any]) -> list[str]:

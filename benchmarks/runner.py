@@ -37,15 +37,22 @@ class Config:
     """What to run and how often."""
 
     sizes: tuple[int, ...] = (1_000, 10_000, 100_000, 1_000_000)
-    """Stored sizes for chatledger."""
+    """Stored sizes for chatledger on SQLite."""
     peer_sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
     """Stored sizes for the peers."""
+    pg_sizes: tuple[int, ...] = (1_000, 10_000)
+    """Stored sizes for chatledger on PostgreSQL (settling a 100,000-message template
+    there takes minutes: compaction writes one statement per excluded group)."""
     runs: int = 5
+    mid_runs: int = 3
+    """Runs at 100,000 messages (to 999,999)."""
     large_runs: int = 3
-    """Runs at 1,000,000 messages and above."""
-    turns: int = 20
+    """Runs at 1,000,000 messages and above (bulk import: one)."""
+    full_read_max: int = 100_000
+    """Largest size of the full-read workload (a full read is O(history) by nature)."""
+    turns: int = 10
     """Timed turns per per-turn run."""
-    repeats: int = 10
+    repeats: int = 5
     """Timed calls per projection or full-read run."""
     token_turns: int = 1_000
     systems: tuple[str, ...] = tuple(REGISTRY)
@@ -60,6 +67,7 @@ PRESETS: dict[str, Config] = {
     "quick": Config(
         sizes=(1_000, 10_000, 100_000),
         peer_sizes=(1_000, 10_000),
+        pg_sizes=(1_000, 10_000),
         runs=3,
         turns=10,
         repeats=5,
@@ -68,6 +76,7 @@ PRESETS: dict[str, Config] = {
     "smoke": Config(
         sizes=(200,),
         peer_sizes=(200,),
+        pg_sizes=(200,),
         runs=1,
         turns=3,
         repeats=2,
@@ -152,7 +161,12 @@ class Runner:
                     continue
                 if workload not in spec.workloads:
                     continue
-                sizes = self.config.peer_sizes if spec.peer else self.config.sizes
+                sizes = self.config.peer_sizes
+                if not spec.peer:
+                    pg = spec.backend == "postgresql"
+                    sizes = self.config.pg_sizes if pg else self.config.sizes
+                if workload == "full_read":
+                    sizes = tuple(s for s in sizes if s <= self.config.full_read_max)
                 cases.extend(Case(workload, name, size) for size in sizes)
         return sorted(cases, key=lambda c: (ALL_WORKLOADS.index(c.workload), c.size))
 
@@ -161,7 +175,13 @@ class Runner:
         if case.workload == "token_counting":
             return 1
         if case.size >= 1_000_000:
-            return min(self.config.runs, self.config.large_runs)
+            return (
+                1
+                if case.workload == "bulk_import"
+                else min(self.config.runs, self.config.large_runs)
+            )
+        if case.size >= 100_000:
+            return min(self.config.runs, self.config.mid_runs)
         return self.config.runs
 
     # -- execution ----------------------------------------------------------------------

@@ -52,3 +52,9 @@ class CountingTokenizer:
     def max_repeats(self) -> int:
         """The most times any one text was tokenized."""
         return max(self.by_text.values(), default=0)
+
+    def excess_over(self, baseline: CountingTokenizer) -> tuple[int, int]:
+        """Calls beyond ``baseline``'s (one pass over the stored messages): how many in
+        all, and the most for any one text."""
+        excess = [max(0, n - baseline.by_text[text]) for text, n in self.by_text.items()]
+        return sum(excess), max(excess, default=0)

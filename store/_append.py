@@ -8,17 +8,18 @@ from what :func:`strategies.groups.annotate` returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import Table, delete, insert, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store._append_rows import AppendContext, AppendTotals, RowBuilder, insert_messages
 from store._rows import chunks, lock_session, now
 from store.errors import InvalidInput
-from store.models import Provenance, content_hash, message_to_values
+from store.models import content_hash
 from store.schema import GroupRow, MessageRow, OpenCallRow, SessionRow
 from strategies.groups import (
     Annotation,
@@ -30,7 +31,7 @@ from strategies.groups import (
     result_ids,
 )
 from strategies.messages import Message
-from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
+from strategies.tokenizers import Tokenizer
 
 __all__ = ["AppendContext", "append_messages", "check_tokenizer", "load_state"]
 
@@ -38,25 +39,6 @@ MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 CALLS = cast(Table, OpenCallRow.__table__)
 SESSIONS = cast(Table, SessionRow.__table__)
-
-
-@dataclass(frozen=True, slots=True)
-class AppendContext:
-    """Who appends, and how tokens are counted."""
-
-    tenant: str
-    session_id: str
-    tokenizer: Tokenizer
-    policy: TokenCountPolicy
-    provenance: Provenance | None = None
-    counter: Callable[[Message], int] | None = None
-    """Counts a message's tokens (the store's pending-count cache); the tokenizer if None."""
-
-    def count(self, message: Message) -> int:
-        """The token count of ``message`` as it is stored."""
-        if self.counter is not None:
-            return self.counter(message)
-        return count_message_tokens(message, self.tokenizer, policy=self.policy)
 
 
 @dataclass(slots=True)
@@ -67,17 +49,6 @@ class _Loaded:
     groups: dict[str, RowMapping]
     call_rows: set[str]
     wanted_calls: set[str]
-
-
-@dataclass(slots=True)
-class _Totals:
-    messages: int = 0
-    tokens: int = 0
-    active_messages: int = 0
-    active_tokens: int = 0
-    groups: int = 0
-    active_groups: int = 0
-    per_group: dict[str, list[int]] = field(default_factory=dict)
 
 
 def check_tokenizer(stored: str, tokenizer: Tokenizer, session_id: str) -> None:
@@ -96,8 +67,12 @@ def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
 
 async def _dedupe(
     conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
-) -> list[Message]:
-    """The messages not stored yet; InvalidInput for an id reused with other content."""
+) -> tuple[list[Message], dict[str, str]]:
+    """The messages not stored yet, and each one's content hash by id.
+
+    Raises InvalidInput for an id reused with other content. Each message is hashed
+    once; the hash is stored with the row.
+    """
     hashes: dict[str, str] = {}
     unique: list[Message] = []
     for message in messages:
@@ -127,7 +102,7 @@ async def _dedupe(
                 f"message id {message.message_id!r} is already stored in session "
                 f"{ctx.session_id!r} with different content"
             )
-    return fresh
+    return fresh, hashes
 
 
 def _group_info(row: RowMapping) -> GroupInfo:
@@ -192,7 +167,7 @@ async def _apply_merges(
     ctx: AppendContext,
     annotation: Annotation,
     loaded: _Loaded,
-    totals: _Totals,
+    totals: AppendTotals,
 ) -> dict[str, list[int]]:
     """Move the messages and calls of absorbed stored groups; return what each target gains."""
     gains: dict[str, list[int]] = {}
@@ -236,62 +211,13 @@ async def _apply_merges(
     return gains
 
 
-def _message_rows(
-    ctx: AppendContext,
-    session: RowMapping,
-    fresh: Sequence[Message],
-    annotation: Annotation,
-    loaded: _Loaded,
-    totals: _Totals,
-) -> list[dict[str, Any]]:
-    stamp = now()
-    provenance = ctx.provenance
-    imported_at = (provenance.imported_at or stamp) if provenance else None
-    rows: list[dict[str, Any]] = []
-    for index, (message, (_, group_id)) in enumerate(
-        zip(fresh, annotation.message_groups, strict=True)
-    ):
-        seq = session["next_seq"] + index
-        tokens = ctx.count(message)
-        group = loaded.groups.get(group_id)
-        excluded = bool(group is not None and group["excluded"])
-        per_group = totals.per_group.setdefault(group_id, [0, 0])
-        per_group[0] += 1
-        per_group[1] += tokens
-        totals.messages += 1
-        totals.tokens += tokens
-        if not excluded:
-            totals.active_messages += 1
-            totals.active_tokens += tokens
-        rows.append(
-            {
-                "tenant": ctx.tenant,
-                "session_id": ctx.session_id,
-                "seq": seq,
-                "anchor": seq,
-                "slot": 0,
-                **message_to_values(message),
-                "stored_at": stamp,
-                "group_id": group_id,
-                "token_count": tokens,
-                "excluded": excluded,
-                "excluded_reason": group["excluded_reason"] if excluded and group else None,
-                "excluded_event_id": group["excluded_event_id"] if excluded and group else None,
-                "source_system": provenance.system if provenance else None,
-                "source_id": provenance.source_ids.get(message.message_id) if provenance else None,
-                "imported_at": imported_at,
-            }
-        )
-    return rows
-
-
 async def _write_groups(
     conn: AsyncConnection,
     ctx: AppendContext,
     session: RowMapping,
     annotation: Annotation,
     loaded: _Loaded,
-    totals: _Totals,
+    totals: AppendTotals,
     gains: dict[str, list[int]],
 ) -> None:
     stamp = now()
@@ -373,7 +299,7 @@ async def _write_session(
     ctx: AppendContext,
     session: RowMapping,
     state: AnnotationState,
-    totals: _Totals,
+    totals: AppendTotals,
 ) -> None:
     c = SESSIONS.c
     tail = state.tail
@@ -406,17 +332,17 @@ async def append_messages(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
-    fresh = await _dedupe(conn, ctx, messages)
+    fresh, hashes = await _dedupe(conn, ctx, messages)
     if not fresh:
         return 0
     loaded = await load_state(conn, ctx, session, fresh)
     annotation = annotate(fresh, loaded.state)
-    totals = _Totals()
-    rows = _message_rows(ctx, session, fresh, annotation, loaded, totals)
+    totals = AppendTotals()
+    group_ids = [group_id for _, group_id in annotation.message_groups]
+    builder = RowBuilder(ctx, session["next_seq"], fresh, hashes, group_ids, loaded.groups, totals)
     gains = await _apply_merges(conn, ctx, annotation, loaded, totals)
+    await insert_messages(conn, builder)
     await _write_groups(conn, ctx, session, annotation, loaded, totals, gains)
-    for part in chunks(rows):
-        await conn.execute(insert(MESSAGES), list(part))
     await _write_calls(conn, ctx, annotation.state, loaded)
     await _write_session(conn, ctx, session, annotation.state, totals)
     return len(fresh)

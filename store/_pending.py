@@ -3,6 +3,9 @@
 :meth:`HistoryStore.context` counts the in-flight messages of a run and keeps the counts
 (an LRU keyed by tenant, session and message id, checked against the content hash);
 appending those messages afterwards takes the cached count and drops the entry.
+
+A message a strategy generated (a summary) was counted when it was planned, in
+:data:`strategies.view.GENERATED_COUNTS`; storing it takes that count too.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass, field
 
 from store.models import content_hash
 from strategies.messages import Message
+from strategies.tokenizers import TokenCountPolicy, Tokenizer
+from strategies.view import GENERATED_COUNTS
 
 __all__ = ["PENDING_CACHE_SIZE", "PendingCounts"]
 
@@ -26,9 +31,28 @@ class PendingCounts:
     count: Callable[[Message], int]
     """Counts a message with the store's tokenizer and policy."""
     size: int = PENDING_CACHE_SIZE
+    tokenizer: Tokenizer | None = None
+    """The tokenizer ``count`` uses; with ``policy``, lets a generated message's count be
+    reused. Taken from ``count``'s owner (a store's ``count_tokens``) when not given."""
+    policy: TokenCountPolicy | None = None
     _entries: OrderedDict[tuple[str, str, str], tuple[str, int]] = field(
         default_factory=OrderedDict
     )
+
+    def __post_init__(self) -> None:
+        owner = getattr(self.count, "__self__", None)
+        if self.tokenizer is None and self.policy is None and owner is not None:
+            tokenizer = getattr(owner, "tokenizer", None)
+            policy = getattr(owner, "policy", None)
+            if isinstance(policy, TokenCountPolicy) and hasattr(tokenizer, "count_tokens"):
+                self.tokenizer, self.policy = tokenizer, policy
+
+    def _count(self, message: Message) -> int:
+        if self.tokenizer is not None and self.policy is not None:
+            generated = GENERATED_COUNTS.get(message, self.tokenizer, self.policy)
+            if generated is not None:
+                return generated
+        return self.count(message)
 
     def counter(self, tenant: str, session_id: str, *, keep: bool) -> Callable[[Message], int]:
         """A counter for one session: ``keep`` caches (pending), else consumes (append)."""
@@ -39,17 +63,21 @@ class PendingCounts:
         return counted
 
     def tokens(self, tenant: str, session_id: str, message: Message, *, keep: bool) -> int:
-        """The count of ``message``, from the cache when its content is unchanged."""
+        """The count of ``message``, from the cache when its content is unchanged.
+
+        The content hash is computed only when it is needed: to keep an entry, or to
+        check one (an append of messages never seen pending hashes nothing here).
+        """
         key = (tenant, session_id, message.message_id)
-        digest = content_hash(message)
         cached = self._entries.get(key)
+        digest = content_hash(message) if keep or cached is not None else ""
         if cached is not None and cached[0] == digest:
             if keep:
                 self._entries.move_to_end(key)
             else:
                 del self._entries[key]
             return cached[1]
-        tokens = self.count(message)
+        tokens = self._count(message)
         if keep:
             self._entries[key] = (digest, tokens)
             while len(self._entries) > self.size:

@@ -18,9 +18,8 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import AppendContext, load_state
-from store._read import message_columns
+from store._read import COLUMN_INDEX, message_columns, row_message
 from store._rows import chunks
-from store.models import message_from_row
 from store.schema import GroupRow, MessageRow, SessionRow
 from strategies.groups import GroupInfo, annotate
 from strategies.messages import Message
@@ -33,8 +32,8 @@ GROUPS = cast(Table, GroupRow.__table__)
 SESSIONS = cast(Table, SessionRow.__table__)
 
 Counter = Callable[[Message], int]
-_UNREAD_KIND = "user"
-"""A stand-in for the group kind, which :class:`SqlSource` never reads."""
+_SEQ = COLUMN_INDEX["seq"]
+_GROUP = COLUMN_INDEX["group_id"]
 
 
 def group_view(row: Mapping[Any, Any]) -> GroupView:
@@ -112,14 +111,9 @@ class SqlSource:
                     )
                     .order_by(MESSAGES.c.group_id, MESSAGES.c.seq)
                 )
-                for row in (await conn.execute(query)).mappings():
-                    stored = message_from_row(
-                        {**row, "kind": _UNREAD_KIND},
-                        tenant=self.tenant,
-                        session_id=self.session_id,
-                    )
-                    shown = stored.reduced if stored.reduced is not None else stored.message
-                    out[stored.group_id].append((stored.seq, shown))
+                for row in (await conn.execute(query)).all():
+                    shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
+                    out[row[_GROUP]].append((row[_SEQ], shown))
         return out
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:

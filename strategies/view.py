@@ -15,6 +15,8 @@ no tool result is sent without its call nor a call without its result.
 
 from __future__ import annotations
 
+import hashlib
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
@@ -30,7 +32,18 @@ from strategies.tokenizers import (
     count_message_tokens,
 )
 
-__all__ = ["GroupView", "InMemorySource", "MessageSource", "Totals", "View"]
+__all__ = [
+    "GENERATED_COUNTS",
+    "GeneratedCounts",
+    "GroupView",
+    "InMemorySource",
+    "MessageSource",
+    "Totals",
+    "View",
+]
+
+GENERATED_CACHE_SIZE = 2048
+"""Token counts of generated messages kept by :data:`GENERATED_COUNTS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +123,72 @@ class _Overlay:
         return loaded
 
 
+class GeneratedCounts:
+    """A bounded LRU of the token counts of messages strategies generate (summaries).
+
+    A strategy re-creates the same summary on every plan (a before-call strategy on
+    every model call); keyed by tokenizer name, policy, message id and content, its
+    count is made once, and the store takes it from here when it stores the summary.
+    """
+
+    def __init__(self, size: int = GENERATED_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[str, TokenCountPolicy, str, bytes], int] = OrderedDict()
+        self._ids: dict[str, int] = {}
+
+    @staticmethod
+    def _key(
+        message: Message, tokenizer: Tokenizer, policy: TokenCountPolicy
+    ) -> tuple[str, TokenCountPolicy, str, bytes]:
+        digest = hashlib.blake2b(message.model_dump_json().encode(), digest_size=16).digest()
+        return (tokenizer.name, policy, message.message_id, digest)
+
+    def get(self, message: Message, tokenizer: Tokenizer, policy: TokenCountPolicy) -> int | None:
+        """The cached count of ``message``, or None (cheap when its id was never cached)."""
+        if message.message_id not in self._ids:
+            return None
+        return self._entries.get(self._key(message, tokenizer, policy))
+
+    def count(self, message: Message, tokenizer: Tokenizer, policy: TokenCountPolicy) -> int:
+        """The count of ``message``, tokenized only when it is not cached."""
+        if message.message_id not in self._ids:
+            return self._store(self._key(message, tokenizer, policy), message, tokenizer, policy)
+        key = self._key(message, tokenizer, policy)
+        cached = self._entries.get(key)
+        if cached is None:
+            return self._store(key, message, tokenizer, policy)
+        self._entries.move_to_end(key)
+        return cached
+
+    def _store(
+        self,
+        key: tuple[str, TokenCountPolicy, str, bytes],
+        message: Message,
+        tokenizer: Tokenizer,
+        policy: TokenCountPolicy,
+    ) -> int:
+        tokens = count_message_tokens(message, tokenizer, policy=policy)
+        self._entries[key] = tokens
+        self._ids[key[2]] = self._ids.get(key[2], 0) + 1
+        while len(self._entries) > self.size:
+            old, _ = self._entries.popitem(last=False)
+            left = self._ids[old[2]] - 1
+            if left:
+                self._ids[old[2]] = left
+            else:
+                del self._ids[old[2]]
+        return tokens
+
+    def clear(self) -> None:
+        """Forget every count."""
+        self._entries.clear()
+        self._ids.clear()
+
+
+GENERATED_COUNTS = GeneratedCounts()
+"""The process-wide cache :meth:`View.count` uses."""
+
+
 @dataclass(frozen=True)
 class View:
     """The active groups of a history, in order, and how to load their messages."""
@@ -151,8 +230,13 @@ class View:
         return self.tokenizer.name
 
     def count(self, message: Message) -> int:
-        """Count a message the way the view's counts were made."""
-        return count_message_tokens(message, self.tokenizer, policy=self.policy)
+        """Count a message the way the view's counts were made.
+
+        Meant for messages a strategy generates: counts are cached in
+        :data:`GENERATED_COUNTS`, so that the same summary is tokenized once however
+        often it is planned, and not again when the store keeps it.
+        """
+        return GENERATED_COUNTS.count(message, self.tokenizer, self.policy)
 
     def group(self, group_id: str) -> GroupView:
         """The active group ``group_id``; KeyError when it is not active."""
@@ -205,16 +289,16 @@ class View:
         removed: set[str] = set()
         added: dict[str, list[Message]] = {}
         excluded = self.excluded
-        new_groups: list[GroupView] = []
+        top_slot: dict[int, int] = {}  # the highest slot at each anchor
+        for g in self.groups:
+            top_slot[g.anchor] = max(top_slot.get(g.anchor, 0), g.slot)
         for summary in changes.summaries:
             replaced = [by_id[g] for g in summary.replaces if g in by_id and g not in removed]
             if not replaced:
                 continue
             first = min(replaced, key=lambda g: g.order_key)
-            slot = 1 + max(
-                (g.slot for g in (*by_id.values(), *new_groups) if g.anchor == first.anchor),
-                default=0,
-            )
+            slot = 1 + top_slot.get(first.anchor, 0)
+            top_slot[first.anchor] = slot
             view_group = GroupView(
                 group_id=summary.group_id,
                 kind="summary",
@@ -225,7 +309,6 @@ class View:
                 token_count=self.count(summary.message),
                 summary_of=tuple(g.group_id for g in replaced),
             )
-            new_groups.append(view_group)
             by_id[view_group.group_id] = view_group
             added[view_group.group_id] = [summary.message]
             removed.update(g.group_id for g in replaced)

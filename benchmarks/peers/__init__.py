@@ -72,6 +72,10 @@ class System(ABC):
         """Finish a bulk load after its last batch (timed as part of a bulk import)."""
         return {}
 
+    settle_every: int = 0
+    """When above 0, a template build settles after every this many messages (as a
+    long-lived agent compacts as it goes), which bounds the work of each settling."""
+
     async def settle(self) -> dict[str, float]:
         """Bring a built template to the steady state a long-lived agent would have
         (compaction applied); not part of the bulk-import figure."""
@@ -91,6 +95,12 @@ class System(ABC):
     @abstractmethod
     async def full_read(self) -> int:
         """Read the whole stored history; return its number of messages."""
+
+    async def count_stored_once(self, tokenizer: TokenCounter) -> int | None:
+        """Count every stored message once with ``tokenizer`` (the baseline of the
+        token-counting workload); return how many messages, or None when the system
+        keeps no stored history of its own to count."""
+        return None
 
     def extra_metrics(self) -> dict[str, float]:
         """System-specific figures gathered during the run (sub-timings)."""

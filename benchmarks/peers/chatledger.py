@@ -20,10 +20,11 @@ from typing import Any
 
 from benchmarks.generator import ChatDict, to_message
 from benchmarks.peers import CONTEXT_WINDOW, MAX_OUTPUT_TOKENS, SESSION_ID, System
-from benchmarks.tokenizing import Unavailable
+from benchmarks.tokenizing import TokenCounter, Unavailable
 from store import HistoryStore
-from strategies import ContextWindowCompactionStrategy
+from strategies import ContextWindowCompactionStrategy, TruncationStrategy
 from strategies.messages import Message
+from strategies.tokenizers import count_message_tokens
 
 __all__ = ["ChatledgerSystem"]
 
@@ -61,11 +62,25 @@ class ChatledgerSystem(System):
         """Append the run's messages."""
         await self._store.append(SESSION_ID, native)
 
+    settle_every = 100_000
+
     async def settle(self) -> dict[str, float]:
-        """One after-run compaction over the imported history (when the store has one)."""
+        """Compact the imported history to the steady state of a long-lived agent.
+
+        First a truncation to the context-window strategy's own budgets (what its
+        truncation phase would do, without first summarizing tool results that are then
+        excluded anyway: the same active view at a fraction of the cost), then one
+        after-run compaction with the strategy itself.
+        """
         if getattr(self._store, "compact", None) is None:
             return {}
         start = time.perf_counter()
+        truncation = TruncationStrategy(
+            max_n=self._strategy.truncation_tokens,
+            compact_to=self._strategy.tool_eviction_tokens,
+            tokenizer=self._store.tokenizer,
+        )
+        await self._store.compact(SESSION_ID, truncation, phase="import")
         await self.after_run()
         return {"settle_s": time.perf_counter() - start}
 
@@ -84,9 +99,17 @@ class ChatledgerSystem(System):
         return len(await self._method("context")(SESSION_ID))
 
     async def full_read(self) -> int:
-        """Every stored message, streamed page by page (``aiter_history``)."""
+        """Every stored message, excluded ones too, streamed page by page (``aiter_history``)."""
         count = 0
-        async for _message in self._method("aiter_history")(SESSION_ID):
+        async for _message in self._method("aiter_history")(SESSION_ID, include_excluded=True):
+            count += 1
+        return count
+
+    async def count_stored_once(self, tokenizer: TokenCounter) -> int | None:
+        """Count every stored message (summaries too) once, as the store counts them."""
+        count = 0
+        async for stored in self._store.aiter_history(SESSION_ID, include_excluded=True):
+            count_message_tokens(stored.message, tokenizer, policy=self._store.policy)  # type: ignore[arg-type]
             count += 1
         return count
 

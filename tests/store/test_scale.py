@@ -1,0 +1,146 @@
+"""Bulk appends in batches, then compaction and full reads: the paths the benchmarks take.
+
+A regression guard for a report of a ``CorruptRowError`` (a message whose group had no
+kind) in ``compact()`` after a long session was bulk-appended in batches: batches here
+split tool calls from their results, every stored message must read back whole and
+equal to what was appended, and every group must be the one a one-shot annotation gives.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import islice
+
+import pytest
+
+from benchmarks.generator import ConversationGenerator, to_message
+from store.history import HistoryStore
+from strategies import ContextWindowCompactionStrategy
+from strategies.messages import FunctionResultContent, Message, TextContent
+from strategies.tokenizers import (
+    CharacterEstimatorTokenizer,
+    count_message_tokens,
+)
+from strategies.view import GENERATED_COUNTS
+from tests.store.helpers import expected_groups, group_rows
+
+SESSION = "long"
+
+
+def _conversation(count: int, seed: int = 3) -> list[Message]:
+    return list(ConversationGenerator(seed).messages(count))
+
+
+def _strategy(window: int) -> ContextWindowCompactionStrategy:
+    return ContextWindowCompactionStrategy(
+        max_context_window_tokens=window, max_output_tokens=window // 8
+    )
+
+
+async def _bulk(store: HistoryStore, messages: list[Message], batch: int) -> None:
+    for start in range(0, len(messages), batch):
+        await store.append(SESSION, messages[start : start + batch])
+
+
+@pytest.mark.parametrize("batch", [37, 250])
+async def test_batched_bulk_append_then_compact_reads_back_every_row(
+    store: HistoryStore, batch: int
+) -> None:
+    messages = _conversation(600)
+    await _bulk(store, messages, batch)
+
+    # the groups written batch by batch are those of annotating everything at once
+    rows = await group_rows(store, SESSION)
+    expected = expected_groups(store, messages)
+    assert set(rows) == set(expected)
+    for group_id, want in expected.items():
+        got = {key: rows[group_id][key] for key in want}
+        assert got == want, group_id
+
+    event = await store.compact(SESSION, _strategy(16_000), phase="after_run")
+    assert event is not None and event.messages_after < event.messages_before
+
+    read = [m async for m in store.aiter_history(SESSION, include_excluded=True, page_size=64)]
+    appended = [m for m in read if m.slot == 0]
+    assert [m.message for m in appended] == messages
+    assert [m.seq for m in read] == sorted(m.seq for m in read)
+    assert len({m.seq for m in read}) == len(read)
+    stats = await store.stats(SESSION)
+    assert stats.stored_messages == len(read)
+    assert stats.active_messages == sum(1 for m in read if not m.excluded)
+    assert stats.stored_tokens == sum(m.token_count for m in read)
+
+
+async def test_turns_after_a_bulk_import_keep_the_context_bounded(store: HistoryStore) -> None:
+    await _bulk(store, _conversation(400), 100)
+    strategy = _strategy(16_000)
+    await store.compact(SESSION, strategy, phase="after_run")
+    generator = ConversationGenerator(11, id_prefix="t")
+    sizes = []
+    for turn in islice(generator.turns(), 5):
+        await store.append(SESSION, [to_message(item) for item in turn])
+        await store.compact(SESSION, strategy, phase="after_run")
+        context = await store.context(SESSION)
+        assert context and context[-1].message_id == turn[-1]["id"]
+        sizes.append(sum(store.count_tokens(m) for m in context))
+    assert max(sizes) <= strategy.input_budget_tokens
+
+
+async def test_contents_round_trip_through_the_bulk_path(store: HistoryStore) -> None:
+    odd = [
+        Message(
+            role="tool",
+            contents=[
+                FunctionResultContent(
+                    call_id="c1",
+                    result={"big": 10**17, "small": 1e-7, "text": 'é ✓ \u0000 "q" \\'},
+                )
+            ],
+            metadata={"nested": {"list": [1, 2.5, None, True]}, "unicode": "日本"},
+            author_name="naïve",
+        ),
+        Message(role="user", contents=[TextContent(text="line\nbreak\ttab")]),
+    ]
+    await store.append(SESSION, odd)
+    assert [m.message for m in await store.history(SESSION)] == odd
+    # appending the same messages again is a no-op (same stored content hash)
+    await store.append(SESSION, odd)
+    assert len(await store.history(SESSION)) == 2
+
+
+class _TextCounter:
+    """Counts how often each text is tokenized."""
+
+    def __init__(self) -> None:
+        self.inner = CharacterEstimatorTokenizer()
+        self.name = self.inner.name
+        self.texts: Counter[str] = Counter()
+
+    def count_tokens(self, text: str) -> int:
+        self.texts[text] += 1
+        return self.inner.count_tokens(text)
+
+
+async def test_each_stored_message_is_tokenized_exactly_once(db_url: str) -> None:
+    GENERATED_COUNTS.clear()  # summaries of other tests may share ids and contents
+    counter = _TextCounter()
+    strategy = _strategy(8_000)
+    generator = ConversationGenerator(5)
+    async with HistoryStore.open(db_url, tokenizer=counter) as store:
+        await store.append(SESSION, list(generator.messages(1)))
+        for turn in islice(generator.turns(), 30):
+            batch = [to_message(item) for item in turn]
+            await store.context(SESSION, strategy=strategy, pending=batch[:1])
+            await store.append(SESSION, batch)
+            await store.compact(SESSION, strategy, phase="after_run")
+            await store.context(SESSION, strategy=strategy)
+        stored = [m async for m in store.aiter_history(SESSION, include_excluded=True)]
+    assert any(m.message.message_id.startswith("tool_summary_") for m in stored)
+    one_pass = _TextCounter()
+    for m in stored:
+        count_message_tokens(m.message, one_pass, policy=store.policy)
+    # every text of a stored message was tokenized as often as one pass needs
+    assert {t: counter.texts[t] for t in one_pass.texts} == dict(one_pass.texts)
+    # the rest are summaries planned but never stored, each tokenized once
+    extra = {t: n for t, n in counter.texts.items() if t not in one_pass.texts}
+    assert all(t.startswith("[Tool results:") and n == 1 for t, n in extra.items())
