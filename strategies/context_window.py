@@ -9,6 +9,12 @@ summaries (keeping the newest ``keep_last_tool_call_groups``); then, above
 ``truncation_threshold``, the oldest groups are excluded down to
 ``tool_eviction_threshold``. Tokens are the view's cached counts.
 
+Unlike the reference, a group is collapsed only when its summary message counts strictly
+fewer tokens than the group it replaces: the reference's summary text copies results of
+up to 4096 characters, so collapsing short or medium results can save nothing or even
+add tokens, while hiding the call's arguments. Such groups stay as they are (truncation
+may still exclude them).
+
 Unlike the reference, truncation never drops system groups, the newest user request,
 pinned groups or the in-flight tail; with ``start_at_user=True`` the non-system part of
 the projection starts at a user message (non-system groups before the first remaining
@@ -18,6 +24,7 @@ user group are excluded; Anthropic's API requires it).
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from strategies._selection import changeset, combine, protected_ids, trigger_params
@@ -124,7 +131,7 @@ class ContextWindowCompactionStrategy:
         parts: list[ChangeSet] = []
         current = view
         if current.token_count > self.tool_eviction_tokens:
-            parts.append(await self._eviction.plan(current))
+            parts.append(_saving_only(current, await self._eviction.plan(current)))
             current = current.apply(parts[-1])
         if current.token_count > self.truncation_tokens:
             parts.append(await self._truncation(current).plan(current))
@@ -140,6 +147,16 @@ class ContextWindowCompactionStrategy:
                 self.input_budget_tokens,
             )
         return combine(parts, strategy=self.name, params=params)
+
+
+def _saving_only(view: View, changes: ChangeSet) -> ChangeSet:
+    """``changes`` without the summaries that count no fewer tokens than what they replace."""
+    kept = tuple(
+        s
+        for s in changes.summaries
+        if view.count(s.message) < sum(view.group(g).token_count for g in s.replaces)
+    )
+    return changes if len(kept) == len(changes.summaries) else replace(changes, summaries=kept)
 
 
 def _before_first_user(view: View) -> list[GroupView]:

@@ -58,7 +58,7 @@ def _chat() -> list[Message]:
         system("sys", "be brief"),
         user("u1", "weather?"),
         assistant("a1", call("c1", "weather")),
-        tool("t1", result("c1", "sunny and warm all day long")),
+        tool("t1", result("c1", "sunny and warm all day long. " * 200)),
         assistant("a2", "sunny"),
         user("u2", "tomorrow?"),
         assistant("a3", "rain"),
@@ -72,7 +72,11 @@ def _chat() -> list[Message]:
 STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
     "tool_result": lambda: ToolResultCompactionStrategy(keep_last_tool_call_groups=1),
     "context_window": lambda: ContextWindowCompactionStrategy(
-        max_context_window_tokens=110, max_output_tokens=10, keep_last_tool_call_groups=1
+        # the first call's summary (capped at 4096 characters) is smaller than its result,
+        # so it is collapsed; the history then stays under the truncation threshold
+        max_context_window_tokens=2010,
+        max_output_tokens=10,
+        keep_last_tool_call_groups=1,
     ),
     "summarization": lambda: SummarizationStrategy(
         client=FakeSummarizer(), target_count=2, threshold=0

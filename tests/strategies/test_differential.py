@@ -10,7 +10,9 @@ difference of basis, tested in ``test_deviations``).
 Where the reference drops what chatledger protects (a system group, the newest user
 request, a call still waiting for its result), the results differ on purpose: the test
 then checks that chatledger kept it. Conversations are "aligned" (no orphan results, no
-stale pending calls), the shapes both group the same way.
+stale pending calls), the shapes both group the same way. The context window collapses a
+tool-call group only when its summary is smaller (a deliberate deviation): the reference's
+eviction phase is given the same rule before comparing.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from strategies.base import CompactionStrategy
+from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.messages import Message, TextContent
 from strategies.selective import SelectiveToolCallCompactionStrategy
@@ -43,6 +46,7 @@ from tests.strategies.conversations import (
     results,
     say,
     to_reference,
+    turns,
 )
 from tests.strategies.invariants import assert_invariants
 
@@ -264,9 +268,57 @@ def test_context_window(chat: Chat, data: st.DataObject) -> None:
         view = View.from_messages(chat.messages, TOKENIZER)
         counts = await ViewCounts(view, await every_summary(view)).load()
         reference = af.ContextWindowCompactionStrategy(**kwargs, tokenizer=counts)
+        unsaving = await unsaving_collapses(view, ours)
+        if unsaving:
+            # a deliberate deviation: chatledger does not collapse a group whose summary is
+            # no smaller; the reference does, so its eviction phase is given the same rule
+            event("deviation: a collapse would not save tokens")
+            eviction = SavingOnly(reference._tool_eviction, unsaving)
+            reference._tool_eviction = eviction  # type: ignore[assignment]
         await compare(chat, ours, reference, token_mode=True)
 
     _run(run())
+
+
+async def unsaving_collapses(view: View, strategy: ContextWindowCompactionStrategy) -> set[str]:
+    """The tool-call groups the eviction phase would collapse (as the reference does) whose
+    summary counts no fewer tokens than the group: chatledger leaves those alone."""
+    if view.token_count <= strategy.tool_eviction_tokens:
+        return set()
+    eviction = ToolResultCompactionStrategy(
+        keep_last_tool_call_groups=strategy.keep_last_tool_call_groups
+    )
+    return {
+        s.replaces[0]
+        for s in (await eviction.plan(view)).summaries
+        if view.count(s.message) >= view.group(s.replaces[0]).token_count
+    }
+
+
+class SavingOnly:
+    """The reference's tool-result eviction, then undone for the ``unsaving`` groups: their
+    summary message is removed and their messages are included again, unannotated as
+    summarized. This models chatledger's rule on the reference."""
+
+    def __init__(self, eviction: Any, unsaving: set[str]) -> None:
+        self.eviction = eviction
+        self.unsaving = unsaving
+
+    async def __call__(self, messages: list[Any]) -> bool:
+        await self.eviction(messages)
+        summary_ids = {f"tool_summary_{g}" for g in self.unsaving}
+        undone = {m.message_id for m in messages if m.message_id in summary_ids}
+        assert undone == summary_ids, "the reference did not collapse every unsaving group"
+        messages[:] = [m for m in messages if m.message_id not in summary_ids]
+        for message in messages:
+            annotation = message.additional_properties.get(af_compaction.GROUP_ANNOTATION_KEY)
+            if annotation is None:
+                continue
+            if annotation.get(af_compaction.SUMMARIZED_BY_SUMMARY_ID_KEY) in summary_ids:
+                annotation.pop(af_compaction.SUMMARIZED_BY_SUMMARY_ID_KEY)
+                af_compaction.set_excluded(message, excluded=False)
+                message.additional_properties.pop(af_compaction.EXCLUDE_REASON_KEY, None)
+        return True
 
 
 # --- deliberate deviations, each shown on both systems ------------------------------------
@@ -306,3 +358,58 @@ async def test_deviation_orphans_and_stale_calls_are_left_out() -> None:
         to_reference(messages), strategy=af.SlidingWindowStrategy(keep_last_groups=100)
     )
     assert [m.message_id for m in reference] == ["u0", "o", "a0", "c1", "u1", "a1"]
+
+
+async def test_deviation_context_window_collapses_only_when_it_saves_tokens() -> None:
+    """The reference's tool-result eviction collapses every older tool-call group, also
+    one whose summary (``[Tool results: get_weather: result 1]``) counts more than the call
+    and result it replaces; chatledger's context window collapses only the groups whose
+    summary is strictly smaller (here the one with a 5000-character result)."""
+    messages = turns(3, system=False)
+    messages[2] = results("r0", ("k0", "x" * 5000))
+    view = View.from_messages(messages, TOKENIZER)
+    every = await ToolResultCompactionStrategy(keep_last_tool_call_groups=0).plan(view)
+    summaries = {s.replaces[0]: s.message for s in every.summaries}
+    assert view.count(summaries["group_c0"]) < view.group("group_c0").token_count
+    assert view.count(summaries["group_c1"]) >= view.group("group_c1").token_count
+    # window 2000: evict above 1000, truncate above 1600; even with both summaries the
+    # history stays under 1600, so neither system truncates
+    kwargs: dict[str, Any] = {
+        "max_context_window_tokens": 2000,
+        "max_output_tokens": 0,
+        "keep_last_tool_call_groups": 1,
+    }
+    older = ("group_c0", "group_c1")
+    both = ChangeSet(summaries=tuple(SummaryInsert(summaries[g], (g,)) for g in older))
+    assert view.token_count > 1000
+    assert view.apply(both).token_count <= 1600
+    counts = await ViewCounts(view, list(summaries.values())).load()
+    theirs = await run_reference(
+        Chat(messages), af.ContextWindowCompactionStrategy(**kwargs, tokenizer=counts), counts
+    )
+    assert theirs.ids == [
+        "u0",
+        "tool_summary_group_c0",
+        "a0",
+        "u1",
+        "tool_summary_group_c1",
+        "a1",
+        "u2",
+        "c2",
+        "r2",
+        "a2",
+    ]
+    _, sent = await plan_and_project(ContextWindowCompactionStrategy(**kwargs), view)
+    assert sent == [
+        "u0",
+        "tool_summary_group_c0",
+        "a0",
+        "u1",
+        "c1",
+        "r1",
+        "a1",
+        "u2",
+        "c2",
+        "r2",
+        "a2",
+    ]
