@@ -126,23 +126,22 @@ async def load_groups(
 async def load_rows(conn: AsyncConnection, mirror: Mirror, condition: Any) -> None:
     """Load the message rows matching ``condition`` (contents left out: never rewritten)."""
     c = MESSAGES.c
-    query = (
-        select(
-            c.message_id,
-            c.seq,
-            c.anchor,
-            c.slot,
-            c.group_id,
-            c.token_count,
-            c.stored_at,
-            c.reduced_token_count,
-            c.reduced_event_id,
-            c.source_id,
-        )
-        .where(*_keys(MESSAGES, mirror), condition)
-        .order_by(c.seq)
-    )
-    for row in (await conn.execute(query)).mappings():
+    query = select(
+        c.message_id,
+        c.seq,
+        c.anchor,
+        c.slot,
+        c.group_id,
+        c.token_count,
+        c.stored_at,
+        c.reduced_token_count,
+        c.reduced_event_id,
+        c.source_id,
+    ).where(*_keys(MESSAGES, mirror), condition)
+    # Sorted here, not in SQL: with ``message_id IN (...)`` an ORDER BY seq makes SQLite
+    # walk the session's whole primary key to avoid a sort (O(history) per compaction).
+    rows = sorted((await conn.execute(query)).mappings(), key=lambda r: int(r["seq"]))
+    for row in rows:
         placeholder = Message(role=_PLACEHOLDER_ROLE, contents=[], message_id=row["message_id"])
         mem = MemRow(
             message=placeholder,

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import islice
+from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
 
 from benchmarks.generator import ConversationGenerator, to_message
 from store.history import HistoryStore
@@ -144,3 +147,52 @@ async def test_each_stored_message_is_tokenized_exactly_once(db_url: str) -> Non
     # the rest are summaries planned but never stored, each tokenized once
     extra = {t: n for t, n in counter.texts.items() if t not in one_pass.texts}
     assert all(t.startswith("[Tool results:") and n == 1 for t, n in extra.items())
+
+
+_SESSION_WIDE = "(tenant=? AND session_id=?)"
+_HISTORY_TABLES = ("chatledger_messages", "chatledger_groups", "chatledger_event_groups")
+
+
+def _scans_history(plan: list[str]) -> bool:
+    """Whether a query plan walks a session's rows (no key narrower than the session)."""
+    return any(
+        table in step and (step.startswith("SCAN") or step.endswith(_SESSION_WIDE))
+        for step in plan
+        for table in _HISTORY_TABLES
+    )
+
+
+async def test_a_turn_after_compaction_never_walks_the_session(tmp_path: Path) -> None:
+    """Every statement of a turn (append, after-run compaction, context) uses a key
+    narrower than the session on SQLite, so a turn costs the same at any history size."""
+    url = f"sqlite:///{tmp_path}/plans.db"
+    async with HistoryStore.open(url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        await _bulk(store, _conversation(400), 100)
+        strategy = _strategy(16_000)
+        await store.compact(SESSION, strategy, phase="after_run")
+        statements: dict[str, Any] = {}
+
+        def capture(*args: Any) -> None:
+            _conn, _cursor, statement, parameters, _context, many = args
+            if not many and statement.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE")):
+                statements.setdefault(statement, parameters)
+
+        sync_engine = store.engine.sync_engine
+        event.listen(sync_engine, "before_cursor_execute", capture)
+        for turn in islice(ConversationGenerator(11, id_prefix="t").turns(), 4):
+            await store.append(SESSION, [to_message(item) for item in turn])
+            await store.compact(SESSION, strategy, phase="after_run")
+            await store.context(SESSION)
+        event.remove(sync_engine, "before_cursor_execute", capture)
+        async with store.engine.connect() as conn:
+            plans = {
+                statement: [
+                    str(row[-1])
+                    for row in await conn.exec_driver_sql(
+                        f"EXPLAIN QUERY PLAN {statement}", parameters
+                    )
+                ]
+                for statement, parameters in statements.items()
+            }
+    assert statements
+    assert [s for s, plan in plans.items() if _scans_history(plan)] == []
