@@ -1,58 +1,24 @@
-"""Compaction events: the audit row, its links to groups, and the log line."""
+"""Compaction events: the audit row and its links to groups (built and logged in
+:mod:`store.memory._compaction`, shared by both stores)."""
 
 from __future__ import annotations
 
 import json
-import logging
-from typing import Any, cast
+from typing import cast
 
 from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._rows import chunks
-from store.audit_models import CompactionEvent, Phase
-from store.memory._compaction import Outcome
+from store.audit_models import CompactionEvent
+from store.memory._compaction import build_event, log_event
 from store.memory._state import SessionData
 from store.schema import EventGroupRow, EventRow
-from strategies.view import Totals
 
 __all__ = ["build_event", "event_note", "log_event", "write_event"]
 
-logger = logging.getLogger("chatledger.store")
-
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
-
-
-def build_event(
-    session: SessionData,
-    out: Outcome,
-    after: Totals,
-    *,
-    phase: Phase,
-    strategy: str,
-    params: dict[str, Any],
-) -> CompactionEvent:
-    """The event of what ``out`` did to ``session``."""
-    return CompactionEvent(
-        id=out.event_id,
-        session_id=session.session_id,
-        tenant=session.tenant,
-        phase=phase,
-        strategy=strategy,
-        params=params,
-        messages_before=out.before.messages,
-        messages_after=after.messages,
-        groups_before=out.before.groups,
-        groups_after=after.groups,
-        tokens_before=out.before.tokens,
-        tokens_after=after.tokens,
-        created_at=out.now,
-        excluded=tuple(out.excluded),
-        summarized=dict(out.summarized),
-        reduced=tuple(out.reduced),
-        restored=tuple(out.restored),
-    )
 
 
 def event_note(event: CompactionEvent) -> str:
@@ -118,22 +84,3 @@ async def write_event(
     ]
     for part in chunks(rows):
         await conn.execute(insert(EVENT_GROUPS), list(part))
-
-
-def log_event(event: CompactionEvent) -> None:
-    """Log an applied event with its counts before and after."""
-    logger.info(
-        "compaction event %s on session %r (tenant %r, %s, phase %s): "
-        "messages %d -> %d, groups %d -> %d, tokens %d -> %d",
-        event.id,
-        event.session_id,
-        event.tenant,
-        event.strategy,
-        event.phase,
-        event.messages_before,
-        event.messages_after,
-        event.groups_before,
-        event.groups_after,
-        event.tokens_before,
-        event.tokens_after,
-    )

@@ -79,44 +79,63 @@ class Outcome:
         self, session: SessionData, *, phase: Phase, strategy: str, params: dict[str, Any]
     ) -> CompactionEvent:
         """Append the audit event to ``session``, bump its revision, and log it."""
-        after = session.totals()
-        event = CompactionEvent(
-            id=self.event_id,
-            session_id=session.session_id,
-            tenant=session.tenant,
-            phase=phase,
-            strategy=strategy,
-            params=params,
-            messages_before=self.before.messages,
-            messages_after=after.messages,
-            groups_before=self.before.groups,
-            groups_after=after.groups,
-            tokens_before=self.before.tokens,
-            tokens_after=after.tokens,
-            created_at=self.now,
-            excluded=tuple(self.excluded),
-            summarized=dict(self.summarized),
-            reduced=tuple(self.reduced),
-            restored=tuple(self.restored),
+        event = build_event(
+            session, self, session.totals(), phase=phase, strategy=strategy, params=params
         )
         session.events.append(event)
         session.touch(self.now)
-        logger.info(
-            "compaction event %s on session %r (tenant %r, %s, phase %s): "
-            "messages %d -> %d, groups %d -> %d, tokens %d -> %d",
-            event.id,
-            session.session_id,
-            session.tenant,
-            strategy,
-            phase,
-            event.messages_before,
-            event.messages_after,
-            event.groups_before,
-            event.groups_after,
-            event.tokens_before,
-            event.tokens_after,
-        )
+        log_event(event)
         return event
+
+
+def build_event(
+    session: SessionData,
+    out: Outcome,
+    after: Totals,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent:
+    """The audit event of what ``out`` did to ``session`` (both stores build it here)."""
+    return CompactionEvent(
+        id=out.event_id,
+        session_id=session.session_id,
+        tenant=session.tenant,
+        phase=phase,
+        strategy=strategy,
+        params=params,
+        messages_before=out.before.messages,
+        messages_after=after.messages,
+        groups_before=out.before.groups,
+        groups_after=after.groups,
+        tokens_before=out.before.tokens,
+        tokens_after=after.tokens,
+        created_at=out.now,
+        excluded=tuple(out.excluded),
+        summarized=dict(out.summarized),
+        reduced=tuple(out.reduced),
+        restored=tuple(out.restored),
+    )
+
+
+def log_event(event: CompactionEvent) -> None:
+    """Log an applied event with its counts before and after."""
+    logger.info(
+        "compaction event %s on session %r (tenant %r, %s, phase %s): "
+        "messages %d -> %d, groups %d -> %d, tokens %d -> %d",
+        event.id,
+        event.session_id,
+        event.tenant,
+        event.strategy,
+        event.phase,
+        event.messages_before,
+        event.messages_after,
+        event.groups_before,
+        event.groups_after,
+        event.tokens_before,
+        event.tokens_after,
+    )
 
 
 def exclude(
