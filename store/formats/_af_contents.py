@@ -14,11 +14,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from store.formats._common import (
-    FormatError,
+    Reader,
     build,
     clone,
     copied,
     join_data_uri,
+    read_tagged,
     split_data_uri,
     take,
 )
@@ -149,7 +150,7 @@ def _uri(index: int, fields: dict[str, Any]) -> Content | None:
     return build(index, UriContent, uri=uri, media_type=media_type, extra=fields)
 
 
-_READERS: dict[str, Callable[[int, dict[str, Any]], Content | None]] = {
+_READERS: dict[str, Reader] = {
     "text": _text,
     "text_reasoning": _reasoning,
     "function_call": _function_call,
@@ -161,18 +162,15 @@ _READERS: dict[str, Callable[[int, dict[str, Any]], Content | None]] = {
 
 def content_from_af(index: int, position: int, item: Any) -> Content:
     """Convert one Agent Framework content mapping (``contents[position]`` of item ``index``)."""
-    if not isinstance(item, Mapping):
-        raise FormatError(index, f"contents[{position}] is not a mapping")
-    kind = item.get("type")
-    if not isinstance(kind, str) or not kind:
-        raise FormatError(index, f"contents[{position}] has no content type")
-    fields = {key: value for key, value in item.items() if key != "type"}
-    reader = _READERS.get(kind)
-    try:
-        content = reader(index, dict(fields)) if reader is not None else None
-        return content if content is not None else _other(index, kind, fields)
-    except FormatError as exc:
-        raise FormatError(index, f"contents[{position}]: {exc.problem}") from exc
+    return read_tagged(
+        index,
+        f"contents[{position}]",
+        item,
+        _READERS,
+        _other,
+        container="a mapping",
+        tag="content type",
+    )
 
 
 def _protected_data(payload: Any) -> str:

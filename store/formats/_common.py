@@ -9,18 +9,20 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Message
+from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Content, Message
 
 __all__ = [
     "ORIGINAL_ID_KEY",
     "SOURCE_FORMAT_KEY",
     "FormatError",
+    "Reader",
     "build",
     "build_message",
     "clone",
     "copied",
     "exported_role",
     "join_data_uri",
+    "read_tagged",
     "split_data_uri",
     "take",
 ]
@@ -125,3 +127,40 @@ def take(fields: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any
         del fields[key]
         return value
     return None
+
+
+Reader = Callable[[int, dict[str, Any]], Content | None]
+"""Reads one content's fields (its ``type`` removed); None when it is not this model's."""
+
+
+def read_tagged(
+    index: int,
+    where: str,
+    item: Any,
+    readers: Mapping[str, Reader],
+    fallback: Callable[[int, str, dict[str, Any]], Content],
+    *,
+    container: str,
+    tag: str,
+    keep: Callable[[Content], bool] | None = None,
+) -> Content:
+    """Convert one ``type``-tagged content at ``where`` of item ``index``.
+
+    The reader registered for its tag converts it; when there is none, when it declines,
+    or when ``keep`` rejects what it made, ``fallback`` keeps the content losslessly.
+    Errors name the item and ``where``.
+    """
+    if not isinstance(item, Mapping):
+        raise FormatError(index, f"{where} is not {container}")
+    kind = item.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise FormatError(index, f"{where} has no {tag}")
+    fields = {key: value for key, value in item.items() if key != "type"}
+    reader = readers.get(kind)
+    try:
+        content = reader(index, dict(fields)) if reader is not None else None
+        if content is not None and (keep is None or keep(content)):
+            return content
+        return fallback(index, kind, fields)
+    except FormatError as exc:
+        raise FormatError(index, f"{where}: {exc.problem}") from exc

@@ -17,15 +17,17 @@ any other tool call an :class:`OtherContent` of kind ``tool_call``, paired as a 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from store.formats._common import (
     FormatError,
+    Reader,
     build,
     clone,
     copied,
     join_data_uri,
+    read_tagged,
     split_data_uri,
     take,
 )
@@ -97,7 +99,7 @@ def _text(index: int, fields: dict[str, Any]) -> Content | None:
     return None if text is None else build(index, TextContent, text=text, extra=fields)
 
 
-_READERS: dict[str, Callable[[int, dict[str, Any]], Content | None]] = {
+_READERS: dict[str, Reader] = {
     "text": _text,
     "image_url": _image_url,
     "input_audio": _input_audio,
@@ -106,21 +108,21 @@ _READERS: dict[str, Callable[[int, dict[str, Any]], Content | None]] = {
 
 
 def part_from_openai(index: int, position: int, part: Any) -> Content:
-    """Convert one content part (``content[position]`` of message ``index``)."""
-    if not isinstance(part, Mapping):
-        raise FormatError(index, f"content[{position}] is not an object")
-    kind = part.get("type")
-    if not isinstance(kind, str) or not kind:
-        raise FormatError(index, f"content[{position}] has no part type")
-    fields = {k: v for k, v in part.items() if k != "type"}
-    reader = _READERS.get(kind)
-    try:
-        content = reader(index, dict(fields)) if reader is not None else None
-        if content is not None and part_to_openai(content, native=True) == part:
-            return content
-        return _other(index, kind, fields)
-    except FormatError as exc:
-        raise FormatError(index, f"content[{position}]: {exc.problem}") from exc
+    """Convert one content part (``content[position]`` of message ``index``).
+
+    A part is modelled only when writing it back gives the same part; otherwise it is
+    kept as :class:`OtherContent`.
+    """
+    return read_tagged(
+        index,
+        f"content[{position}]",
+        part,
+        _READERS,
+        _other,
+        container="an object",
+        tag="part type",
+        keep=lambda content: part_to_openai(content, native=True) == part,
+    )
 
 
 def _media_part(
