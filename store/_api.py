@@ -12,10 +12,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal, TypeVar, overload
 
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store import _audit
 from store._append import MESSAGES, AppendContext, append_messages, check_tokenizer
+from store._cache import SessionCache, session_key
 from store._compact import Compactor
 from store._import import mark_imported, stored_rows
 from store._pending import PendingCounts
@@ -51,6 +53,7 @@ class CompactionMethods:
     _tokenizer: Tokenizer
     _policy: TokenCountPolicy
     _pending: PendingCounts
+    _cache: SessionCache
 
     async def _write(self, operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         raise NotImplementedError  # pragma: no cover - provided by HistoryStore
@@ -73,10 +76,12 @@ class CompactionMethods:
             policy=self._policy,
             write=self._write,
             counter=lambda sid: self._pending.counter(self._tenant, sid, keep=False),
+            cache=self._cache,
         )
 
-    def _source(self, session_id: str) -> SqlSource:
-        return SqlSource(self._engine, self._tenant, session_id)
+    def _source(self, session_id: str, session: RowMapping) -> SqlSource:
+        entry = self._cache.entry(session_id, session_key(session))
+        return SqlSource(self._engine, self._tenant, session_id, self._cache, entry)
 
     # -- projection -------------------------------------------------------------------
 
@@ -88,7 +93,10 @@ class CompactionMethods:
             session = await read_session(conn, self._tenant, session_id)
             check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
             view, _ = await read_view(
-                conn, self._source(session_id), tokenizer=self._tokenizer, policy=self._policy
+                conn,
+                self._source(session_id, session),
+                tokenizer=self._tokenizer,
+                policy=self._policy,
             )
         return replace(view, source=_TranslatedSource(view.source))
 
@@ -125,9 +133,10 @@ class CompactionMethods:
                     count(message)  # cache the counts, as for a stored session
                 return View.from_messages(fresh, self._tokenizer, policy=self._policy)
             check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
-            view, _ = await read_view(
-                conn, self._source(session_id), tokenizer=self._tokenizer, policy=self._policy
-            )
+            source = self._source(session_id, session)
+            view, _ = await read_view(conn, source, tokenizer=self._tokenizer, policy=self._policy)
+            # the groups a projection sends, read on this connection rather than another
+            await source.prefetch(conn, [g.group_id for g in view.sendable()])
             stored = await _stored_hashes(conn, self._tenant, session_id, batch)
             fresh = _dedupe_batch(batch, stored, session_id=session_id)
             ctx = AppendContext(

@@ -17,6 +17,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._append_rows import AppendContext, AppendTotals, RowBuilder, insert_messages
+from store._cache import Key, session_key
 from store._rows import chunks, lock_session, now
 from store.errors import InvalidInput
 from store.models import content_hash
@@ -33,7 +34,7 @@ from strategies.groups import (
 from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
 
-__all__ = ["AppendContext", "append_messages", "check_tokenizer", "load_state"]
+__all__ = ["AppendContext", "Appended", "append_messages", "check_tokenizer", "load_state"]
 
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
@@ -324,17 +325,29 @@ async def _write_session(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What an append wrote."""
+
+    count: int
+    """Messages stored (the others were stored already)."""
+    before: Key
+    """The session's cache key when the transaction began (the write adds one revision)."""
+    touched: frozenset[str]
+    """Groups whose messages changed: those that gained messages or absorbed others."""
+
+
 async def append_messages(
     conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
-) -> int:
-    """Append ``messages`` inside the caller's write transaction; return how many were new."""
+) -> Appended:
+    """Append ``messages`` inside the caller's write transaction."""
     session = await lock_session(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
     fresh, hashes = await _dedupe(conn, ctx, messages)
     if not fresh:
-        return 0
+        return Appended(0, session_key(session), frozenset())
     loaded = await load_state(conn, ctx, session, fresh)
     annotation = annotate(fresh, loaded.state)
     totals = AppendTotals()
@@ -345,4 +358,5 @@ async def append_messages(
     await _write_groups(conn, ctx, session, annotation, loaded, totals, gains)
     await _write_calls(conn, ctx, annotation.state, loaded)
     await _write_session(conn, ctx, session, annotation.state, totals)
-    return len(fresh)
+    touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
+    return Appended(len(fresh), session_key(session), frozenset(touched))

@@ -24,6 +24,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import check_tokenizer
+from store._cache import Key, SessionCache, session_key
 from store._mirror import before_totals, load_groups, load_rows, mirror_of, write_back
 from store._rows import chunks, lock_session, now, read_session
 from store._view import SqlSource, read_view
@@ -79,6 +80,7 @@ class Snapshot:
     view: View
     revision: int
     groups: dict[str, Fingerprint]
+    key: Key
 
 
 async def stored_ids(
@@ -107,15 +109,20 @@ class Compactor:
     write: Write
     counter: Callable[[str], Callable[[Message], int]]
     """The store's counter for a session (consuming the pending cache)."""
+    cache: SessionCache | None = None
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
         async with self.engine.connect() as conn:
             session = await read_session(conn, self.tenant, session_id)
             check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
-            source = SqlSource(self.engine, self.tenant, session_id)
+            key = session_key(session)
+            entry = self.cache.entry(session_id, key) if self.cache is not None else None
+            source = SqlSource(self.engine, self.tenant, session_id, self.cache, entry)
             view, rows = await read_view(conn, source, tokenizer=self.tokenizer, policy=self.policy)
-        return Snapshot(view, session["revision"], {r["group_id"]: fingerprint(r) for r in rows})
+        return Snapshot(
+            view, session["revision"], {r["group_id"]: fingerprint(r) for r in rows}, key
+        )
 
     async def compact(
         self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
@@ -131,13 +138,21 @@ class Compactor:
             if changes.is_empty:
                 return None
 
+            seen: list[Key] = []
+
             async def operation(
-                conn: AsyncConnection, changes: ChangeSet = changes, snapshot: Snapshot = snapshot
+                conn: AsyncConnection,
+                changes: ChangeSet = changes,
+                snapshot: Snapshot = snapshot,
+                seen: list[Key] = seen,
             ) -> Any:
-                return await self.apply(conn, session_id, changes, phase, strategy, snapshot)
+                seen.clear()
+                return await self.apply(conn, session_id, changes, phase, strategy, snapshot, seen)
 
             result = await self.write(operation)
             if not isinstance(result, _Conflict):
+                if result is not None and seen and self.cache is not None:
+                    self._advance(session_id, seen[0], changes, result)
                 return cast(CompactionEvent | None, result)
             logger.info(
                 "compaction of session %r by %s conflicted with a concurrent write (try %d)",
@@ -151,6 +166,16 @@ class Compactor:
             strategy.name,
         )
         return None
+
+    def _advance(self, session_id: str, before: Key, changes: ChangeSet, event: Any) -> None:
+        """Move the cache past this store's own compaction: re-read the groups it wrote."""
+        assert self.cache is not None
+        touched = set(changes.touched_group_ids)
+        if isinstance(event, CompactionEvent):
+            touched.update(event.excluded, event.restored, event.summarized)
+            touched.update(g for replaced in event.summarized.values() for g in replaced)
+        after = (before[0], before[1] + 1)
+        self.cache.advance(session_id, before, after, touched, rows_touched=True)
 
     async def _conflicts(
         self, conn: AsyncConnection, session_id: str, snapshot: Snapshot, changes: ChangeSet
@@ -182,9 +207,15 @@ class Compactor:
         phase: Phase,
         strategy: CompactionStrategy | None,
         snapshot: Snapshot | None = None,
+        seen: list[Key] | None = None,
     ) -> CompactionEvent | _Conflict | None:
-        """Apply ``changes`` in the caller's write transaction (None when nothing changed)."""
+        """Apply ``changes`` in the caller's write transaction (None when nothing changed).
+
+        ``seen`` receives the session's cache key as the transaction found it.
+        """
         session = await lock_session(conn, self.tenant, session_id)
+        if seen is not None:
+            seen.append(session_key(session))
         check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
         if (
             snapshot is not None

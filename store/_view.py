@@ -18,6 +18,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import AppendContext, load_state
+from store._cache import CachedView, Key, Pairs, SessionCache, read_key
 from store._read import COLUMN_INDEX, message_columns, row_message
 from store._rows import chunks
 from store.schema import GroupRow, MessageRow, SessionRow
@@ -71,67 +72,146 @@ async def active_group_rows(
     return list((await conn.execute(query)).mappings().all())
 
 
-async def excluded_totals(conn: AsyncConnection, tenant: str, session_id: str) -> Totals:
-    """Messages, groups and tokens of the excluded groups, from the session's aggregates.
+async def excluded_totals(
+    conn: AsyncConnection, tenant: str, session_id: str
+) -> tuple[Totals, Key | None]:
+    """Messages, groups and tokens of the excluded groups, and the session's cache key.
 
-    The aggregates are kept current on every write, so this is one primary-key read
-    however much of the history is excluded.
+    The totals come from the session's aggregates, kept current on every write, so this
+    is one primary-key read however much of the history is excluded.
     """
     query = select(
         SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
         SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
         SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
+        SESSIONS.c.created_at,
+        SESSIONS.c.revision,
     ).where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
     row = (await conn.execute(query)).one_or_none()
     if row is None:
-        return Totals()
-    messages, groups, tokens = row
-    return Totals(messages=int(messages), groups=int(groups), tokens=int(tokens))
+        return Totals(), None
+    messages, groups, tokens, created_at, revision = row
+    totals = Totals(messages=int(messages), groups=int(groups), tokens=int(tokens))
+    return totals, (created_at, revision)
 
 
 @dataclass(frozen=True)
 class SqlSource:
-    """Loads groups' messages from SQL by group id, reductions applied."""
+    """Loads groups' messages from SQL by group id, reductions applied.
+
+    With a cache entry, groups it holds are served from it, and groups read from SQL are
+    added to it when the session is still at the entry's key after the read.
+    """
 
     engine: AsyncEngine
     tenant: str
     session_id: str
+    cache: SessionCache | None = None
+    entry: CachedView | None = None
 
     async def load_rows(self, group_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
         """Each group's ``(seq, message)`` pairs in ``seq`` order."""
-        out: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
-        async with self.engine.connect() as conn:
-            for part in chunks(sorted(set(group_ids))):
-                query = (
-                    select(*message_columns())
-                    .where(
-                        MESSAGES.c.tenant == self.tenant,
-                        MESSAGES.c.session_id == self.session_id,
-                        MESSAGES.c.group_id.in_(part),
-                    )
-                    .order_by(MESSAGES.c.group_id, MESSAGES.c.seq)
-                )
-                for row in (await conn.execute(query)).all():
-                    shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
-                    out[row[_GROUP]].append((row[_SEQ], shown))
+        held = self.entry.messages if self.entry is not None else {}
+        out = {gid: list(held.get(gid, ())) for gid in group_ids}
+        missing = sorted({gid for gid in group_ids if gid not in held})
+        if missing:
+            async with self.engine.connect() as conn:
+                out.update(await self._read(conn, missing))
         return out
+
+    async def prefetch(self, conn: AsyncConnection, group_ids: Sequence[str]) -> None:
+        """Read the groups the cache entry lacks on ``conn``, into the entry.
+
+        ``conn`` must be the connection the entry's key was checked on (on SQLite its
+        read transaction is one snapshot, so the key needs no second read).
+        """
+        if self.entry is not None:
+            missing = sorted({gid for gid in group_ids if gid not in self.entry.messages})
+            if missing:
+                snapshot = conn.dialect.name == "sqlite"
+                await self._read(conn, missing, key=self.entry.key if snapshot else None)
+
+    async def _read(
+        self, conn: AsyncConnection, group_ids: Sequence[str], *, key: Key | None = None
+    ) -> dict[str, list[tuple[int, Message]]]:
+        """Read ``group_ids`` from SQL; add them to the entry if the key still matches.
+
+        ``key`` is the session's key as ``conn`` sees it, when known; else it is read.
+        """
+        loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
+        for part in chunks(group_ids):
+            query = select(*message_columns()).where(
+                MESSAGES.c.tenant == self.tenant,
+                MESSAGES.c.session_id == self.session_id,
+                MESSAGES.c.group_id.in_(part),
+            )
+            for row in (await conn.execute(query)).all():
+                shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
+                loaded[row[_GROUP]].append((row[_SEQ], shown))
+        for pairs in loaded.values():
+            pairs.sort(key=_seq_of)
+        if self.cache is not None and self.entry is not None:
+            if key is None:
+                key = await read_key(conn, self.tenant, self.session_id)
+            if key == self.entry.key:
+                frozen: dict[str, Pairs] = {gid: tuple(p) for gid, p in loaded.items()}
+                self.cache.add_messages(self.session_id, self.entry, frozen)
+        return loaded
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """The messages of each group (reductions applied)."""
         rows = await self.load_rows(group_ids)
-        return {gid: [m for _, m in rows[gid]] for gid in group_ids}
+        return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
+
+
+def _seq_of(pair: tuple[int, Message]) -> int:
+    return pair[0]
 
 
 async def read_view(
     conn: AsyncConnection, source: SqlSource, **kwargs: Any
-) -> tuple[View, list[RowMapping]]:
-    """The active view of ``source``'s session and the group rows it was built from."""
-    rows = await active_group_rows(conn, source.tenant, source.session_id)
-    excluded = await excluded_totals(conn, source.tenant, source.session_id)
-    view = View(
-        groups=tuple(group_view(r) for r in rows), source=source, excluded=excluded, **kwargs
-    )
+) -> tuple[View, Sequence[RowMapping]]:
+    """The active view of ``source``'s session and the group rows it was built from.
+
+    The rows come from ``source``'s cache entry when it holds them (reading again only
+    the groups the store's own append changed); rows read from SQL are recorded in it
+    when the session row read after them still has the entry's key.
+    """
+    entry = source.entry
+    if entry is not None and entry.views is not None and entry.excluded and not entry.dirty:
+        rows, views, excluded = entry.rows or (), entry.views, entry.excluded
+    else:
+        if entry is not None and entry.rows is not None and entry.views is not None:
+            rows, views = await _refreshed(conn, source, entry.rows, entry.views, entry.dirty)
+        else:
+            rows = await active_group_rows(conn, source.tenant, source.session_id)
+            views = [group_view(r) for r in rows]
+        excluded, key = await excluded_totals(conn, source.tenant, source.session_id)
+        if source.cache is not None and entry is not None and key == entry.key:
+            source.cache.set_rows(source.session_id, entry, rows, views, excluded)
+    view = View(groups=tuple(views), source=source, excluded=excluded, **kwargs)
     return view, rows
+
+
+async def _refreshed(
+    conn: AsyncConnection,
+    source: SqlSource,
+    rows: Sequence[RowMapping],
+    views: Sequence[GroupView],
+    dirty: frozenset[str],
+) -> tuple[list[RowMapping], list[GroupView]]:
+    """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order."""
+    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if r["group_id"] not in dirty]
+    for part in chunks(sorted(dirty)):
+        query = select(GROUPS).where(
+            GROUPS.c.tenant == source.tenant,
+            GROUPS.c.session_id == source.session_id,
+            GROUPS.c.group_id.in_(part),
+            GROUPS.c.excluded.is_(False),
+        )
+        pairs.extend((r, group_view(r)) for r in (await conn.execute(query)).mappings())
+    pairs.sort(key=lambda p: (p[0]["anchor"], p[0]["slot"]))
+    return [r for r, _ in pairs], [v for _, v in pairs]
 
 
 @dataclass(frozen=True)

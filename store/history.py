@@ -29,7 +29,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._api import CompactionMethods, check_message
-from store._append import AppendContext, append_messages
+from store._append import AppendContext, Appended, append_messages
+from store._cache import DEFAULT_CACHE_MESSAGES, SessionCache
 from store._pending import PendingCounts
 from store._read import read_history, read_sessions
 from store._recount import recount_session
@@ -100,8 +101,14 @@ class HistoryStore(CompactionMethods):
         policy: TokenCountPolicy = DEFAULT_POLICY,
         owns_engine: bool = False,
         max_attempts: int = MAX_ATTEMPTS,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> None:
-        """Wrap ``engine`` (whose schema must be current: prefer :meth:`open`)."""
+        """Wrap ``engine`` (whose schema must be current: prefer :meth:`open`).
+
+        ``cache_messages`` bounds the parsed messages of active views kept between calls
+        (``0`` keeps none); the cache is checked against the session row on every read,
+        so writes from other processes are always seen (see :mod:`store._cache`).
+        """
         if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
             raise InvalidInput("tenant must be a non-empty string without NUL characters")
         self._engine = engine
@@ -112,6 +119,7 @@ class HistoryStore(CompactionMethods):
         self._max_attempts = max(1, max_attempts)
         self._closed = False
         self._pending = PendingCounts(self.count_tokens)
+        self._cache = SessionCache(cache_messages)
 
     # -- opening and closing -------------------------------------------------------
 
@@ -125,11 +133,13 @@ class HistoryStore(CompactionMethods):
         policy: TokenCountPolicy = DEFAULT_POLICY,
         upgrade: bool = False,
         schema: str | None = None,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> StoreOpener:
         """Open a store on ``url`` (else ``$CHATLEDGER_URL``, else ``./chatledger.db``).
 
         An empty database gets the schema; a database whose schema is behind raises
         :class:`~store.errors.MigrationRequired` unless ``upgrade`` is true.
+        ``cache_messages`` bounds the store's cache of active views (0 turns it off).
         """
 
         async def factory() -> HistoryStore:
@@ -139,7 +149,14 @@ class HistoryStore(CompactionMethods):
             except BaseException:
                 await engine.dispose()
                 raise
-            return cls(engine, tenant=tenant, tokenizer=tokenizer, policy=policy, owns_engine=True)
+            return cls(
+                engine,
+                tenant=tenant,
+                tokenizer=tokenizer,
+                policy=policy,
+                owns_engine=True,
+                cache_messages=cache_messages,
+            )
 
         return StoreOpener(factory)
 
@@ -152,12 +169,19 @@ class HistoryStore(CompactionMethods):
         tokenizer: Tokenizer | None = None,
         policy: TokenCountPolicy = DEFAULT_POLICY,
         upgrade: bool = False,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> StoreOpener:
         """Open a store on an engine the application owns (never disposed by the store)."""
 
         async def factory() -> HistoryStore:
             await ensure_schema(engine, upgrade=upgrade)
-            return cls(engine, tenant=tenant, tokenizer=tokenizer, policy=policy)
+            return cls(
+                engine,
+                tenant=tenant,
+                tokenizer=tokenizer,
+                policy=policy,
+                cache_messages=cache_messages,
+            )
 
         return StoreOpener(factory)
 
@@ -254,10 +278,14 @@ class HistoryStore(CompactionMethods):
             counter=self._pending.counter(self._tenant, session_id, keep=False),
         )
 
-        async def operation(conn: AsyncConnection) -> int:
+        async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
-        await self._write(operation)
+        appended = await self._write(operation)
+        if appended.count:
+            before = appended.before
+            after = (before[0], before[1] + 1)
+            self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
         return [m.message_id for m in batch]
 
     @translated
@@ -384,6 +412,7 @@ class HistoryStore(CompactionMethods):
 
         await self._write(operation)
         self._pending.forget(self._tenant, session_id)
+        self._cache.discard(session_id)
 
     @translated
     async def recount(self, session_id: str) -> SessionInfo:
