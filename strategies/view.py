@@ -19,6 +19,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
@@ -199,12 +200,12 @@ class View:
     policy: TokenCountPolicy = DEFAULT_POLICY
     excluded: Totals = Totals()
 
-    @property
+    @cached_property
     def token_count(self) -> int:
         """Tokens of the active groups."""
         return sum(g.token_count for g in self.groups)
 
-    @property
+    @cached_property
     def message_count(self) -> int:
         """Messages of the active groups."""
         return sum(g.message_count for g in self.groups)
@@ -240,10 +241,11 @@ class View:
 
     def group(self, group_id: str) -> GroupView:
         """The active group ``group_id``; KeyError when it is not active."""
-        for g in self.groups:
-            if g.group_id == group_id:
-                return g
-        raise KeyError(group_id)
+        return self._by_id[group_id]
+
+    @cached_property
+    def _by_id(self) -> dict[str, GroupView]:
+        return {g.group_id: g for g in self.groups}
 
     def last_user_index(self) -> int | None:
         """Index in :attr:`groups` of the newest user group, or None."""
@@ -340,14 +342,14 @@ class View:
             if reduction.message_id in reduced:
                 delta = reduction.tokens_after - reduction.tokens_before
                 deltas[reduction.group_id] = deltas.get(reduction.group_id, 0) + delta
-        groups = sorted(
-            (
-                replace(g, token_count=g.token_count + deltas.get(g.group_id, 0))
-                for g in by_id.values()
-                if g.group_id not in removed
-            ),
-            key=lambda g: g.order_key,
-        )
+        groups = [
+            replace(g, token_count=g.token_count + deltas[g.group_id])
+            if g.group_id in deltas
+            else g
+            for g in by_id.values()
+            if g.group_id not in removed
+        ]
+        groups.sort(key=lambda g: g.order_key)
         source: MessageSource = self.source
         if added or reduced:
             source = _Overlay(base=self.source, added=added, reduced=reduced)

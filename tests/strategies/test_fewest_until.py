@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pytest
@@ -248,8 +249,9 @@ class Work:
         for name in ("token_count", "message_count", "turn_count", "has_tool_calls"):
             monkeypatch.setattr(View, name, self._counting(getattr(View, name)))
 
-    def _counting(self, prop: property) -> property:
-        getter = prop.fget
+    def _counting(self, prop: property | cached_property[Any]) -> property:
+        # counted on every read, cached or not: the work a plan asks for
+        getter = prop.fget if isinstance(prop, property) else prop.func
         assert getter is not None
 
         def read(view: View) -> Any:
