@@ -2,11 +2,14 @@
 
 JSON columns are read as text and decoded while mapping each row, so that a row
 holding invalid JSON is reported as a :class:`~store.errors.CorruptRowError` naming its
-``seq`` rather than failing somewhere inside the driver.
+``seq`` rather than failing somewhere inside the driver. Timestamp columns are read as
+the driver returns them (SQLite's ISO text, asyncpg's ``datetime``) and made aware UTC
+while mapping, as :class:`~store.schema.UTCDateTime` would, without SQLAlchemy's
+per-value result processing.
 
 Rows are mapped from plain tuples: the contents are validated straight from their JSON
-text (:data:`~strategies.messages.CONTENTS_ADAPTER`), then the message and the stored
-message are validated as usual, so a corrupt row still raises. A row holding a reduced
+text (:data:`~strategies.messages.CONTENTS_ADAPTER`), then the stored message is
+validated with its message in one call, so a corrupt row still raises. A row holding a reduced
 version takes the general mapping (:func:`store.models.message_from_row`).
 """
 
@@ -14,11 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any, cast
 
 from pydantic import ValidationError
-from sqlalchemy import Table, Text, select
+from sqlalchemy import String, Table, Text, select, type_coerce
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
@@ -29,13 +33,24 @@ from store.models import SessionInfo, StoredMessage, message_from_row, session_f
 from store.schema import GroupRow, MessageRow, SessionRow
 from strategies.messages import CONTENTS_ADAPTER, Message
 
-__all__ = ["message_columns", "read_history", "read_sessions", "row_message", "stored_message"]
+__all__ = [
+    "message_columns",
+    "read_history",
+    "read_page_rows",
+    "read_sessions",
+    "row_message",
+    "stored_message",
+    "timestamp",
+]
 
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 SESSIONS = cast(Table, SessionRow.__table__)
 
 _JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
+_TIMESTAMP_COLUMNS = ("created_at", "stored_at", "imported_at")
+_UNREAD_COLUMNS = ("tenant", "session_id", "content_hash")
+"""Not needed to map a row (every query is filtered by tenant and session)."""
 
 
 _CONTEXT = {"allow_custom_roles": True}
@@ -43,22 +58,38 @@ _MAPPED = (ValidationError, KeyError, TypeError, ValueError)
 
 
 def message_columns() -> list[Any]:
-    """Every column of the messages table, JSON ones as text, in table order."""
+    """The columns a message is mapped from, in table order (see :data:`COLUMN_INDEX`):
+    JSON ones as text, timestamps as the driver returns them (see :func:`timestamp`)."""
     columns: list[Any] = []
     for column in MESSAGES.c:
+        if column.key in _UNREAD_COLUMNS:
+            continue
         if column.key in _JSON_COLUMNS:
             columns.append(sql_cast(column, Text).label(column.key))
+        elif column.key in _TIMESTAMP_COLUMNS:
+            columns.append(type_coerce(column, String()).label(column.key))
         else:
             columns.append(column)
     return columns
 
 
-COLUMN_INDEX: dict[str, int] = {c.key: i for i, c in enumerate(MESSAGES.c)}
+def timestamp(value: Any) -> datetime | None:
+    """A timestamp column read raw, as :class:`~store.schema.UTCDateTime` returns it:
+    aware UTC (SQLite's ISO text is parsed; a naive value is taken to be UTC)."""
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if not isinstance(parsed, datetime):
+        raise TypeError(f"not a timestamp: {value!r}")
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+COLUMN_INDEX: dict[str, int] = {c.key: i for i, c in enumerate(message_columns())}
 """Position of each column in a row selected with :func:`message_columns`."""
 _I = COLUMN_INDEX
 
 
-_STORED_FIELDS = (
+_PLAIN_FIELDS = (
     "seq",
     "anchor",
     "slot",
@@ -69,50 +100,53 @@ _STORED_FIELDS = (
     "excluded_event_id",
     "reduced_token_count",
     "reduced_event_id",
-    "stored_at",
     "source_system",
     "source_id",
-    "imported_at",
 )
-_STORED_INDEX = tuple((key, _I[key]) for key in _STORED_FIELDS)
+"""The stored message's fields taken from the row as they are."""
+_PLAIN = itemgetter(*(_I[key] for key in _PLAIN_FIELDS))
+_SEQ, _GROUP, _REDUCED = _I["seq"], _I["group_id"], _I["reduced_contents"]
+_STORED, _IMPORTED = _I["stored_at"], _I["imported_at"]
+_ROLE, _CONTENTS, _ID = _I["role"], _I["contents"], _I["message_id"]
+_AUTHOR, _CREATED, _METADATA = _I["author_name"], _I["created_at"], _I["metadata"]
+_TIMESTAMP_INDEX = tuple((key, _I[key]) for key in _TIMESTAMP_COLUMNS)
 
 
 def _corrupt(error: Exception, row: Sequence[Any], tenant: str, session_id: str) -> CorruptRowError:
-    seq = row[_I["seq"]] if isinstance(row[_I["seq"]], int) else None
+    seq = row[_SEQ] if isinstance(row[_SEQ], int) else None
     return CorruptRowError(str(error), tenant=tenant, session_id=session_id, seq=seq)
 
 
 def _as_mapping(row: Sequence[Any], kind: str | None) -> dict[str, Any]:
-    return {**{key: row[index] for key, index in _I.items()}, "kind": kind}
+    mapping = {key: row[index] for key, index in _I.items()}
+    for key, index in _TIMESTAMP_INDEX:
+        mapping[key] = timestamp(row[index])
+    mapping["kind"] = kind
+    return mapping
 
 
-_ROLE, _CONTENTS, _ID = _I["role"], _I["contents"], _I["message_id"]
-_AUTHOR, _CREATED, _METADATA = _I["author_name"], _I["created_at"], _I["metadata"]
-
-
-def _message(row: Sequence[Any]) -> Message:
+def _message_fields(row: Sequence[Any]) -> dict[str, Any]:
+    """The message's fields, contents validated straight from their JSON text."""
     metadata = row[_METADATA]
-    return Message.model_validate(
-        {
-            "role": row[_ROLE],
-            "contents": CONTENTS_ADAPTER.validate_json(row[_CONTENTS]),
-            "message_id": row[_ID],
-            "author_name": row[_AUTHOR],
-            "created_at": row[_CREATED],
-            "metadata": json.loads(metadata) if metadata is not None else {},
-        },
-        context=_CONTEXT,
-    )
+    return {
+        "role": row[_ROLE],
+        "contents": CONTENTS_ADAPTER.validate_json(row[_CONTENTS]),
+        "message_id": row[_ID],
+        "author_name": row[_AUTHOR],
+        "created_at": timestamp(row[_CREATED]),
+        "metadata": {} if metadata is None or metadata == "{}" else json.loads(metadata),
+    }
 
 
 def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
     """The message a projection shows for a row of :func:`message_columns` (reduction
     applied); :class:`~store.errors.CorruptRowError` when the row does not validate."""
-    if row[_I["reduced_contents"]] is not None:
-        stored = message_from_row(_as_mapping(row, "user"), tenant=tenant, session_id=session_id)
-        return stored.reduced if stored.reduced is not None else stored.message
     try:
-        return _message(row)
+        if row[_REDUCED] is not None:
+            mapping = _as_mapping(row, "user")
+            stored = message_from_row(mapping, tenant=tenant, session_id=session_id)
+            return stored.reduced if stored.reduced is not None else stored.message
+        return Message.model_validate(_message_fields(row), context=_CONTEXT)
     except _MAPPED as error:
         raise _corrupt(error, row, tenant, session_id) from error
 
@@ -121,18 +155,19 @@ def stored_message(
     row: Sequence[Any], kind: str | None, *, tenant: str, session_id: str
 ) -> StoredMessage:
     """A :class:`StoredMessage` from a row of :func:`message_columns` and its group's kind."""
-    if row[_I["reduced_contents"]] is not None:
-        return message_from_row(_as_mapping(row, kind), tenant=tenant, session_id=session_id)
     try:
-        return StoredMessage.model_validate(
-            {
-                "session_id": session_id,
-                "tenant": tenant,
-                "message": _message(row),
-                "kind": kind,
-                **{key: row[index] for key, index in _STORED_INDEX},
-            }
-        )
+        if row[_REDUCED] is not None:
+            mapping = _as_mapping(row, kind)
+            return message_from_row(mapping, tenant=tenant, session_id=session_id)
+        data = dict(zip(_PLAIN_FIELDS, _PLAIN(row), strict=True))
+        data["stored_at"] = timestamp(row[_STORED])
+        data["imported_at"] = timestamp(row[_IMPORTED])
+        data["session_id"] = session_id
+        data["tenant"] = tenant
+        data["kind"] = kind
+        data["message"] = _message_fields(row)
+        # one validation for the stored message and its message (the context reaches both)
+        return StoredMessage.model_validate(data, context=_CONTEXT)
     except _MAPPED as error:
         raise _corrupt(error, row, tenant, session_id) from error
 
@@ -200,14 +235,39 @@ async def read_history(
         after=after,
     )
     rows = (await conn.execute(query)).all()
-    group_index = _I["group_id"]
-    kinds = await group_kinds(conn, tenant, session_id, {row[group_index] for row in rows})
+    kinds = await group_kinds(conn, tenant, session_id, {row[_GROUP] for row in rows})
     out = [
-        stored_message(row, kinds.get(row[group_index]), tenant=tenant, session_id=session_id)
+        stored_message(row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id)
         for row in rows
     ]
     out.sort(key=lambda m: m.seq)
     return out
+
+
+async def read_page_rows(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool,
+    after: int | None,
+    before: int | None,
+    limit: int,
+) -> tuple[Sequence[Any], dict[str, str]]:
+    """A keyset page: the first ``limit`` rows between the exclusive ``seq`` bounds,
+    oldest first, and the kind of each of their groups (map a row with
+    :func:`stored_message`; pass the last ``seq`` seen as ``after`` for the next page)."""
+    query = history_query(
+        tenant,
+        session_id,
+        include_excluded=include_excluded,
+        limit=None,
+        before=before,
+        after=after,
+    ).limit(limit)
+    rows = (await conn.execute(query)).all()
+    kinds = await group_kinds(conn, tenant, session_id, {row[_GROUP] for row in rows})
+    return rows, kinds
 
 
 async def read_sessions(

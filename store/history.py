@@ -35,6 +35,7 @@ from store._pending import PendingCounts
 from store._read import read_history, read_sessions
 from store._recount import recount_session
 from store._rows import lock_session, now, read_session
+from store._stream import stream_history
 from store.engine import create_engine, write_connection
 from store.errors import (
     ConcurrentWriteError,
@@ -319,7 +320,7 @@ class HistoryStore(CompactionMethods):
                 after=after,
             )
 
-    async def aiter_history(
+    def aiter_history(
         self,
         session_id: str,
         *,
@@ -328,24 +329,21 @@ class HistoryStore(CompactionMethods):
         before: int | None = None,
         page_size: int = PAGE_SIZE,
     ) -> AsyncIterator[StoredMessage]:
-        """Stream the session's history in pages of ``page_size``, oldest first."""
+        """Stream the session's history in pages of ``page_size``, oldest first.
+
+        One connection for the whole stream (see :func:`store._stream.stream_history`):
+        on SQLite one snapshot, on PostgreSQL one short transaction per page.
+        """
         check_session_id(session_id)
-        cursor = after
-        while True:
-            page = await self.history(
-                session_id,
-                include_excluded=include_excluded,
-                limit=page_size,
-                after=cursor,
-                before=None,
-            )
-            for stored in page:
-                if before is not None and stored.seq >= before:
-                    return
-                yield stored
-            if len(page) < page_size:
-                return
-            cursor = page[-1].seq
+        return stream_history(
+            self._engine,
+            self._tenant,
+            session_id,
+            include_excluded=include_excluded,
+            after=after,
+            before=before,
+            page_size=page_size,
+        )
 
     # -- sessions ----------------------------------------------------------------------
 
