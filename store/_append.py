@@ -11,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import Table, delete, insert, select, update
-from sqlalchemy.engine import RowMapping
+from sqlalchemy.engine import Dialect, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store._append_rows import AppendContext, AppendTotals, RowBuilder, insert_messages
+from store._append_rows import (
+    AppendContext,
+    AppendTotals,
+    DriverInsert,
+    RowBuilder,
+    insert_messages,
+)
 from store._cache import Key, session_key
 from store._rows import chunks, lock_session, now
 from store.errors import InvalidInput
@@ -260,11 +267,27 @@ async def _write_groups(
                 **values,
             }
         )
-    for part in chunks(inserts):
-        await conn.execute(insert(GROUPS), list(part))
+    if inserts:
+        driver = _group_insert(conn.dialect, tuple(inserts[0]))
+        for part in chunks(inserts):
+            await conn.exec_driver_sql(driver.sql, [driver.row(r) for r in part])
     absorbed = [g for g in annotation.merged if g in loaded.groups]
     totals.groups = len(inserts) - len(absorbed)
     totals.active_groups = len(inserts) - sum(g[2] for g in gains.values())
+
+
+_GROUP_INSERTS: WeakKeyDictionary[Dialect, dict[tuple[str, ...], DriverInsert]] = (
+    WeakKeyDictionary()
+)
+
+
+def _group_insert(dialect: Dialect, columns: tuple[str, ...]) -> DriverInsert:
+    """The group ``INSERT`` for ``dialect`` binding ``columns``, compiled once."""
+    compiled = _GROUP_INSERTS.setdefault(dialect, {})
+    found = compiled.get(columns)
+    if found is None:
+        found = compiled[columns] = DriverInsert.compile(insert(GROUPS), columns, dialect)
+    return found
 
 
 async def _write_calls(

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from strategies.messages import (
@@ -219,6 +219,25 @@ def _has_reasoning(message: Message) -> bool:
     return any(isinstance(c, ReasoningContent) for c in message.contents)
 
 
+def _evolve(
+    group: GroupInfo,
+    *,
+    kind: GroupKind | None = None,
+    has_reasoning: bool | None = None,
+    pending_calls: int | None = None,
+) -> GroupInfo:
+    """``dataclasses.replace`` of the fields annotation changes, without its introspection."""
+    return GroupInfo(
+        group.group_id,
+        group.kind if kind is None else kind,
+        group.turn,
+        group.first_position,
+        group.has_reasoning if has_reasoning is None else has_reasoning,
+        group.pending_calls if pending_calls is None else pending_calls,
+        group.orphan,
+    )
+
+
 class _Annotator:
     """Mutable working copy of a state; one instance per :func:`annotate` call."""
 
@@ -250,7 +269,7 @@ class _Annotator:
         else:
             self.pending.pop(group.group_id, None)
         if self.tail is not None and self.tail.group.group_id == group.group_id:
-            self.tail = replace(self.tail, group=group)
+            self.tail = Tail(group, self.tail.mode)
         return group
 
     def _new_group(self, message: Message, kind: GroupKind, *, orphan: bool = False) -> GroupInfo:
@@ -292,15 +311,19 @@ class _Annotator:
 
     def _place_reasoning(self, message: Message) -> GroupInfo:
         if self.tail is not None:
-            return self._save(replace(self.tail.group, has_reasoning=True))
+            return self._save(_evolve(self.tail.group, has_reasoning=True))
         group = self._new_group(message, "assistant_text")
         self.tail = Tail(group, "reasoning")
         return group
 
     def _place_calls(self, message: Message) -> GroupInfo:
         if self.tail is not None and self.tail.mode == "reasoning":
-            group = replace(self.tail.group, kind="tool_call")
-            group = replace(group, has_reasoning=group.has_reasoning or _has_reasoning(message))
+            group = self.tail.group
+            group = _evolve(
+                group,
+                kind="tool_call",
+                has_reasoning=group.has_reasoning or _has_reasoning(message),
+            )
         else:
             group = GroupInfo(
                 group_id=group_id_for(message.message_id),
@@ -322,7 +345,7 @@ class _Annotator:
             elif call_id not in self.ambiguous:
                 self.open_calls[call_id] = group.group_id
         self.tail = Tail(group, "calls")
-        group = self._save(replace(group, pending_calls=pending))
+        group = self._save(_evolve(group, pending_calls=pending))
         # Results in the same message (hosted tools) answer calls at once.
         linked = self._link(message, group)
         return group if linked is None else linked
@@ -340,18 +363,21 @@ class _Annotator:
                 answered[group_id] = answered.get(group_id, 0) + 1
         for group_id, count in answered.items():
             group = self._current(group_id)
-            self._save(replace(group, pending_calls=group.pending_calls - count))
+            self._save(_evolve(group, pending_calls=group.pending_calls - count))
         touched = list(answered)
         if own is not None and own.group_id not in answered:
             touched.append(own.group_id)
         if not touched:
             return None
-        target = min((self._current(g) for g in touched), key=lambda g: g.first_position)
-        for group_id in touched:
-            if group_id != target.group_id:
-                target = self._merge(group_id, target)
-        if _has_reasoning(message) and not target.has_reasoning:
-            target = self._save(replace(target, has_reasoning=True))
+        if len(touched) == 1:
+            target = self._current(touched[0])
+        else:
+            target = min((self._current(g) for g in touched), key=lambda g: g.first_position)
+            for group_id in touched:
+                if group_id != target.group_id:
+                    target = self._merge(group_id, target)
+        if not target.has_reasoning and _has_reasoning(message):
+            target = self._save(_evolve(target, has_reasoning=True))
         return target
 
     def _current(self, group_id: str) -> GroupInfo:
@@ -362,7 +388,7 @@ class _Annotator:
     def _merge(self, absorbed_id: str, target: GroupInfo) -> GroupInfo:
         """Fold group ``absorbed_id`` into ``target`` (which starts earlier)."""
         absorbed = self._current(absorbed_id)
-        merged = replace(
+        merged = _evolve(
             target,
             has_reasoning=target.has_reasoning or absorbed.has_reasoning,
             pending_calls=target.pending_calls + absorbed.pending_calls,

@@ -164,6 +164,7 @@ class TiktokenTokenizer:
 
     def __init__(self, encoding_or_model: str = "o200k_base", /) -> None:
         self._encoding = cached_encoding(encoding_name_for(encoding_or_model))
+        self._encode = self._encoding.encode_ordinary
 
     @property
     def name(self) -> str:
@@ -177,7 +178,7 @@ class TiktokenTokenizer:
 
     def count_tokens(self, text: str) -> int:
         """Return the number of tokens of ``text``; special-token text counts as plain text."""
-        return len(self._encoding.encode_ordinary(text))
+        return len(self._encode(text))
 
     def __repr__(self) -> str:
         return f"TiktokenTokenizer({self.name!r})"
@@ -301,9 +302,9 @@ def count_message_tokens(
     total = policy.per_message_overhead
     if message.author_name:
         total += policy.per_name_overhead + count_text_tokens(message.author_name, tokenizer)
-    return total + sum(
-        count_content_tokens(content, tokenizer, policy=policy) for content in message.contents
-    )
+    for content in message.contents:
+        total += count_content_tokens(content, tokenizer, policy=policy)
+    return total
 
 
 def count_messages_tokens(
