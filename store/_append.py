@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy import Table, bindparam, delete, insert, select, update
 from sqlalchemy.engine import Dialect, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -73,6 +73,23 @@ def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
     return (table.c.tenant == ctx.tenant, table.c.session_id == ctx.session_id)
 
 
+def _bound_keys(table: Table, column: str) -> tuple[Any, ...]:
+    """Tenant, session and ``column IN (:ids)`` as bound parameters (prebuilt statements)."""
+    return (
+        table.c.tenant == bindparam("tenant"),
+        table.c.session_id == bindparam("session_id"),
+        table.c[column].in_(bindparam("ids", expanding=True)),
+    )
+
+
+_STORED_HASHES = select(MESSAGES.c.message_id, MESSAGES.c.content_hash).where(
+    *_bound_keys(MESSAGES, "message_id")
+)
+_OPEN_CALLS = select(CALLS.c.call_id, CALLS.c.group_id, CALLS.c.ambiguous).where(
+    *_bound_keys(CALLS, "call_id")
+)
+
+
 async def _dedupe(
     conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
 ) -> tuple[list[Message], dict[str, str]]:
@@ -95,11 +112,10 @@ async def _dedupe(
                 "with different content"
             )
     stored: dict[str, str] = {}
+    params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
     for part in chunks([m.message_id for m in unique]):
-        query = select(MESSAGES.c.message_id, MESSAGES.c.content_hash).where(
-            *_keys(MESSAGES, ctx), MESSAGES.c.message_id.in_(part)
-        )
-        stored.update((row[0], row[1]) for row in await conn.execute(query))
+        found = await conn.execute(_STORED_HASHES, {**params, "ids": part})
+        stored.update((row[0], row[1]) for row in found)
     fresh: list[Message] = []
     for message in unique:
         stored_digest = stored.get(message.message_id)
@@ -139,11 +155,10 @@ async def load_state(
     wanted = _referenced_calls(fresh)
     open_calls: dict[str, str] = {}
     ambiguous: set[str] = set()
+    params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
     for part in chunks(sorted(wanted)):
-        query = select(CALLS.c.call_id, CALLS.c.group_id, CALLS.c.ambiguous).where(
-            *_keys(CALLS, ctx), CALLS.c.call_id.in_(part)
-        )
-        for call_id, group_id, is_ambiguous in await conn.execute(query):
+        found = await conn.execute(_OPEN_CALLS, {**params, "ids": list(part)})
+        for call_id, group_id, is_ambiguous in found:
             if is_ambiguous or group_id is None:
                 ambiguous.add(call_id)
             else:

@@ -29,6 +29,7 @@ from sqlalchemy import Table, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store._rows import KEYS
 from store.schema import SessionRow
 from strategies.messages import Message
 from strategies.view import GroupView, Totals
@@ -52,12 +53,13 @@ def session_key(row: RowMapping | Mapping[str, Any]) -> Key:
     return (row["created_at"], row["revision"])
 
 
+_READ_KEY = select(SESSIONS.c.created_at, SESSIONS.c.revision).where(*KEYS)
+
+
 async def read_key(conn: AsyncConnection, tenant: str, session_id: str) -> Key | None:
     """The session row's key as it is now (None when the session is gone)."""
-    query = select(SESSIONS.c.created_at, SESSIONS.c.revision).where(
-        SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id
-    )
-    row = (await conn.execute(query)).first()
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(_READ_KEY, params)).first()
     return None if row is None else (row[0], row[1])
 
 

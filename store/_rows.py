@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.engine import RowMapping
@@ -40,10 +40,16 @@ def _where(tenant: str, session_id: str) -> Iterable[Any]:
     return (SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
 
 
+KEYS = (SESSIONS.c.tenant == bindparam("tenant"), SESSIONS.c.session_id == bindparam("session_id"))
+"""The session key as bound parameters: prebuilt statements skip most per-call work."""
+_READ_SESSION = select(SESSIONS).where(*KEYS)
+_LOCK_SESSION = _READ_SESSION.with_for_update()
+
+
 async def read_session(conn: AsyncConnection, tenant: str, session_id: str) -> RowMapping:
     """The session's row; :class:`SessionNotFound` when absent."""
-    result = await conn.execute(select(SESSIONS).where(*_where(tenant, session_id)))
-    row = result.mappings().first()
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(_READ_SESSION, params)).mappings().first()
     if row is None:
         raise SessionNotFound(session_id, tenant=tenant)
     return row
@@ -81,13 +87,12 @@ async def lock_session(
 
     With ``create_with_tokenizer``, a missing session is created first.
     """
-    query = select(SESSIONS).where(*_where(tenant, session_id))
-    if conn.dialect.name == "postgresql":
-        query = query.with_for_update()
-    row = (await conn.execute(query)).mappings().first()
+    query = _LOCK_SESSION if conn.dialect.name == "postgresql" else _READ_SESSION
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(query, params)).mappings().first()
     if row is None and create_with_tokenizer is not None:
         await create_session(conn, tenant, session_id, tokenizer=create_with_tokenizer)
-        row = (await conn.execute(query)).mappings().first()
+        row = (await conn.execute(query, params)).mappings().first()
     if row is None:
         raise SessionNotFound(session_id, tenant=tenant)
     return row

@@ -13,14 +13,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, bindparam, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import AppendContext, load_state
 from store._cache import CachedView, Key, Pairs, SessionCache, read_key
 from store._read import COLUMN_INDEX, message_columns, row_message
-from store._rows import chunks
+from store._rows import KEYS, chunks
 from store.schema import GroupRow, MessageRow, SessionRow
 from strategies.groups import GroupInfo, annotate
 from strategies.messages import Message
@@ -56,20 +56,41 @@ def group_view(row: Mapping[Any, Any]) -> GroupView:
     )
 
 
+_ACTIVE_GROUPS = (
+    select(GROUPS)
+    .where(
+        GROUPS.c.tenant == bindparam("tenant"),
+        GROUPS.c.session_id == bindparam("session_id"),
+        GROUPS.c.excluded.is_(False),
+    )
+    .order_by(GROUPS.c.anchor, GROUPS.c.slot)
+)
+_GROUPS_BY_ID = select(GROUPS).where(
+    GROUPS.c.tenant == bindparam("tenant"),
+    GROUPS.c.session_id == bindparam("session_id"),
+    GROUPS.c.group_id.in_(bindparam("ids", expanding=True)),
+    GROUPS.c.excluded.is_(False),
+)
+_EXCLUDED_TOTALS = select(
+    SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
+    SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
+    SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
+    SESSIONS.c.created_at,
+    SESSIONS.c.revision,
+).where(*KEYS)
+_MESSAGES_BY_GROUP = select(*message_columns()).where(
+    MESSAGES.c.tenant == bindparam("tenant"),
+    MESSAGES.c.session_id == bindparam("session_id"),
+    MESSAGES.c.group_id.in_(bindparam("ids", expanding=True)),
+)
+
+
 async def active_group_rows(
     conn: AsyncConnection, tenant: str, session_id: str
 ) -> list[RowMapping]:
     """The session's active group rows in projection order."""
-    query = (
-        select(GROUPS)
-        .where(
-            GROUPS.c.tenant == tenant,
-            GROUPS.c.session_id == session_id,
-            GROUPS.c.excluded.is_(False),
-        )
-        .order_by(GROUPS.c.anchor, GROUPS.c.slot)
-    )
-    return list((await conn.execute(query)).mappings().all())
+    params = {"tenant": tenant, "session_id": session_id}
+    return list((await conn.execute(_ACTIVE_GROUPS, params)).mappings().all())
 
 
 async def excluded_totals(
@@ -80,14 +101,8 @@ async def excluded_totals(
     The totals come from the session's aggregates, kept current on every write, so this
     is one primary-key read however much of the history is excluded.
     """
-    query = select(
-        SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
-        SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
-        SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
-        SESSIONS.c.created_at,
-        SESSIONS.c.revision,
-    ).where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
-    row = (await conn.execute(query)).one_or_none()
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(_EXCLUDED_TOTALS, params)).one_or_none()
     if row is None:
         return Totals(), None
     messages, groups, tokens, created_at, revision = row
@@ -139,13 +154,9 @@ class SqlSource:
         ``key`` is the session's key as ``conn`` sees it, when known; else it is read.
         """
         loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
+        params = {"tenant": self.tenant, "session_id": self.session_id}
         for part in chunks(group_ids):
-            query = select(*message_columns()).where(
-                MESSAGES.c.tenant == self.tenant,
-                MESSAGES.c.session_id == self.session_id,
-                MESSAGES.c.group_id.in_(part),
-            )
-            for row in (await conn.execute(query)).all():
+            for row in (await conn.execute(_MESSAGES_BY_GROUP, {**params, "ids": part})).all():
                 shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
                 loaded[row[_GROUP]].append((row[_SEQ], shown))
         for pairs in loaded.values():
@@ -202,14 +213,10 @@ async def _refreshed(
 ) -> tuple[list[RowMapping], list[GroupView]]:
     """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order."""
     pairs = [(r, v) for r, v in zip(rows, views, strict=True) if r["group_id"] not in dirty]
+    params = {"tenant": source.tenant, "session_id": source.session_id}
     for part in chunks(sorted(dirty)):
-        query = select(GROUPS).where(
-            GROUPS.c.tenant == source.tenant,
-            GROUPS.c.session_id == source.session_id,
-            GROUPS.c.group_id.in_(part),
-            GROUPS.c.excluded.is_(False),
-        )
-        pairs.extend((r, group_view(r)) for r in (await conn.execute(query)).mappings())
+        found = await conn.execute(_GROUPS_BY_ID, {**params, "ids": list(part)})
+        pairs.extend((r, group_view(r)) for r in found.mappings())
     pairs.sort(key=lambda p: (p[0]["anchor"], p[0]["slot"]))
     return [r for r, _ in pairs], [v for _, v in pairs]
 
