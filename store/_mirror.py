@@ -9,12 +9,12 @@ the caller's write transaction.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, insert, null, select, update
+from sqlalchemy import ARRAY, Table, any_, bindparam, insert, null, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -77,6 +77,20 @@ def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
     return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
 
 
+def _among(conn: AsyncConnection, column: Any, values: Collection[Any]) -> list[Any]:
+    """Conditions selecting the rows whose ``column`` is in ``values``, one statement each.
+
+    On PostgreSQL, one condition with the values as one array: an ``IN`` of a chunk is
+    planned as a scan of the whole session when the tables have no statistics yet (or
+    are small), which done once per chunk would make a large change set quadratic.
+    """
+    if not values:
+        return []
+    if conn.dialect.name == "postgresql":
+        return [column == any_(bindparam(None, sorted(values), type_=ARRAY(column.type)))]
+    return [column.in_(part) for part in chunks(sorted(values))]
+
+
 def _add_group(mirror: Mirror, row: Mapping[Any, Any]) -> None:
     group = MemGroup(
         group_id=row["group_id"],
@@ -110,10 +124,10 @@ async def load_groups(
     """Load groups by id (every group of the session when None), and those at ``anchors``."""
     conditions: list[Any] = []
     if group_ids is not None:
-        for part in chunks(sorted(set(group_ids) - set(mirror.session.groups))):
-            conditions.append(GROUPS.c.group_id.in_(part))
-        for block in chunks(sorted(set(anchors))):
-            conditions.append(GROUPS.c.excluded.in_([False, True]) & GROUPS.c.anchor.in_(block))
+        wanted = set(group_ids) - set(mirror.session.groups)
+        conditions.extend(_among(conn, GROUPS.c.group_id, wanted))
+        for block in _among(conn, GROUPS.c.anchor, set(anchors)):
+            conditions.append(GROUPS.c.excluded.in_([False, True]) & block)
     else:
         conditions.append(GROUPS.c.group_id.is_not(None))
     for condition in conditions:
@@ -172,117 +186,119 @@ class _Delta:
     group_tokens: dict[str, int] = field(default_factory=dict)
 
 
-async def _write_rows(conn: AsyncConnection, mirror: Mirror, out: Outcome, delta: _Delta) -> None:
+# a group's exclusion (excluded, reason, event id), then its summarized_by and pinned
+_State = tuple[bool, str | None, str | None]
+_Links = tuple[bool, str | None, str | None, str | None, bool]
+_LINK_COLUMNS = ("excluded", "excluded_reason", "excluded_event_id", "summarized_by", "pinned")
+_KEY = "key_"
+"""The bound parameter naming the row of an executemany update."""
+
+
+@dataclass
+class _Plan:
+    """What a write-back changes, gathered first, then written a few statements at a time.
+
+    Rows that take the same values are updated together (see :func:`_among`); rows that
+    each take their own, by one statement executed once per row (an executemany, which
+    SQLite runs in a loop in C and asyncpg pipelines).
+    """
+
+    unreduced: set[str] = field(default_factory=set)
+    """Ids of the messages whose reduction is dropped."""
+    reduced: list[dict[str, Any]] = field(default_factory=list)
+    """Messages given a reduction."""
+    exclusions: dict[_State, set[str]] = field(default_factory=dict)
+    """Group ids by their messages' new exclusion."""
+    links: dict[_Links, set[str]] = field(default_factory=dict)
+    """Group ids by their new values, for groups whose token count is unchanged."""
+    recounted: list[dict[str, Any]] = field(default_factory=list)
+    """Groups whose token count changed."""
+    summary_groups: list[dict[str, Any]] = field(default_factory=list)
+    summary_messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _plan_rows(mirror: Mirror, out: Outcome, plan: _Plan, delta: _Delta) -> None:
     for message_id, row in mirror.session.rows.items():
         before = mirror.original_rows.get(message_id)
         if before is None or row.reduced_event == before.reduced_event:
             continue
-        values: dict[str, Any] = {
-            "reduced_contents": null(),
-            "reduced_token_count": None,
-            "reduced_event_id": None,
-        }
-        if row.reduced is not None:
-            values = {
-                "reduced_contents": reduced_to_value(row.reduced),
-                "reduced_token_count": row.reduced_tokens,
-                "reduced_event_id": out.event_id,
-            }
-        await conn.execute(
-            update(MESSAGES)
-            .where(*_keys(MESSAGES, mirror), MESSAGES.c.message_id == message_id)
-            .values(**values)
-        )
+        if row.reduced is None:
+            plan.unreduced.add(message_id)
+        else:
+            plan.reduced.append(
+                {
+                    _KEY: message_id,
+                    "reduced_contents": reduced_to_value(row.reduced),
+                    "reduced_token_count": row.reduced_tokens,
+                    "reduced_event_id": out.event_id,
+                }
+            )
         change = row.effective_tokens - before.effective_tokens
         delta.group_tokens[row.group_id] = delta.group_tokens.get(row.group_id, 0) + change
 
 
-async def _write_group(
-    conn: AsyncConnection, mirror: Mirror, group: MemGroup, delta: _Delta
-) -> None:
+def _plan_group(mirror: Mirror, group: MemGroup, plan: _Plan, delta: _Delta) -> None:
     before = mirror.original[group.group_id]
     count, tokens = mirror.counts[group.group_id]
     change = delta.group_tokens.get(group.group_id, 0)
-    state = (group.excluded, group.reason, group.event_id)
-    if state != (before.excluded, before.reason, before.event_id):
-        await conn.execute(
-            update(MESSAGES)
-            .where(*_keys(MESSAGES, mirror), MESSAGES.c.group_id == group.group_id)
-            .values(
-                excluded=group.excluded,
-                excluded_reason=group.reason,
-                excluded_event_id=group.event_id,
-            )
-        )
-    links = (group.summarized_by, group.pinned)
-    if (
-        state != (before.excluded, before.reason, before.event_id)
-        or change
-        or links
-        != (
-            before.summarized_by,
-            before.pinned,
-        )
-    ):
-        await conn.execute(
-            update(GROUPS)
-            .where(*_keys(GROUPS, mirror), GROUPS.c.group_id == group.group_id)
-            .values(
-                excluded=group.excluded,
-                excluded_reason=group.reason,
-                excluded_event_id=group.event_id,
-                summarized_by=group.summarized_by,
-                pinned=group.pinned,
-                token_count=tokens + change,
-            )
-        )
+    state: _State = (group.excluded, group.reason, group.event_id)
+    moved = state != (before.excluded, before.reason, before.event_id)
+    if moved:
+        plan.exclusions.setdefault(state, set()).add(group.group_id)
+    links: _Links = (*state, group.summarized_by, group.pinned)
+    if change:
+        values = dict(zip(_LINK_COLUMNS, links, strict=True))
+        plan.recounted.append({_KEY: group.group_id, **values, "token_count": tokens + change})
+    elif moved or links[3:] != (before.summarized_by, before.pinned):
+        # its token count stays the one loaded, which is the stored one (the session is locked)
+        plan.links.setdefault(links, set()).add(group.group_id)
     was, now_active = int(not before.excluded), int(not group.excluded)
     delta.groups += now_active - was
     delta.messages += (now_active - was) * count
     delta.tokens += now_active * (tokens + change) - was * tokens
 
 
-async def _insert_summary(
-    conn: AsyncConnection, mirror: Mirror, group: MemGroup, now: datetime, delta: _Delta
+def _plan_summary(
+    mirror: Mirror, group: MemGroup, now: datetime, plan: _Plan, delta: _Delta
 ) -> None:
     s = mirror.session
     row = s.rows[group.message_ids[0]]
     base = {"tenant": s.tenant, "session_id": s.session_id}
-    await conn.execute(
-        insert(GROUPS).values(
+    plan.summary_groups.append(
+        {
             **base,
-            group_id=group.group_id,
-            kind="summary",
-            turn=group.turn,
-            anchor=group.anchor,
-            slot=group.slot,
-            first_seq=row.seq,
-            first_position=-1,
-            message_count=1,
-            token_count=row.tokens,
-            pinned=group.pinned,
-            excluded=group.excluded,
-            excluded_reason=group.reason,
-            excluded_event_id=group.event_id,
-            summarized_by=group.summarized_by,
-            summary_of=list(group.summary_of),
-            created_at=now,
-        )
+            "group_id": group.group_id,
+            "kind": "summary",
+            "turn": group.turn,
+            "anchor": group.anchor,
+            "slot": group.slot,
+            "first_seq": row.seq,
+            "first_position": -1,
+            "message_count": 1,
+            "token_count": row.tokens,
+            "pinned": group.pinned,
+            "excluded": group.excluded,
+            "excluded_reason": group.reason,
+            "excluded_event_id": group.event_id,
+            "summarized_by": group.summarized_by,
+            "summary_of": list(group.summary_of),
+            "created_at": now,
+        }
     )
-    await conn.execute(
-        insert(MESSAGES).values(
+    plan.summary_messages.append(
+        {
             **base,
-            seq=row.seq,
-            anchor=row.anchor,
-            slot=row.slot,
+            "seq": row.seq,
+            "anchor": row.anchor,
+            "slot": row.slot,
             **message_to_values(row.message),
-            stored_at=now,
-            group_id=group.group_id,
-            token_count=row.tokens,
-            excluded=group.excluded,
-            excluded_reason=group.reason,
-            excluded_event_id=group.event_id,
-        )
+            "stored_at": now,
+            "group_id": group.group_id,
+            "token_count": row.tokens,
+            "excluded": group.excluded,
+            "excluded_reason": group.reason,
+            "excluded_event_id": group.event_id,
+        }
     )
     delta.stored_messages += 1
     delta.stored_groups += 1
@@ -291,6 +307,41 @@ async def _insert_summary(
         delta.messages += 1
         delta.groups += 1
         delta.tokens += row.tokens
+
+
+async def _update_among(
+    conn: AsyncConnection, mirror: Mirror, column: Any, ids: set[str], values: Mapping[str, Any]
+) -> None:
+    """Give the same ``values`` to every row whose ``column`` is in ``ids``."""
+    table = column.table
+    for condition in _among(conn, column, ids):
+        await conn.execute(update(table).where(*_keys(table, mirror), condition).values(**values))
+
+
+async def _update_each(
+    conn: AsyncConnection, mirror: Mirror, column: Any, params: list[dict[str, Any]]
+) -> None:
+    """Give each row named in ``params`` its own values: one statement, run once per row."""
+    if params:
+        table = column.table
+        statement = update(table).where(*_keys(table, mirror), column == bindparam(_KEY))
+        await conn.execute(statement, params)
+
+
+async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
+    cleared = {"reduced_contents": null(), "reduced_token_count": None, "reduced_event_id": None}
+    await _update_among(conn, mirror, MESSAGES.c.message_id, plan.unreduced, cleared)
+    await _update_each(conn, mirror, MESSAGES.c.message_id, plan.reduced)
+    for state, ids in plan.exclusions.items():
+        values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
+        await _update_among(conn, mirror, MESSAGES.c.group_id, ids, values)
+    for links, ids in plan.links.items():
+        values = dict(zip(_LINK_COLUMNS, links, strict=True))
+        await _update_among(conn, mirror, GROUPS.c.group_id, ids, values)
+    await _update_each(conn, mirror, GROUPS.c.group_id, plan.recounted)
+    for table, rows in ((GROUPS, plan.summary_groups), (MESSAGES, plan.summary_messages)):
+        for part in chunks(rows):
+            await conn.execute(insert(table), list(part))
 
 
 async def write_back(
@@ -304,12 +355,14 @@ async def write_back(
 ) -> CompactionEvent:
     """Write what ``out`` changed in the mirror, with its audit event; return the event."""
     delta = _Delta()
-    await _write_rows(conn, mirror, out, delta)
-    for group in list(mirror.session.groups.values()):
+    plan = _Plan()
+    _plan_rows(mirror, out, plan, delta)
+    for group in mirror.session.groups.values():
         if group.group_id in mirror.original:
-            await _write_group(conn, mirror, group, delta)
+            _plan_group(mirror, group, plan, delta)
         else:
-            await _insert_summary(conn, mirror, group, out.now, delta)
+            _plan_summary(mirror, group, out.now, plan, delta)
+    await _write(conn, mirror, plan)
     row = mirror.row
     after = Totals(
         messages=row["active_messages"] + delta.messages,
