@@ -45,14 +45,24 @@ class PgAdmin:
         asyncio.run(self._execute(f"CREATE DATABASE {database}{suffix}"))
         return self.url_for(database)
 
+    def analyze(self, database: str) -> None:
+        """Gather planner statistics in ``database`` (copied along with a template).
+
+        A server with autovacuum on does this by itself after a bulk load; this one may
+        not (``autovacuum = off`` on the benchmark machines), and without statistics
+        PostgreSQL picks whole-session scans for primary-key lookups.
+        """
+        asyncio.run(self._execute("ANALYZE", database=database))
+
     def drop(self, database: str) -> None:
         """Drop ``database`` if it exists."""
         asyncio.run(self._execute(f"DROP DATABASE IF EXISTS {database}"))
 
-    async def _execute(self, statement: str) -> None:
+    async def _execute(self, statement: str, *, database: str | None = None) -> None:
         import asyncpg  # type: ignore[import-untyped]
 
-        dsn = self.url.replace("postgresql+asyncpg://", "postgresql://", 1)
+        url = self.url if database is None else self.url_for(database)
+        dsn = url.replace("postgresql+asyncpg://", "postgresql://", 1)
         connection = await asyncpg.connect(dsn, timeout=5)
         try:
             await connection.execute(statement)
