@@ -12,7 +12,7 @@ from strategies._selection import combine
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
-from strategies.pipeline import PipelineStrategy
+from strategies.pipeline import MAX_PASSES, PipelineStrategy
 from strategies.reduction import ToolResultReductionStrategy
 from strategies.selective import SelectiveToolCallCompactionStrategy, ToolGroupStrategy
 from strategies.sliding_window import SlidingWindowStrategy
@@ -150,8 +150,12 @@ async def test_pipeline_without_trigger_runs_every_step() -> None:
     view = View.from_messages(history())
     spy = Spy()
     changes = await PipelineStrategy(spy, spy, spy).plan(view)
-    assert spy.seen == [len(view.groups), len(view.groups) - 1, len(view.groups) - 2]
-    assert len(changes.exclusions) == 3
+    size = len(view.groups)
+    # the first pass runs every step on what the step before left; Spy never settles, so
+    # passes go on, each step planned at most MAX_PASSES times (test_pipeline_idempotent)
+    assert spy.seen[:3] == [size, size - 1, size - 2]
+    assert 3 < len(spy.seen) <= 3 * MAX_PASSES
+    assert len(changes.exclusions) >= 3
 
 
 def test_pipeline_trigger_is_keyword_only_and_in_params() -> None:
