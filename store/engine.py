@@ -22,6 +22,8 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from store._sqlite_driver import OneHopAiosqliteDBAPI
+
 __all__ = [
     "DEFAULT_URL",
     "URL_ENV",
@@ -73,7 +75,10 @@ def create_engine(url: str | URL | None = None, *, schema: str | None = None) ->
     connect_args: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql" and schema:
         connect_args["server_settings"] = {"search_path": schema}
-    engine = create_async_engine(parsed, connect_args=connect_args)
+    options: dict[str, Any] = {}
+    if parsed.get_backend_name() == "sqlite" and parsed.get_driver_name() == "aiosqlite":
+        options["module"] = OneHopAiosqliteDBAPI()  # one thread hand-off per statement
+    engine = create_async_engine(parsed, connect_args=connect_args, **options)
     if engine.dialect.name == "sqlite":
         configure_sqlite(engine)
     return engine
