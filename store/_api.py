@@ -79,6 +79,19 @@ class CompactionMethods:
             cache=self._cache,
         )
 
+    def _append_context(
+        self, session_id: str, provenance: Provenance | None = None
+    ) -> AppendContext:
+        """How this store appends to ``session_id`` (pending counts consumed)."""
+        return AppendContext(
+            tenant=self._tenant,
+            session_id=session_id,
+            tokenizer=self._tokenizer,
+            policy=self._policy,
+            provenance=provenance,
+            counter=self._pending.counter(self._tenant, session_id, keep=False),
+        )
+
     def _source(self, session_id: str, session: RowMapping) -> SqlSource:
         entry = self._cache.entry(session_id, session_key(session))
         return SqlSource(self._engine, self._tenant, session_id, self._cache, entry)
@@ -314,14 +327,7 @@ class CompactionMethods:
         for message in batch:
             check_message(message)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
-        ctx = AppendContext(
-            tenant=self._tenant,
-            session_id=session_id,
-            tokenizer=self._tokenizer,
-            policy=self._policy,
-            provenance=provenance,
-            counter=self._pending.counter(self._tenant, session_id, keep=False),
-        )
+        ctx = self._append_context(session_id, provenance)
         compactor = self._compactor()
 
         async def operation(conn: AsyncConnection) -> ImportResult:

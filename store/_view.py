@@ -189,7 +189,12 @@ async def read_view(
     when the session row read after them still has the entry's key.
     """
     entry = source.entry
-    if entry is not None and entry.views is not None and entry.excluded and not entry.dirty:
+    if (
+        entry is not None
+        and entry.views is not None
+        and entry.excluded is not None
+        and not entry.dirty
+    ):
         rows, views, excluded = entry.rows or (), entry.views, entry.excluded
     else:
         if entry is not None and entry.rows is not None and entry.views is not None:

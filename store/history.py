@@ -29,7 +29,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._api import CompactionMethods, check_message
-from store._append import AppendContext, Appended, append_messages
+from store._append import Appended, append_messages
 from store._cache import DEFAULT_CACHE_MESSAGES, SessionCache
 from store._pending import PendingCounts
 from store._read import read_history, read_sessions
@@ -270,14 +270,7 @@ class HistoryStore(CompactionMethods):
             check_message(message)
         if not batch:
             return []
-        ctx = AppendContext(
-            tenant=self._tenant,
-            session_id=session_id,
-            tokenizer=self._tokenizer,
-            policy=self._policy,
-            provenance=provenance,
-            counter=self._pending.counter(self._tenant, session_id, keep=False),
-        )
+        ctx = self._append_context(session_id, provenance)
 
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
