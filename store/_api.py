@@ -108,6 +108,7 @@ class CompactionMethods:
             view, _ = await read_view(
                 conn,
                 self._source(session_id, session),
+                session,
                 tokenizer=self._tokenizer,
                 policy=self._policy,
             )
@@ -147,7 +148,9 @@ class CompactionMethods:
                 return View.from_messages(fresh, self._tokenizer, policy=self._policy)
             check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
             source = self._source(session_id, session)
-            view, _ = await read_view(conn, source, tokenizer=self._tokenizer, policy=self._policy)
+            view, _ = await read_view(
+                conn, source, session, tokenizer=self._tokenizer, policy=self._policy
+            )
             # the groups a projection sends, read on this connection rather than another
             await source.prefetch(conn, [g.group_id for g in view.sendable()])
             stored = await _stored_hashes(conn, self._tenant, session_id, batch)

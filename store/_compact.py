@@ -25,7 +25,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import check_tokenizer
 from store._cache import Key, SessionCache, session_key
-from store._mirror import before_totals, load_groups, load_rows, mirror_of, write_back
+from store._mirror import before_totals, load_groups, load_rows_by_id, mirror_of, write_back
 from store._rows import chunks, lock_session, now, read_session
 from store._view import SqlSource, read_view
 from store.audit_models import CompactionEvent, Phase
@@ -119,7 +119,9 @@ class Compactor:
             key = session_key(session)
             entry = self.cache.entry(session_id, key) if self.cache is not None else None
             source = SqlSource(self.engine, self.tenant, session_id, self.cache, entry)
-            view, rows = await read_view(conn, source, tokenizer=self.tokenizer, policy=self.policy)
+            view, rows = await read_view(
+                conn, source, session, tokenizer=self.tokenizer, policy=self.policy
+            )
         return Snapshot(
             view, session["revision"], {r["group_id"]: fingerprint(r) for r in rows}, key
         )
@@ -230,8 +232,7 @@ class Compactor:
         # the stored ones among the ids the summaries may take (see apply_changes)
         wanted = summary_id_candidates(changes, session["next_seq"])
         wanted += [r.message_id for r in changes.reductions]
-        for part in chunks(sorted(set(wanted))):
-            await load_rows(conn, mirror, MESSAGES.c.message_id.in_(part))
+        await load_rows_by_id(conn, mirror, set(wanted))
         out = Outcome(event_id=new_event_id(), now=now(), before=before_totals(session))
         apply_changes(mirror.session, changes, self.counter(session_id), out)
         if not out.changed:

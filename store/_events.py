@@ -19,6 +19,8 @@ __all__ = ["build_event", "event_note", "log_event", "write_event"]
 
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
+_INSERT_EVENT = insert(EVENTS)
+_INSERT_LINKS = insert(EVENT_GROUPS)
 
 
 def event_note(event: CompactionEvent) -> str:
@@ -53,24 +55,25 @@ async def write_event(
 ) -> None:
     """Insert the event row (its ``number`` in the session) and its links to groups."""
     await conn.execute(
-        insert(EVENTS).values(
-            tenant=s.tenant,
-            session_id=s.session_id,
-            event_id=event.id,
-            number=number,
-            phase=event.phase,
-            strategy=event.strategy,
-            params=event.params,
-            messages_before=event.messages_before,
-            messages_after=event.messages_after,
-            groups_before=event.groups_before,
-            groups_after=event.groups_after,
-            tokens_before=event.tokens_before,
-            tokens_after=event.tokens_after,
-            revision=revision,
-            created_at=event.created_at,
-            note=event_note(event),
-        )
+        _INSERT_EVENT,
+        {
+            "tenant": s.tenant,
+            "session_id": s.session_id,
+            "event_id": event.id,
+            "number": number,
+            "phase": event.phase,
+            "strategy": event.strategy,
+            "params": event.params,
+            "messages_before": event.messages_before,
+            "messages_after": event.messages_after,
+            "groups_before": event.groups_before,
+            "groups_after": event.groups_after,
+            "tokens_before": event.tokens_before,
+            "tokens_after": event.tokens_after,
+            "revision": revision,
+            "created_at": event.created_at,
+            "note": event_note(event),
+        },
     )
     rows = [
         {
@@ -83,4 +86,4 @@ async def write_event(
         for group_id, action in _link_rows(event)
     ]
     for part in chunks(rows):
-        await conn.execute(insert(EVENT_GROUPS), list(part))
+        await conn.execute(_INSERT_LINKS, list(part))

@@ -14,10 +14,21 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ARRAY, Table, any_, bindparam, insert, null, select, update
+from sqlalchemy import Table, bindparam, null, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store._bound import (
+    EACH_KEY,
+    among,
+    among_params,
+    each_params,
+    insert_rows,
+    key_params,
+    select_among,
+    update_among,
+    update_each,
+)
 from store._events import build_event, log_event, write_event
 from store._rows import chunks
 from store.audit_models import CompactionEvent, Phase
@@ -35,6 +46,7 @@ __all__ = [
     "before_totals",
     "load_groups",
     "load_rows",
+    "load_rows_by_id",
     "mirror_of",
     "write_back",
 ]
@@ -77,20 +89,6 @@ def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
     return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
 
 
-def _among(conn: AsyncConnection, column: Any, values: Collection[Any]) -> list[Any]:
-    """Conditions selecting the rows whose ``column`` is in ``values``, one statement each.
-
-    On PostgreSQL, one condition with the values as one array: an ``IN`` of a chunk is
-    planned as a scan of the whole session when the tables have no statistics yet (or
-    are small), which done once per chunk would make a large change set quadratic.
-    """
-    if not values:
-        return []
-    if conn.dialect.name == "postgresql":
-        return [column == any_(bindparam(None, sorted(values), type_=ARRAY(column.type)))]
-    return [column.in_(part) for part in chunks(sorted(values))]
-
-
 def _add_group(mirror: Mirror, row: Mapping[Any, Any]) -> None:
     group = MemGroup(
         group_id=row["group_id"],
@@ -122,39 +120,67 @@ async def load_groups(
     anchors: Iterable[int] = (),
 ) -> None:
     """Load groups by id (every group of the session when None), and those at ``anchors``."""
-    conditions: list[Any] = []
-    if group_ids is not None:
-        wanted = set(group_ids) - set(mirror.session.groups)
-        conditions.extend(_among(conn, GROUPS.c.group_id, wanted))
-        for block in _among(conn, GROUPS.c.anchor, set(anchors)):
-            conditions.append(GROUPS.c.excluded.in_([False, True]) & block)
-    else:
-        conditions.append(GROUPS.c.group_id.is_not(None))
-    for condition in conditions:
-        query = select(GROUPS).where(*_keys(GROUPS, mirror), condition)
+    s = mirror.session
+    if group_ids is None:
+        query = select(GROUPS).where(*_keys(GROUPS, mirror))
         for row in (await conn.execute(query)).mappings():
-            if row["group_id"] not in mirror.session.groups:
-                _add_group(mirror, row)
+            _add_group(mirror, row)
+        return
+    keys = key_params(s.tenant, s.session_id)
+    reads: list[tuple[Any, list[Any]]] = [
+        (select_among(conn, "groups", "group_id"), list(set(group_ids) - set(s.groups))),
+        (select_among(conn, "groups", "anchor", "any_exclusion"), list(set(anchors))),
+    ]
+    for query, wanted in reads:
+        for params in among_params(conn, keys, wanted):
+            for row in (await conn.execute(query, params)).mappings():
+                if row["group_id"] not in s.groups:
+                    _add_group(mirror, row)
+
+
+_C = MESSAGES.c
+_ROW_COLUMNS = select(
+    _C.message_id,
+    _C.seq,
+    _C.anchor,
+    _C.slot,
+    _C.group_id,
+    _C.token_count,
+    _C.stored_at,
+    _C.reduced_token_count,
+    _C.reduced_event_id,
+    _C.source_id,
+)
+_ROWS_BY_ID = {
+    postgres: _ROW_COLUMNS.where(
+        _C.tenant == bindparam("w_tenant"),
+        _C.session_id == bindparam("w_session_id"),
+        among("messages", "message_id", postgres),
+    )
+    for postgres in (False, True)
+}
+
+
+async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection[str]) -> None:
+    """Load the message rows with the given ids (see :func:`load_rows`)."""
+    query = _ROWS_BY_ID[conn.dialect.name == "postgresql"]
+    found: list[RowMapping] = []
+    keys = key_params(mirror.session.tenant, mirror.session.session_id)
+    for params in among_params(conn, keys, list(ids)):
+        found.extend((await conn.execute(query, params)).mappings())
+    _add_rows(mirror, found)
 
 
 async def load_rows(conn: AsyncConnection, mirror: Mirror, condition: Any) -> None:
     """Load the message rows matching ``condition`` (contents left out: never rewritten)."""
-    c = MESSAGES.c
-    query = select(
-        c.message_id,
-        c.seq,
-        c.anchor,
-        c.slot,
-        c.group_id,
-        c.token_count,
-        c.stored_at,
-        c.reduced_token_count,
-        c.reduced_event_id,
-        c.source_id,
-    ).where(*_keys(MESSAGES, mirror), condition)
+    query = _ROW_COLUMNS.where(*_keys(MESSAGES, mirror), condition)
+    _add_rows(mirror, (await conn.execute(query)).mappings())
+
+
+def _add_rows(mirror: Mirror, found: Iterable[RowMapping]) -> None:
     # Sorted here, not in SQL: with ``message_id IN (...)`` an ORDER BY seq makes SQLite
     # walk the session's whole primary key to avoid a sort (O(history) per compaction).
-    rows = sorted((await conn.execute(query)).mappings(), key=lambda r: int(r["seq"]))
+    rows = sorted(found, key=lambda r: int(r["seq"]))
     for row in rows:
         placeholder = Message(role=_PLACEHOLDER_ROLE, contents=[], message_id=row["message_id"])
         mem = MemRow(
@@ -190,8 +216,7 @@ class _Delta:
 _State = tuple[bool, str | None, str | None]
 _Links = tuple[bool, str | None, str | None, str | None, bool]
 _LINK_COLUMNS = ("excluded", "excluded_reason", "excluded_event_id", "summarized_by", "pinned")
-_KEY = "key_"
-"""The bound parameter naming the row of an executemany update."""
+_KEY = EACH_KEY
 
 
 @dataclass
@@ -310,38 +335,74 @@ def _plan_summary(
 
 
 async def _update_among(
-    conn: AsyncConnection, mirror: Mirror, column: Any, ids: set[str], values: Mapping[str, Any]
+    conn: AsyncConnection,
+    mirror: Mirror,
+    table: str,
+    column: str,
+    ids: set[str],
+    values: Mapping[str, Any],
 ) -> None:
     """Give the same ``values`` to every row whose ``column`` is in ``ids``."""
-    table = column.table
-    for condition in _among(conn, column, ids):
-        await conn.execute(update(table).where(*_keys(table, mirror), condition).values(**values))
+    statement, params = update_among(conn, table, column, values)
+    keys = {**key_params(mirror.session.tenant, mirror.session.session_id), **params}
+    for bound in among_params(conn, keys, list(ids)):
+        await conn.execute(statement, bound)
 
 
 async def _update_each(
-    conn: AsyncConnection, mirror: Mirror, column: Any, params: list[dict[str, Any]]
+    conn: AsyncConnection, mirror: Mirror, table: str, column: str, rows: list[dict[str, Any]]
 ) -> None:
-    """Give each row named in ``params`` its own values: one statement, run once per row."""
-    if params:
-        table = column.table
-        statement = update(table).where(*_keys(table, mirror), column == bindparam(_KEY))
-        await conn.execute(statement, params)
+    """Give each row named in ``rows`` its own values: one statement, run once per row."""
+    if rows:
+        s = mirror.session
+        await conn.execute(update_each(table, column), each_params(s.tenant, s.session_id, rows))
 
 
 async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
     cleared = {"reduced_contents": null(), "reduced_token_count": None, "reduced_event_id": None}
-    await _update_among(conn, mirror, MESSAGES.c.message_id, plan.unreduced, cleared)
-    await _update_each(conn, mirror, MESSAGES.c.message_id, plan.reduced)
+    await _update_among(conn, mirror, "messages", "message_id", plan.unreduced, cleared)
+    await _update_each(conn, mirror, "messages", "message_id", plan.reduced)
     for state, ids in plan.exclusions.items():
         values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
-        await _update_among(conn, mirror, MESSAGES.c.group_id, ids, values)
+        await _update_among(conn, mirror, "messages", "group_id", ids, values)
     for links, ids in plan.links.items():
         values = dict(zip(_LINK_COLUMNS, links, strict=True))
-        await _update_among(conn, mirror, GROUPS.c.group_id, ids, values)
-    await _update_each(conn, mirror, GROUPS.c.group_id, plan.recounted)
-    for table, rows in ((GROUPS, plan.summary_groups), (MESSAGES, plan.summary_messages)):
+        await _update_among(conn, mirror, "groups", "group_id", ids, values)
+    await _update_each(conn, mirror, "groups", "group_id", plan.recounted)
+    for table, rows in (("groups", plan.summary_groups), ("messages", plan.summary_messages)):
         for part in chunks(rows):
-            await conn.execute(insert(table), list(part))
+            await conn.execute(insert_rows(table), list(part))
+
+
+def _session_after_write() -> Any:
+    c = SESSIONS.c
+
+    def value(name: str) -> Any:
+        return bindparam(f"v_{name}", type_=c[name].type)
+
+    def added(name: str) -> Any:
+        return c[name] + bindparam(f"d_{name}", type_=c[name].type)
+
+    return (
+        update(SESSIONS)
+        .where(c.tenant == bindparam("w_tenant"), c.session_id == bindparam("w_session_id"))
+        .values(
+            next_seq=value("next_seq"),
+            revision=c.revision + 1,
+            updated_at=value("updated_at"),
+            event_count=c.event_count + 1,
+            stored_messages=added("stored_messages"),
+            stored_groups=added("stored_groups"),
+            stored_tokens=added("stored_tokens"),
+            active_messages=value("active_messages"),
+            active_groups=value("active_groups"),
+            active_tokens=value("active_tokens"),
+        )
+    )
+
+
+_SESSION_AFTER_WRITE = _session_after_write()
+"""The session row after a write-back: aggregates, revision, event count."""
 
 
 async def write_back(
@@ -373,22 +434,20 @@ async def write_back(
     await write_event(
         conn, mirror.session, event, number=row["event_count"] + 1, revision=row["revision"] + 1
     )
-    c = SESSIONS.c
+    s = mirror.session
     await conn.execute(
-        update(SESSIONS)
-        .where(*_keys(SESSIONS, mirror))
-        .values(
-            next_seq=mirror.session.next_seq,
-            revision=c.revision + 1,
-            updated_at=out.now,
-            event_count=c.event_count + 1,
-            stored_messages=c.stored_messages + delta.stored_messages,
-            stored_groups=c.stored_groups + delta.stored_groups,
-            stored_tokens=c.stored_tokens + delta.stored_tokens,
-            active_messages=after.messages,
-            active_groups=after.groups,
-            active_tokens=after.tokens,
-        )
+        _SESSION_AFTER_WRITE,
+        {
+            **key_params(s.tenant, s.session_id),
+            "v_next_seq": s.next_seq,
+            "v_updated_at": out.now,
+            "d_stored_messages": delta.stored_messages,
+            "d_stored_groups": delta.stored_groups,
+            "d_stored_tokens": delta.stored_tokens,
+            "v_active_messages": after.messages,
+            "v_active_groups": after.groups,
+            "v_active_tokens": after.tokens,
+        },
     )
     log_event(event)
     return event

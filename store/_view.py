@@ -18,7 +18,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import AppendContext, load_state
-from store._cache import CachedView, Key, Pairs, SessionCache, read_key
+from store._cache import CachedView, Key, Pairs, SessionCache, read_key, session_key
 from store._read import COLUMN_INDEX, message_columns, row_message
 from store._rows import KEYS, chunks
 from store.schema import GroupRow, MessageRow, SessionRow
@@ -175,18 +175,29 @@ class SqlSource:
         return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
 
 
+def _excluded_of(session: RowMapping) -> Totals:
+    """The excluded totals in the session's aggregates."""
+    return Totals(
+        messages=int(session["stored_messages"] - session["active_messages"]),
+        groups=int(session["stored_groups"] - session["active_groups"]),
+        tokens=int(session["stored_tokens"] - session["active_tokens"]),
+    )
+
+
 def _seq_of(pair: tuple[int, Message]) -> int:
     return pair[0]
 
 
 async def read_view(
-    conn: AsyncConnection, source: SqlSource, **kwargs: Any
+    conn: AsyncConnection, source: SqlSource, session: RowMapping, **kwargs: Any
 ) -> tuple[View, Sequence[RowMapping]]:
     """The active view of ``source``'s session and the group rows it was built from.
 
-    The rows come from ``source``'s cache entry when it holds them (reading again only
-    the groups the store's own append changed); rows read from SQL are recorded in it
-    when the session row read after them still has the entry's key.
+    ``session`` is the session's row as read on ``conn``. The rows come from
+    ``source``'s cache entry when it holds them (reading again only the groups the
+    store's own append changed); rows read from SQL are recorded in it when the session
+    row read after them still has the entry's key. On SQLite the transaction reads one
+    snapshot, so ``session`` is that row: its aggregates give the excluded totals.
     """
     entry = source.entry
     if (
@@ -202,7 +213,11 @@ async def read_view(
         else:
             rows = await active_group_rows(conn, source.tenant, source.session_id)
             views = [group_view(r) for r in rows]
-        excluded, key = await excluded_totals(conn, source.tenant, source.session_id)
+        key: Key | None
+        if conn.dialect.name == "sqlite":
+            excluded, key = _excluded_of(session), session_key(session)
+        else:
+            excluded, key = await excluded_totals(conn, source.tenant, source.session_id)
         if source.cache is not None and entry is not None and key == entry.key:
             source.cache.set_rows(source.session_id, entry, rows, views, excluded)
     view = View(groups=tuple(views), source=source, excluded=excluded, **kwargs)

@@ -1,0 +1,149 @@
+"""Prebuilt statements for the write-back of compactions and restores.
+
+Building a SQLAlchemy statement per call (conditions, ``values()``, a cache key over
+every literal) cost more than running it on the per-turn path. These statements are
+built once per shape, with every value a bound parameter, and executed with a plain
+parameter dict.
+
+Parameter names: ``w_tenant`` and ``w_session_id`` for the session key in ``WHERE``,
+``ids`` for the set of keys a statement selects (see :func:`among`), ``v_<column>`` for
+a value set, ``key_`` for the row of an executemany update. SQLAlchemy reserves a
+column's own name for the ``SET`` clause, hence the prefixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from functools import cache
+from typing import Any, cast
+
+from sqlalchemy import ARRAY, Table, any_, bindparam, insert, null, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Insert, Select, Update
+from sqlalchemy.sql.elements import Null
+
+from store._rows import chunks
+from store.schema import EventGroupRow, EventRow, GroupRow, MessageRow, SessionRow
+
+__all__ = [
+    "EACH_KEY",
+    "among",
+    "among_params",
+    "each_params",
+    "insert_rows",
+    "key_params",
+    "select_among",
+    "update_among",
+    "update_each",
+]
+
+EACH_KEY = "key_"
+"""The bound parameter naming the row of an executemany update."""
+
+_TABLES: Mapping[str, Table] = {
+    "sessions": cast(Table, SessionRow.__table__),
+    "messages": cast(Table, MessageRow.__table__),
+    "groups": cast(Table, GroupRow.__table__),
+    "events": cast(Table, EventRow.__table__),
+    "event_groups": cast(Table, EventGroupRow.__table__),
+}
+"""The tables by the short names the functions here take."""
+
+
+def _keys(table: Table) -> tuple[Any, Any]:
+    return (
+        table.c.tenant == bindparam("w_tenant"),
+        table.c.session_id == bindparam("w_session_id"),
+    )
+
+
+def key_params(tenant: str, session_id: str) -> dict[str, Any]:
+    """The session key's parameters of every statement here."""
+    return {"w_tenant": tenant, "w_session_id": session_id}
+
+
+def among(table: str, column: str, postgres: bool) -> Any:
+    """``column`` in the bound list ``ids``.
+
+    On PostgreSQL one array parameter (``= ANY``): an ``IN`` of a chunk is planned as a
+    scan of the whole session when the tables have no statistics yet, which done once
+    per chunk would make a large change set quadratic. On SQLite an expanding ``IN``,
+    given at most :data:`store._rows.CHUNK` ids at a time (:func:`among_params`).
+    """
+    col = _TABLES[table].c[column]
+    if postgres:
+        return col == any_(bindparam("ids", type_=ARRAY(col.type)))
+    return col.in_(bindparam("ids", expanding=True))
+
+
+def among_params(
+    conn: AsyncConnection, base: Mapping[str, Any], ids: Sequence[Any]
+) -> Iterator[dict[str, Any]]:
+    """Parameter sets covering ``ids`` (sorted): one on PostgreSQL, chunks on SQLite."""
+    ordered = sorted(ids)
+    if not ordered:
+        return
+    if conn.dialect.name == "postgresql":
+        yield {**base, "ids": ordered}
+        return
+    for part in chunks(ordered):
+        yield {**base, "ids": list(part)}
+
+
+@cache
+def _select_among(table: str, column: str, postgres: bool, extra: str) -> Select[Any]:
+    t = _TABLES[table]
+    query = select(t).where(*_keys(t), among(table, column, postgres))
+    if extra == "any_exclusion":  # lets SQLite use the (excluded, anchor) index
+        query = query.where(t.c.excluded.in_([False, True]))
+    return query
+
+
+def select_among(conn: AsyncConnection, table: str, column: str, extra: str = "") -> Select[Any]:
+    """``SELECT *`` of the session's rows of ``table`` whose ``column`` is in ``ids``."""
+    return _select_among(table, column, conn.dialect.name == "postgresql", extra)
+
+
+@cache
+def _update_among(
+    table: str, column: str, postgres: bool, values: tuple[str, ...], nulls: tuple[str, ...]
+) -> Update:
+    t = _TABLES[table]
+    statement = update(t).where(*_keys(t), among(table, column, postgres))
+    sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t.c[name].type) for name in values}
+    sets.update((name, null()) for name in nulls)
+    return statement.values(sets)
+
+
+def update_among(
+    conn: AsyncConnection, table: str, column: str, values: Mapping[str, Any]
+) -> tuple[Update, dict[str, Any]]:
+    """``UPDATE`` giving ``values`` to the rows whose ``column`` is in ``ids``, and the
+    value parameters. A value given as ``null()`` is SQL ``NULL`` written in the
+    statement (a JSON column bound ``None`` would store JSON ``null``)."""
+    plain = tuple(sorted(k for k, v in values.items() if not isinstance(v, Null)))
+    nulls = tuple(sorted(k for k, v in values.items() if isinstance(v, Null)))
+    statement = _update_among(table, column, conn.dialect.name == "postgresql", plain, nulls)
+    return statement, {f"v_{k}": values[k] for k in plain}
+
+
+@cache
+def update_each(table: str, column: str) -> Update:
+    """``UPDATE`` of one row whose ``column`` is the parameter :data:`EACH_KEY`, run as an
+    executemany; each parameter set names the columns it sets (:func:`each_params`)."""
+    t = _TABLES[table]
+    return update(t).where(*_keys(t), t.c[column] == bindparam(EACH_KEY))
+
+
+def each_params(
+    tenant: str, session_id: str, rows: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The parameter sets of :func:`update_each` for ``rows`` (the session key added)."""
+    keys = key_params(tenant, session_id)
+    return [{**keys, **row} for row in rows]
+
+
+@cache
+def insert_rows(table: str) -> Insert:
+    """A plain ``INSERT`` into ``table``, its columns given by the parameter sets."""
+    return insert(_TABLES[table])
