@@ -77,6 +77,8 @@ class CachedView:
     excluded: Totals | None = None
     messages: dict[str, Pairs] = field(default_factory=dict)
     """Loaded groups' messages, reductions applied, by group id."""
+    shown: dict[str, tuple[Message, ...]] = field(default_factory=dict)
+    """The messages alone of each group of :attr:`messages`."""
     size: int = 0
     """Messages held in :attr:`messages`."""
 
@@ -135,6 +137,7 @@ class SessionCache:
             if group_id in entry.messages:
                 continue
             entry.messages[group_id] = pairs
+            entry.shown[group_id] = tuple(pair[1] for pair in pairs)
             entry.size += len(pairs)
             self._size += len(pairs)
         self._evict(keep=session_id)
@@ -162,8 +165,9 @@ class SessionCache:
         if entry.key != before or touched is None:
             return
         kept = {g: p for g, p in entry.messages.items() if g not in touched}
+        shown = {g: entry.shown[g] for g in kept}
         size = sum(len(p) for p in kept.values())
-        advanced = CachedView(after, messages=kept, size=size)
+        advanced = CachedView(after, messages=kept, shown=shown, size=size)
         if rows_touched and entry.rows is not None and entry.views is not None:
             advanced.rows, advanced.views = entry.rows, entry.views
             advanced.dirty = entry.dirty | frozenset(touched)
@@ -178,6 +182,7 @@ class SessionCache:
 
     def _drop_group(self, entry: CachedView, group_id: str) -> None:
         pairs = entry.messages.pop(group_id)
+        del entry.shown[group_id]
         entry.size -= len(pairs)
         self._size -= len(pairs)
 

@@ -15,8 +15,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, cast
 
 from sqlalchemy import Table, select
@@ -79,8 +80,14 @@ class Snapshot:
 
     view: View
     revision: int
-    groups: dict[str, Fingerprint]
+    rows: Sequence[RowMapping]
+    """The active group rows the view was built from."""
     key: Key
+
+    @cached_property
+    def groups(self) -> dict[str, Fingerprint]:
+        """Each active group's fingerprint (needed only when the session moved on)."""
+        return {r["group_id"]: fingerprint(r) for r in self.rows}
 
 
 async def stored_ids(
@@ -122,9 +129,7 @@ class Compactor:
             view, rows = await read_view(
                 conn, source, session, tokenizer=self.tokenizer, policy=self.policy
             )
-        return Snapshot(
-            view, session["revision"], {r["group_id"]: fingerprint(r) for r in rows}, key
-        )
+        return Snapshot(view, session["revision"], rows, key)
 
     async def compact(
         self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool

@@ -9,6 +9,7 @@ them: they are annotated after the stored ones, exactly as an append would.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -171,6 +172,10 @@ class SqlSource:
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """The messages of each group (reductions applied)."""
+        if self.entry is not None:
+            shown = self.entry.shown
+            if all(gid in shown for gid in group_ids):
+                return {gid: list(shown[gid]) for gid in group_ids}
         rows = await self.load_rows(group_ids)
         return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
 
@@ -232,13 +237,23 @@ async def _refreshed(
     dirty: frozenset[str],
 ) -> tuple[list[RowMapping], list[GroupView]]:
     """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order."""
-    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if r["group_id"] not in dirty]
+    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
     params = {"tenant": source.tenant, "session_id": source.session_id}
+    fresh: list[tuple[RowMapping, GroupView]] = []
     for part in chunks(sorted(dirty)):
         found = await conn.execute(_GROUPS_BY_ID, {**params, "ids": list(part)})
-        pairs.extend((r, group_view(r)) for r in found.mappings())
-    pairs.sort(key=lambda p: (p[0]["anchor"], p[0]["slot"]))
+        fresh.extend((r, group_view(r)) for r in found.mappings())
+    # the kept pairs are in order: place each re-read group by bisection
+    for pair in sorted(fresh, key=_order_of):
+        if not pairs or _order_of(pairs[-1]) < _order_of(pair):
+            pairs.append(pair)
+        else:
+            insort(pairs, pair, key=_order_of)
     return [r for r, _ in pairs], [v for _, v in pairs]
+
+
+def _order_of(pair: tuple[RowMapping, GroupView]) -> tuple[int, int]:
+    return pair[1].order_key
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,14 @@ from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
-from strategies.groups import GroupKind, annotate, call_ids, result_ids
-from strategies.messages import Content, FunctionResultContent, Message, OtherContent
+from strategies.groups import GroupKind, annotate
+from strategies.messages import (
+    Content,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    OtherContent,
+)
 from strategies.tokenizers import (
     DEFAULT_POLICY,
     CharacterEstimatorTokenizer,
@@ -409,8 +415,20 @@ def _without_unmatched_results(messages: Iterable[Message]) -> list[Message]:
     declared: set[str] = set()
     out: list[Message] = []
     for message in messages:
-        declared.update(c for c in call_ids(message) if c)
-        answered = result_ids(message)
+        # what call_ids() and result_ids() give, in one pass over the contents
+        answered: list[str] = []
+        for content in message.contents:
+            if isinstance(content, FunctionCallContent):
+                if content.call_id:
+                    declared.add(content.call_id)
+            elif isinstance(content, FunctionResultContent):
+                if content.call_id:
+                    answered.append(content.call_id)
+            elif isinstance(content, OtherContent) and content.call_id:
+                if content.pairing == "call":
+                    declared.add(content.call_id)
+                elif content.pairing == "result":
+                    answered.append(content.call_id)
         if all(c in declared for c in answered):
             out.append(message)
             continue
