@@ -17,6 +17,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
@@ -106,10 +107,15 @@ def configure_sqlite(engine: AsyncEngine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+_WRITERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
+"""Each engine's view with the write option set (sharing its pool)."""
+
+
 @asynccontextmanager
 async def write_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
     """A connection in a write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on exit."""
-    async with engine.connect() as conn:
-        conn = await conn.execution_options(**{WRITE_OPTION: True})
-        async with conn.begin():
-            yield conn
+    writer = _WRITERS.get(engine)
+    if writer is None:
+        writer = _WRITERS[engine] = engine.execution_options(**{WRITE_OPTION: True})
+    async with writer.connect() as conn, conn.begin():
+        yield conn
