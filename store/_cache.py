@@ -20,10 +20,11 @@ used sessions are dropped first. ``max_messages=0`` turns the cache off.
 
 from __future__ import annotations
 
+from bisect import insort
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import Table, select
 from sqlalchemy.engine import RowMapping
@@ -33,6 +34,9 @@ from store._rows import KEYS
 from store.schema import SessionRow
 from strategies.messages import Message
 from strategies.view import GroupView, Totals
+
+if TYPE_CHECKING:
+    from store._written import Written
 
 __all__ = ["DEFAULT_CACHE_MESSAGES", "CachedView", "Key", "SessionCache", "read_key", "session_key"]
 
@@ -68,7 +72,7 @@ class CachedView:
     """What is known of one session at ``key``."""
 
     key: Key
-    rows: Sequence[RowMapping] | None = None
+    rows: Sequence[Mapping[Any, Any]] | None = None
     """The active group rows in projection order (None: read them again)."""
     views: Sequence[GroupView] | None = None
     """The strategies' view of each of :attr:`rows`."""
@@ -81,6 +85,11 @@ class CachedView:
     """The messages alone of each group of :attr:`messages`."""
     size: int = 0
     """Messages held in :attr:`messages`."""
+
+
+def order_of(pair: tuple[Mapping[Any, Any], GroupView]) -> tuple[int, int]:
+    """Where a (row, view) pair sits in the projection."""
+    return pair[1].order_key
 
 
 class SessionCache:
@@ -116,7 +125,7 @@ class SessionCache:
         self,
         session_id: str,
         entry: CachedView,
-        rows: Sequence[RowMapping],
+        rows: Sequence[Mapping[Any, Any]],
         views: Sequence[GroupView],
         excluded: Totals,
     ) -> None:
@@ -173,6 +182,68 @@ class SessionCache:
             advanced.dirty = entry.dirty | frozenset(touched)
         self._entries[session_id] = advanced
         self._size += size
+
+    def write_rows(
+        self,
+        session_id: str,
+        before: Key,
+        after: Key,
+        touched: Collection[str],
+        written: Written,
+        views: Mapping[str, GroupView],
+    ) -> None:
+        """This store's compaction wrote ``before`` -> ``after`` and knows the new rows.
+
+        ``written`` holds the row after the write of every group the write loaded or
+        inserted (``views``: the view of each active one) and the inserted summaries'
+        messages. The entry moves to ``after`` with those rows in place, and without
+        the messages of ``touched`` groups (reductions change them); when the entry was
+        not complete at ``before``, or a touched group is missing from ``written``, this
+        is :meth:`advance`.
+        """
+        entry = self._entries.get(session_id)
+        changed = written.groups
+        if (
+            entry is None
+            or entry.key != before
+            or entry.rows is None
+            or entry.views is None
+            or any(g not in changed for g in touched)
+        ):
+            self.advance(session_id, before, after, touched, rows_touched=True)
+            return
+        self.discard(session_id)
+        pairs = [
+            (r, v)
+            for r, v in zip(entry.rows, entry.views, strict=True)
+            if v.group_id not in changed
+        ]
+        fresh = sorted(((changed[g], v) for g, v in views.items()), key=order_of)
+        for pair in fresh:
+            if not pairs or order_of(pairs[-1]) < order_of(pair):
+                pairs.append(pair)
+            else:
+                insort(pairs, pair, key=order_of)
+        gone = set(touched)
+        messages = {g: p for g, p in entry.messages.items() if g not in gone}
+        messages.update(written.messages)
+        shown = {g: entry.shown[g] for g in messages if g in entry.shown}
+        shown.update((g, tuple(p[1] for p in pairs_)) for g, pairs_ in written.messages.items())
+        advanced = CachedView(
+            after,
+            rows=tuple(r for r, _ in pairs),
+            views=tuple(v for _, v in pairs),
+            dirty=entry.dirty - changed.keys(),
+            excluded=written.excluded,
+            messages=messages,
+            shown=shown,
+            size=sum(len(p) for p in messages.values()),
+        )
+        self._entries[session_id] = advanced
+        self._size += advanced.size
+        self._evict(keep=session_id)
+        if self._size > self._max:
+            self.discard(session_id)
 
     def discard(self, session_id: str) -> None:
         """Forget the session."""

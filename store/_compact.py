@@ -15,7 +15,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, cast
@@ -28,7 +28,8 @@ from store._append import check_tokenizer
 from store._cache import Key, SessionCache, session_key
 from store._mirror import before_totals, load_groups, load_rows_by_id, mirror_of, write_back
 from store._rows import chunks, lock_session, now, read_session
-from store._view import SqlSource, read_view
+from store._view import SqlSource, group_view, read_view
+from store._written import Written
 from store.audit_models import CompactionEvent, Phase
 from store.errors import InvalidInput
 from store.memory._compaction import (
@@ -63,7 +64,7 @@ class _Conflict:
 CONFLICT = _Conflict()
 
 
-def fingerprint(row: RowMapping) -> Fingerprint:
+def fingerprint(row: Mapping[Any, Any]) -> Fingerprint:
     """What must not change in a group between a snapshot and an apply."""
     return (
         row["message_count"],
@@ -74,13 +75,23 @@ def fingerprint(row: RowMapping) -> Fingerprint:
     )
 
 
+@dataclass
+class Applied:
+    """What an apply reports besides its result, for the cache."""
+
+    key: Key | None = None
+    """The session's key as the write transaction found it."""
+    written: Written | None = None
+    """The rows the write left (see :class:`store._written.Written`)."""
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The active view a plan was made on, and what it was made from."""
 
     view: View
     revision: int
-    rows: Sequence[RowMapping]
+    rows: Sequence[Mapping[Any, Any]]
     """The active group rows the view was built from."""
     key: Key
 
@@ -145,21 +156,21 @@ class Compactor:
             if changes.is_empty:
                 return None
 
-            seen: list[Key] = []
+            seen = Applied()
 
             async def operation(
                 conn: AsyncConnection,
                 changes: ChangeSet = changes,
                 snapshot: Snapshot = snapshot,
-                seen: list[Key] = seen,
+                seen: Applied = seen,
             ) -> Any:
-                seen.clear()
+                seen.key = seen.written = None
                 return await self.apply(conn, session_id, changes, phase, strategy, snapshot, seen)
 
             result = await self.write(operation)
             if not isinstance(result, _Conflict):
-                if result is not None and seen and self.cache is not None:
-                    self._advance(session_id, seen[0], changes, result)
+                if result is not None and seen.key is not None and self.cache is not None:
+                    self._advance(session_id, seen, changes, result)
                 return cast(CompactionEvent | None, result)
             logger.info(
                 "compaction of session %r by %s conflicted with a concurrent write (try %d)",
@@ -174,15 +185,21 @@ class Compactor:
         )
         return None
 
-    def _advance(self, session_id: str, before: Key, changes: ChangeSet, event: Any) -> None:
-        """Move the cache past this store's own compaction: re-read the groups it wrote."""
-        assert self.cache is not None
+    def _advance(self, session_id: str, applied: Applied, changes: ChangeSet, event: Any) -> None:
+        """Move the cache past this store's own compaction, with the rows it wrote."""
+        assert self.cache is not None and applied.key is not None
         touched = set(changes.touched_group_ids)
         if isinstance(event, CompactionEvent):
             touched.update(event.excluded, event.restored, event.summarized)
             touched.update(g for replaced in event.summarized.values() for g in replaced)
+        before = applied.key
         after = (before[0], before[1] + 1)
-        self.cache.advance(session_id, before, after, touched, rows_touched=True)
+        written = applied.written
+        if written is None:
+            self.cache.advance(session_id, before, after, touched, rows_touched=True)
+            return
+        views = {g: group_view(r) for g, r in written.groups.items() if not r["excluded"]}
+        self.cache.write_rows(session_id, before, after, touched, written, views)
 
     async def _conflicts(
         self, conn: AsyncConnection, session_id: str, snapshot: Snapshot, changes: ChangeSet
@@ -214,15 +231,16 @@ class Compactor:
         phase: Phase,
         strategy: CompactionStrategy | None,
         snapshot: Snapshot | None = None,
-        seen: list[Key] | None = None,
+        seen: Applied | None = None,
     ) -> CompactionEvent | _Conflict | None:
         """Apply ``changes`` in the caller's write transaction (None when nothing changed).
 
-        ``seen`` receives the session's cache key as the transaction found it.
+        ``seen`` receives the session's cache key as the transaction found it, and the
+        rows the write left.
         """
         session = await lock_session(conn, self.tenant, session_id)
         if seen is not None:
-            seen.append(session_key(session))
+            seen.key = session_key(session)
         check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
         if (
             snapshot is not None
@@ -244,4 +262,7 @@ class Compactor:
             return None
         name = changes.strategy or (strategy.name if strategy is not None else "")
         params = changes.params or (strategy.params() if strategy is not None else {})
-        return await write_back(conn, mirror, out, phase=phase, strategy=name, params=params)
+        event = await write_back(conn, mirror, out, phase=phase, strategy=name, params=params)
+        if seen is not None:
+            seen.written = mirror.written
+        return event

@@ -31,6 +31,7 @@ from store._bound import (
 )
 from store._events import build_event, log_event, write_event
 from store._rows import chunks
+from store._written import Written, written
 from store.audit_models import CompactionEvent, Phase
 from store.memory._compaction import Outcome
 from store.memory._state import GroupRow as MemGroup
@@ -68,6 +69,10 @@ class Mirror:
     """Group id to (message count, token count) as loaded."""
     original: dict[str, MemGroup] = field(default_factory=dict)
     original_rows: dict[str, MemRow] = field(default_factory=dict)
+    loaded: dict[str, RowMapping] = field(default_factory=dict)
+    """The group rows as loaded."""
+    written: Written | None = None
+    """After :func:`write_back`: the loaded and inserted groups' rows as written."""
 
 
 def mirror_of(row: RowMapping) -> Mirror:
@@ -89,7 +94,8 @@ def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
     return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
 
 
-def _add_group(mirror: Mirror, row: Mapping[Any, Any]) -> None:
+def _add_group(mirror: Mirror, row: RowMapping) -> None:
+    mirror.loaded[row["group_id"]] = row
     group = MemGroup(
         group_id=row["group_id"],
         kind=row["kind"],
@@ -429,6 +435,18 @@ async def write_back(
         messages=row["active_messages"] + delta.messages,
         groups=row["active_groups"] + delta.groups,
         tokens=row["active_tokens"] + delta.tokens,
+    )
+    mirror.written = written(
+        mirror.loaded,
+        mirror.session.groups,
+        {r[_KEY]: r["token_count"] for r in plan.recounted},
+        plan.summary_groups,
+        plan.summary_messages,
+        Totals(
+            messages=row["stored_messages"] + delta.stored_messages - after.messages,
+            groups=row["stored_groups"] + delta.stored_groups - after.groups,
+            tokens=row["stored_tokens"] + delta.stored_tokens - after.tokens,
+        ),
     )
     event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
     await write_event(

@@ -16,7 +16,7 @@ version takes the general mapping (:func:`store.models.message_from_row`).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, cast
@@ -149,6 +149,24 @@ def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
         return Message.model_validate(_message_fields(row), context=_CONTEXT)
     except _MAPPED as error:
         raise _corrupt(error, row, tenant, session_id) from error
+
+
+def inserted_message(values: Mapping[str, Any]) -> Message:
+    """What :func:`row_message` returns for a row inserted from ``values`` (the columns
+    of :func:`store.models.message_to_values`, no reduction): the JSON columns go
+    through the text they are stored as, the timestamp is normalized as read."""
+    metadata = values["metadata"]
+    return Message.model_validate(
+        {
+            "role": values["role"],
+            "contents": CONTENTS_ADAPTER.validate_json(json.dumps(values["contents"])),
+            "message_id": values["message_id"],
+            "author_name": values["author_name"],
+            "created_at": timestamp(values["created_at"]),
+            "metadata": json.loads(json.dumps(metadata)) if metadata else {},
+        },
+        context=_CONTEXT,
+    )
 
 
 def stored_message(

@@ -19,7 +19,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import AppendContext, load_state
-from store._cache import CachedView, Key, Pairs, SessionCache, read_key, session_key
+from store._cache import CachedView, Key, Pairs, SessionCache, order_of, read_key, session_key
 from store._read import COLUMN_INDEX, message_columns, row_message
 from store._rows import KEYS, chunks
 from store.schema import GroupRow, MessageRow, SessionRow
@@ -195,7 +195,7 @@ def _seq_of(pair: tuple[int, Message]) -> int:
 
 async def read_view(
     conn: AsyncConnection, source: SqlSource, session: RowMapping, **kwargs: Any
-) -> tuple[View, Sequence[RowMapping]]:
+) -> tuple[View, Sequence[Mapping[Any, Any]]]:
     """The active view of ``source``'s session and the group rows it was built from.
 
     ``session`` is the session's row as read on ``conn``. The rows come from
@@ -232,28 +232,24 @@ async def read_view(
 async def _refreshed(
     conn: AsyncConnection,
     source: SqlSource,
-    rows: Sequence[RowMapping],
+    rows: Sequence[Mapping[Any, Any]],
     views: Sequence[GroupView],
     dirty: frozenset[str],
-) -> tuple[list[RowMapping], list[GroupView]]:
+) -> tuple[list[Mapping[Any, Any]], list[GroupView]]:
     """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order."""
     pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
     params = {"tenant": source.tenant, "session_id": source.session_id}
-    fresh: list[tuple[RowMapping, GroupView]] = []
+    fresh: list[tuple[Mapping[Any, Any], GroupView]] = []
     for part in chunks(sorted(dirty)):
         found = await conn.execute(_GROUPS_BY_ID, {**params, "ids": list(part)})
         fresh.extend((r, group_view(r)) for r in found.mappings())
     # the kept pairs are in order: place each re-read group by bisection
-    for pair in sorted(fresh, key=_order_of):
-        if not pairs or _order_of(pairs[-1]) < _order_of(pair):
+    for pair in sorted(fresh, key=order_of):
+        if not pairs or order_of(pairs[-1]) < order_of(pair):
             pairs.append(pair)
         else:
-            insort(pairs, pair, key=_order_of)
+            insort(pairs, pair, key=order_of)
     return [r for r, _ in pairs], [v for _, v in pairs]
-
-
-def _order_of(pair: tuple[RowMapping, GroupView]) -> tuple[int, int]:
-    return pair[1].order_key
 
 
 @dataclass(frozen=True)

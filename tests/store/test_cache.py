@@ -30,6 +30,11 @@ def upper(text: str) -> str:
     return text.upper()
 
 
+def halve(text: str) -> str:
+    """A reducer that changes the token count."""
+    return text[: len(text) // 2]
+
+
 class Alternating:
     """Two stores on one database; each method call goes to the next one in turn."""
 
@@ -159,3 +164,30 @@ async def test_writes_through_another_store_are_seen(db_url: str) -> None:
 
 async def _exists(store: HistoryStore) -> bool:
     return any(s.session_id == SESSION for s in await store.sessions())
+
+
+async def test_own_compaction_moves_the_cache_without_reading_groups(db_url: str) -> None:
+    """After its own compaction the store knows the rows it wrote: the next projection
+    reads no group row, and no message but those a reduction changed."""
+    reduce = ToolResultReductionStrategy(reducers={"fetch": halve})
+    async with (
+        HistoryStore.open(db_url, tokenizer=TOKENIZER) as cached,
+        HistoryStore.open(db_url, tokenizer=TOKENIZER, cache_messages=0) as plain,
+    ):
+        for n in range(6):
+            await cached.append(SESSION, _turn(n))
+        await cached.context(SESSION)
+        for strategy, message_reads in (
+            (SummarizeOldest(2), 0),
+            (ExcludeOldest(1), 0),
+            (reduce, 1),
+        ):
+            assert await cached.compact(SESSION, strategy) is not None
+            statements = Statements(cached)
+            context = await cached.context(SESSION)
+            assert statements.group_reads() == []
+            assert len(statements.message_reads()) == message_reads
+            assert context == await plain.context(SESSION)
+            view, expected = await cached.view(SESSION), await plain.view(SESSION)
+            assert view.groups == expected.groups
+            assert view.excluded == expected.excluded
