@@ -1,21 +1,38 @@
-"""SQLite through aiosqlite with one hand-off to its thread per statement.
+"""SQLite through aiosqlite, with statements that cannot wait run on the caller's thread.
 
-aiosqlite runs each call on the connection's own thread. SQLAlchemy's adapter makes
-four such calls for a ``SELECT`` (open a cursor, execute, fetch, close) and three for
-other statements; on an idle virtual machine each hand-off costs a thread wake-up, and
-together they were most of a turn's time (about 0.5 ms a statement where the driver
-call itself takes 0.03 ms). This adapter runs the whole statement, fetch and close in
-one call on aiosqlite's thread, through aiosqlite's ``Connection._execute`` (the
-function behind all of aiosqlite's own methods). Everything else (transactions,
-errors, connection set-up) is SQLAlchemy's aiosqlite adapter, unchanged.
+aiosqlite runs each call on the connection's own thread, so that a call that waits
+(for another connection's write lock, up to the busy timeout) does not block the event
+loop. SQLAlchemy's adapter makes four such calls for a ``SELECT`` (open a cursor,
+execute, fetch, close) and three for other statements, and on a virtual machine each
+hand-off costs two thread wake-ups: together they were most of a turn's time (about
+0.5 ms a statement where the driver call itself takes 0.03 ms).
+
+This adapter runs the whole statement, fetch and close as one call, and runs it on the
+event loop's own thread when it cannot wait for a lock (:func:`_runs_inline`):
+
+- in WAL mode (which the store sets up), reads never wait for writers, so ``BEGIN``
+  (deferred), ``SELECT`` and ``ROLLBACK`` run inline;
+- ``INSERT``, ``UPDATE`` and ``DELETE`` run inline only inside ``BEGIN IMMEDIATE``,
+  once the connection holds the write lock, and only up to :data:`INLINE_ROWS`
+  parameter sets (a bulk insert goes to aiosqlite's thread, where it overlaps the
+  building of the next rows);
+- ``BEGIN IMMEDIATE`` (which waits for the write lock), ``COMMIT`` (which may
+  checkpoint the WAL), ``PRAGMA`` and DDL go to aiosqlite's thread, one call each,
+  through aiosqlite's ``Connection._execute`` (the function behind all of aiosqlite's
+  own methods).
+
+Without WAL (an in-memory database, or a file system that refuses it) everything goes
+to aiosqlite's thread. Errors, connection set-up and the rest are SQLAlchemy's
+aiosqlite adapter, unchanged.
 """
 
 from __future__ import annotations
 
 import collections
+import re
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import aiosqlite
 from sqlalchemy.dialects.sqlite.aiosqlite import (
@@ -30,6 +47,13 @@ __all__ = ["OneHopAiosqliteDBAPI"]
 
 Outcome = tuple[Any, list[Any] | None, int, int | None]
 """A statement's description, rows (None without a result), rowcount and lastrowid."""
+
+INLINE_ROWS = 64
+"""The most parameter sets of a write run on the caller's thread."""
+
+_READS = ("SELECT", "BEGIN", "ROLLBACK")
+_JOURNAL_MODE = re.compile(r"\s*PRAGMA\s+(main\.)?journal_mode\b", re.IGNORECASE)
+_WRITES = ("INSERT", "UPDATE", "DELETE")
 
 
 def _run(conn: sqlite3.Connection, operation: str, parameters: Any, many: bool) -> Outcome:
@@ -47,6 +71,20 @@ def _run(conn: sqlite3.Connection, operation: str, parameters: Any, many: bool) 
         return description, rows, cursor.rowcount, cursor.lastrowid
     finally:
         cursor.close()
+
+
+def _verb(operation: str) -> str:
+    return operation.lstrip()[:8].upper()
+
+
+def _runs_inline(operation: str, parameters: Any, many: bool, holds_write_lock: bool) -> bool:
+    """Whether the statement cannot wait for a lock (the connection being in WAL mode)."""
+    verb = _verb(operation)
+    if verb.startswith(_READS):
+        return not verb.startswith("BEGIN") or "IMMEDIATE" not in operation.upper()
+    if verb.startswith(_WRITES) and holds_write_lock:
+        return not many or len(parameters) <= INLINE_ROWS
+    return False
 
 
 class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
@@ -89,11 +127,18 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         self._rows.clear()
 
     async def _call(self, operation: str, parameters: Any, many: bool) -> None:
-        async with self._adapt_connection._execute_mutex:
+        adapt = cast(_OneHopConnection, self._adapt_connection)
+        async with adapt._execute_mutex:
             driver = self._connection
-            outcome: Outcome = await driver._execute(
-                _run, driver._conn, operation, parameters, many
-            )
+            if adapt.wal and _runs_inline(operation, parameters, many, adapt.holds_write_lock):
+                outcome = _run(driver._conn, operation, parameters, many)
+            else:
+                outcome = await driver._execute(_run, driver._conn, operation, parameters, many)
+                verb = _verb(operation)
+                if verb.startswith("BEGIN"):
+                    adapt.holds_write_lock = "IMMEDIATE" in operation.upper()
+                elif verb.startswith("PRAGMA") and _JOURNAL_MODE.match(operation):
+                    adapt.wal = bool(outcome[1]) and str(outcome[1][0][0]).lower() == "wal"
         self._outcome = outcome
         self._rows = collections.deque(outcome[1] or ())
 
@@ -105,8 +150,30 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
 
 
 class _OneHopConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ()
+    __slots__ = ("holds_write_lock", "wal")
     _cursor_cls = _OneHopCursor
+
+    def __init__(self, dbapi: Any, connection: Any) -> None:
+        super().__init__(dbapi, connection)
+        self.wal = False
+        """Whether the connection's own ``PRAGMA journal_mode`` answered ``wal``."""
+        self.holds_write_lock = False
+        """Inside ``BEGIN IMMEDIATE``: writes cannot wait for the lock any more."""
+
+    def rollback(self) -> None:
+        self.holds_write_lock = False
+        driver = self._connection
+        if driver._connection is not None and self.wal:
+            try:
+                driver._conn.rollback()  # never waits for a lock
+            except Exception as error:
+                self._handle_exception(error)
+            return
+        super().rollback()
+
+    def commit(self) -> None:
+        self.holds_write_lock = False
+        super().commit()
 
 
 class OneHopAiosqliteDBAPI(AsyncAdapt_aiosqlite_dbapi):
@@ -123,6 +190,8 @@ class OneHopAiosqliteDBAPI(AsyncAdapt_aiosqlite_dbapi):
         if creator_fn:
             connection = creator_fn(*arg, **kw)
         else:
+            # used from the event loop's thread too, never at the same time (see above)
+            kw["check_same_thread"] = False
             connection = aiosqlite.connect(*arg, **kw)
             connection._thread.daemon = True  # never keeps the interpreter alive
         return _OneHopConnection(self, await_(connection))

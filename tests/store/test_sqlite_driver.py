@@ -1,7 +1,8 @@
-"""The one-hop aiosqlite adapter: the same answers as SQLAlchemy's, one call a statement."""
+"""The SQLite adapter: the same answers as SQLAlchemy's; on aiosqlite's thread, what may wait."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from store._sqlite_driver import OneHopAiosqliteDBAPI
-from store.engine import create_engine
+from store._sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI
+from store.engine import create_engine, write_connection
 
 
 async def _script(engine: AsyncEngine) -> list[Any]:
@@ -54,23 +55,85 @@ async def test_answers_equal_sqlalchemys_own_adapter(tmp_path: Path) -> None:
         await stock.dispose()
 
 
-async def test_one_call_on_the_driver_thread_per_statement(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def thread_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The functions run on aiosqlite's thread, by name."""
     calls: list[str] = []
     original = aiosqlite.Connection._execute
 
     async def counting(self: aiosqlite.Connection, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        calls.append(getattr(fn, "__name__", repr(fn)))
+        name = getattr(fn, "__name__", None) or getattr(getattr(fn, "func", None), "__name__", "")
+        calls.append(name)
         return await original(self, fn, *args, **kwargs)
 
     monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
+    return calls
+
+
+async def test_statements_that_cannot_wait_stay_on_the_loop_thread(
+    tmp_path: Path, thread_calls: list[str]
+) -> None:
     engine = create_engine(f"sqlite:///{tmp_path}/count.db")
+    try:
+        async with write_connection(engine) as conn:
+            await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)"))
+        thread_calls.clear()
+        async with engine.connect() as conn:  # a read: BEGIN, SELECT, ROLLBACK
+            await conn.execute(text("SELECT count(*) FROM t"))
+        assert thread_calls == []
+        async with write_connection(engine) as conn:
+            assert thread_calls == ["_run"]  # BEGIN IMMEDIATE waits for the lock: thread
+            await conn.execute(text("INSERT INTO t (name) VALUES ('a')"))
+            small = [{"n": str(i)} for i in range(INLINE_ROWS)]
+            await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), small)
+            assert thread_calls == ["_run"]  # writes under the lock: inline
+            bulk = [{"n": str(i)} for i in range(INLINE_ROWS + 1)]
+            await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), bulk)
+            assert thread_calls == ["_run", "_run"]  # a bulk insert: thread
+        assert thread_calls[2:] == ["commit"]  # a commit may checkpoint: thread
+        thread_calls.clear()
+        async with engine.connect() as conn:  # a write outside BEGIN IMMEDIATE may wait
+            await conn.execute(text("DELETE FROM t WHERE id = 1"))
+            await conn.commit()
+        assert thread_calls == ["_run", "commit"]
+    finally:
+        await engine.dispose()
+
+
+async def test_without_wal_every_statement_goes_to_the_thread(thread_calls: list[str]) -> None:
+    engine = create_engine("sqlite://")  # in memory: no WAL
     try:
         async with engine.connect() as conn:
             await conn.execute(text("SELECT 1"))
-            calls.clear()
+            thread_calls.clear()
             await conn.execute(text("SELECT 1"))
-            assert calls == ["_run"]
+            assert thread_calls == ["_run"]
+    finally:
+        await engine.dispose()
+
+
+async def test_a_writer_waiting_for_the_lock_does_not_block_the_loop(tmp_path: Path) -> None:
+    """The lock holder must get to commit while the other writer waits for the lock."""
+    engine = create_engine(f"sqlite:///{tmp_path}/lock.db")
+    order: list[str] = []
+    holding = asyncio.Event()
+
+    async def holder() -> None:
+        async with write_connection(engine) as conn:
+            await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY)"))
+            holding.set()
+            for _ in range(5):  # yields to the loop while holding the lock
+                await asyncio.sleep(0.01)
+            order.append("holder commits")
+
+    async def waiter() -> None:
+        await holding.wait()
+        async with write_connection(engine) as conn:
+            order.append("waiter has the lock")
+            await conn.execute(text("INSERT INTO t DEFAULT VALUES"))
+
+    try:
+        await asyncio.wait_for(asyncio.gather(holder(), waiter()), timeout=20)
+        assert order == ["holder commits", "waiter has the lock"]
     finally:
         await engine.dispose()
