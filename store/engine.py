@@ -7,7 +7,9 @@
   driver's own transaction handling is turned off and the store emits ``BEGIN``
   itself: ``BEGIN IMMEDIATE`` for write transactions (a deferred transaction that reads
   and then writes fails at once in WAL mode when another writer got there first,
-  whatever the timeout), a plain deferred ``BEGIN`` for reads.
+  whatever the timeout), a plain deferred ``BEGIN`` for reads. Statements that cannot
+  wait for a lock run on the event loop's thread, the others on aiosqlite's
+  (:mod:`store._sqlite_driver`).
 * PostgreSQL: asyncpg; an optional ``schema`` sets the ``search_path``.
 """
 
@@ -78,7 +80,7 @@ def create_engine(url: str | URL | None = None, *, schema: str | None = None) ->
         connect_args["server_settings"] = {"search_path": schema}
     options: dict[str, Any] = {}
     if parsed.get_backend_name() == "sqlite" and parsed.get_driver_name() == "aiosqlite":
-        options["module"] = OneHopAiosqliteDBAPI()  # one thread hand-off per statement
+        options["module"] = OneHopAiosqliteDBAPI()  # see store._sqlite_driver
     engine = create_async_engine(parsed, connect_args=connect_args, **options)
     if engine.dialect.name == "sqlite":
         configure_sqlite(engine)
