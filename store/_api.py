@@ -23,6 +23,7 @@ from store._import import mark_imported, stored_rows
 from store._pending import PendingCounts
 from store._restore import restore_groups, set_pinned
 from store._rows import chunks, read_session
+from store._sqlite_driver import short_statements
 from store._view import SqlSource, read_view, with_pending
 from store.audit_models import CompactionEvent, ExcludedGroup, ImportResult, Phase, Stats, WhyResult
 from store.errors import (
@@ -102,6 +103,10 @@ class CompactionMethods:
     async def view(self, session_id: str) -> View:
         """The active view of the session: what a strategy plans on."""
         check_session_id(session_id)
+        with short_statements():
+            return await self._view(session_id)
+
+    async def _view(self, session_id: str) -> View:
         async with self._engine.connect() as conn:
             session = await read_session(conn, self._tenant, session_id)
             check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
@@ -131,7 +136,8 @@ class CompactionMethods:
         """
         check_session_id(session_id)
         batch = _checked(pending)
-        view = await self._pending_view(session_id, batch)
+        with short_statements():  # the active view's rows, read once then cached
+            view = await self._pending_view(session_id, batch)
         if strategy is not None:
             view = view.apply(await strategy.plan(view))
         return await view.project()

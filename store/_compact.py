@@ -28,6 +28,7 @@ from store._append import check_tokenizer
 from store._cache import Key, SessionCache, session_key
 from store._mirror import before_totals, load_groups, load_rows_by_id, mirror_of, write_back
 from store._rows import chunks, lock_session, now, read_session
+from store._sqlite_driver import short_statements
 from store._view import SqlSource, group_view, read_view
 from store._written import Written
 from store.audit_models import CompactionEvent, Phase
@@ -148,6 +149,12 @@ class Compactor:
         """Plan on a snapshot and apply if still valid (see the module docstring)."""
         if phase not in PHASES:
             raise InvalidInput(f"unknown phase {phase!r}: expected one of {', '.join(PHASES)}")
+        with short_statements():
+            return await self._compact(session_id, strategy, phase=phase, dry_run=dry_run)
+
+    async def _compact(
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
+    ) -> CompactionEvent | ChangeSet | None:
         for attempt in (1, 2):
             snapshot = await self.snapshot(session_id)
             changes = await strategy.plan(snapshot.view)

@@ -7,8 +7,12 @@ execute, fetch, close) and three for other statements, and on a virtual machine 
 hand-off costs two thread wake-ups: together they were most of a turn's time (about
 0.5 ms a statement where the driver call itself takes 0.03 ms).
 
-This adapter runs the whole statement, fetch and close as one call, and runs it on the
-event loop's own thread when it cannot wait for a lock (:func:`_runs_inline`):
+This adapter runs the whole statement, fetch and close as one call. Inside
+:func:`short_statements` (the store's per-turn operations: append, compaction, context,
+whose statements touch a few rows each), it runs it on the event loop's own thread when
+it cannot wait for a lock (:func:`_runs_inline`); elsewhere (full history reads,
+imports, audits, which may read a whole session) every statement goes to aiosqlite's
+thread, so that the loop keeps serving other tasks meanwhile:
 
 - in WAL mode (which the store sets up), reads never wait for writers, so ``BEGIN``
   (deferred), ``SELECT`` and ``ROLLBACK`` run inline;
@@ -31,7 +35,9 @@ from __future__ import annotations
 import collections
 import re
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, cast
 
 import aiosqlite
@@ -43,7 +49,7 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
 from sqlalchemy.util import EMPTY_DICT
 from sqlalchemy.util.concurrency import await_
 
-__all__ = ["OneHopAiosqliteDBAPI"]
+__all__ = ["INLINE_ROWS", "OneHopAiosqliteDBAPI", "short_statements"]
 
 Outcome = tuple[Any, list[Any] | None, int, int | None]
 """A statement's description, rows (None without a result), rowcount and lastrowid."""
@@ -71,6 +77,21 @@ def _run(conn: sqlite3.Connection, operation: str, parameters: Any, many: bool) 
         return description, rows, cursor.rowcount, cursor.lastrowid
     finally:
         cursor.close()
+
+
+_SHORT: ContextVar[bool] = ContextVar("chatledger_sqlite_short", default=False)
+
+
+@contextmanager
+def short_statements() -> Iterator[None]:
+    """Within this block (and the tasks it starts), statements that cannot wait for a
+    lock run on the caller's thread: use it only around statements that touch a few
+    rows."""
+    token = _SHORT.set(True)
+    try:
+        yield
+    finally:
+        _SHORT.reset(token)
 
 
 def _verb(operation: str) -> str:
@@ -130,7 +151,11 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         adapt = cast(_OneHopConnection, self._adapt_connection)
         async with adapt._execute_mutex:
             driver = self._connection
-            if adapt.wal and _runs_inline(operation, parameters, many, adapt.holds_write_lock):
+            if (
+                adapt.wal
+                and _SHORT.get()
+                and _runs_inline(operation, parameters, many, adapt.holds_write_lock)
+            ):
                 outcome = _run(driver._conn, operation, parameters, many)
             else:
                 outcome = await driver._execute(_run, driver._conn, operation, parameters, many)

@@ -35,6 +35,7 @@ from store._pending import PendingCounts
 from store._read import read_history, read_sessions
 from store._recount import recount_session
 from store._rows import lock_session, now, read_session
+from store._sqlite_driver import short_statements
 from store._stream import stream_history
 from store.engine import create_engine, write_connection
 from store.errors import (
@@ -275,7 +276,8 @@ class HistoryStore(CompactionMethods):
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
-        appended = await self._write(operation)
+        with short_statements():  # a few rows each; bulk inserts still use the thread
+            appended = await self._write(operation)
         if appended.count:
             before = appended.before
             after = (before[0], before[1] + 1)

@@ -12,7 +12,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from store._sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI
+from store._sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI, short_statements
 from store.engine import create_engine, write_connection
 
 
@@ -70,7 +70,7 @@ def thread_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-async def test_statements_that_cannot_wait_stay_on_the_loop_thread(
+async def test_short_statements_that_cannot_wait_stay_on_the_loop_thread(
     tmp_path: Path, thread_calls: list[str]
 ) -> None:
     engine = create_engine(f"sqlite:///{tmp_path}/count.db")
@@ -78,24 +78,29 @@ async def test_statements_that_cannot_wait_stay_on_the_loop_thread(
         async with write_connection(engine) as conn:
             await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)"))
         thread_calls.clear()
-        async with engine.connect() as conn:  # a read: BEGIN, SELECT, ROLLBACK
+        async with engine.connect() as conn:  # outside short_statements(): the thread
             await conn.execute(text("SELECT count(*) FROM t"))
-        assert thread_calls == []
-        async with write_connection(engine) as conn:
-            assert thread_calls == ["_run"]  # BEGIN IMMEDIATE waits for the lock: thread
-            await conn.execute(text("INSERT INTO t (name) VALUES ('a')"))
-            small = [{"n": str(i)} for i in range(INLINE_ROWS)]
-            await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), small)
-            assert thread_calls == ["_run"]  # writes under the lock: inline
-            bulk = [{"n": str(i)} for i in range(INLINE_ROWS + 1)]
-            await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), bulk)
-            assert thread_calls == ["_run", "_run"]  # a bulk insert: thread
-        assert thread_calls[2:] == ["commit"]  # a commit may checkpoint: thread
+        assert thread_calls == ["_run", "_run"]  # BEGIN, SELECT
         thread_calls.clear()
-        async with engine.connect() as conn:  # a write outside BEGIN IMMEDIATE may wait
-            await conn.execute(text("DELETE FROM t WHERE id = 1"))
-            await conn.commit()
-        assert thread_calls == ["_run", "commit"]
+        with short_statements():
+            async with engine.connect() as conn:  # a read: BEGIN, SELECT, ROLLBACK
+                await conn.execute(text("SELECT count(*) FROM t"))
+            assert thread_calls == []
+            async with write_connection(engine) as conn:
+                assert thread_calls == ["_run"]  # BEGIN IMMEDIATE waits for the lock
+                await conn.execute(text("INSERT INTO t (name) VALUES ('a')"))
+                small = [{"n": str(i)} for i in range(INLINE_ROWS)]
+                await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), small)
+                assert thread_calls == ["_run"]  # writes under the lock: inline
+                bulk = [{"n": str(i)} for i in range(INLINE_ROWS + 1)]
+                await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), bulk)
+                assert thread_calls == ["_run", "_run"]  # a bulk insert: thread
+            assert thread_calls[2:] == ["commit"]  # a commit may checkpoint: thread
+            thread_calls.clear()
+            async with engine.connect() as conn:  # a write outside BEGIN IMMEDIATE may wait
+                await conn.execute(text("DELETE FROM t WHERE id = 1"))
+                await conn.commit()
+            assert thread_calls == ["_run", "commit"]
     finally:
         await engine.dispose()
 
@@ -103,11 +108,12 @@ async def test_statements_that_cannot_wait_stay_on_the_loop_thread(
 async def test_without_wal_every_statement_goes_to_the_thread(thread_calls: list[str]) -> None:
     engine = create_engine("sqlite://")  # in memory: no WAL
     try:
-        async with engine.connect() as conn:
-            await conn.execute(text("SELECT 1"))
-            thread_calls.clear()
-            await conn.execute(text("SELECT 1"))
-            assert thread_calls == ["_run"]
+        with short_statements():
+            async with engine.connect() as conn:
+                await conn.execute(text("SELECT 1"))
+                thread_calls.clear()
+                await conn.execute(text("SELECT 1"))
+                assert thread_calls == ["_run"]
     finally:
         await engine.dispose()
 
@@ -133,7 +139,8 @@ async def test_a_writer_waiting_for_the_lock_does_not_block_the_loop(tmp_path: P
             await conn.execute(text("INSERT INTO t DEFAULT VALUES"))
 
     try:
-        await asyncio.wait_for(asyncio.gather(holder(), waiter()), timeout=20)
+        with short_statements():
+            await asyncio.wait_for(asyncio.gather(holder(), waiter()), timeout=20)
         assert order == ["holder commits", "waiter has the lock"]
     finally:
         await engine.dispose()
