@@ -11,23 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import Table, bindparam, delete, insert, select, update
-from sqlalchemy.engine import Dialect, RowMapping
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._append_rows import (
     AppendContext,
     AppendTotals,
-    DriverInsert,
+    NewGroups,
     RowBuilder,
     insert_messages,
 )
 from store._cache import Key, session_key
+from store._dedupe import dedupe
 from store._rows import chunks, lock_session, now
 from store.errors import InvalidInput
-from store.models import content_hash
 from store.schema import GroupRow, MessageRow, OpenCallRow, SessionRow
 from strategies.groups import (
     Annotation,
@@ -38,7 +37,12 @@ from strategies.groups import (
     call_ids,
     result_ids,
 )
-from strategies.messages import Message
+from strategies.messages import (
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    OtherContent,
+)
 from strategies.tokenizers import Tokenizer
 
 __all__ = ["AppendContext", "Appended", "append_messages", "check_tokenizer", "load_state"]
@@ -82,51 +86,9 @@ def _bound_keys(table: Table, column: str) -> tuple[Any, ...]:
     )
 
 
-_STORED_HASHES = select(MESSAGES.c.message_id, MESSAGES.c.content_hash).where(
-    *_bound_keys(MESSAGES, "message_id")
-)
 _OPEN_CALLS = select(CALLS.c.call_id, CALLS.c.group_id, CALLS.c.ambiguous).where(
     *_bound_keys(CALLS, "call_id")
 )
-
-
-async def _dedupe(
-    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
-) -> tuple[list[Message], dict[str, str]]:
-    """The messages not stored yet, and each one's content hash by id.
-
-    Raises InvalidInput for an id reused with other content. Each message is hashed
-    once; the hash is stored with the row.
-    """
-    hashes: dict[str, str] = {}
-    unique: list[Message] = []
-    for message in messages:
-        digest = content_hash(message)
-        known = hashes.get(message.message_id)
-        if known is None:
-            hashes[message.message_id] = digest
-            unique.append(message)
-        elif known != digest:
-            raise InvalidInput(
-                f"message id {message.message_id!r} appears twice in the batch "
-                "with different content"
-            )
-    stored: dict[str, str] = {}
-    params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
-    for part in chunks([m.message_id for m in unique]):
-        found = await conn.execute(_STORED_HASHES, {**params, "ids": part})
-        stored.update((row[0], row[1]) for row in found)
-    fresh: list[Message] = []
-    for message in unique:
-        stored_digest = stored.get(message.message_id)
-        if stored_digest is None:
-            fresh.append(message)
-        elif stored_digest != hashes[message.message_id]:
-            raise InvalidInput(
-                f"message id {message.message_id!r} is already stored in session "
-                f"{ctx.session_id!r} with different content"
-            )
-    return fresh, hashes
 
 
 def _group_info(row: RowMapping) -> GroupInfo:
@@ -142,10 +104,22 @@ def _group_info(row: RowMapping) -> GroupInfo:
 
 
 def _referenced_calls(messages: Iterable[Message]) -> set[str]:
+    """The call ids the messages' calls declare and their results answer.
+
+    Function calls and results are read here (what :func:`call_ids` and
+    :func:`result_ids` take of them: a non-empty ``call_id``); a message with a hosted
+    call or result (:class:`OtherContent`) is left to those two.
+    """
     wanted: set[str] = set()
     for message in messages:
-        wanted.update(c for c in call_ids(message) if c is not None)
-        wanted.update(result_ids(message))
+        for content in message.contents:
+            if isinstance(content, FunctionCallContent | FunctionResultContent):
+                if content.call_id:
+                    wanted.add(content.call_id)
+            elif isinstance(content, OtherContent):
+                wanted.update(c for c in call_ids(message) if c is not None)
+                wanted.update(result_ids(message))
+                break
     return wanted
 
 
@@ -234,75 +208,58 @@ async def _apply_merges(
     return gains
 
 
-async def _write_groups(
-    conn: AsyncConnection,
+def _new_groups(
     ctx: AppendContext,
     session: RowMapping,
     annotation: Annotation,
     loaded: _Loaded,
     totals: AppendTotals,
     gains: dict[str, list[int]],
+) -> NewGroups:
+    """The groups the append creates, each written once its messages are built."""
+    last = {group_id: index for index, (_, group_id) in enumerate(annotation.message_groups)}
+    return NewGroups(
+        ctx,
+        first_seq=session["next_seq"] - session["position"],
+        groups=[info for gid, info in annotation.groups.items() if gid not in loaded.groups],
+        last=last,
+        totals=totals,
+        gains=gains,
+    )
+
+
+async def _update_groups(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: AppendTotals,
+    gains: dict[str, list[int]],
+    created: int,
 ) -> None:
-    stamp = now()
-    inserts: list[dict[str, Any]] = []
+    """Update the stored groups the append changed; count the groups it created."""
     for group_id, info in annotation.groups.items():
+        if group_id not in loaded.groups:
+            continue
         count, tokens = totals.per_group.get(group_id, [0, 0])
         gain = gains.get(group_id, [0, 0, 0])
-        values = {
-            "kind": info.kind,
-            "turn": info.turn,
-            "first_position": info.first_position,
-            "has_reasoning": info.has_reasoning,
-            "pending_calls": info.pending_calls,
-            "orphan": info.orphan,
-        }
-        if group_id in loaded.groups:
-            await conn.execute(
-                update(GROUPS)
-                .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == group_id)
-                .values(
-                    message_count=GROUPS.c.message_count + count + gain[0],
-                    token_count=GROUPS.c.token_count + tokens + gain[1],
-                    **values,
-                )
+        await conn.execute(
+            update(GROUPS)
+            .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == group_id)
+            .values(
+                message_count=GROUPS.c.message_count + count + gain[0],
+                token_count=GROUPS.c.token_count + tokens + gain[1],
+                kind=info.kind,
+                turn=info.turn,
+                first_position=info.first_position,
+                has_reasoning=info.has_reasoning,
+                pending_calls=info.pending_calls,
+                orphan=info.orphan,
             )
-            continue
-        seq = session["next_seq"] + info.first_position - session["position"]
-        inserts.append(
-            {
-                "tenant": ctx.tenant,
-                "session_id": ctx.session_id,
-                "group_id": group_id,
-                "anchor": seq,
-                "slot": 0,
-                "first_seq": seq,
-                "message_count": count + gain[0],
-                "token_count": tokens + gain[1],
-                "created_at": stamp,
-                **values,
-            }
         )
-    if inserts:
-        driver = _group_insert(conn.dialect, tuple(inserts[0]))
-        for part in chunks(inserts):
-            await conn.exec_driver_sql(driver.sql, [driver.row(r) for r in part])
     absorbed = [g for g in annotation.merged if g in loaded.groups]
-    totals.groups = len(inserts) - len(absorbed)
-    totals.active_groups = len(inserts) - sum(g[2] for g in gains.values())
-
-
-_GROUP_INSERTS: WeakKeyDictionary[Dialect, dict[tuple[str, ...], DriverInsert]] = (
-    WeakKeyDictionary()
-)
-
-
-def _group_insert(dialect: Dialect, columns: tuple[str, ...]) -> DriverInsert:
-    """The group ``INSERT`` for ``dialect`` binding ``columns``, compiled once."""
-    compiled = _GROUP_INSERTS.setdefault(dialect, {})
-    found = compiled.get(columns)
-    if found is None:
-        found = compiled[columns] = DriverInsert.compile(insert(GROUPS), columns, dialect)
-    return found
+    totals.groups = created - len(absorbed)
+    totals.active_groups = created - sum(g[2] for g in gains.values())
 
 
 async def _write_calls(
@@ -333,6 +290,38 @@ async def _write_calls(
         await conn.execute(insert(CALLS), list(batch))
 
 
+def _session_update() -> Any:
+    """The session row's ``UPDATE`` of an append, every value a bound parameter.
+
+    ``v_<column>`` is a value set, ``d_<column>`` a value added (SQLAlchemy reserves a
+    column's own name for the ``SET`` clause).
+    """
+    c = SESSIONS.c
+    sets: dict[str, Any] = {
+        name: bindparam(f"v_{name}", type_=c[name].type)
+        for name in ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at")
+    }
+    sets.update(
+        (name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in _SESSION_TOTALS
+    )
+    return (
+        update(SESSIONS)
+        .where(c.tenant == bindparam("w_tenant"), c.session_id == bindparam("w_session_id"))
+        .values(revision=c.revision + 1, **sets)
+    )
+
+
+_SESSION_TOTALS = (
+    "stored_messages",
+    "stored_tokens",
+    "stored_groups",
+    "active_messages",
+    "active_tokens",
+    "active_groups",
+)
+_WRITE_SESSION = _session_update()
+
+
 async def _write_session(
     conn: AsyncConnection,
     ctx: AppendContext,
@@ -340,26 +329,25 @@ async def _write_session(
     state: AnnotationState,
     totals: AppendTotals,
 ) -> None:
-    c = SESSIONS.c
     tail = state.tail
     await conn.execute(
-        update(SESSIONS)
-        .where(*_keys(SESSIONS, ctx))
-        .values(
-            next_seq=session["next_seq"] + totals.messages,
-            position=state.position,
-            turn=state.turn,
-            tail_group_id=tail.group.group_id if tail else None,
-            tail_mode=tail.mode if tail else None,
-            revision=c.revision + 1,
-            updated_at=now(),
-            stored_messages=c.stored_messages + totals.messages,
-            stored_tokens=c.stored_tokens + totals.tokens,
-            stored_groups=c.stored_groups + totals.groups,
-            active_messages=c.active_messages + totals.active_messages,
-            active_tokens=c.active_tokens + totals.active_tokens,
-            active_groups=c.active_groups + totals.active_groups,
-        )
+        _WRITE_SESSION,
+        {
+            "w_tenant": ctx.tenant,
+            "w_session_id": ctx.session_id,
+            "v_next_seq": session["next_seq"] + totals.messages,
+            "v_position": state.position,
+            "v_turn": state.turn,
+            "v_tail_group_id": tail.group.group_id if tail else None,
+            "v_tail_mode": tail.mode if tail else None,
+            "v_updated_at": now(),
+            "d_stored_messages": totals.messages,
+            "d_stored_tokens": totals.tokens,
+            "d_stored_groups": totals.groups,
+            "d_active_messages": totals.active_messages,
+            "d_active_tokens": totals.active_tokens,
+            "d_active_groups": totals.active_groups,
+        },
     )
 
 
@@ -383,17 +371,28 @@ async def append_messages(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
-    fresh, hashes = await _dedupe(conn, ctx, messages)
+    deduped = await dedupe(conn, ctx, messages)
+    fresh = deduped.fresh
     if not fresh:
         return Appended(0, session_key(session), frozenset())
     loaded = await load_state(conn, ctx, session, fresh)
     annotation = annotate(fresh, loaded.state)
     totals = AppendTotals()
     group_ids = [group_id for _, group_id in annotation.message_groups]
-    builder = RowBuilder(ctx, session["next_seq"], fresh, hashes, group_ids, loaded.groups, totals)
+    builder = RowBuilder(
+        ctx,
+        session["next_seq"],
+        fresh,
+        deduped.hashes,
+        group_ids,
+        loaded.groups,
+        totals,
+        contents=deduped.contents,
+    )
     gains = await _apply_merges(conn, ctx, annotation, loaded, totals)
-    await insert_messages(conn, builder)
-    await _write_groups(conn, ctx, session, annotation, loaded, totals, gains)
+    created = _new_groups(ctx, session, annotation, loaded, totals, gains)
+    await insert_messages(conn, builder, created)
+    await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
     await _write_calls(conn, ctx, annotation.state, loaded)
     await _write_session(conn, ctx, session, annotation.state, totals)
     touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}

@@ -1,12 +1,15 @@
-"""Message rows of an append: counted, serialized once, inserted while the next are built.
+"""Message and group rows of an append: counted, serialized once, inserted while the
+next are built.
 
 Part of :mod:`store._append` (kept apart to keep modules short). The ``contents`` and
 ``metadata`` columns are written as JSON text made once per message (no second
 serialization by the driver layer), the content hash computed by the dedupe step is
 reused, and each message is tokenized once, here. Rows go to the driver as tuples of
-an ``INSERT`` compiled once per dialect (:class:`DriverInsert`): SQLAlchemy's per-row
+an ``INSERT`` compiled once per dialect (:class:`store._inserts.DriverInsert`): SQLAlchemy's per-row
 parameter processing is replaced by the same bind processors, applied only to the
-columns that have one (timestamps, ``excluded``), and once per slice to the constants.
+columns that have one (timestamps, ``excluded``, the group's kind and flags), and once
+per slice to the constants. A new group's row is written as soon as its last message
+is built (:class:`NewGroups`), in the same pipeline as the messages.
 """
 
 from __future__ import annotations
@@ -16,32 +19,37 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Final, cast
-from weakref import WeakKeyDictionary
+from typing import Any, cast
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import JSON, Table, bindparam, insert
-from sqlalchemy.engine import Dialect, RowMapping
+from sqlalchemy import Table
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql import Insert
-from sqlalchemy.types import TypeDecorator
 
+from store._inserts import (
+    DriverInsert,
+    group_insert,
+    message_insert,
+)
 from store._rows import now
 from store.models import Provenance
-from store.schema import MessageRow
+from store.schema import GroupRow, MessageRow
+from strategies.groups import GroupInfo
 from strategies.messages import Content, Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
 
 __all__ = [
     "AppendContext",
     "AppendTotals",
-    "DriverInsert",
+    "NewGroups",
     "RowBuilder",
+    "Statement",
+    "contents_text",
     "insert_messages",
-    "message_insert",
 ]
 
 MESSAGES = cast(Table, MessageRow.__table__)
+GROUPS = cast(Table, GroupRow.__table__)
 
 _CONTENTS_JSON = TypeAdapter(list[Content], config=ConfigDict(ser_json_inf_nan="constants"))
 """The storage format (:data:`strategies.messages.CONTENTS_ADAPTER`) written straight to
@@ -51,116 +59,11 @@ _METADATA_JSON = json.JSONEncoder(separators=(",", ":"))
 """``json.dumps(value, separators=(",", ":"))``, without building an encoder per call."""
 
 
-class _JSONText(TypeDecorator[str]):
-    """A JSON column bound from text that is already JSON (no second serialization)."""
-
-    impl = JSON
-    cache_ok = True
-
-    def bind_processor(self, dialect: Dialect) -> None:
-        """Send the text as it is."""
-        return None
-
-
-def _message_insert() -> Insert:
-    """``INSERT`` of message rows whose ``contents`` and ``metadata`` are JSON text."""
-    return insert(MESSAGES).values(
-        contents=bindparam("contents_json", type_=_JSONText()),
-        metadata=bindparam("metadata_json", type_=_JSONText()),
-    )
-
-
-_INSERT_MESSAGES = _message_insert()
 _INSERT_CHUNK = 250
 """Message rows per ``executemany`` (one bound row each: no parameter limit applies)."""
-
-_COLUMNS: Final = (
-    "tenant",
-    "session_id",
-    "seq",
-    "anchor",
-    "slot",
-    "message_id",
-    "role",
-    "contents_json",
-    "author_name",
-    "created_at",
-    "stored_at",
-    "metadata_json",
-    "content_hash",
-    "group_id",
-    "token_count",
-    "excluded",
-    "excluded_reason",
-    "excluded_event_id",
-    "source_system",
-    "source_id",
-    "imported_at",
-)
-"""The bound parameters of a message row, in the order of the compiled ``INSERT``."""
-
-Processor = Callable[[Any], Any]
-
-
-def _identity(value: Any) -> Any:
-    return value
-
-
-@dataclass(frozen=True, slots=True)
-class DriverInsert:
-    """An ``INSERT`` compiled once for a dialect, its rows sent to the driver as tuples.
-
-    SQLAlchemy's per-row parameter handling (a dict per row, every key looked up, a
-    processor call per typed value) is replaced by the statement's own bind processors,
-    applied by the caller only where a column has one (:meth:`processor`), or by
-    :meth:`row` for rows given as mappings.
-    """
-
-    sql: str
-    columns: tuple[str, ...]
-    """The bound parameters in the order the driver takes them."""
-    processors: Mapping[str, Processor]
-    """The bind processor of each parameter that has one."""
-
-    @classmethod
-    def compile(cls, statement: Insert, columns: Sequence[str], dialect: Dialect) -> DriverInsert:
-        """Compile ``statement`` binding ``columns`` (every row gives them all)."""
-        compiled = statement.compile(dialect=dialect, column_keys=list(columns))
-        order = tuple(compiled.positiontup or ())
-        if sorted(order) != sorted(columns):  # pragma: no cover - a default or a missing key
-            raise ValueError(f"statement binds {order}, expected {tuple(columns)}")
-        processors: dict[str, Processor] = {}
-        # the processors SQLAlchemy's own execution context applies to these parameters
-        for name, processor in compiled._bind_processors.items():
-            if isinstance(name, str) and name in order and callable(processor):
-                processors[name] = processor
-        return cls(str(compiled), order, processors)
-
-    def processor(self, name: str) -> Processor:
-        """The bind processor of parameter ``name`` (the identity when it has none)."""
-        return self.processors.get(name, _identity)
-
-    def row(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The driver row of ``values``, a mapping of every bound parameter."""
-        out: list[Any] = []
-        for name in self.columns:
-            value, process = values[name], self.processors.get(name)
-            out.append(value if process is None else process(value))
-        return tuple(out)
-
-
-_DRIVER_INSERTS: WeakKeyDictionary[Dialect, DriverInsert] = WeakKeyDictionary()
-
-
-def message_insert(dialect: Dialect) -> DriverInsert:
-    """The message ``INSERT`` for ``dialect``, binding :data:`_COLUMNS` in that order."""
-    found = _DRIVER_INSERTS.get(dialect)
-    if found is None:
-        found = DriverInsert.compile(_INSERT_MESSAGES, _COLUMNS, dialect)
-        if found.columns != _COLUMNS:  # pragma: no cover - the table's columns moved
-            raise RuntimeError(f"unexpected message insert parameters: {found.columns}")
-        _DRIVER_INSERTS[dialect] = found
-    return found
+_YIELD_EVERY = 50
+"""Messages built between two turns of the event loop while a write is in flight (so
+the next statement of the write starts without waiting for the whole slice)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,14 +98,16 @@ class AppendTotals:
     per_group: dict[str, list[int]] = field(default_factory=dict)
 
 
-def _json_text(message: Message) -> tuple[str, str]:
-    """The ``contents`` and ``metadata`` columns of ``message`` as JSON text."""
+def contents_text(message: Message) -> str:
+    """The ``contents`` column of ``message`` as JSON text."""
     try:
-        contents = _CONTENTS_JSON.dump_json(message.contents).decode()
+        return _CONTENTS_JSON.dump_json(message.contents).decode()
     except ValueError:  # text pydantic cannot encode (a lone surrogate): Python's json can
-        contents = json.dumps(_CONTENTS_JSON.dump_python(message.contents, mode="json"))
-    metadata = message.metadata
-    return contents, _METADATA_JSON.encode(metadata) if metadata else "{}"
+        return json.dumps(_CONTENTS_JSON.dump_python(message.contents, mode="json"))
+
+
+Statement = tuple[str, list[tuple[Any, ...]]]
+"""SQL and its driver rows, for one ``executemany``."""
 
 
 @dataclass(slots=True)
@@ -218,14 +123,16 @@ class RowBuilder:
     """The stored groups the append touches (by id)."""
     totals: AppendTotals
     stamp: datetime = field(default_factory=now)
+    contents: Mapping[str, str] = field(default_factory=dict)
+    """The ``contents`` column's JSON text of messages whose hashing wrote it, by id."""
 
     def rows(self, start: int, stop: int, binds: DriverInsert) -> list[tuple[Any, ...]]:
-        """Driver rows of ``fresh[start:stop]``, in :data:`_COLUMNS` order.
+        """Driver rows of ``fresh[start:stop]``, in :data:`MESSAGE_COLUMNS` order.
 
         Tokens are counted here, once per message; the bind processors of the constant
         values (the import stamp, ``excluded``) run once per slice.
         """
-        ctx = self.ctx
+        ctx, totals = self.ctx, self.totals
         tenant, session_id, provenance = ctx.tenant, ctx.session_id, ctx.provenance
         source_ids = provenance.source_ids if provenance else {}
         source_system = provenance.system if provenance else None
@@ -235,20 +142,36 @@ class RowBuilder:
         stored_at = binds.processor("stored_at")(self.stamp)
         excluded_flag = binds.processor("excluded")
         flags = (excluded_flag(False), excluded_flag(True))
-        created_at, count, groups = binds.processor("created_at"), ctx.count, self.groups
+        count = ctx.counter if ctx.counter is not None else ctx.count
+        created_at, groups = binds.processor("created_at"), self.groups
+        hashes, per_group, written = self.hashes, totals.per_group, self.contents
+        encode = _METADATA_JSON.encode
+        messages = tokens_sum = active_messages = active_tokens = 0
+        seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
-        for index in range(start, stop):
-            message, group_id = self.fresh[index], self.group_ids[index]
-            message_id, seq, tokens = message.message_id, self.next_seq + index, count(message)
-            group = groups.get(group_id)
-            excluded = group is not None and bool(group["excluded"])
-            self._tally(group_id, tokens, excluded)
-            contents, metadata = _json_text(message)
-            reason, event_id = (
-                (group["excluded_reason"], group["excluded_event_id"])
-                if excluded and group is not None
-                else (None, None)
-            )
+        for message, group_id in zip(
+            self.fresh[start:stop], self.group_ids[start:stop], strict=True
+        ):
+            message_id, tokens = message.message_id, count(message)
+            counts = per_group.get(group_id)
+            if counts is None:
+                per_group[group_id] = [1, tokens]
+            else:
+                counts[0] += 1
+                counts[1] += tokens
+            messages += 1
+            tokens_sum += tokens
+            group = groups.get(group_id) if groups else None
+            reason = event_id = None
+            if group is not None and group["excluded"]:
+                excluded = True
+                reason, event_id = group["excluded_reason"], group["excluded_event_id"]
+            else:
+                excluded = False
+                active_messages += 1
+                active_tokens += tokens
+            contents = written.get(message_id) or contents_text(message)
+            metadata = encode(message.metadata) if message.metadata else "{}"
             out.append(
                 (
                     tenant,
@@ -263,7 +186,7 @@ class RowBuilder:
                     created_at(message.created_at),
                     stored_at,
                     metadata,
-                    self.hashes[message_id],
+                    hashes[message_id],
                     group_id,
                     tokens,
                     flags[excluded],
@@ -274,40 +197,122 @@ class RowBuilder:
                     imported_at,
                 )
             )
+            seq += 1
+        totals.messages += messages
+        totals.tokens += tokens_sum
+        totals.active_messages += active_messages
+        totals.active_tokens += active_tokens
         return out
 
-    def _tally(self, group_id: str, tokens: int, excluded: bool) -> None:
-        totals = self.totals
-        counts = totals.per_group.get(group_id)
-        if counts is None:
-            totals.per_group[group_id] = [1, tokens]
-        else:
-            counts[0] += 1
-            counts[1] += tokens
-        totals.messages += 1
-        totals.tokens += tokens
-        if not excluded:
-            totals.active_messages += 1
-            totals.active_tokens += tokens
+
+@dataclass(slots=True)
+class NewGroups:
+    """The rows of the groups an append creates, each ready once its messages are built.
+
+    Rows are given in the order of ``groups`` (the annotation's): a group is written once
+    every message of it is built and every group before it was written.
+    """
+
+    ctx: AppendContext
+    first_seq: int
+    """``seq`` of annotation position 0 (a group's ``seq`` is this plus its position)."""
+    groups: Sequence[GroupInfo]
+    last: Mapping[str, int]
+    """Index (in the appended messages) of each group's last message."""
+    totals: AppendTotals
+    gains: Mapping[str, Sequence[int]]
+    """What each group gains from stored groups merged into it (messages, tokens)."""
+    stamp: datetime = field(default_factory=now)
+    written: int = 0
+
+    def ready(self, stop: int, binds: DriverInsert, *, final: bool) -> list[tuple[Any, ...]]:
+        """Driver rows of the groups complete once ``fresh[:stop]`` is built (every
+        remaining group when ``final``, those without messages in the append too)."""
+        groups, last = self.groups, self.last
+        end = self.written
+        if final:
+            end = len(groups)
+        while end < len(groups) and last.get(groups[end].group_id, stop) < stop:
+            end += 1
+        if end == self.written:
+            return []
+        tenant, session_id = self.ctx.tenant, self.ctx.session_id
+        per_group, gains = self.totals.per_group, self.gains
+        created_at = binds.processor("created_at")(self.stamp)
+        kind_of = binds.processor("kind")
+        reasoning, orphan = binds.processor("has_reasoning"), binds.processor("orphan")
+        reasoning_flags = (reasoning(False), reasoning(True))
+        orphan_flags = (orphan(False), orphan(True))
+        kinds: dict[str, Any] = {}
+        out: list[tuple[Any, ...]] = []
+        for info in groups[self.written : end]:
+            group_id, position = info.group_id, info.first_position
+            count, tokens = per_group.get(group_id, (0, 0))
+            gain = gains.get(group_id, (0, 0))
+            kind = kinds.get(info.kind)
+            if kind is None:
+                kind = kinds[info.kind] = kind_of(info.kind)
+            seq = self.first_seq + position
+            out.append(
+                (
+                    tenant,
+                    session_id,
+                    group_id,
+                    kind,
+                    info.turn,
+                    seq,  # anchor
+                    0,  # slot
+                    seq,
+                    position,
+                    count + gain[0],
+                    tokens + gain[1],
+                    reasoning_flags[bool(info.has_reasoning)],
+                    info.pending_calls,
+                    orphan_flags[bool(info.orphan)],
+                    created_at,
+                )
+            )
+        self.written = end
+        return out
 
 
-async def insert_messages(conn: AsyncConnection, builder: RowBuilder) -> None:
+async def _execute(conn: AsyncConnection, statements: Sequence[Statement]) -> None:
+    for sql, rows in statements:
+        await conn.exec_driver_sql(sql, rows)
+
+
+async def insert_messages(
+    conn: AsyncConnection, builder: RowBuilder, groups: NewGroups | None = None
+) -> None:
     """Insert the rows slice by slice, building the next slice while the driver writes.
 
     The driver works outside the interpreter lock (SQLite's thread, PostgreSQL's
-    socket), so counting and serializing slice ``k + 1`` overlaps writing slice ``k``.
-    Only one statement is ever in flight on the connection.
+    socket), so counting and serializing slice ``k + 1`` overlaps writing slice ``k``
+    and the rows of the ``groups`` it completed (the loop turns every few messages, so
+    that the groups' statement starts when the messages' ends). Only one statement is
+    ever in flight on the connection.
     """
     total = len(builder.fresh)
     step = _INSERT_CHUNK if total > _INSERT_CHUNK else total
     binds = message_insert(conn.dialect)
+    group_binds = group_insert(conn.dialect) if groups is not None else None
     writing: asyncio.Task[Any] | None = None
     try:
         for start in range(0, total, step):
-            rows = builder.rows(start, min(total, start + step), binds)
+            stop = min(total, start + step)
+            rows: list[tuple[Any, ...]] = []
+            for part in range(start, stop, _YIELD_EVERY):
+                rows += builder.rows(part, min(stop, part + _YIELD_EVERY), binds)
+                if writing is not None and not writing.done():
+                    await asyncio.sleep(0)  # lets the write go on to its next statement
+            statements: list[Statement] = [(binds.sql, rows)]
+            if groups is not None and group_binds is not None:
+                ready = groups.ready(stop, group_binds, final=stop == total)
+                if ready:
+                    statements.append((group_binds.sql, ready))
             if writing is not None:
                 await writing
-            writing = asyncio.ensure_future(conn.exec_driver_sql(binds.sql, rows))
+            writing = asyncio.ensure_future(_execute(conn, statements))
             await asyncio.sleep(0)  # let the insert reach the driver
         if writing is not None:
             await writing

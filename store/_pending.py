@@ -55,9 +55,15 @@ class PendingCounts:
         return self.count(message)
 
     def counter(self, tenant: str, session_id: str, *, keep: bool) -> Callable[[Message], int]:
-        """A counter for one session: ``keep`` caches (pending), else consumes (append)."""
+        """A counter for one session: ``keep`` caches (pending), else consumes (append).
+
+        Consuming with nothing cached (a bulk import) counts straight away.
+        """
+        entries, count = self._entries, self._count
 
         def counted(message: Message) -> int:
+            if not keep and not entries:
+                return count(message)
             return self.tokens(tenant, session_id, message, keep=keep)
 
         return counted

@@ -7,14 +7,14 @@ validate raises :class:`~store.errors.CorruptRowError` naming its tenant, sessio
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
+from store._hashing import content_hash, hashed_contents
 from store.errors import CorruptRowError
 from strategies.groups import GroupKind
 from strategies.messages import CONTENTS_ADAPTER, Message
@@ -24,6 +24,7 @@ __all__ = [
     "SessionInfo",
     "StoredMessage",
     "content_hash",
+    "hashed_contents",
     "message_from_row",
     "message_to_values",
     "session_from_row",
@@ -107,59 +108,6 @@ class SessionInfo(BaseModel):
     active_messages: int = 0
     active_groups: int = 0
     active_tokens: int = 0
-
-
-def _canonical(message: Message) -> dict[str, Any]:
-    data = message.model_dump(mode="json")
-    if message.created_at is not None:
-        created = message.created_at
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=UTC)
-        data["created_at"] = created.astimezone(UTC).isoformat()
-    return data
-
-
-def _canonical_encoder() -> Callable[[Any], str]:
-    """``json.dumps(value, sort_keys=True, separators=(",", ":"))``, built once.
-
-    ``json.dumps`` builds an encoder on every call; this builds it once, with the same
-    settings (only the check for circular references, which model dumps never have, is
-    left out), as ``json`` itself builds it: the C encoder when there is one.
-    """
-    encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), check_circular=False)
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # pragma: no cover - CPython always has the C encoder
-        return encoder.encode
-    encode = make(
-        None,  # markers: no circular check
-        encoder.default,
-        json.encoder.encode_basestring_ascii,
-        None,  # indent
-        encoder.key_separator,
-        encoder.item_separator,
-        encoder.sort_keys,
-        encoder.skipkeys,
-        encoder.allow_nan,
-    )
-
-    def canonical_json(value: Any) -> str:
-        if not isinstance(value, dict):  # pragma: no cover - only dicts are hashed
-            return encoder.encode(value)
-        return "".join(encode(value, 0))
-
-    return canonical_json
-
-
-_canonical_json = _canonical_encoder()
-
-
-def content_hash(message: Message) -> str:
-    """SHA-256 of the message's canonical JSON (timestamps normalized to UTC).
-
-    The JSON is ``json.dumps(..., sort_keys=True, separators=(",", ":"))`` of the
-    message's JSON-mode dump: the stored hashes depend on these exact bytes.
-    """
-    return hashlib.sha256(_canonical_json(_canonical(message)).encode()).hexdigest()
 
 
 def message_to_values(message: Message) -> dict[str, Any]:

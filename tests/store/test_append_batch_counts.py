@@ -18,16 +18,10 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.engine import Dialect
 
-from store._append_rows import (
-    _COLUMNS,
-    _INSERT_MESSAGES,
-    AppendContext,
-    AppendTotals,
-    DriverInsert,
-    RowBuilder,
-    message_insert,
-)
-from store.models import Provenance, _canonical, content_hash
+from store._append_rows import AppendContext, AppendTotals, RowBuilder
+from store._hashing import _canonical
+from store._inserts import _INSERT_MESSAGES, MESSAGE_COLUMNS, DriverInsert, message_insert
+from store.models import Provenance, content_hash
 from strategies.messages import (
     DataContent,
     FunctionCallContent,
@@ -118,7 +112,7 @@ def _builder(messages: list[Message], *, provenance: Provenance | None) -> RowBu
 
 def _sqlalchemy_rows(dialect: Dialect, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """What SQLAlchemy's execution context binds for ``rows`` (its own processors)."""
-    compiled = _INSERT_MESSAGES.compile(dialect=dialect, column_keys=list(_COLUMNS))
+    compiled = _INSERT_MESSAGES.compile(dialect=dialect, column_keys=list(MESSAGE_COLUMNS))
     processors: dict[str, Any] = dict(compiled._bind_processors)
     out: list[tuple[Any, ...]] = []
     for row in rows:
@@ -139,12 +133,14 @@ def test_driver_rows_match_sqlalchemy_binding(dialect: Dialect, imported: bool) 
     provenance = (
         Provenance(system="src", source_ids={messages[1].message_id: "x1"}) if imported else None
     )
-    plain = DriverInsert("", _COLUMNS, {})
+    plain = DriverInsert("", MESSAGE_COLUMNS, {})
     raw = _builder(messages, provenance=provenance).rows(0, len(messages), plain)
-    expected = _sqlalchemy_rows(dialect, [dict(zip(_COLUMNS, row, strict=True)) for row in raw])
+    expected = _sqlalchemy_rows(
+        dialect, [dict(zip(MESSAGE_COLUMNS, row, strict=True)) for row in raw]
+    )
     builder, binds = _builder(messages, provenance=provenance), message_insert(dialect)
     assert builder.rows(0, 2, binds) + builder.rows(2, len(messages), binds) == expected
-    assert [binds.row(dict(zip(_COLUMNS, row, strict=True))) for row in raw] == expected
+    assert [binds.row(dict(zip(MESSAGE_COLUMNS, row, strict=True))) for row in raw] == expected
     totals = builder.totals
     assert (totals.messages, totals.active_messages) == (4, 2)
     assert totals.per_group["g2"][0] == 2
