@@ -150,6 +150,12 @@ class CountingTokenizer:
         self.chars = 0
 
 
+_SHORT_TEXT = 40
+"""Texts up to this length have their counts kept (:meth:`TiktokenTokenizer.count_tokens`)."""
+_SHORT_ENTRIES = 8192
+"""At most this many short texts are kept; the cache starts over when full."""
+
+
 class TiktokenTokenizer:
     """Counts tokens with an OpenAI BPE encoding, offline.
 
@@ -165,6 +171,8 @@ class TiktokenTokenizer:
     def __init__(self, encoding_or_model: str = "o200k_base", /) -> None:
         self._encoding = cached_encoding(encoding_name_for(encoding_or_model))
         self._encode = self._encoding.encode_ordinary
+        self._short: dict[str, int] = {}
+        """Counts of short texts (tool names, roles, short replies), which recur."""
 
     @property
     def name(self) -> str:
@@ -178,7 +186,14 @@ class TiktokenTokenizer:
 
     def count_tokens(self, text: str) -> int:
         """Return the number of tokens of ``text``; special-token text counts as plain text."""
-        return len(self._encode(text))
+        if len(text) > _SHORT_TEXT:
+            return len(self._encode(text))
+        count = self._short.get(text)
+        if count is None:
+            if len(self._short) >= _SHORT_ENTRIES:
+                self._short.clear()
+            count = self._short[text] = len(self._encode(text))
+        return count
 
     def __repr__(self) -> str:
         return f"TiktokenTokenizer({self.name!r})"

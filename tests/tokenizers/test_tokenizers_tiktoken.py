@@ -288,3 +288,18 @@ def test_protocol_rejects_objects_without_name() -> None:
             return len(text)
 
     assert not isinstance(NoName(), Tokenizer)
+
+
+def test_short_texts_counted_from_the_cache_match_the_encoding() -> None:
+    """Counts of short texts are kept; each matches the encoding, also after the cache
+    starts over, and long texts are never kept."""
+    tokenizer = TiktokenTokenizer("o200k_base")
+    encode = tokenizer.encoding.encode_ordinary
+    texts = [f"tool_{n}" for n in range(9000)] + ["get_weather", "héllo wörld", "", " "]
+    for _ in range(2):
+        for text in texts:
+            assert tokenizer.count_tokens(text) == len(encode(text))
+    long = "word " * 20
+    assert tokenizer.count_tokens(long) == len(encode(long))
+    assert long not in tokenizer._short
+    assert len(tokenizer._short) <= 8192
