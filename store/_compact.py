@@ -26,7 +26,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import check_tokenizer
 from store._cache import Key, SessionCache, session_key
-from store._mirror import before_totals, load_groups, load_rows_by_id, mirror_of, write_back
+from store._mirror import before_totals, mirror_of, write_back
+from store._mirror_load import load_groups, load_rows_by_id
 from store._rows import chunks, lock_session, now, read_session
 from store._sqlite_driver import short_statements
 from store._view import SqlSource, group_view, read_view

@@ -14,7 +14,8 @@ from typing import cast
 from sqlalchemy import Table, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store._mirror import Mirror, load_rows, mirror_of
+from store._mirror import Mirror, mirror_of
+from store._mirror_load import load_rows
 from store._rows import read_session
 from store.errors import SessionNotFound
 from store.memory._state import SessionData

@@ -1,31 +1,30 @@
 """Applying change sets and restores in SQL with the in-memory store's exact rules.
 
 The rules live once, in :mod:`store.memory._compaction` (pure functions over plain
-rows). A write here loads the few rows a change set or restore can touch into a partial
-:class:`~store.memory._state.SessionData` (the *mirror*), runs those functions on it,
-then writes back what changed, with the audit event and the session's aggregates, in
-the caller's write transaction.
+rows). A write loads the few rows a change set or restore can touch into a partial
+:class:`~store.memory._state.SessionData` (the *mirror*, loaded by
+:mod:`store._mirror_load`), runs those functions on it, then writes back what changed
+(:func:`write_back`), with the audit event and the session's aggregates, in the
+caller's write transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, null, select, update
+from sqlalchemy import Table, bindparam, null, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._bound import (
     EACH_KEY,
-    among,
     among_params,
     each_params,
     insert_rows,
     key_params,
-    select_among,
     update_among,
     update_each,
 )
@@ -39,15 +38,11 @@ from store.memory._state import MessageRow as MemRow
 from store.memory._state import SessionData
 from store.models import message_to_values, reduced_to_value
 from store.schema import GroupRow, MessageRow, SessionRow
-from strategies.messages import Message
 from strategies.view import Totals
 
 __all__ = [
     "Mirror",
     "before_totals",
-    "load_groups",
-    "load_rows",
-    "load_rows_by_id",
     "mirror_of",
     "write_back",
 ]
@@ -55,8 +50,6 @@ __all__ = [
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 SESSIONS = cast(Table, SessionRow.__table__)
-
-_PLACEHOLDER_ROLE = "user"
 
 
 @dataclass
@@ -87,124 +80,6 @@ def mirror_of(row: RowMapping) -> Mirror:
         revision=row["revision"],
     )
     return Mirror(session=session, row=row)
-
-
-def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
-    s = mirror.session
-    return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
-
-
-def _add_group(mirror: Mirror, row: RowMapping) -> None:
-    mirror.loaded[row["group_id"]] = row
-    group = MemGroup(
-        group_id=row["group_id"],
-        kind=row["kind"],
-        turn=row["turn"],
-        anchor=row["anchor"],
-        slot=row["slot"],
-        created_at=row["created_at"],
-        has_reasoning=row["has_reasoning"],
-        pending_calls=row["pending_calls"],
-        orphan=row["orphan"],
-        pinned=row["pinned"],
-        excluded=row["excluded"],
-        reason=row["excluded_reason"],
-        event_id=row["excluded_event_id"],
-        summarized_by=row["summarized_by"],
-        summary_of=tuple(row["summary_of"] or ()),
-    )
-    mirror.session.groups[group.group_id] = group
-    mirror.original[group.group_id] = replace(group)
-    mirror.counts[group.group_id] = (row["message_count"], row["token_count"])
-
-
-async def load_groups(
-    conn: AsyncConnection,
-    mirror: Mirror,
-    group_ids: Iterable[str] | None = None,
-    *,
-    anchors: Iterable[int] = (),
-) -> None:
-    """Load groups by id (every group of the session when None), and those at ``anchors``."""
-    s = mirror.session
-    if group_ids is None:
-        query = select(GROUPS).where(*_keys(GROUPS, mirror))
-        for row in (await conn.execute(query)).mappings():
-            _add_group(mirror, row)
-        return
-    keys = key_params(s.tenant, s.session_id)
-    reads: list[tuple[Any, list[Any]]] = [
-        (select_among(conn, "groups", "group_id"), list(set(group_ids) - set(s.groups))),
-        (select_among(conn, "groups", "anchor", "any_exclusion"), list(set(anchors))),
-    ]
-    for query, wanted in reads:
-        for params in among_params(conn, keys, wanted):
-            for row in (await conn.execute(query, params)).mappings():
-                if row["group_id"] not in s.groups:
-                    _add_group(mirror, row)
-
-
-_C = MESSAGES.c
-_ROW_COLUMNS = select(
-    _C.message_id,
-    _C.seq,
-    _C.anchor,
-    _C.slot,
-    _C.group_id,
-    _C.token_count,
-    _C.stored_at,
-    _C.reduced_token_count,
-    _C.reduced_event_id,
-    _C.source_id,
-)
-_ROWS_BY_ID = {
-    postgres: _ROW_COLUMNS.where(
-        _C.tenant == bindparam("w_tenant"),
-        _C.session_id == bindparam("w_session_id"),
-        among("messages", "message_id", postgres),
-    )
-    for postgres in (False, True)
-}
-
-
-async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection[str]) -> None:
-    """Load the message rows with the given ids (see :func:`load_rows`)."""
-    query = _ROWS_BY_ID[conn.dialect.name == "postgresql"]
-    found: list[RowMapping] = []
-    keys = key_params(mirror.session.tenant, mirror.session.session_id)
-    for params in among_params(conn, keys, list(ids)):
-        found.extend((await conn.execute(query, params)).mappings())
-    _add_rows(mirror, found)
-
-
-async def load_rows(conn: AsyncConnection, mirror: Mirror, condition: Any) -> None:
-    """Load the message rows matching ``condition`` (contents left out: never rewritten)."""
-    query = _ROW_COLUMNS.where(*_keys(MESSAGES, mirror), condition)
-    _add_rows(mirror, (await conn.execute(query)).mappings())
-
-
-def _add_rows(mirror: Mirror, found: Iterable[RowMapping]) -> None:
-    # Sorted here, not in SQL: with ``message_id IN (...)`` an ORDER BY seq makes SQLite
-    # walk the session's whole primary key to avoid a sort (O(history) per compaction).
-    rows = sorted(found, key=lambda r: int(r["seq"]))
-    for row in rows:
-        placeholder = Message(role=_PLACEHOLDER_ROLE, contents=[], message_id=row["message_id"])
-        mem = MemRow(
-            message=placeholder,
-            seq=row["seq"],
-            anchor=row["anchor"],
-            slot=row["slot"],
-            group_id=row["group_id"],
-            tokens=row["token_count"],
-            stored_at=row["stored_at"],
-            digest="",
-            reduced=placeholder if row["reduced_event_id"] is not None else None,
-            reduced_tokens=row["reduced_token_count"],
-            reduced_event=row["reduced_event_id"],
-            source_id=row["source_id"],
-        )
-        mirror.session.rows[row["message_id"]] = mem
-        mirror.original_rows[row["message_id"]] = replace(mem)
 
 
 @dataclass

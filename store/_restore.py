@@ -14,7 +14,8 @@ from sqlalchemy import Table, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._audit import read_events
-from store._mirror import before_totals, load_groups, load_rows, mirror_of, write_back
+from store._mirror import before_totals, mirror_of, write_back
+from store._mirror_load import load_groups, load_rows
 from store._rows import chunks, lock_session, now
 from store.audit_models import CompactionEvent
 from store.errors import InvalidInput
