@@ -8,14 +8,13 @@ hand-off costs two thread wake-ups: together they were most of a turn's time (ab
 0.5 ms a statement where the driver call itself takes 0.03 ms).
 
 This adapter runs the whole statement, fetch and close as one call. Inside
-:func:`short_statements` (the store's per-turn operations: append, compaction, context,
-whose statements touch a few rows each), it runs it on the event loop's own thread when
-it cannot wait for a lock (:func:`_runs_inline`); elsewhere (full history reads,
-imports, audits, which may read a whole session) every statement goes to aiosqlite's
-thread, so that the loop keeps serving other tasks meanwhile:
+:func:`short_statements` (the store's per-turn operations: append, compaction, context
+and view, whose statements touch a few rows each), a statement that cannot wait for a
+lock runs on the event loop's own thread (:func:`_runs_inline`):
 
-- in WAL mode (which the store sets up), reads never wait for writers, so ``BEGIN``
-  (deferred), ``SELECT`` and ``ROLLBACK`` run inline;
+- in WAL mode (which the store sets up) reads do not wait for writers, so ``BEGIN``
+  (deferred), ``SELECT`` and ``ROLLBACK`` run inline (the exception, a reader meeting
+  WAL recovery, would wait up to the busy timeout on the loop's thread);
 - ``INSERT``, ``UPDATE`` and ``DELETE`` run inline only inside ``BEGIN IMMEDIATE``,
   once the connection holds the write lock, and only up to :data:`INLINE_ROWS`
   parameter sets (a bulk insert goes to aiosqlite's thread, where it overlaps the
@@ -24,6 +23,10 @@ thread, so that the loop keeps serving other tasks meanwhile:
   checkpoint the WAL), ``PRAGMA`` and DDL go to aiosqlite's thread, one call each,
   through aiosqlite's ``Connection._execute`` (the function behind all of aiosqlite's
   own methods).
+
+Outside :func:`short_statements` (full history reads, imports, audits, which may read
+a whole session) every statement goes to aiosqlite's thread, so that the loop keeps
+serving other tasks meanwhile.
 
 Without WAL (an in-memory database, or a file system that refuses it) everything goes
 to aiosqlite's thread. Errors, connection set-up and the rest are SQLAlchemy's
