@@ -23,6 +23,7 @@ from store._append_rows import (
     RowBuilder,
     insert_messages,
 )
+from store._bound import session_update
 from store._cache import Key, session_key
 from store._dedupe import dedupe
 from store._rows import chunks, lock_session, now
@@ -290,36 +291,18 @@ async def _write_calls(
         await conn.execute(insert(CALLS), list(batch))
 
 
-def _session_update() -> Any:
-    """The session row's ``UPDATE`` of an append, every value a bound parameter.
-
-    ``v_<column>`` is a value set, ``d_<column>`` a value added (SQLAlchemy reserves a
-    column's own name for the ``SET`` clause).
-    """
-    c = SESSIONS.c
-    sets: dict[str, Any] = {
-        name: bindparam(f"v_{name}", type_=c[name].type)
-        for name in ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at")
-    }
-    sets.update(
-        (name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in _SESSION_TOTALS
-    )
-    return (
-        update(SESSIONS)
-        .where(c.tenant == bindparam("w_tenant"), c.session_id == bindparam("w_session_id"))
-        .values(revision=c.revision + 1, **sets)
-    )
-
-
-_SESSION_TOTALS = (
-    "stored_messages",
-    "stored_tokens",
-    "stored_groups",
-    "active_messages",
-    "active_tokens",
-    "active_groups",
+_WRITE_SESSION = session_update(
+    ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at"),
+    (
+        "stored_messages",
+        "stored_tokens",
+        "stored_groups",
+        "active_messages",
+        "active_tokens",
+        "active_groups",
+    ),
+    counters=(),
 )
-_WRITE_SESSION = _session_update()
 
 
 async def _write_session(

@@ -13,7 +13,7 @@ column's own name for the ``SET`` clause, hence the prefixes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any, cast
 
@@ -33,6 +33,7 @@ __all__ = [
     "insert_rows",
     "key_params",
     "select_among",
+    "session_update",
     "update_among",
     "update_each",
 ]
@@ -141,6 +142,18 @@ def each_params(
     """The parameter sets of :func:`update_each` for ``rows`` (the session key added)."""
     keys = key_params(tenant, session_id)
     return [{**keys, **row} for row in rows]
+
+
+def session_update(
+    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str]
+) -> Update:
+    """``UPDATE`` of the session row: ``v_<column>`` sets a column, ``d_<column>`` adds to
+    one, each of ``counters`` (and ``revision``) goes up by one."""
+    c = _TABLES["sessions"].c
+    sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in values}
+    sets.update((name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in added)
+    sets.update((name, c[name] + 1) for name in ("revision", *counters))
+    return update(_TABLES["sessions"]).where(*_keys(_TABLES["sessions"])).values(sets)
 
 
 @cache

@@ -92,6 +92,19 @@ def order_of(pair: tuple[Mapping[Any, Any], GroupView]) -> tuple[int, int]:
     return pair[1].order_key
 
 
+def place(
+    pairs: list[tuple[Mapping[Any, Any], GroupView]],
+    fresh: list[tuple[Mapping[Any, Any], GroupView]],
+) -> None:
+    """Put ``fresh`` pairs into ``pairs`` (in projection order) where they belong; new
+    groups usually go at the end, others by bisection."""
+    for pair in sorted(fresh, key=order_of):
+        if not pairs or order_of(pairs[-1]) < order_of(pair):
+            pairs.append(pair)
+        else:
+            insort(pairs, pair, key=order_of)
+
+
 class SessionCache:
     """Cached views by session id, for one store (one tenant)."""
 
@@ -218,12 +231,7 @@ class SessionCache:
             for r, v in zip(entry.rows, entry.views, strict=True)
             if v.group_id not in changed
         ]
-        fresh = sorted(((changed[g], v) for g, v in views.items()), key=order_of)
-        for pair in fresh:
-            if not pairs or order_of(pairs[-1]) < order_of(pair):
-                pairs.append(pair)
-            else:
-                insort(pairs, pair, key=order_of)
+        place(pairs, [(changed[g], v) for g, v in views.items()])
         gone = set(touched)
         messages = {g: p for g, p in entry.messages.items() if g not in gone}
         messages.update(written.messages)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, null, update
+from sqlalchemy import Table, null
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -25,6 +25,7 @@ from store._bound import (
     each_params,
     insert_rows,
     key_params,
+    session_update,
     update_among,
     update_each,
 )
@@ -271,34 +272,11 @@ async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
             await conn.execute(insert_rows(table), list(part))
 
 
-def _session_after_write() -> Any:
-    c = SESSIONS.c
-
-    def value(name: str) -> Any:
-        return bindparam(f"v_{name}", type_=c[name].type)
-
-    def added(name: str) -> Any:
-        return c[name] + bindparam(f"d_{name}", type_=c[name].type)
-
-    return (
-        update(SESSIONS)
-        .where(c.tenant == bindparam("w_tenant"), c.session_id == bindparam("w_session_id"))
-        .values(
-            next_seq=value("next_seq"),
-            revision=c.revision + 1,
-            updated_at=value("updated_at"),
-            event_count=c.event_count + 1,
-            stored_messages=added("stored_messages"),
-            stored_groups=added("stored_groups"),
-            stored_tokens=added("stored_tokens"),
-            active_messages=value("active_messages"),
-            active_groups=value("active_groups"),
-            active_tokens=value("active_tokens"),
-        )
-    )
-
-
-_SESSION_AFTER_WRITE = _session_after_write()
+_SESSION_AFTER_WRITE = session_update(
+    ("next_seq", "updated_at", "active_messages", "active_groups", "active_tokens"),
+    ("stored_messages", "stored_groups", "stored_tokens"),
+    counters=("event_count",),
+)
 """The session row after a write-back: aggregates, revision, event count."""
 
 

@@ -9,7 +9,6 @@ them: they are annotated after the stored ones, exactly as an append would.
 
 from __future__ import annotations
 
-from bisect import insort
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
@@ -19,7 +18,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store._append import AppendContext, load_state
-from store._cache import CachedView, Key, Pairs, SessionCache, order_of, read_key, session_key
+from store._cache import CachedView, Key, Pairs, SessionCache, place, read_key, session_key
 from store._read import COLUMN_INDEX, message_columns, row_message
 from store._rows import KEYS, chunks
 from store.schema import GroupRow, MessageRow, SessionRow
@@ -243,12 +242,7 @@ async def _refreshed(
     for part in chunks(sorted(dirty)):
         found = await conn.execute(_GROUPS_BY_ID, {**params, "ids": list(part)})
         fresh.extend((r, group_view(r)) for r in found.mappings())
-    # the kept pairs are in order: place each re-read group by bisection
-    for pair in sorted(fresh, key=order_of):
-        if not pairs or order_of(pairs[-1]) < order_of(pair):
-            pairs.append(pair)
-        else:
-            insort(pairs, pair, key=order_of)
+    place(pairs, fresh)
     return [r for r, _ in pairs], [v for _, v in pairs]
 
 
