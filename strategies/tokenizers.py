@@ -49,7 +49,7 @@ the model itself wrote (arguments, results) counts as JSON.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Final, Protocol, runtime_checkable
 
 import tiktoken
@@ -79,6 +79,7 @@ __all__ = [
     "DEFAULT_POLICY",
     "EXPECTED_SHA256",
     "SUPPORTED_ENCODINGS",
+    "BatchTokenizer",
     "CharacterEstimatorTokenizer",
     "CountingTokenizer",
     "TiktokenTokenizer",
@@ -90,8 +91,10 @@ __all__ = [
     "count_message_tokens",
     "count_messages_tokens",
     "count_text_tokens",
+    "count_texts",
     "encoding_name_for",
     "load_encoding",
+    "message_texts",
 ]
 
 
@@ -106,6 +109,20 @@ class Tokenizer(Protocol):
 
     def count_tokens(self, text: str) -> int:
         """Return the number of tokens of ``text``."""
+        ...
+
+
+@runtime_checkable
+class BatchTokenizer(Tokenizer, Protocol):
+    """A tokenizer that also counts many texts in one call, from any thread.
+
+    The store counts the new messages of a large append with :meth:`count_many` in a
+    worker thread, beside the rest of the append, so the call should spend its time
+    outside Python's interpreter lock (as tiktoken's encoder does).
+    """
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Return ``count_tokens`` of each text, in order."""
         ...
 
 
@@ -154,6 +171,10 @@ _SHORT_TEXT = 40
 """Texts up to this length have their counts kept (:meth:`TiktokenTokenizer.count_tokens`)."""
 _SHORT_ENTRIES = 8192
 """At most this many short texts are kept; the cache starts over when full."""
+_SEPARATOR = "<|endoftext|>"
+"""Joins the texts of one :meth:`TiktokenTokenizer.count_many` call (a special token)."""
+_JOINED_CHARS = 1 << 20
+"""About this many characters are tokenized per call into tiktoken by ``count_many``."""
 
 
 class TiktokenTokenizer:
@@ -173,6 +194,11 @@ class TiktokenTokenizer:
         self._encode = self._encoding.encode_ordinary
         self._short: dict[str, int] = {}
         """Counts of short texts (tool names, roles, short replies), which recur."""
+        specials = self._encoding.special_tokens_set
+        self._separator = (
+            self._encoding.encode_single_token(_SEPARATOR) if _SEPARATOR in specials else None
+        )
+        """The separator's token of :meth:`count_many` (None: every text counted alone)."""
 
     @property
     def name(self) -> str:
@@ -194,6 +220,56 @@ class TiktokenTokenizer:
                 self._short.clear()
             count = self._short[text] = len(self._encode(text))
         return count
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Return :meth:`count_tokens` of each text, from few calls into tiktoken.
+
+        The texts are joined with the end-of-text special token between them, and
+        tiktoken is asked to honour that token alone: it splits its input at an allowed
+        special token and encodes each piece on its own, so each text's count is the
+        number of tokens between two separators, as if it were encoded by itself. A text
+        holding the separator's own text is counted by itself. Tiktoken encodes outside
+        the interpreter lock, so a thread may call this beside other Python work.
+        """
+        counts = [0] * len(texts)
+        short, cached = self._short, self._short.get
+        picked: list[int] = []
+        size = 0
+        for index, text in enumerate(texts):
+            if len(text) <= _SHORT_TEXT and (count := cached(text)) is not None:
+                counts[index] = count
+            elif _SEPARATOR in text or self._separator is None:
+                counts[index] = self.count_tokens(text)
+            else:
+                picked.append(index)
+                size += len(text)
+                if size >= _JOINED_CHARS:
+                    self._count_joined(texts, picked, counts)
+                    picked, size = [], 0
+        if picked:
+            self._count_joined(texts, picked, counts)
+        for index, text in enumerate(texts):
+            if len(text) <= _SHORT_TEXT and text not in short:
+                if len(short) >= _SHORT_ENTRIES:
+                    short.clear()
+                short[text] = counts[index]
+        return counts
+
+    def _count_joined(self, texts: Sequence[str], picked: list[int], counts: list[int]) -> None:
+        separator = self._separator
+        assert separator is not None
+        tokens = self._encoding.encode(
+            _SEPARATOR.join([texts[index] for index in picked]),
+            allowed_special={_SEPARATOR},
+            disallowed_special=(),
+        )
+        find = tokens.index
+        start = 0
+        for index in picked[:-1]:
+            end = find(separator, start)
+            counts[index] = end - start
+            start = end + 1
+        counts[picked[-1]] = len(tokens) - start
 
     def __repr__(self) -> str:
         return f"TiktokenTokenizer({self.name!r})"
@@ -268,58 +344,94 @@ def _payload_leaves(value: JsonValue) -> Iterator[JsonValue]:
         yield value
 
 
-def _count_other(content: OtherContent, tokenizer: Tokenizer, policy: TokenCountPolicy) -> int:
+def _other_texts(content: OtherContent, policy: TokenCountPolicy, texts: list[str]) -> int:
     if content.pairing == "none":
         return 0
-    total = 0
+    fixed = 0
     lines: list[str] = []
     for leaf in _payload_leaves(content.payload):
         if isinstance(leaf, str) and _data_uri_media_type(leaf) is not None:
-            total += _binary_tokens(_is_image(None, leaf), policy)
+            fixed += _binary_tokens(_is_image(None, leaf), policy)
         elif isinstance(leaf, str):
             lines.append(leaf)
         else:
             lines.append(compact_json(leaf))
-    return total + count_text_tokens("\n".join(lines), tokenizer)
+    _add_text("\n".join(lines), texts)
+    return fixed
 
 
-def _count_json_or_text(value: JsonValue, tokenizer: Tokenizer) -> int:
-    if value is None:
-        return 0
-    text = value if isinstance(value, str) else compact_json(value)
-    return count_text_tokens(text, tokenizer)
+def _add_text(text: str | None, texts: list[str]) -> None:
+    if text:  # empty text counts 0, whatever the tokenizer
+        texts.append(text)
+
+
+def _add_json_or_text(value: JsonValue, texts: list[str]) -> None:
+    if value is not None:
+        _add_text(value if isinstance(value, str) else compact_json(value), texts)
+
+
+def _content_texts(content: Content, policy: TokenCountPolicy, texts: list[str]) -> int:
+    """Add to ``texts`` what the model reads of ``content``; return its fixed tokens."""
+    match content:
+        case TextContent(text=text) | ReasoningContent(text=text):
+            _add_text(text, texts)
+            return 0
+        case FunctionCallContent(name=name, arguments=arguments):
+            _add_text(name, texts)
+            _add_json_or_text(arguments, texts)
+            return 0
+        case FunctionResultContent(result=result):
+            _add_json_or_text(result, texts)
+            return 0
+        case DataContent(media_type=media_type):
+            return _binary_tokens(_is_image(media_type), policy)
+        case UriContent(uri=uri, media_type=media_type):
+            return _binary_tokens(_is_image(media_type, uri), policy)
+        case OtherContent():
+            return _other_texts(content, policy, texts)
+    raise TypeError(f"not a message content: {type(content).__name__}")  # pragma: no cover
+
+
+def message_texts(
+    message: Message, *, policy: TokenCountPolicy = DEFAULT_POLICY
+) -> tuple[int, list[str]]:
+    """What counting ``message`` adds up: its fixed tokens, and the texts to tokenize.
+
+    :func:`count_message_tokens` is the fixed tokens plus the count of each text; the
+    texts are never empty.
+    """
+    fixed = policy.per_message_overhead
+    texts: list[str] = []
+    if message.author_name:
+        fixed += policy.per_name_overhead
+        texts.append(message.author_name)
+    for content in message.contents:
+        fixed += _content_texts(content, policy, texts)
+    return fixed, texts
 
 
 def count_content_tokens(
     content: Content, tokenizer: Tokenizer, *, policy: TokenCountPolicy = DEFAULT_POLICY
 ) -> int:
     """Count one content as the model sees it, without the message's framing."""
-    match content:
-        case TextContent(text=text) | ReasoningContent(text=text):
-            return count_text_tokens(text, tokenizer)
-        case FunctionCallContent(name=name, arguments=arguments):
-            return count_text_tokens(name, tokenizer) + _count_json_or_text(arguments, tokenizer)
-        case FunctionResultContent(result=result):
-            return _count_json_or_text(result, tokenizer)
-        case DataContent(media_type=media_type):
-            return _binary_tokens(_is_image(media_type), policy)
-        case UriContent(uri=uri, media_type=media_type):
-            return _binary_tokens(_is_image(media_type, uri), policy)
-        case OtherContent():
-            return _count_other(content, tokenizer, policy)
-    raise TypeError(f"not a message content: {type(content).__name__}")  # pragma: no cover
+    texts: list[str] = []
+    fixed = _content_texts(content, policy, texts)
+    return fixed + sum(map(tokenizer.count_tokens, texts))
 
 
 def count_message_tokens(
     message: Message, tokenizer: Tokenizer, *, policy: TokenCountPolicy = DEFAULT_POLICY
 ) -> int:
     """Count the tokens the model is sent for ``message`` (see the module docstring)."""
-    total = policy.per_message_overhead
-    if message.author_name:
-        total += policy.per_name_overhead + count_text_tokens(message.author_name, tokenizer)
-    for content in message.contents:
-        total += count_content_tokens(content, tokenizer, policy=policy)
-    return total
+    fixed, texts = message_texts(message, policy=policy)
+    return fixed + sum(map(tokenizer.count_tokens, texts))
+
+
+def count_texts(texts: Sequence[str], tokenizer: Tokenizer) -> list[int]:
+    """``tokenizer.count_tokens`` of each text, in one call when it is a :class:`BatchTokenizer`."""
+    if isinstance(tokenizer, BatchTokenizer):
+        return tokenizer.count_many(texts)
+    return [tokenizer.count_tokens(text) for text in texts]
 
 
 def count_messages_tokens(
