@@ -10,19 +10,21 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from typing import Literal, TypeVar, overload
 
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store import _audit
-from store._append import MESSAGES, AppendContext, append_messages, check_tokenizer
+from store._append import AppendContext, append_messages, check_tokenizer
 from store._cache import SessionCache, session_key
 from store._compact import Compactor
+from store._dedupe import dedupe, new_messages, stored_hashes
 from store._import import mark_imported, stored_rows
 from store._pending import PendingCounts
 from store._restore import restore_groups, set_pinned
-from store._rows import chunks, read_session
+from store._rows import read_session
 from store._sqlite_driver import short_statements
 from store._view import SqlSource, read_view, with_pending
 from store.audit_models import CompactionEvent, ExcludedGroup, ImportResult, Phase, Stats, WhyResult
@@ -34,7 +36,7 @@ from store.errors import (
     translated,
 )
 from store.memory._af_import import import_changes, plan_import, source_ids
-from store.models import Provenance, content_hash
+from store.models import Provenance
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -91,6 +93,7 @@ class CompactionMethods:
             policy=self._policy,
             provenance=provenance,
             counter=self._pending.counter(self._tenant, session_id, keep=False),
+            holds=partial(self._pending.holds, self._tenant, session_id),
         )
 
     def _source(self, session_id: str, session: RowMapping) -> SqlSource:
@@ -148,10 +151,12 @@ class CompactionMethods:
             try:
                 session = await read_session(conn, self._tenant, session_id)
             except SessionNotFound:
-                fresh = _dedupe_batch(batch, {}, session_id=session_id)
-                for message in fresh:
-                    count(message)  # cache the counts, as for a stored session
-                return View.from_messages(fresh, self._tokenizer, policy=self._policy)
+                dedupe(self._append_context(session_id), batch, {})
+                fresh = new_messages(batch, {})
+                # counted through the cache, as for a stored session
+                return View.from_messages(
+                    fresh, self._tokenizer, policy=self._policy, counter=count
+                )
             check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
             source = self._source(session_id, session)
             view, _ = await read_view(
@@ -159,14 +164,15 @@ class CompactionMethods:
             )
             # the groups a projection sends, read on this connection rather than another
             await source.prefetch(conn, [g.group_id for g in view.sendable()])
-            stored = await _stored_hashes(conn, self._tenant, session_id, batch)
-            fresh = _dedupe_batch(batch, stored, session_id=session_id)
             ctx = AppendContext(
                 tenant=self._tenant,
                 session_id=session_id,
                 tokenizer=self._tokenizer,
                 policy=self._policy,
             )
+            stored = await stored_hashes(conn, ctx, batch)
+            dedupe(ctx, batch, stored)
+            fresh = new_messages(batch, stored)
             return await with_pending(conn, ctx, session, view, fresh, count)
 
     # -- compaction -------------------------------------------------------------------
@@ -397,41 +403,3 @@ def _checked(messages: Iterable[Message]) -> list[Message]:
         if not isinstance(message, Message):
             raise InvalidInput(f"expected Message, got {type(message).__name__}")
     return batch
-
-
-async def _stored_hashes(
-    conn: AsyncConnection, tenant: str, session_id: str, batch: list[Message]
-) -> dict[str, str]:
-    found: dict[str, str] = {}
-    for part in chunks(sorted({m.message_id for m in batch})):
-        query = (
-            MESSAGES.select()
-            .with_only_columns(MESSAGES.c.message_id, MESSAGES.c.content_hash)
-            .where(
-                MESSAGES.c.tenant == tenant,
-                MESSAGES.c.session_id == session_id,
-                MESSAGES.c.message_id.in_(part),
-            )
-        )
-        found.update((r[0], r[1]) for r in await conn.execute(query))
-    return found
-
-
-def _dedupe_batch(
-    batch: list[Message], stored: dict[str, str], *, session_id: str = ""
-) -> list[Message]:
-    """Messages not stored yet; a stored or repeated id with other content is an error."""
-    seen: dict[str, str] = dict(stored)
-    fresh: list[Message] = []
-    for message in batch:
-        digest = content_hash(message)
-        known = seen.get(message.message_id)
-        if known is None:
-            seen[message.message_id] = digest
-            fresh.append(message)
-        elif known != digest:
-            raise InvalidInput(
-                f"message {message.message_id!r} is already stored in session "
-                f"{session_id!r} with different content"
-            )
-    return fresh

@@ -25,7 +25,8 @@ from store._append_rows import (
 )
 from store._bound import session_update
 from store._cache import Key, session_key
-from store._dedupe import dedupe
+from store._counting import BackgroundCounts, count_in_background
+from store._dedupe import Deduped, dedupe, new_messages, stored_hashes
 from store._rows import chunks, lock_session, now
 from store.errors import InvalidInput
 from store.schema import GroupRow, MessageRow, OpenCallRow, SessionRow
@@ -354,10 +355,27 @@ async def append_messages(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
-    deduped = await dedupe(conn, ctx, messages)
-    fresh = deduped.fresh
-    if not fresh:
-        return Appended(0, session_key(session), frozenset())
+    stored = await stored_hashes(conn, ctx, messages)
+    fresh = new_messages(messages, stored)
+    counts = count_in_background(ctx, fresh)
+    try:
+        deduped = dedupe(ctx, messages, stored)
+        if not fresh:
+            return Appended(0, session_key(session), frozenset())
+        return await _store_fresh(conn, ctx, session, fresh, deduped, counts)
+    finally:
+        if counts is not None:
+            counts.close()
+
+
+async def _store_fresh(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    fresh: Sequence[Message],
+    deduped: Deduped,
+    counts: BackgroundCounts | None,
+) -> Appended:
     loaded = await load_state(conn, ctx, session, fresh)
     annotation = annotate(fresh, loaded.state)
     totals = AppendTotals()
@@ -374,7 +392,7 @@ async def append_messages(
     )
     gains = await _apply_merges(conn, ctx, annotation, loaded, totals)
     created = _new_groups(ctx, session, annotation, loaded, totals, gains)
-    await insert_messages(conn, builder, created)
+    await insert_messages(conn, builder, created, counts)
     await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
     await _write_calls(conn, ctx, annotation.state, loaded)
     await _write_session(conn, ctx, session, annotation.state, totals)

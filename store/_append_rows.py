@@ -19,7 +19,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from pydantic import ConfigDict, TypeAdapter
 from sqlalchemy import Table
@@ -47,6 +47,9 @@ __all__ = [
     "contents_text",
     "insert_messages",
 ]
+
+if TYPE_CHECKING:
+    from store._counting import BackgroundCounts
 
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
@@ -77,6 +80,8 @@ class AppendContext:
     provenance: Provenance | None = None
     counter: Callable[[Message], int] | None = None
     """Counts a message's tokens (the store's pending-count cache); the tokenizer if None."""
+    holds: Callable[[Message], bool] | None = None
+    """Whether ``counter`` holds a message's count already (it is not tokenized again)."""
 
     def count(self, message: Message) -> int:
         """The token count of ``message`` as it is stored."""
@@ -126,11 +131,18 @@ class RowBuilder:
     contents: Mapping[str, str] = field(default_factory=dict)
     """The ``contents`` column's JSON text of messages whose hashing wrote it, by id."""
 
-    def rows(self, start: int, stop: int, binds: DriverInsert) -> list[tuple[Any, ...]]:
+    def rows(
+        self,
+        start: int,
+        stop: int,
+        binds: DriverInsert,
+        counted: Sequence[int | None] | None = None,
+    ) -> list[tuple[Any, ...]]:
         """Driver rows of ``fresh[start:stop]``, in :data:`MESSAGE_COLUMNS` order.
 
-        Tokens are counted here, once per message; the bind processors of the constant
-        values (the import stamp, ``excluded``) run once per slice.
+        Tokens are counted here, once per message, unless ``counted`` gives a message's
+        count (counted in the background); the bind processors of the constant values
+        (the import stamp, ``excluded``) run once per slice.
         """
         ctx, totals = self.ctx, self.totals
         tenant, session_id, provenance = ctx.tenant, ctx.session_id, ctx.provenance
@@ -149,10 +161,13 @@ class RowBuilder:
         messages = tokens_sum = active_messages = active_tokens = 0
         seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
-        for message, group_id in zip(
-            self.fresh[start:stop], self.group_ids[start:stop], strict=True
+        known = counted if counted is not None else [None] * (stop - start)
+        for message, group_id, tokens in zip(
+            self.fresh[start:stop], self.group_ids[start:stop], known, strict=True
         ):
-            message_id, tokens = message.message_id, count(message)
+            message_id = message.message_id
+            if tokens is None:
+                tokens = count(message)
             counts = per_group.get(group_id)
             if counts is None:
                 per_group[group_id] = [1, tokens]
@@ -282,7 +297,10 @@ async def _execute(conn: AsyncConnection, statements: Sequence[Statement]) -> No
 
 
 async def insert_messages(
-    conn: AsyncConnection, builder: RowBuilder, groups: NewGroups | None = None
+    conn: AsyncConnection,
+    builder: RowBuilder,
+    groups: NewGroups | None = None,
+    counts: BackgroundCounts | None = None,
 ) -> None:
     """Insert the rows slice by slice, building the next slice while the driver writes.
 
@@ -301,8 +319,11 @@ async def insert_messages(
         for start in range(0, total, step):
             stop = min(total, start + step)
             rows: list[tuple[Any, ...]] = []
+            counted = await counts.get(start, stop) if counts is not None else None
             for part in range(start, stop, _YIELD_EVERY):
-                rows += builder.rows(part, min(stop, part + _YIELD_EVERY), binds)
+                end = min(stop, part + _YIELD_EVERY)
+                some = counted[part - start : end - start] if counted is not None else None
+                rows += builder.rows(part, end, binds, some)
                 if writing is not None and not writing.done():
                     await asyncio.sleep(0)  # lets the write go on to its next statement
             statements: list[Statement] = [(binds.sql, rows)]

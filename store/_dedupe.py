@@ -6,8 +6,7 @@ id reused with other content (in the batch, or against the session) is refused.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -21,7 +20,7 @@ from store.models import hashed_contents
 from store.schema import MessageRow
 from strategies.messages import Message
 
-__all__ = ["Deduped", "dedupe"]
+__all__ = ["Deduped", "dedupe", "new_messages", "stored_hashes"]
 
 MESSAGES = cast(Table, MessageRow.__table__)
 
@@ -32,76 +31,67 @@ _STORED_HASHES = select(MESSAGES.c.message_id, MESSAGES.c.content_hash).where(
 )
 
 
-async def _stored_hashes(
-    conn: AsyncConnection, ctx: AppendContext, ids: Sequence[str]
+async def stored_hashes(
+    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
 ) -> dict[str, str]:
-    """The content hash of each of ``ids`` already stored in the session."""
+    """The content hash of each message id of ``messages`` already stored in the session."""
     stored: dict[str, str] = {}
     params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
-    for part in chunks(ids):
+    for part in chunks(list(dict.fromkeys(m.message_id for m in messages))):
         found = await conn.execute(_STORED_HASHES, {**params, "ids": part})
         stored.update((row[0], row[1]) for row in found)
     return stored
 
 
-_HASH_TURN = 256
-"""Messages hashed between two turns of the event loop while the stored hashes are read."""
+def new_messages(messages: Sequence[Message], stored: Mapping[str, str]) -> list[Message]:
+    """The first message of each id not in ``stored``: what the append stores, unless
+    :func:`dedupe` refuses the batch."""
+    seen: set[str] = set()
+    fresh: list[Message] = []
+    for message in messages:
+        message_id = message.message_id
+        if message_id not in seen:
+            seen.add(message_id)
+            if message_id not in stored:
+                fresh.append(message)
+    return fresh
 
 
 @dataclass(slots=True)
 class Deduped:
-    """The messages of an append not stored yet, with what hashing them wrote."""
+    """The content hash of each message of an append, with what hashing them wrote."""
 
-    fresh: list[Message]
     hashes: dict[str, str]
     """Content hash by message id."""
     contents: dict[str, str]
     """The ``contents`` column's JSON text, by id, where hashing wrote it."""
 
 
-async def dedupe(conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]) -> Deduped:
-    """The messages not stored yet, and each one's content hash by id.
+def dedupe(ctx: AppendContext, messages: Sequence[Message], stored: Mapping[str, str]) -> Deduped:
+    """Hash each message once (the hash is stored with the row), and check the ids.
 
-    Raises InvalidInput for an id reused with other content. Each message is hashed
-    once; the hash is stored with the row. The stored hashes are read (by id) while the
-    messages are hashed.
+    Raises InvalidInput for an id reused with other content, in the batch or against
+    ``stored`` (the session's hashes of the batch's ids); a message stored with the same
+    content is a replay, which :func:`new_messages` leaves out.
     """
-    ids = list(dict.fromkeys(m.message_id for m in messages))
-    reading = asyncio.ensure_future(_stored_hashes(conn, ctx, ids))
-    try:
-        await asyncio.sleep(0)  # let the query reach the driver
-        hashes: dict[str, str] = {}
-        contents: dict[str, str] = {}
-        unique: list[Message] = []
-        for index, message in enumerate(messages):
-            digest, text = hashed_contents(message)
-            known = hashes.get(message.message_id)
-            if known is None:
-                hashes[message.message_id] = digest
-                if text is not None:
-                    contents[message.message_id] = text
-                unique.append(message)
-            elif known != digest:
+    hashes: dict[str, str] = {}
+    contents: dict[str, str] = {}
+    for message in messages:
+        message_id = message.message_id
+        digest, text = hashed_contents(message)
+        known = hashes.get(message_id)
+        if known is None:
+            hashes[message_id] = digest
+            if text is not None:
+                contents[message_id] = text
+            known = stored.get(message_id)
+            if known is not None and known != digest:
                 raise InvalidInput(
-                    f"message id {message.message_id!r} appears twice in the batch "
-                    "with different content"
+                    f"message id {message_id!r} is already stored in session "
+                    f"{ctx.session_id!r} with different content"
                 )
-            if index % _HASH_TURN == _HASH_TURN - 1 and not reading.done():
-                await asyncio.sleep(0)  # lets the next query of the read start
-        stored = await reading
-    finally:
-        if not reading.done():
-            await asyncio.wait([reading])
-        if not reading.cancelled():
-            reading.exception()  # retrieved: an error raised above takes precedence
-    fresh: list[Message] = []
-    for message in unique:
-        stored_digest = stored.get(message.message_id)
-        if stored_digest is None:
-            fresh.append(message)
-        elif stored_digest != hashes[message.message_id]:
+        elif known != digest:
             raise InvalidInput(
-                f"message id {message.message_id!r} is already stored in session "
-                f"{ctx.session_id!r} with different content"
+                f"message id {message_id!r} appears twice in the batch with different content"
             )
-    return Deduped(fresh, hashes, contents)
+    return Deduped(hashes, contents)

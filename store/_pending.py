@@ -68,6 +68,15 @@ class PendingCounts:
 
         return counted
 
+    def holds(self, tenant: str, session_id: str, message: Message) -> bool:
+        """Whether a count of ``message`` is kept (it may still be stale: :meth:`tokens`
+        checks it against the content)."""
+        if (tenant, session_id, message.message_id) in self._entries:
+            return True
+        if self.tokenizer is None or self.policy is None:
+            return False
+        return GENERATED_COUNTS.get(message, self.tokenizer, self.policy) is not None
+
     def tokens(self, tenant: str, session_id: str, message: Message, *, keep: bool) -> int:
         """The count of ``message``, from the cache when its content is unchanged.
 

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
@@ -375,9 +375,16 @@ class View:
         *,
         policy: TokenCountPolicy = DEFAULT_POLICY,
         pinned: Iterable[str] = (),
+        counter: Callable[[Message], int] | None = None,
     ) -> View:
-        """Annotate and count a plain list of messages (nothing stored, nothing excluded)."""
+        """Annotate and count a plain list of messages (nothing stored, nothing excluded).
+
+        ``counter`` counts a message (a store passes its cache of pending counts); by
+        default :func:`count_message_tokens` with ``tokenizer`` and ``policy``.
+        """
         tokenizer = tokenizer or CharacterEstimatorTokenizer()
+        if counter is None:
+            counter = partial(count_message_tokens, tokenizer=tokenizer, policy=policy)
         annotation = annotate(messages)
         members: dict[str, list[Message]] = {}
         for message, (_, group_id) in zip(messages, annotation.message_groups, strict=True):
@@ -393,9 +400,7 @@ class View:
                     turn=info.turn,
                     anchor=info.first_position + 1,
                     message_count=len(msgs),
-                    token_count=sum(
-                        count_message_tokens(m, tokenizer, policy=policy) for m in msgs
-                    ),
+                    token_count=sum(map(counter, msgs)),
                     pinned=group_id in pinned_ids,
                     has_reasoning=info.has_reasoning,
                     pending_calls=info.pending_calls,
