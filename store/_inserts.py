@@ -93,6 +93,7 @@ _SAMPLE_TIMES: Final = (
     datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
     datetime(2025, 1, 2, 3, 4, 5, 6, tzinfo=timezone(timedelta(hours=5, minutes=30))),
     datetime(5, 1, 2, 3, 4, 5),
+    datetime(5, 1, 2, 3, 4, 5, tzinfo=UTC),
     datetime(9999, 12, 31, 23, 59, 59, 999999),
 )
 
@@ -106,7 +107,10 @@ def _sqlite_timestamps(process: Processor) -> Processor:
     def fast(value: Any) -> Any:
         if type(value) is not datetime:
             return process(value)
-        if value.tzinfo is not None and value.tzinfo is not UTC:
+        zone = value.tzinfo
+        if zone is UTC:  # the usual case: the text without its "+00:00"
+            return value.isoformat(" ", "microseconds")[:26]
+        if zone is not None:
             value = value.astimezone(UTC)
         return value.replace(tzinfo=None).isoformat(" ", "microseconds")
 
