@@ -1,0 +1,122 @@
+"""The tiktoken tokenizer (re-exported by :mod:`strategies.tokenizers`, its public home).
+
+Kept apart to keep modules short: the counting rule and the other tokenizers live in
+:mod:`strategies.tokenizers`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import tiktoken
+
+from strategies._bpe import cached_encoding, encoding_name_for
+
+__all__ = ["TiktokenTokenizer"]
+
+_SHORT_TEXT = 40
+"""Texts up to this length have their counts kept (:meth:`TiktokenTokenizer.count_tokens`)."""
+_SHORT_ENTRIES = 8192
+"""At most this many short texts are kept; the cache starts over when full."""
+_SEPARATOR = "<|endoftext|>"
+"""Joins the texts of one :meth:`TiktokenTokenizer.count_many` call (a special token)."""
+_JOINED_CHARS = 1 << 20
+"""About this many characters are tokenized per call into tiktoken by ``count_many``."""
+
+
+class TiktokenTokenizer:
+    """Counts tokens with an OpenAI BPE encoding, offline.
+
+    ``encoding_or_model`` is ``"o200k_base"`` (the default), ``"cl100k_base"``, or a
+    model name that uses one of them (``"gpt-4o"``, ``"gpt-4.1-mini"``, ``"gpt-4"``...,
+    mapped with tiktoken's own tables). The encoding is loaded once per process.
+
+    Raises:
+        ValueError: the name is not accepted; the message lists the accepted ones.
+        VocabularyIntegrityError: the shipped vocabulary fails its hash check.
+    """
+
+    def __init__(self, encoding_or_model: str = "o200k_base", /) -> None:
+        self._encoding = cached_encoding(encoding_name_for(encoding_or_model))
+        self._encode = self._encoding.encode_ordinary
+        self._short: dict[str, int] = {}
+        """Counts of short texts (tool names, roles, short replies), which recur."""
+        specials = self._encoding.special_tokens_set
+        self._separator = (
+            self._encoding.encode_single_token(_SEPARATOR) if _SEPARATOR in specials else None
+        )
+        """The separator's token of :meth:`count_many` (None: every text counted alone)."""
+
+    @property
+    def name(self) -> str:
+        """The encoding's name, such as ``"o200k_base"`` (also when built from a model name)."""
+        return self._encoding.name
+
+    @property
+    def encoding(self) -> tiktoken.Encoding:
+        """The underlying tiktoken encoding."""
+        return self._encoding
+
+    def count_tokens(self, text: str) -> int:
+        """Return the number of tokens of ``text``; special-token text counts as plain text."""
+        if len(text) > _SHORT_TEXT:
+            return len(self._encode(text))
+        count = self._short.get(text)
+        if count is None:
+            if len(self._short) >= _SHORT_ENTRIES:
+                self._short.clear()
+            count = self._short[text] = len(self._encode(text))
+        return count
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Return :meth:`count_tokens` of each text, from few calls into tiktoken.
+
+        The texts are joined with the end-of-text special token between them, and
+        tiktoken is asked to honour that token alone: it splits its input at an allowed
+        special token and encodes each piece on its own, so each text's count is the
+        number of tokens between two separators, as if it were encoded by itself. A text
+        holding the separator's own text is counted by itself. Tiktoken encodes outside
+        the interpreter lock, so a thread may call this beside other Python work.
+        """
+        counts = [0] * len(texts)
+        short, cached = self._short, self._short.get
+        picked: list[int] = []
+        size = 0
+        for index, text in enumerate(texts):
+            if len(text) <= _SHORT_TEXT and (count := cached(text)) is not None:
+                counts[index] = count
+            elif _SEPARATOR in text or self._separator is None:
+                counts[index] = self.count_tokens(text)
+            else:
+                picked.append(index)
+                size += len(text)
+                if size >= _JOINED_CHARS:
+                    self._count_joined(texts, picked, counts)
+                    picked, size = [], 0
+        if picked:
+            self._count_joined(texts, picked, counts)
+        for index, text in enumerate(texts):
+            if len(text) <= _SHORT_TEXT and text not in short:
+                if len(short) >= _SHORT_ENTRIES:
+                    short.clear()
+                short[text] = counts[index]
+        return counts
+
+    def _count_joined(self, texts: Sequence[str], picked: list[int], counts: list[int]) -> None:
+        separator = self._separator
+        assert separator is not None
+        tokens = self._encoding.encode(
+            _SEPARATOR.join([texts[index] for index in picked]),
+            allowed_special={_SEPARATOR},
+            disallowed_special=(),
+        )
+        find = tokens.index
+        start = 0
+        for index in picked[:-1]:
+            end = find(separator, start)
+            counts[index] = end - start
+            start = end + 1
+        counts[picked[-1]] = len(tokens) - start
+
+    def __repr__(self) -> str:
+        return f"TiktokenTokenizer({self.name!r})"
