@@ -29,7 +29,7 @@ from store._counting import BackgroundCounts, count_in_background
 from store._dedupe import Deduped, dedupe, new_messages, stored_hashes
 from store._rows import chunks, lock_session, now
 from store.errors import InvalidInput
-from store.schema import GroupRow, MessageRow, OpenCallRow, SessionRow
+from store.schema import FIRST_SEQ, GroupRow, MessageRow, OpenCallRow, SessionRow
 from strategies.groups import (
     Annotation,
     AnnotationState,
@@ -132,7 +132,8 @@ async def load_state(
     open_calls: dict[str, str] = {}
     ambiguous: set[str] = set()
     params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
-    for part in chunks(sorted(wanted)):
+    blank = session["next_seq"] == FIRST_SEQ
+    for part in [] if blank else chunks(sorted(wanted)):
         found = await conn.execute(_OPEN_CALLS, {**params, "ids": list(part)})
         for call_id, group_id, is_ambiguous in found:
             if is_ambiguous or group_id is None:
@@ -355,7 +356,8 @@ async def append_messages(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
-    stored = await stored_hashes(conn, ctx, messages)
+    blank = session["next_seq"] == FIRST_SEQ  # nothing stored: no hashes, calls, groups
+    stored = {} if blank else await stored_hashes(conn, ctx, messages)
     fresh = new_messages(messages, stored)
     counts = count_in_background(ctx, fresh)
     try:

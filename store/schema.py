@@ -49,6 +49,7 @@ from strategies.groups import GROUP_KINDS
 __all__ = [
     "EVENT_ACTIONS",
     "EVENT_PHASES",
+    "FIRST_SEQ",
     "TABLE_PREFIX",
     "Base",
     "EventGroupRow",
@@ -60,6 +61,9 @@ __all__ = [
     "UTCDateTime",
     "metadata",
 ]
+
+FIRST_SEQ = 1
+"""The ``seq`` of a session's first stored message."""
 
 TABLE_PREFIX = "chatledger_"
 
@@ -158,7 +162,9 @@ class SessionRow(Base):
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
     tokenizer: Mapped[str] = mapped_column(String(128))
     revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
-    next_seq: Mapped[int] = mapped_column(BigInteger, server_default=text("1"))
+    next_seq: Mapped[int] = mapped_column(BigInteger, server_default=text(str(FIRST_SEQ)))
+    """The ``seq`` the next stored message takes: still :data:`FIRST_SEQ` while the
+    session has never stored a message (nor, so, a group or an open call)."""
     position: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     """Appended (annotated) messages so far; summaries are not counted."""
     turn: Mapped[int] = mapped_column(Integer, server_default=text("0"))
