@@ -88,21 +88,24 @@ def count_in_background(ctx: AppendContext, fresh: Sequence[Message]) -> Backgro
     if not isinstance(tokenizer, BatchTokenizer):
         return None
     holds, policy = ctx.holds, ctx.policy
-    plans: list[Plan] = []
+    loop = asyncio.get_running_loop()
+    slices: list[asyncio.Future[list[int | None]]] = []
+    planned: list[list[Plan]] = []
     chars = 0
-    for message in fresh:
-        if holds is not None and holds(message):
-            plans.append(None)
-            continue
-        plan = message_texts(message, policy=policy)
-        chars += sum(map(len, plan[1]))
-        plans.append(plan)
-    if chars < THREAD_MIN_CHARS:
+    for start in range(0, len(fresh), COUNT_SLICE):
+        plans: list[Plan] = []
+        for message in fresh[start : start + COUNT_SLICE]:
+            if holds is not None and holds(message):
+                plans.append(None)
+                continue
+            plan = message_texts(message, policy=policy)
+            chars += sum(map(len, plan[1]))
+            plans.append(plan)
+        planned.append(plans)
+        if chars >= THREAD_MIN_CHARS:  # worth the thread: start on what is planned
+            worker = _worker()
+            slices += [loop.run_in_executor(worker, _count, tokenizer, p) for p in planned]
+            planned = []
+    if not slices:
         return None
-    loop, worker = asyncio.get_running_loop(), _worker()
-    return BackgroundCounts(
-        [
-            loop.run_in_executor(worker, _count, tokenizer, plans[start : start + COUNT_SLICE])
-            for start in range(0, len(plans), COUNT_SLICE)
-        ]
-    )
+    return BackgroundCounts(slices)
