@@ -4,7 +4,8 @@ next are built.
 Part of :mod:`store._append` (kept apart to keep modules short). The ``contents`` and
 ``metadata`` columns are written as JSON text made once per message (no second
 serialization by the driver layer), the content hash computed by the dedupe step is
-reused, and each message is tokenized once, here. Rows go to the driver as tuples of
+reused, and each message is tokenized once: here, or in the counting thread of a large
+append (:mod:`store._counting`). Rows go to the driver as tuples of
 an ``INSERT`` compiled once per dialect (:class:`store._inserts.DriverInsert`): SQLAlchemy's per-row
 parameter processing is replaced by the same bind processors, applied only to the
 columns that have one (timestamps, ``excluded``, the group's kind and flags), and once
@@ -39,6 +40,7 @@ from strategies.messages import Content, Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
 
 __all__ = [
+    "INSERT_CHUNK",
     "AppendContext",
     "AppendTotals",
     "NewGroups",
@@ -62,7 +64,7 @@ _METADATA_JSON = json.JSONEncoder(separators=(",", ":"))
 """``json.dumps(value, separators=(",", ":"))``, without building an encoder per call."""
 
 
-_INSERT_CHUNK = 250
+INSERT_CHUNK = 250
 """Message rows per ``executemany`` (one bound row each: no parameter limit applies)."""
 _YIELD_EVERY = 50
 """Messages built between two turns of the event loop while a write is in flight (so
@@ -311,7 +313,7 @@ async def insert_messages(
     ever in flight on the connection.
     """
     total = len(builder.fresh)
-    step = _INSERT_CHUNK if total > _INSERT_CHUNK else total
+    step = INSERT_CHUNK if total > INSERT_CHUNK else total
     binds = message_insert(conn.dialect)
     group_binds = group_insert(conn.dialect) if groups is not None else None
     writing: asyncio.Task[Any] | None = None

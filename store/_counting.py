@@ -18,11 +18,12 @@ to a thread costs more than the counting.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from store._append_rows import AppendContext
+from store._append_rows import INSERT_CHUNK, AppendContext
 from strategies.messages import Message
 from strategies.tokenizers import BatchTokenizer, message_texts
 
@@ -30,23 +31,26 @@ __all__ = ["COUNT_SLICE", "THREAD_MIN_CHARS", "BackgroundCounts", "count_in_back
 
 THREAD_MIN_CHARS = 65_536
 """An append with less text than this is counted inline, message by message."""
-COUNT_SLICE = 250
-"""Messages counted per call into the tokenizer (the row builder's slice)."""
+COUNT_SLICE = INSERT_CHUNK
+"""Messages counted per call into the tokenizer: the row builder's slice."""
 
 Plan = tuple[int, list[str]] | None
 """A message's fixed tokens and texts; None when the row builder counts it."""
 
-_executor: ThreadPoolExecutor | None = None
+_executor: tuple[int, ThreadPoolExecutor] | None = None
+"""The counting thread's executor, with the id of the process that started it."""
 _executor_lock = threading.Lock()
 
 
 def _worker() -> ThreadPoolExecutor:
-    """The process's one counting thread (one: the event loop's thread needs the other core)."""
+    """The process's one counting thread (one: the event loop's thread needs the other
+    core). A process forked after the thread started gets its own: the thread was not
+    forked with it."""
     global _executor
     with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(1, thread_name_prefix="chatledger-tokens")
-        return _executor
+        if _executor is None or _executor[0] != os.getpid():
+            _executor = (os.getpid(), ThreadPoolExecutor(1, thread_name_prefix="chatledger-tokens"))
+        return _executor[1]
 
 
 def _count(tokenizer: BatchTokenizer, plans: Sequence[Plan]) -> list[int | None]:

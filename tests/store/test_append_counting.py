@@ -186,3 +186,14 @@ async def test_a_refused_append_stores_nothing_and_leaves_no_error_behind(
     assert await _stored_counts(store, "s") == {}
     await store.append("s", messages)
     assert len(await _stored_counts(store, "s")) == len(messages)
+
+
+def test_a_forked_process_gets_its_own_counting_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_counting, "_executor", _counting._executor)  # restored after
+    first = _counting._worker()
+    assert _counting._worker() is first
+    monkeypatch.setattr(_counting.os, "getpid", lambda: -1)  # as in a child after fork
+    second = _counting._worker()
+    assert second is not first
+    assert second.submit(sum, [1, 2]).result(timeout=10) == 3
+    second.shutdown()

@@ -144,3 +144,9 @@ async def test_a_writer_waiting_for_the_lock_does_not_block_the_loop(tmp_path: P
         assert order == ["holder commits", "waiter has the lock"]
     finally:
         await engine.dispose()
+
+
+def test_an_appends_insert_slices_fit_inline() -> None:
+    from store._append_rows import INSERT_CHUNK
+
+    assert INSERT_CHUNK <= INLINE_ROWS
