@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, delete, insert, select, update
+from sqlalchemy import Table, delete, insert, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -23,7 +23,7 @@ from store._append_rows import (
     RowBuilder,
     insert_messages,
 )
-from store._bound import session_update
+from store._bound import among_params, key_params, select_among, session_update
 from store._cache import Key, session_key
 from store._counting import BackgroundCounts, count_in_background
 from store._dedupe import Deduped, dedupe, new_messages, stored_hashes
@@ -79,20 +79,6 @@ def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
     return (table.c.tenant == ctx.tenant, table.c.session_id == ctx.session_id)
 
 
-def _bound_keys(table: Table, column: str) -> tuple[Any, ...]:
-    """Tenant, session and ``column IN (:ids)`` as bound parameters (prebuilt statements)."""
-    return (
-        table.c.tenant == bindparam("tenant"),
-        table.c.session_id == bindparam("session_id"),
-        table.c[column].in_(bindparam("ids", expanding=True)),
-    )
-
-
-_OPEN_CALLS = select(CALLS.c.call_id, CALLS.c.group_id, CALLS.c.ambiguous).where(
-    *_bound_keys(CALLS, "call_id")
-)
-
-
 def _group_info(row: RowMapping) -> GroupInfo:
     return GroupInfo(
         group_id=row["group_id"],
@@ -131,22 +117,24 @@ async def load_state(
     wanted = _referenced_calls(fresh)
     open_calls: dict[str, str] = {}
     ambiguous: set[str] = set()
-    params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
+    params = key_params(ctx.tenant, ctx.session_id)
     blank = session["next_seq"] == FIRST_SEQ
-    for part in [] if blank else chunks(sorted(wanted)):
-        found = await conn.execute(_OPEN_CALLS, {**params, "ids": list(part)})
-        for call_id, group_id, is_ambiguous in found:
-            if is_ambiguous or group_id is None:
-                ambiguous.add(call_id)
+    calls = select_among(conn, "open_calls", "call_id")
+    for bound in [] if blank else among_params(conn, params, wanted):
+        for row in (await conn.execute(calls, bound)).mappings():
+            if row["ambiguous"] or row["group_id"] is None:
+                ambiguous.add(row["call_id"])
             else:
-                open_calls[call_id] = group_id
+                open_calls[row["call_id"]] = row["group_id"]
     group_ids = set(open_calls.values())
     if session["tail_group_id"] is not None:
         group_ids.add(session["tail_group_id"])
     groups: dict[str, RowMapping] = {}
-    for part in chunks(sorted(group_ids)):
-        query = select(GROUPS).where(*_keys(GROUPS, ctx), GROUPS.c.group_id.in_(part))
-        groups.update((row["group_id"], row) for row in (await conn.execute(query)).mappings())
+    query = select_among(conn, "groups", "group_id")
+    for bound in among_params(conn, params, group_ids):
+        groups.update(
+            (row["group_id"], row) for row in (await conn.execute(query, bound)).mappings()
+        )
     infos = {gid: _group_info(row) for gid, row in groups.items()}
     tail = None
     if session["tail_group_id"] in infos:

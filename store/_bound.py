@@ -23,7 +23,7 @@ from sqlalchemy.sql import Insert, Select, Update
 from sqlalchemy.sql.elements import Null
 
 from store._rows import chunks
-from store.schema import EventGroupRow, EventRow, GroupRow, MessageRow, SessionRow
+from store.schema import EventGroupRow, EventRow, GroupRow, MessageRow, OpenCallRow, SessionRow
 
 __all__ = [
     "EACH_KEY",
@@ -47,6 +47,7 @@ _TABLES: Mapping[str, Table] = {
     "groups": cast(Table, GroupRow.__table__),
     "events": cast(Table, EventRow.__table__),
     "event_groups": cast(Table, EventGroupRow.__table__),
+    "open_calls": cast(Table, OpenCallRow.__table__),
 }
 """The tables by the short names the functions here take."""
 
@@ -78,7 +79,7 @@ def among(table: str, column: str, postgres: bool) -> Any:
 
 
 def among_params(
-    conn: AsyncConnection, base: Mapping[str, Any], ids: Sequence[Any]
+    conn: AsyncConnection, base: Mapping[str, Any], ids: Iterable[Any]
 ) -> Iterator[dict[str, Any]]:
     """Parameter sets covering ``ids`` (sorted): one on PostgreSQL, chunks on SQLite."""
     ordered = sorted(ids)

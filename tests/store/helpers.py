@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 from sqlalchemy import Table, select
+from sqlalchemy.engine import Dialect
+from sqlalchemy.sql.dml import Insert
 
 from store.history import HistoryStore
 from store.schema import GroupRow, OpenCallRow
@@ -71,3 +73,22 @@ def comparable(rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         "has_reasoning",
     )
     return {gid: {k: row[k] for k in keys} for gid, row in rows.items()}
+
+
+def sqlalchemy_bound_rows(
+    statement: Insert, columns: Sequence[str], dialect: Dialect, rows: list[dict[str, Any]]
+) -> list[tuple[Any, ...]]:
+    """What SQLAlchemy's execution context binds for ``rows`` (its own processors), in
+    the statement's positional order: the reference for rows built as driver tuples."""
+    compiled = statement.compile(dialect=dialect, column_keys=list(columns))
+    processors: dict[str, Any] = dict(compiled._bind_processors)
+    out: list[tuple[Any, ...]] = []
+    for row in rows:
+        params = compiled.construct_params(row)
+        out.append(
+            tuple(
+                processors[key](params[key]) if key in processors else params[key]
+                for key in compiled.positiontup or ()
+            )
+        )
+    return out

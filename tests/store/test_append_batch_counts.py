@@ -32,6 +32,7 @@ from strategies.messages import (
     TextContent,
 )
 from strategies.tokenizers import DEFAULT_POLICY, CharacterEstimatorTokenizer
+from tests.store.helpers import sqlalchemy_bound_rows
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -111,19 +112,7 @@ def _builder(messages: list[Message], *, provenance: Provenance | None) -> RowBu
 
 
 def _sqlalchemy_rows(dialect: Dialect, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """What SQLAlchemy's execution context binds for ``rows`` (its own processors)."""
-    compiled = _INSERT_MESSAGES.compile(dialect=dialect, column_keys=list(MESSAGE_COLUMNS))
-    processors: dict[str, Any] = dict(compiled._bind_processors)
-    out: list[tuple[Any, ...]] = []
-    for row in rows:
-        params = compiled.construct_params(row)
-        out.append(
-            tuple(
-                processors[key](params[key]) if key in processors else params[key]
-                for key in compiled.positiontup or ()
-            )
-        )
-    return out
+    return sqlalchemy_bound_rows(_INSERT_MESSAGES, MESSAGE_COLUMNS, dialect, rows)
 
 
 @pytest.mark.parametrize("dialect", [sqlite.dialect(), asyncpg.dialect()], ids=lambda d: d.name)

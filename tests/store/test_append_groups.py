@@ -32,6 +32,7 @@ from strategies.messages import (
     TextContent,
 )
 from strategies.tokenizers import DEFAULT_POLICY, CharacterEstimatorTokenizer
+from tests.store.helpers import sqlalchemy_bound_rows
 
 STAMP = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 
@@ -59,18 +60,7 @@ def _groups() -> NewGroups:
 
 
 def _sqlalchemy_rows(dialect: Dialect, rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    compiled = insert(GROUPS).compile(dialect=dialect, column_keys=list(GROUP_COLUMNS))
-    processors: dict[str, Any] = dict(compiled._bind_processors)
-    out: list[tuple[Any, ...]] = []
-    for row in rows:
-        params = compiled.construct_params(row)
-        out.append(
-            tuple(
-                processors[key](params[key]) if key in processors else params[key]
-                for key in compiled.positiontup or ()
-            )
-        )
-    return out
+    return sqlalchemy_bound_rows(insert(GROUPS), GROUP_COLUMNS, dialect, rows)
 
 
 def _expected(dialect: Dialect) -> list[tuple[Any, ...]]:
