@@ -147,11 +147,12 @@ class CompactionMethods:
 
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
+        ctx = AppendContext(self._tenant, session_id, self._tokenizer, self._policy)
         async with self._engine.connect() as conn:
             try:
                 session = await read_session(conn, self._tenant, session_id)
             except SessionNotFound:
-                dedupe(self._append_context(session_id), batch, {})
+                dedupe(ctx, batch, {})
                 fresh = new_messages(batch, {})
                 # counted through the cache, as for a stored session
                 return View.from_messages(
@@ -164,12 +165,6 @@ class CompactionMethods:
             )
             # the groups a projection sends, read on this connection rather than another
             await source.prefetch(conn, [g.group_id for g in view.sendable()])
-            ctx = AppendContext(
-                tenant=self._tenant,
-                session_id=session_id,
-                tokenizer=self._tokenizer,
-                policy=self._policy,
-            )
             stored = await stored_hashes(conn, ctx, batch)
             dedupe(ctx, batch, stored)
             fresh = new_messages(batch, stored)

@@ -36,15 +36,9 @@ from strategies.groups import (
     GroupInfo,
     Tail,
     annotate,
-    call_ids,
-    result_ids,
+    call_links,
 )
-from strategies.messages import (
-    FunctionCallContent,
-    FunctionResultContent,
-    Message,
-    OtherContent,
-)
+from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
 
 __all__ = ["AppendContext", "Appended", "append_messages", "check_tokenizer", "load_state"]
@@ -92,22 +86,12 @@ def _group_info(row: RowMapping) -> GroupInfo:
 
 
 def _referenced_calls(messages: Iterable[Message]) -> set[str]:
-    """The call ids the messages' calls declare and their results answer.
-
-    Function calls and results are read here (what :func:`call_ids` and
-    :func:`result_ids` take of them: a non-empty ``call_id``); a message with a hosted
-    call or result (:class:`OtherContent`) is left to those two.
-    """
+    """The call ids the messages' calls declare and their results answer."""
     wanted: set[str] = set()
     for message in messages:
-        for content in message.contents:
-            if isinstance(content, FunctionCallContent | FunctionResultContent):
-                if content.call_id:
-                    wanted.add(content.call_id)
-            elif isinstance(content, OtherContent):
-                wanted.update(c for c in call_ids(message) if c is not None)
-                wanted.update(result_ids(message))
-                break
+        calls, results = call_links(message)
+        wanted.update(c for c in calls if c is not None)
+        wanted.update(results)
     return wanted
 
 

@@ -20,10 +20,9 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ConfigDict, TypeAdapter
-from sqlalchemy import Table
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -34,7 +33,6 @@ from store._inserts import (
 )
 from store._rows import now
 from store.models import Provenance
-from store.schema import GroupRow, MessageRow
 from strategies.groups import GroupInfo
 from strategies.messages import Content, Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
@@ -53,8 +51,6 @@ __all__ = [
 if TYPE_CHECKING:
     from store._counting import BackgroundCounts
 
-MESSAGES = cast(Table, MessageRow.__table__)
-GROUPS = cast(Table, GroupRow.__table__)
 
 _CONTENTS_JSON = TypeAdapter(list[Content], config=ConfigDict(ser_json_inf_nan="constants"))
 """The storage format (:data:`strategies.messages.CONTENTS_ADAPTER`) written straight to
@@ -160,7 +156,7 @@ class RowBuilder:
         created_at, groups = binds.processor("created_at"), self.groups
         hashes, per_group, written = self.hashes, totals.per_group, self.contents
         encode = _METADATA_JSON.encode
-        messages = tokens_sum = active_messages = active_tokens = 0
+        tokens_sum = active_messages = active_tokens = 0
         seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
         known = counted if counted is not None else [None] * (stop - start)
@@ -176,7 +172,6 @@ class RowBuilder:
             else:
                 counts[0] += 1
                 counts[1] += tokens
-            messages += 1
             tokens_sum += tokens
             group = groups.get(group_id) if groups else None
             reason = event_id = None
@@ -215,7 +210,7 @@ class RowBuilder:
                 )
             )
             seq += 1
-        totals.messages += messages
+        totals.messages += len(out)
         totals.tokens += tokens_sum
         totals.active_messages += active_messages
         totals.active_tokens += active_tokens
@@ -306,20 +301,21 @@ async def insert_messages(
 ) -> None:
     """Insert the rows slice by slice, building the next slice while the driver writes.
 
-    The driver works outside the interpreter lock (SQLite's thread, PostgreSQL's
-    socket), so counting and serializing slice ``k + 1`` overlaps writing slice ``k``
-    and the rows of the ``groups`` it completed (the loop turns every few messages, so
-    that the groups' statement starts when the messages' ends). Only one statement is
-    ever in flight on the connection.
+    Where the driver works outside the interpreter lock (PostgreSQL's socket, or
+    aiosqlite's thread outside :func:`~store._sqlite_driver.short_statements`; inside
+    it SQLite runs the slices inline), building slice ``k + 1`` overlaps writing slice
+    ``k`` and the rows of the ``groups`` it completed (the loop turns every few
+    messages, so that the groups' statement starts when the messages' ends). Only one
+    statement is ever in flight on the connection. ``counts``, when given, holds the
+    slices' token counts made in the counting thread (:mod:`store._counting`).
     """
     total = len(builder.fresh)
-    step = INSERT_CHUNK if total > INSERT_CHUNK else total
     binds = message_insert(conn.dialect)
     group_binds = group_insert(conn.dialect) if groups is not None else None
     writing: asyncio.Task[Any] | None = None
     try:
-        for start in range(0, total, step):
-            stop = min(total, start + step)
+        for start in range(0, total, INSERT_CHUNK):
+            stop = min(total, start + INSERT_CHUNK)
             rows: list[tuple[Any, ...]] = []
             counted = await counts.get(start, stop) if counts is not None else None
             for part in range(start, stop, _YIELD_EVERY):

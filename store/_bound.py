@@ -1,4 +1,5 @@
-"""Prebuilt statements for the write-back of compactions and restores.
+"""Prebuilt statements of the write paths (appends, compactions, restores) and the
+reads they make.
 
 Building a SQLAlchemy statement per call (conditions, ``values()``, a cache key over
 every literal) cost more than running it on the per-turn path. These statements are
@@ -93,20 +94,30 @@ def among_params(
 
 
 @cache
-def _select_among(table: str, column: str, postgres: bool, extra: str) -> Select[Any]:
+def _select_among(
+    table: str, column: str, postgres: bool, extra: str, columns: tuple[str, ...]
+) -> Select[Any]:
     t = _TABLES[table]
-    query = select(t).where(*_keys(t), among(table, column, postgres))
+    picked = [t.c[name] for name in columns] if columns else [t]
+    query = select(*picked).where(*_keys(t), among(table, column, postgres))
     if extra == "any_exclusion":  # lets SQLite use the (excluded, anchor) index
         query = query.where(t.c.excluded.in_([False, True]))
     return query
 
 
-def select_among(conn: AsyncConnection, table: str, column: str, extra: str = "") -> Select[Any]:
-    """``SELECT *`` of the session's rows of ``table`` whose ``column`` is in ``ids``."""
-    return _select_among(table, column, conn.dialect.name == "postgresql", extra)
+def select_among(
+    conn: AsyncConnection,
+    table: str,
+    column: str,
+    extra: str = "",
+    columns: tuple[str, ...] = (),
+) -> Select[Any]:
+    """``SELECT`` of the session's rows of ``table`` whose ``column`` is in ``ids``: the
+    given ``columns``, or all of them. ``extra="any_exclusion"`` states both values of
+    ``excluded`` (for SQLite's index)."""
+    return _select_among(table, column, conn.dialect.name == "postgresql", extra, columns)
 
 
-@cache
 def _update_among(
     table: str, column: str, postgres: bool, values: tuple[str, ...], nulls: tuple[str, ...]
 ) -> Update:

@@ -10,8 +10,9 @@ view reads the session row first and uses the cache only on a match; what a read
 to the cache is added only if the session row read after it still has the entry's key.
 
 Writes made through the same store advance the key instead of discarding the entry: an
-append or a compaction knows which groups it touched, so those groups' messages are
-dropped and the others stay (the group rows are read again). A write from anywhere else
+append knows which groups it touched, so those groups' messages are dropped and the
+others stay (the group rows are read again); a compaction hands over the rows it wrote
+(:meth:`SessionCache.write_rows`), so nothing is read again. A write from anywhere else
 shows as a key that does not match, and the entry is replaced.
 
 Bounded: at most ``max_messages`` parsed messages over all sessions; the least recently

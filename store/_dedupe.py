@@ -8,38 +8,29 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
 
-from sqlalchemy import Table, bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store._append_rows import AppendContext
-from store._rows import chunks
+from store._bound import among_params, key_params, select_among
 from store.errors import InvalidInput
 from store.models import hashed_contents
-from store.schema import MessageRow
 from strategies.messages import Message
 
 __all__ = ["Deduped", "dedupe", "new_messages", "stored_hashes"]
 
-MESSAGES = cast(Table, MessageRow.__table__)
-
-_STORED_HASHES = select(MESSAGES.c.message_id, MESSAGES.c.content_hash).where(
-    MESSAGES.c.tenant == bindparam("tenant"),
-    MESSAGES.c.session_id == bindparam("session_id"),
-    MESSAGES.c.message_id.in_(bindparam("ids", expanding=True)),
-)
+_HASH_COLUMNS = ("message_id", "content_hash")
 
 
 async def stored_hashes(
     conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
 ) -> dict[str, str]:
     """The content hash of each message id of ``messages`` already stored in the session."""
+    query = select_among(conn, "messages", "message_id", columns=_HASH_COLUMNS)
     stored: dict[str, str] = {}
-    params = {"tenant": ctx.tenant, "session_id": ctx.session_id}
-    for part in chunks(list(dict.fromkeys(m.message_id for m in messages))):
-        found = await conn.execute(_STORED_HASHES, {**params, "ids": part})
-        stored.update((row[0], row[1]) for row in found)
+    ids = {m.message_id for m in messages}
+    for params in among_params(conn, key_params(ctx.tenant, ctx.session_id), ids):
+        stored.update((row[0], row[1]) for row in await conn.execute(query, params))
     return stored
 
 

@@ -4,23 +4,16 @@
 from __future__ import annotations
 
 import json
-from typing import cast
 
-from sqlalchemy import Table, insert
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store._bound import insert_rows
 from store._rows import chunks
 from store.audit_models import CompactionEvent
 from store.memory._compaction import build_event, log_event
 from store.memory._state import SessionData
-from store.schema import EventGroupRow, EventRow
 
 __all__ = ["build_event", "event_note", "log_event", "write_event"]
-
-EVENTS = cast(Table, EventRow.__table__)
-EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
-_INSERT_EVENT = insert(EVENTS)
-_INSERT_LINKS = insert(EVENT_GROUPS)
 
 
 def event_note(event: CompactionEvent) -> str:
@@ -55,7 +48,7 @@ async def write_event(
 ) -> None:
     """Insert the event row (its ``number`` in the session) and its links to groups."""
     await conn.execute(
-        _INSERT_EVENT,
+        insert_rows("events"),
         {
             "tenant": s.tenant,
             "session_id": s.session_id,
@@ -86,4 +79,4 @@ async def write_event(
         for group_id, action in _link_rows(event)
     ]
     for part in chunks(rows):
-        await conn.execute(_INSERT_LINKS, list(part))
+        await conn.execute(insert_rows("event_groups"), list(part))

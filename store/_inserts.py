@@ -124,8 +124,8 @@ class DriverInsert:
 
     SQLAlchemy's per-row parameter handling (a dict per row, every key looked up, a
     processor call per typed value) is replaced by the statement's own bind processors,
-    applied by the caller only where a column has one (:meth:`processor`), or by
-    :meth:`row` for rows given as mappings.
+    applied by the caller only where a column has one (:meth:`processor`).
+    :meth:`row` binds a row given as a mapping the same way (tests compare the two).
     """
 
     sql: str

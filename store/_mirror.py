@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, null
+from sqlalchemy import null
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -38,7 +38,6 @@ from store.memory._state import GroupRow as MemGroup
 from store.memory._state import MessageRow as MemRow
 from store.memory._state import SessionData
 from store.models import message_to_values, reduced_to_value
-from store.schema import GroupRow, MessageRow, SessionRow
 from strategies.view import Totals
 
 __all__ = [
@@ -47,10 +46,6 @@ __all__ = [
     "mirror_of",
     "write_back",
 ]
-
-MESSAGES = cast(Table, MessageRow.__table__)
-GROUPS = cast(Table, GroupRow.__table__)
-SESSIONS = cast(Table, SessionRow.__table__)
 
 
 @dataclass
@@ -105,8 +100,9 @@ _KEY = EACH_KEY
 class _Plan:
     """What a write-back changes, gathered first, then written a few statements at a time.
 
-    Rows that take the same values are updated together (see :func:`_among`); rows that
-    each take their own, by one statement executed once per row (an executemany, which
+    Rows that take the same values are updated together (see :func:`_update_among`; on
+    SQLite each row by an executemany); rows that each take their own, by one statement
+    executed once per row (an executemany, which
     SQLite runs in a loop in C and asyncpg pipelines).
     """
 

@@ -7,11 +7,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select
+from sqlalchemy import Table, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store._bound import among, among_params, key_params, select_among
+from store._bound import among_params, key_params, select_among
 from store._mirror import Mirror
 from store.memory._state import GroupRow as MemGroup
 from store.memory._state import MessageRow as MemRow
@@ -82,32 +82,24 @@ async def load_groups(
                     _add_group(mirror, row)
 
 
-_C = MESSAGES.c
-_ROW_COLUMNS = select(
-    _C.message_id,
-    _C.seq,
-    _C.anchor,
-    _C.slot,
-    _C.group_id,
-    _C.token_count,
-    _C.stored_at,
-    _C.reduced_token_count,
-    _C.reduced_event_id,
-    _C.source_id,
+_ROW_NAMES = (
+    "message_id",
+    "seq",
+    "anchor",
+    "slot",
+    "group_id",
+    "token_count",
+    "stored_at",
+    "reduced_token_count",
+    "reduced_event_id",
+    "source_id",
 )
-_ROWS_BY_ID = {
-    postgres: _ROW_COLUMNS.where(
-        _C.tenant == bindparam("w_tenant"),
-        _C.session_id == bindparam("w_session_id"),
-        among("messages", "message_id", postgres),
-    )
-    for postgres in (False, True)
-}
+_ROW_COLUMNS = select(*(MESSAGES.c[name] for name in _ROW_NAMES))
 
 
 async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection[str]) -> None:
     """Load the message rows with the given ids (see :func:`load_rows`)."""
-    query = _ROWS_BY_ID[conn.dialect.name == "postgresql"]
+    query = select_among(conn, "messages", "message_id", columns=_ROW_NAMES)
     found: list[RowMapping] = []
     keys = key_params(mirror.session.tenant, mirror.session.session_id)
     for params in among_params(conn, keys, list(ids)):

@@ -276,7 +276,7 @@ class HistoryStore(CompactionMethods):
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
-        with short_statements():  # a few rows each; bulk inserts still use the thread
+        with short_statements():  # see store._sqlite_driver: what runs on the loop's thread
             appended = await self._write(operation)
         if appended.count:
             before = appended.before

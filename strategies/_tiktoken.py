@@ -63,9 +63,14 @@ class TiktokenTokenizer:
             return len(self._encode(text))
         count = self._short.get(text)
         if count is None:
-            if len(self._short) >= _SHORT_ENTRIES:
-                self._short.clear()
-            count = self._short[text] = len(self._encode(text))
+            count = self._keep(text, len(self._encode(text)))
+        return count
+
+    def _keep(self, text: str, count: int) -> int:
+        """Keep the count of a short text (the cache starts over when full)."""
+        if len(self._short) >= _SHORT_ENTRIES:
+            self._short.clear()
+        self._short[text] = count
         return count
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
@@ -79,8 +84,9 @@ class TiktokenTokenizer:
         the interpreter lock, so a thread may call this beside other Python work.
         """
         counts = [0] * len(texts)
-        short, cached = self._short, self._short.get
+        cached = self._short.get
         picked: list[int] = []
+        short: list[int] = []  # short texts not cached yet, counted in the joined text
         size = 0
         for index, text in enumerate(texts):
             if len(text) <= _SHORT_TEXT and (count := cached(text)) is not None:
@@ -88,6 +94,8 @@ class TiktokenTokenizer:
             elif _SEPARATOR in text or self._separator is None:
                 counts[index] = self.count_tokens(text)
             else:
+                if len(text) <= _SHORT_TEXT:
+                    short.append(index)
                 picked.append(index)
                 size += len(text)
                 if size >= _JOINED_CHARS:
@@ -95,11 +103,8 @@ class TiktokenTokenizer:
                     picked, size = [], 0
         if picked:
             self._count_joined(texts, picked, counts)
-        for index, text in enumerate(texts):
-            if len(text) <= _SHORT_TEXT and text not in short:
-                if len(short) >= _SHORT_ENTRIES:
-                    short.clear()
-                short[text] = counts[index]
+        for index in short:
+            self._keep(texts[index], counts[index])
         return counts
 
     def _count_joined(self, texts: Sequence[str], picked: list[int], counts: list[int]) -> None:

@@ -53,6 +53,7 @@ __all__ = [
     "annotate",
     "annotate_all",
     "call_ids",
+    "call_links",
     "group_id_for",
     "result_ids",
 ]
@@ -184,31 +185,36 @@ def group_id_for(message_id: str) -> str:
     return f"group_{message_id}"
 
 
+def call_links(message: Message) -> tuple[list[str | None], list[str]]:
+    """:func:`call_ids` and :func:`result_ids` of a message, in one pass over its contents."""
+    calls: list[str | None] = []
+    results: list[str] = []
+    for content in message.contents:
+        if isinstance(content, FunctionCallContent):
+            calls.append(content.call_id or None)
+        elif isinstance(content, FunctionResultContent):
+            if content.call_id:
+                results.append(content.call_id)
+        elif isinstance(content, OtherContent):
+            if content.pairing == "call":
+                calls.append(content.call_id or None)
+            elif content.pairing == "result" and content.call_id:
+                results.append(content.call_id)
+    return calls, results
+
+
 def call_ids(message: Message) -> list[str | None]:
     """Calls a message declares (function calls and hosted calls), in order.
 
     A call without a ``call_id`` (or with an empty one) is listed as ``None``: it makes
     its message a call, but nothing can answer it.
     """
-    out: list[str | None] = []
-    for content in message.contents:
-        if isinstance(content, FunctionCallContent) or (
-            isinstance(content, OtherContent) and content.pairing == "call"
-        ):
-            out.append(content.call_id or None)
-    return out
+    return call_links(message)[0]
 
 
 def result_ids(message: Message) -> list[str]:
     """Call ids that a message's results answer, in order (results without an id skipped)."""
-    out: list[str] = []
-    for content in message.contents:
-        if isinstance(content, FunctionResultContent) or (
-            isinstance(content, OtherContent) and content.pairing == "result"
-        ):
-            if content.call_id:
-                out.append(content.call_id)
-    return out
+    return call_links(message)[1]
 
 
 def _is_reasoning_only(message: Message) -> bool:

@@ -23,10 +23,9 @@ from functools import cached_property, partial
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
-from strategies.groups import GroupKind, annotate
+from strategies.groups import GroupKind, annotate, call_links
 from strategies.messages import (
     Content,
-    FunctionCallContent,
     FunctionResultContent,
     Message,
     OtherContent,
@@ -420,20 +419,8 @@ def _without_unmatched_results(messages: Iterable[Message]) -> list[Message]:
     declared: set[str] = set()
     out: list[Message] = []
     for message in messages:
-        # what call_ids() and result_ids() give, in one pass over the contents
-        answered: list[str] = []
-        for content in message.contents:
-            if isinstance(content, FunctionCallContent):
-                if content.call_id:
-                    declared.add(content.call_id)
-            elif isinstance(content, FunctionResultContent):
-                if content.call_id:
-                    answered.append(content.call_id)
-            elif isinstance(content, OtherContent) and content.call_id:
-                if content.pairing == "call":
-                    declared.add(content.call_id)
-                elif content.pairing == "result":
-                    answered.append(content.call_id)
+        calls, answered = call_links(message)
+        declared.update(c for c in calls if c)
         if all(c in declared for c in answered):
             out.append(message)
             continue
