@@ -296,7 +296,7 @@ def restore(
     drop_reductions_of: str | None = None,
 ) -> None:
     """Re-include ``group_ids``, exclude ``drop_summaries``, drop an event's reductions."""
-    include_ids, exclude_ids = _restore_plan(session, set(group_ids), set(drop_summaries))
+    include_ids, exclude_ids, covered = _restore_plan(session, set(group_ids), set(drop_summaries))
     for group_id in sorted(include_ids - exclude_ids, key=lambda g: session.groups[g].order_key):
         group = session.groups[group_id]
         if group.excluded:
@@ -304,20 +304,31 @@ def restore(
             out.restored.append(group_id)
     for group_id in sorted(exclude_ids, key=lambda g: session.groups[g].order_key):
         group = session.groups[group_id]
-        unwound = group.reason == SUMMARIZED_REASON and group.summarized_by in exclude_ids
-        if not group.excluded or unwound:
-            by = _hidden_by(session, group_id, include_ids - exclude_ids)
-            reason = RESTORED_REASON if by is None else SUMMARIZED_REASON
+        by = covered.get(group_id)
+        reason = RESTORED_REASON if by is None else SUMMARIZED_REASON
+        if not group.excluded:
             exclude(group, reason, out, summarized_by=by)
             group.pinned = False
             out.excluded.append(group_id)
+        elif (group.reason, group.summarized_by) != (reason, by) and (
+            group.reason == RESTORED_REASON
+            or (group.reason == SUMMARIZED_REASON and group.summarized_by in exclude_ids)
+        ):
+            # hidden before and still hidden, for another reason: the event that hid it
+            # stays its event (undoing this one must not bring it back)
+            group.reason, group.summarized_by = reason, by
+            group.pinned = False
+            group.version += 1
     if drop_reductions_of is not None:
         _drop_reductions(session, drop_reductions_of, out)
 
 
 def _restore_plan(
     session: SessionData, targets: set[str], drop: set[str]
-) -> tuple[set[str], set[str]]:
+) -> tuple[set[str], set[str], dict[str, str]]:
+    """The groups to re-include, those to exclude, and the summary that covers each
+    excluded group a returning summary replaced (directly, or through a summary it
+    hides)."""
     include_ids: set[str] = set()
     exclude_ids: set[str] = set()
     work = sorted(targets)
@@ -341,20 +352,21 @@ def _restore_plan(
         include_ids.add(group.group_id)
         if group.reason == SUMMARIZED_REASON and group.summarized_by is not None:
             hide_summary(group.summarized_by)
-    # a summary that comes back hides the groups it replaced, unless they were asked for
+    # a summary that comes back hides the groups it replaced, and those the hidden
+    # summaries replaced, unless they were asked for
+    covered: dict[str, str] = {}
     for group_id in sorted(include_ids - exclude_ids):
         group = session.groups[group_id]
-        if group.kind == "summary":
-            exclude_ids.update(g for g in group.summary_of if g not in include_ids | targets)
-    return include_ids, exclude_ids
-
-
-def _hidden_by(session: SessionData, group_id: str, back: set[str]) -> str | None:
-    """The re-included summary that replaced ``group_id``, if any."""
-    for summary_id in sorted(back):
-        if group_id in session.groups[summary_id].summary_of:
-            return summary_id
-    return None
+        replaced = [(g, group_id) for g in group.summary_of] if group.kind == "summary" else []
+        while replaced:
+            hidden, by = replaced.pop()
+            if hidden in include_ids | targets | exclude_ids:
+                continue
+            exclude_ids.add(hidden)
+            covered[hidden] = by
+            if session.groups[hidden].kind == "summary":
+                replaced.extend((g, hidden) for g in session.groups[hidden].summary_of)
+    return include_ids, exclude_ids, covered
 
 
 def _drop_reductions(session: SessionData, event_id: str, out: Outcome) -> None:

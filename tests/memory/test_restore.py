@@ -106,10 +106,43 @@ async def test_nested_summaries_restore_up_the_chain(chat_store: InMemoryHistory
     (inner_id, inner_replaced), *_ = inner.summarized.items()
     (outer_id, outer_replaced), *_ = outer.summarized.items()
     assert inner_id in outer_replaced
+    nested = await _sent(store)
     undo = await store.restore("s", group_ids=[inner_replaced[0]])
     assert undo is not None
-    assert set(undo.excluded) == {inner_id, outer_id}
+    # the inner summary was hidden already: the restore hides the outer one only, and
+    # undoing the restore brings back the outer summary alone
+    assert set(undo.excluded) == {outer_id}
     assert await _sent(store) == full
+    excluded = {g.group_id: g for g in await store.excluded("s")}
+    assert excluded[inner_id].event_id == outer.id
+    redo = await store.restore("s", event_id=undo.id)
+    assert redo is not None
+    assert await _sent(store) == nested
+    excluded = {g.group_id: g for g in await store.excluded("s")}
+    assert excluded[inner_id].summary_group_id == outer_id
+    assert all(excluded[g].summary_group_id == inner_id for g in inner_replaced)
+
+
+async def test_undoing_a_restore_of_nested_summaries_hides_what_they_replaced(
+    store: InMemoryHistoryStore,
+) -> None:
+    """Found by the property test: restoring the inner summary's event, then undoing
+    that restore, left the outer summary beside the inner one it replaced."""
+    chat = [tool(f"m{i}", result("c_a", "ok")) for i in range(3)]
+    for message in chat:
+        await store.append("s", [message])
+    inner = await store.compact("s", SummarizeOldest(2))
+    outer = await store.compact("s", SummarizeOldest(2))
+    assert inner is not None and outer is not None
+    nested = [(g.group_id, g.summary_of) for g in (await store.view("s")).groups]
+    undo = await store.restore("s", event_id=inner.id)
+    assert undo is not None
+    assert {g.group_id for g in (await store.view("s")).groups} == {
+        f"group_{m.message_id}" for m in chat
+    }
+    redo = await store.restore("s", event_id=undo.id)
+    assert redo is not None
+    assert [(g.group_id, g.summary_of) for g in (await store.view("s")).groups] == nested
 
 
 async def test_restoring_a_restore_brings_the_summary_back(

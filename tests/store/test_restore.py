@@ -18,6 +18,7 @@ from tests.memory.test_restore import (  # noqa: F401  (collected here, run on S
     test_restore_groups_reincludes_and_pins,
     test_restoring_a_restore_brings_the_summary_back,
     test_restoring_one_group_restores_its_summary_siblings,
+    test_undoing_a_restore_of_nested_summaries_hides_what_they_replaced,
 )
 from tests.store.parity import observed
 
