@@ -5,7 +5,7 @@ Two ways in:
 * from the command line (``alembic -c alembic.ini upgrade head`` or ``chatledger db
   upgrade``): an async engine is created from the configured URL and the migrations run
   through ``connection.run_sync``;
-* from :func:`store.migrations.migrate`, which runs inside an already running event
+* from :func:`store.sql.migrations.migrate`, which runs inside an already running event
   loop: it passes an open synchronous connection in ``config.attributes["connection"]``
   and the migrations run on it directly.
 
@@ -22,8 +22,8 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from store.engine import create_engine
-from store.schema import TABLE_PREFIX, metadata
+from store.sql.engine import create_engine
+from store.sql.schema import TABLE_PREFIX, metadata
 
 VERSION_TABLE = "chatledger_alembic_version"
 

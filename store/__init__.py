@@ -1,11 +1,13 @@
-"""chatledger's persistence: the SQL store, its migrations, the formats and the provider.
+"""chatledger's persistence: the store's contract, its backends, the provider, the formats.
 
-Integrations (``store.integrations.*``) and the CLI (``store.cli``) are never imported
-from here: they load optional dependencies.
+``HistoryStore`` (SQL: SQLite or PostgreSQL) and ``InMemoryHistoryStore`` implement the
+contract (``HistoryBackend``, with its parts ``ProviderBackend`` and ``DemoBackend``);
+``TwoPhaseProvider`` gives an agent framework the before-call projection and the
+after-run compaction over any of them. Integrations (``store.integrations.*``) and the
+CLI (``store.cli``) are never imported from here: they load optional dependencies.
 """
 
-from store.audit_models import CompactionEvent, ExcludedGroup, ImportResult, Stats, WhyResult
-from store.engine import create_engine, normalize_url
+from store.contract import DemoBackend, HistoryBackend, ProviderBackend
 from store.errors import (
     ChatledgerError,
     ConcurrentWriteError,
@@ -15,28 +17,43 @@ from store.errors import (
     SessionNotFound,
     StoreError,
 )
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
-from store.migrations import downgrade, ensure_schema, migrate, migrate_sync
-from store.models import Provenance, SessionInfo, StoredMessage
+from store.models import (
+    CompactionEvent,
+    ExcludedGroup,
+    ImportResult,
+    Provenance,
+    SessionInfo,
+    Stats,
+    StoredMessage,
+    WhyResult,
+)
+from store.provider import TwoPhaseProvider
+from store.sql.engine import create_engine, normalize_url
+from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
+from store.sql.store import HistoryStore
 
 __all__ = [
     "ChatledgerError",
     "CompactionEvent",
     "ConcurrentWriteError",
     "CorruptRowError",
+    "DemoBackend",
     "ExcludedGroup",
+    "HistoryBackend",
     "HistoryStore",
     "ImportResult",
     "InMemoryHistoryStore",
     "InvalidInput",
     "MigrationRequired",
     "Provenance",
+    "ProviderBackend",
     "SessionInfo",
     "SessionNotFound",
     "Stats",
     "StoreError",
     "StoredMessage",
+    "TwoPhaseProvider",
     "WhyResult",
     "create_engine",
     "downgrade",

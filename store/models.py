@@ -1,34 +1,164 @@
-"""What the store returns (frozen pydantic models) and the row-to-model mapping.
+"""What the store returns: frozen pydantic models, the same on every backend.
 
-The mapping is plain functions, testable without a database. A row that fails to
-validate raises :class:`~store.errors.CorruptRowError` naming its tenant, session and
-``seq``: a system of record never skips a row silently.
+* :class:`StoredMessage`: a stored message with its place, group and compaction state.
+* :class:`SessionInfo`: a session and its aggregates.
+* :class:`Provenance`: where imported messages came from.
+* :class:`CompactionEvent`: one audit row, written for every change set the store
+  applies (``after_run`` and ``manual`` compactions, ``import`` of compacted history,
+  ``restore``), with the counts before and after and the groups it touched.
+* :class:`ExcludedGroup`: one group that the projection leaves out, and why.
+* :class:`WhyResult`: whether one message is in the request context, and why (not).
+* :class:`Stats`: stored versus active messages, groups and tokens.
+* :class:`ImportResult`: what an import of already-compacted history did.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from store._hashing import content_hash, hashed_contents
-from store.errors import CorruptRowError
 from strategies.groups import GroupKind
-from strategies.messages import CONTENTS_ADAPTER, Message
+from strategies.messages import Message
 
 __all__ = [
+    "PHASES",
+    "CompactionEvent",
+    "ExcludedGroup",
+    "ImportResult",
+    "Phase",
     "Provenance",
     "SessionInfo",
+    "Stats",
     "StoredMessage",
-    "content_hash",
-    "hashed_contents",
-    "message_from_row",
-    "message_to_values",
-    "session_from_row",
+    "WhyResult",
 ]
+
+Phase = Literal["after_run", "manual", "import", "restore"]
+"""When a compaction event was applied."""
+
+PHASES: tuple[Phase, ...] = get_args(Phase)
+"""Every phase, in the order of :data:`Phase`."""
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class CompactionEvent(BaseModel):
+    """One applied change set: who did what to which groups, and what it saved."""
+
+    model_config = _FROZEN
+
+    id: str
+    """The event's id, unique in the store."""
+    session_id: str
+    tenant: str
+    phase: Phase
+    strategy: str
+    """Name of the strategy (``restore`` for restores, ``import:<source>`` for imports)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """The strategy's parameters, JSON-serializable."""
+    messages_before: int
+    """Active messages before the event."""
+    messages_after: int
+    groups_before: int
+    """Active groups before the event."""
+    groups_after: int
+    tokens_before: int
+    """Active tokens (reductions applied) before the event."""
+    tokens_after: int
+    created_at: datetime
+    excluded: tuple[str, ...] = ()
+    """Groups the event excluded (not counting those replaced by its summaries)."""
+    summarized: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    """Summary group inserted by the event, to the ids of the groups it replaced."""
+    reduced: tuple[str, ...] = ()
+    """Groups whose messages the event reduced."""
+    restored: tuple[str, ...] = ()
+    """Groups the event re-included, or whose reductions it dropped (``restore`` only)."""
+
+    @property
+    def tokens_saved(self) -> int:
+        """Active tokens before minus after (negative when a restore adds tokens)."""
+        return self.tokens_before - self.tokens_after
+
+
+class ExcludedGroup(BaseModel):
+    """A group the projection leaves out, with the reason and the event that set it."""
+
+    model_config = _FROZEN
+
+    group_id: str
+    kind: str
+    message_count: int
+    tokens: int
+    reason: str | None
+    event_id: str | None
+    summary_group_id: str | None = None
+    """The summary that replaced the group, when it was summarized."""
+    excluded_at: datetime | None = None
+    """When the excluding event was applied."""
+
+
+class WhyResult(BaseModel):
+    """Whether a stored message is sent to the model (without a strategy), and why."""
+
+    model_config = _FROZEN
+
+    message_id: str
+    in_context: bool
+    reason: str | None = None
+    """The group's exclusion reason (``summarized``, ``restored``, ``truncation``...);
+    ``orphan_result`` or ``stale_pending_call`` for a message left out of every projection
+    without being excluded; ``reduced`` for one sent in its reduced form; ``None`` when the
+    message is sent as stored."""
+    group_id: str
+    event_id: str | None = None
+    """The event that excluded (or reduced) the message, if any."""
+    summary_group_id: str | None = None
+    """The summary that replaced the message's group, if any."""
+    explanation: str
+    """One sentence for people."""
+
+
+class Stats(BaseModel):
+    """Stored versus active counts, for one session or for the whole tenant."""
+
+    model_config = _FROZEN
+
+    tenant: str
+    session_id: str | None = None
+    """The session, or ``None`` for the tenant's totals."""
+    sessions: int
+    stored_messages: int
+    """Every stored message, summaries and excluded ones included."""
+    stored_groups: int
+    stored_tokens: int
+    """Token counts of the stored messages as written (reductions not applied)."""
+    active_messages: int
+    """Messages of the active (not excluded) groups."""
+    active_groups: int
+    active_tokens: int
+    """Tokens of the active groups, reductions applied."""
+    events: int
+    """Compaction events recorded."""
+
+    @property
+    def excluded_messages(self) -> int:
+        """Stored messages not in an active group."""
+        return self.stored_messages - self.active_messages
+
+
+class ImportResult(BaseModel):
+    """What importing already-compacted history did."""
+
+    model_config = _FROZEN
+
+    message_ids: tuple[str, ...]
+    """The stored message ids, in input order (imported summaries included)."""
+    event: CompactionEvent | None = None
+    """The ``import`` event recording the imported exclusions and summaries, if any."""
 
 
 class Provenance(BaseModel):
@@ -108,112 +238,3 @@ class SessionInfo(BaseModel):
     active_messages: int = 0
     active_groups: int = 0
     active_tokens: int = 0
-
-
-def message_to_values(message: Message) -> dict[str, Any]:
-    """The message's own columns (role, contents, author, timestamps, metadata, hash)."""
-    return {
-        "message_id": message.message_id,
-        "role": message.role,
-        "contents": CONTENTS_ADAPTER.dump_python(message.contents, mode="json"),
-        "author_name": message.author_name,
-        "created_at": message.created_at,
-        "metadata": message.metadata,
-        "content_hash": content_hash(message),
-    }
-
-
-def _json(value: Any) -> Any:
-    """Decode a JSON column read as text (a value already decoded is returned as is)."""
-    return json.loads(value) if isinstance(value, str | bytes) else value
-
-
-def _build_message(row: Mapping[str, Any], contents: Any) -> Message:
-    metadata = _json(row["metadata"])
-    return Message.model_validate(
-        {
-            "role": row["role"],
-            "contents": _json(contents),
-            "message_id": row["message_id"],
-            "author_name": row["author_name"],
-            "created_at": row["created_at"],
-            "metadata": metadata if metadata is not None else {},
-        },
-        context={"allow_custom_roles": True},
-    )
-
-
-def reduced_to_value(message: Message) -> dict[str, Any]:
-    """The ``reduced_contents`` column of a reduced version: its contents and own fields."""
-    values = message_to_values(message)
-    return {k: values[k] for k in ("contents", "metadata", "role", "author_name")}
-
-
-def _reduced_message(row: Mapping[str, Any]) -> Message:
-    value = _json(row["reduced_contents"])
-    if isinstance(value, dict) and "contents" in value:
-        overlay = {
-            **row,
-            **{k: value[k] for k in ("metadata", "role", "author_name") if k in value},
-        }
-        return _build_message(overlay, value["contents"])
-    return _build_message(row, value)  # an overlay of contents only
-
-
-def message_from_row(row: Mapping[Any, Any], *, tenant: str, session_id: str) -> StoredMessage:
-    """Build a :class:`StoredMessage` from a joined messages/groups row mapping."""
-    try:
-        reduced = None
-        if row["reduced_contents"] is not None:
-            reduced = _reduced_message(row)
-        return StoredMessage(
-            session_id=session_id,
-            tenant=tenant,
-            seq=row["seq"],
-            anchor=row["anchor"],
-            slot=row["slot"],
-            message=_build_message(row, row["contents"]),
-            group_id=row["group_id"],
-            kind=row["kind"],
-            token_count=row["token_count"],
-            excluded=row["excluded"],
-            excluded_reason=row["excluded_reason"],
-            excluded_event_id=row["excluded_event_id"],
-            reduced=reduced,
-            reduced_token_count=row["reduced_token_count"],
-            reduced_event_id=row["reduced_event_id"],
-            stored_at=row["stored_at"],
-            source_system=row["source_system"],
-            source_id=row["source_id"],
-            imported_at=row["imported_at"],
-        )
-    except (ValidationError, KeyError, TypeError, ValueError) as error:
-        seq = row.get("seq") if isinstance(row.get("seq"), int) else None
-        raise CorruptRowError(str(error), tenant=tenant, session_id=session_id, seq=seq) from error
-
-
-def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
-    """Build a :class:`SessionInfo` from a sessions row mapping."""
-    try:
-        return SessionInfo(
-            session_id=row["session_id"],
-            tenant=row["tenant"],
-            created_at=row["created_at"],
-            updated_at=row["updated_at"],
-            tokenizer=row["tokenizer"],
-            revision=row["revision"],
-            metadata=_json(row["metadata"]) or {},
-            stored_messages=row["stored_messages"],
-            stored_groups=row["stored_groups"],
-            stored_tokens=row["stored_tokens"],
-            active_messages=row["active_messages"],
-            active_groups=row["active_groups"],
-            active_tokens=row["active_tokens"],
-        )
-    except (ValidationError, KeyError, TypeError, ValueError) as error:
-        raise CorruptRowError(
-            str(error),
-            tenant=str(row.get("tenant")),
-            session_id=str(row.get("session_id")),
-            seq=None,
-        ) from error

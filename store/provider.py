@@ -1,8 +1,8 @@
 """The two-phase history provider, independent of any agent framework.
 
-:class:`TwoPhaseProvider` wraps a store (anything that satisfies :class:`HistoryBackend`:
-:class:`store.HistoryStore` and the in-memory store do) and gives an agent framework the
-two phases of DESIGN.md:
+:class:`TwoPhaseProvider` wraps a store (anything that satisfies
+:class:`store.contract.ProviderBackend`: :class:`store.HistoryStore` and the in-memory
+store do) and gives an agent framework the two phases of the design:
 
 - :meth:`TwoPhaseProvider.load` (before each model call): the projection of the stored
   active context plus the run's in-flight messages, through the *before* strategy.
@@ -34,61 +34,22 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
 
-from store.audit_models import Phase
+from store.contract import ProviderBackend
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
-from store.models import StoredMessage
+from store.models import CompactionEvent, StoredMessage
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import Tokenizer
 
 __all__ = [
-    "HistoryBackend",
     "SaveResult",
     "TwoPhaseProvider",
     "message_identity",
     "new_messages",
     "unanswered_call_ids",
 ]
-
-
-@runtime_checkable
-class HistoryBackend(Protocol):
-    """The part of the store API the provider uses."""
-
-    async def append(self, session_id: str, messages: Sequence[Message]) -> list[str]:
-        """Append ``messages``; return their stored ids."""
-        ...
-
-    async def context(
-        self,
-        session_id: str,
-        *,
-        strategy: CompactionStrategy | None = None,
-        pending: Sequence[Message] = (),
-    ) -> list[Message]:
-        """The projection of the active context plus ``pending``; persists nothing."""
-        ...
-
-    async def compact(
-        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = ...
-    ) -> Any:
-        """Plan and apply ``strategy``; return the audit event or None."""
-        ...
-
-    async def history(
-        self,
-        session_id: str,
-        *,
-        include_excluded: bool = ...,
-        limit: int | None = ...,
-        before: int | None = ...,
-    ) -> list[StoredMessage]:
-        """Stored messages oldest first; with ``before`` and ``limit``, the newest ``limit``
-        before ``before`` (exclusive). Raises :class:`~store.errors.SessionNotFound`."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +60,7 @@ class SaveResult:
     """Ids of the messages appended (replayed ones are not appended again)."""
     replayed: int
     """How many of the given messages were found already stored."""
-    compaction: Any = None
+    compaction: CompactionEvent | None = None
     """The after phase's compaction event, or None when it did not run or changed nothing."""
 
 
@@ -189,11 +150,12 @@ def _window_strategy(
 
 
 class TwoPhaseProvider:
-    """Before-call projection and after-turn compaction over a :class:`HistoryBackend`."""
+    """Before-call projection and after-turn compaction over a
+    :class:`~store.contract.ProviderBackend`."""
 
     def __init__(
         self,
-        backend: HistoryBackend,
+        backend: ProviderBackend,
         *,
         before_strategy: CompactionStrategy | None = None,
         after_strategy: CompactionStrategy | None = None,

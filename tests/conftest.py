@@ -22,8 +22,8 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy.engine import make_url
 
-from store.history import HistoryStore
-from store.migrations import migrate
+from store import HistoryStore
+from store.sql.migrations import migrate
 from strategies.tokenizers import CharacterEstimatorTokenizer
 
 T = TypeVar("T")

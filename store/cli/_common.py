@@ -18,11 +18,11 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import BaseModel
 from rich.console import Console
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from store.engine import normalize_url
-from store.history import HistoryStore
+from store.contract import HistoryBackend
+from store.sql.engine import normalize_url, sqlite_file
+from store.sql.store import HistoryStore
 
 __all__ = [
     "TENANT_ENV",
@@ -100,15 +100,10 @@ def describe_url(url: str | None) -> str:
 def require_database(url: str | None) -> None:
     """Refuse to read a SQLite file that does not exist (instead of creating it)."""
     try:
-        parsed = make_url(normalize_url(url))
+        database = sqlite_file(url)
     except ArgumentError as error:
         raise CliError(f"invalid database URL {url!r}: {error}") from error
-    if parsed.get_backend_name() != "sqlite":
-        return
-    database = parsed.database
-    if not database or database == ":memory:" or database.startswith("file:"):
-        return
-    if not Path(database).exists():
+    if database is not None and not Path(database).exists():
         raise CliError(
             f"no database at {database}: create one with `chatledger db upgrade --url ...` "
             "or `chatledger demo`"
@@ -118,7 +113,7 @@ def require_database(url: str | None) -> None:
 async def with_store(
     url: str | None,
     tenant: str,
-    action: Callable[[HistoryStore], Awaitable[T]],
+    action: Callable[[HistoryBackend], Awaitable[T]],
 ) -> T:
     """Open the store on an existing database, run ``action`` on it, close it."""
     require_database(url)

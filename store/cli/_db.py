@@ -19,8 +19,8 @@ from store.cli._common import (
     run,
     show_help,
 )
-from store.engine import create_engine
-from store.migrations import current_revisions, head_revisions, migrate
+from store.sql.engine import create_engine
+from store.sql.migrations import current_revisions, head_revisions, migrate
 
 __all__ = ["SchemaStatus", "db_app"]
 

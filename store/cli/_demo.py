@@ -24,7 +24,7 @@ from store.cli._common import (
 )
 from store.cli._render import events_table
 from store.demo import DemoConfig, DemoReport, MissingResult, TurnRecord, run_demo
-from store.history import HistoryStore
+from store.sql.store import HistoryStore
 
 __all__ = ["demo", "inspect_commands", "turn_line"]
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
-from typing import Annotated, cast, get_args
+from typing import Annotated
 
 import typer
 
-from store.audit_models import CompactionEvent, Phase, Stats
 from store.cli._common import (
     CliError,
     JsonOpt,
@@ -26,8 +25,8 @@ from store.cli._render import (
     sessions_table,
     stats_table,
 )
-from store.history import HistoryStore
-from store.models import SessionInfo, StoredMessage
+from store.contract import HistoryBackend
+from store.models import PHASES, CompactionEvent, SessionInfo, Stats, StoredMessage
 from strategies.messages import Message
 from strategies.tokenizers import count_message_tokens
 
@@ -35,7 +34,6 @@ __all__ = ["audit", "parse_since", "sessions", "show", "stats"]
 
 _RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-PHASES: tuple[str, ...] = get_args(Phase)
 
 
 def parse_since(value: str, *, now: datetime | None = None) -> datetime:
@@ -63,7 +61,7 @@ def sessions(
 ) -> None:
     """List the tenant's sessions with stored and active counts."""
 
-    async def action(store: HistoryStore) -> list[SessionInfo]:
+    async def action(store: HistoryBackend) -> list[SessionInfo]:
         return await store.sessions(limit=limit, after=after)
 
     found = run(with_store(url, tenant, action))
@@ -75,7 +73,7 @@ def sessions(
         console.print(sessions_table(found))
 
 
-async def _context(store: HistoryStore, session_id: str) -> tuple[list[Message], list[int]]:
+async def _context(store: HistoryBackend, session_id: str) -> tuple[list[Message], list[int]]:
     await store.session(session_id)  # SessionNotFound for an unknown id
     messages = await store.context(session_id)
     tokens = [count_message_tokens(m, store.tokenizer, policy=store.policy) for m in messages]
@@ -83,7 +81,7 @@ async def _context(store: HistoryStore, session_id: str) -> tuple[list[Message],
 
 
 def _show_context(url: str | None, tenant: str, session_id: str, as_json: bool) -> None:
-    async def action(store: HistoryStore) -> tuple[list[Message], list[int]]:
+    async def action(store: HistoryBackend) -> tuple[list[Message], list[int]]:
         return await _context(store, session_id)
 
     messages, tokens = run(with_store(url, tenant, action))
@@ -115,7 +113,7 @@ def show(
         _show_context(url, tenant, session_id, as_json)
         return
 
-    async def action(store: HistoryStore) -> list[StoredMessage]:
+    async def action(store: HistoryBackend) -> list[StoredMessage]:
         if limit is None:
             return [m async for m in store.aiter_history(session_id, include_excluded=show_all)]
         newest = (await store.session(session_id)).stored_messages + 1  # seq is gapless
@@ -158,12 +156,12 @@ def audit(
         )
     moment = parse_since(since) if since is not None else None
 
-    async def action(store: HistoryStore) -> list[CompactionEvent]:
+    async def action(store: HistoryBackend) -> list[CompactionEvent]:
         return await store.audit(
             session_id,
             since=moment,
             strategy=strategy,
-            phase=cast("Phase | None", phase),  # checked against PHASES above
+            phase=phase,  # narrowed to a Phase by the check against PHASES above
             limit=limit,
         )
 
@@ -186,7 +184,7 @@ def stats(
 ) -> None:
     """Stored versus active messages, groups and tokens, for a session or the tenant."""
 
-    async def action(store: HistoryStore) -> Stats:
+    async def action(store: HistoryBackend) -> Stats:
         return await store.stats(session_id)
 
     result = run(with_store(url, tenant, action))

@@ -9,8 +9,7 @@ from datetime import datetime
 from rich.table import Table
 from rich.text import Text
 
-from store.audit_models import CompactionEvent, Stats
-from store.models import SessionInfo, StoredMessage
+from store.models import CompactionEvent, SessionInfo, Stats, StoredMessage
 from strategies.messages import (
     Content,
     DataContent,

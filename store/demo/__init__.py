@@ -15,19 +15,19 @@ missing from the store afterwards is one too.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from store.audit_models import CompactionEvent
+from store.contract import DemoBackend
 from store.demo._script import SYSTEM_PROMPT, MissingResult, ScriptedModel
 from store.demo.tools import run_tool
-from store.models import SessionInfo, StoredMessage
-from store.provider import HistoryBackend, TwoPhaseProvider
+from store.models import CompactionEvent
+from store.provider import TwoPhaseProvider
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
-from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_messages_tokens
+from strategies.tokenizers import count_messages_tokens
 
 __all__ = [
     "DemoBackend",
@@ -39,34 +39,6 @@ __all__ = [
 ]
 
 MAX_STEPS = 8
-
-
-class DemoBackend(HistoryBackend, Protocol):
-    """The store API the demo uses (``HistoryStore`` and the in-memory store have it)."""
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """The store's tokenizer."""
-        ...
-
-    @property
-    def policy(self) -> TokenCountPolicy:
-        """The store's token-count policy."""
-        ...
-
-    async def session(self, session_id: str) -> SessionInfo:
-        """The session's info and aggregates."""
-        ...
-
-    def aiter_history(
-        self, session_id: str, *, include_excluded: bool = False
-    ) -> AsyncIterator[StoredMessage]:
-        """The session's stored messages, oldest first."""
-        ...
-
-    async def audit(self, session_id: str | None = None) -> list[CompactionEvent]:
-        """The session's compaction events, newest first."""
-        ...
 
 
 class DemoConfig(BaseModel):

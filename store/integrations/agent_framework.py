@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 try:
     from agent_framework import HistoryProvider
@@ -45,10 +45,10 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "pip install 'chatledger[agent-framework]'"
     ) from exc
 
-from store.audit_models import Phase
+from store.contract import HistoryBackend
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
-from store.models import StoredMessage
-from store.provider import HistoryBackend, SaveResult, TwoPhaseProvider, unanswered_call_ids
+from store.models import CompactionEvent, ImportResult, Phase, StoredMessage
+from store.provider import SaveResult, TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
@@ -101,7 +101,7 @@ def _session(session_id: str | None) -> str:
 
 
 class _LazyStore:
-    """A :class:`HistoryBackend` that opens the store on first use."""
+    """A :class:`~store.contract.ProviderBackend` that opens the store on first use."""
 
     def __init__(
         self,
@@ -120,19 +120,18 @@ class _LazyStore:
     async def get(self) -> HistoryBackend:
         async with self._lock:
             if self.store is None:
-                from store.history import HistoryStore
+                from store.sql.store import HistoryStore
 
-                opened: object = await HistoryStore.open(
+                self.store = await HistoryStore.open(
                     self.url, tenant=self.tenant, tokenizer=self.tokenizer
                 )
-                self.store = cast(HistoryBackend, opened)
             return self.store
 
     async def aclose(self) -> None:
         store, owned = self.store, self.owned
         if owned and store is not None:
             self.store = None
-            await store.aclose()  # type: ignore[attr-defined]
+            await store.aclose()
 
     async def append(self, session_id: str, messages: Sequence[Message]) -> list[str]:
         return await (await self.get()).append(session_id, messages)
@@ -149,7 +148,7 @@ class _LazyStore:
 
     async def compact(
         self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = "manual"
-    ) -> Any:
+    ) -> CompactionEvent | None:
         return await (await self.get()).compact(session_id, strategy, phase=phase)
 
     async def history(
@@ -259,17 +258,14 @@ class ChatledgerHistoryProvider(HistoryProvider):
             _session(session_id), ours, end_of_turn=end_of_turn
         )
 
-    async def import_messages(self, session_id: str, messages: Sequence[AFMessage]) -> Any:
+    async def import_messages(self, session_id: str, messages: Sequence[AFMessage]) -> ImportResult:
         """Import messages from another Agent Framework history, annotations kept.
 
         The store's ``import_messages`` turns the framework's exclusions and summaries into
-        its own, with an ``import`` audit event; returns what the store returns.
+        its own, with an ``import`` audit event.
         """
         store = await self.store()
-        importer = getattr(store, "import_messages", None)
-        if importer is None:
-            raise TypeError(f"{type(store).__name__} has no import_messages()")
-        return await importer(session_id, from_af_messages(messages))
+        return await store.import_messages(session_id, from_af_messages(messages))
 
 
 class AgentFrameworkStrategy:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from store.history import HistoryStore
-from store.migrations import migrate
+from store import HistoryStore
+from store.sql.migrations import migrate
 from tests.cli.helpers import conversation, run_api
 
 requires_compaction = pytest.mark.skipif(

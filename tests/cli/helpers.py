@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from store.history import HistoryStore
+from store import HistoryStore
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 
 T = TypeVar("T")

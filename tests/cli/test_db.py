@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from store.migrations import downgrade, head_revisions
+from store.sql.migrations import downgrade, head_revisions
 from tests.cli.helpers import assert_one_line_error, chatledger
 
 

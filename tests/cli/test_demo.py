@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
+from store import HistoryStore
 from store.demo import DemoConfig, MissingResult, TurnRecord, run_demo
 from store.demo._script import ScriptedModel
 from store.demo.tools import calculate
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
 from store.models import StoredMessage
 from strategies.base import CompactionStrategy

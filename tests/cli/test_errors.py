@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from store import HistoryStore
 from store.cli import main
-from store.history import HistoryStore
 from tests.cli.helpers import assert_one_line_error, chatledger
 
 

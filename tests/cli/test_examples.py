@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from store.history import HistoryStore
+from store import HistoryStore
 from store.models import StoredMessage
 from tests.cli.conftest import requires_compaction
 from tests.cli.helpers import run_api

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.audit_models import CompactionEvent, Stats
-from store.history import HistoryStore
-from store.models import SessionInfo, StoredMessage
+from store import HistoryStore
+from store.models import CompactionEvent, SessionInfo, Stats, StoredMessage
 from strategies.messages import MESSAGES_ADAPTER
 from strategies.sliding_window import SlidingWindowStrategy
 from tests.cli.conftest import requires_compaction

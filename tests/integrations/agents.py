@@ -17,12 +17,12 @@ from typing import Any
 from agent_framework import Agent, AgentSession, create_harness_agent
 from agent_framework import Message as AFMessage
 
+from store.contract import HistoryBackend
 from store.integrations.agent_framework import (
     ChatledgerHistoryProvider,
     as_agent_framework,
     from_af_messages,
 )
-from store.provider import HistoryBackend
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent
 from strategies.tokenizers import Tokenizer, count_messages_tokens

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("agent_framework")
 
-from store.history import HistoryStore
+from store import HistoryStore
 from store.memory import InMemoryHistoryStore, MemoryDatabase
 from strategies.tokenizers import TiktokenTokenizer, Tokenizer
 from tests.conftest import PgServer

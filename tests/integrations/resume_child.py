@@ -15,7 +15,7 @@ from typing import Any
 
 from agent_framework import AgentSession
 
-from store.history import HistoryStore
+from store import HistoryStore
 from strategies.tokenizers import TiktokenTokenizer
 from tests.integrations.agents import BUILDERS, TOOL_CALLS, run_turns, window_provider
 from tests.integrations.scripted_client import ScriptedChatClient

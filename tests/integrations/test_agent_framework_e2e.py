@@ -15,7 +15,7 @@ import pytest
 from agent_framework import AgentSession
 from sqlalchemy import text
 
-from store.history import HistoryStore
+from store import HistoryStore
 from store.integrations.agent_framework import from_af_messages
 from store.memory import InMemoryHistoryStore, MemoryDatabase
 from store.models import StoredMessage

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import select
 from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.dml import Insert
 
-from store.history import HistoryStore
-from store.schema import GroupRow, OpenCallRow
+from store import HistoryStore
+from store.sql.schema import GROUPS, OPEN_CALLS
 from strategies.groups import annotate
 from strategies.messages import Message
 from strategies.tokenizers import count_message_tokens
 
-GROUPS = cast(Table, GroupRow.__table__)
-CALLS = cast(Table, OpenCallRow.__table__)
+CALLS = OPEN_CALLS
 
 
 async def group_rows(store: HistoryStore, session_id: str) -> dict[str, dict[str, Any]]:

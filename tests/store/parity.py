@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from store.history import HistoryStore
+from store import HistoryStore
 from store.memory import InMemoryHistoryStore
 
 Store = HistoryStore | InMemoryHistoryStore

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
+from store import HistoryStore
 from store.formats import from_agent_framework
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
 from tests.memory.helpers import TOKENIZER
 from tests.memory.test_import import (  # noqa: F401  (collected here, run on SQL)

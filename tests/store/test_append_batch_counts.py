@@ -18,10 +18,15 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.engine import Dialect
 
-from store._append_rows import AppendContext, AppendTotals, RowBuilder
-from store._hashing import _canonical
-from store._inserts import _INSERT_MESSAGES, MESSAGE_COLUMNS, DriverInsert, message_insert
-from store.models import Provenance, content_hash
+from store.models import Provenance
+from store.rules.identity import _canonical, content_hash
+from store.sql.append.pipeline import (
+    _INSERT_MESSAGES,
+    MESSAGE_COLUMNS,
+    DriverInsert,
+    message_insert,
+)
+from store.sql.append.rows import AppendContext, AppendTotals, RowBuilder
 from strategies.messages import (
     DataContent,
     FunctionCallContent,

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from store import _counting
+from store import HistoryStore
 from store.errors import InvalidInput
-from store.history import HistoryStore
+from store.sql.append import counting
 from strategies.messages import (
     FunctionCallContent,
     FunctionResultContent,
@@ -114,7 +114,7 @@ async def test_large_append_counts_in_the_worker_thread_each_text_once(
 ) -> None:
     store, tokenizer = spied
     messages = _conversation("a", 150)  # 600 messages, several slices
-    assert sum(map(len, _texts(messages))) >= _counting.THREAD_MIN_CHARS
+    assert sum(map(len, _texts(messages))) >= counting.THREAD_MIN_CHARS
     await store.append("s", messages)
     assert tokenizer.threads == {"chatledger-tokens_0"}
     assert sorted(tokenizer.batched) == sorted(_texts(messages))
@@ -189,11 +189,11 @@ async def test_a_refused_append_stores_nothing_and_leaves_no_error_behind(
 
 
 def test_a_forked_process_gets_its_own_counting_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_counting, "_executor", _counting._executor)  # restored after
-    first = _counting._worker()
-    assert _counting._worker() is first
-    monkeypatch.setattr(_counting.os, "getpid", lambda: -1)  # as in a child after fork
-    second = _counting._worker()
+    monkeypatch.setattr(counting, "_executor", counting._executor)  # restored after
+    first = counting._worker()
+    assert counting._worker() is first
+    monkeypatch.setattr(counting.os, "getpid", lambda: -1)  # as in a child after fork
+    second = counting._worker()
     assert second is not first
     assert second.submit(sum, [1, 2]).result(timeout=10) == 3
     second.shutdown()

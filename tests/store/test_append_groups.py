@@ -1,6 +1,6 @@
 """New groups' rows written within the message pipeline are the rows SQLAlchemy binds.
 
-:class:`~store._append_rows.NewGroups` hands a group's row to the pipeline once every
+:class:`~store.sql.append.rows.NewGroups` hands a group's row to the pipeline once every
 message of it is built, in the annotation's order; the rows are what SQLAlchemy's own
 parameter processing makes of the same values, on SQLite and on PostgreSQL. The calls
 an append looks up are those :func:`call_ids` and :func:`result_ids` name.
@@ -19,9 +19,10 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.engine import Dialect
 
-from store._append import _referenced_calls
-from store._append_rows import AppendContext, AppendTotals, NewGroups
-from store._inserts import GROUP_COLUMNS, GROUPS, group_insert
+from store.sql.append.pipeline import GROUP_COLUMNS, group_insert
+from store.sql.append.rows import AppendContext, AppendTotals, NewGroups
+from store.sql.append.writer import _referenced_calls
+from store.sql.schema import GROUPS
 from strategies.groups import GroupInfo, call_ids, result_ids
 from strategies.messages import (
     FunctionCallContent,

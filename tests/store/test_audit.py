@@ -6,8 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from store import HistoryStore
 from store.errors import InvalidInput, SessionNotFound
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
 from tests.memory.helpers import TOKENIZER, ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.memory.test_compaction import _chat

@@ -16,7 +16,7 @@ import pytest
 from hypothesis.stateful import run_state_machine_as_test
 from sqlalchemy import event
 
-from store.history import HistoryStore
+from store import HistoryStore
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.reduction import ToolResultReductionStrategy
 from tests.memory.helpers import ExcludeOldest, SummarizeOldest

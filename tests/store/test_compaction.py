@@ -12,9 +12,9 @@ from typing import Any, cast
 import pytest
 from sqlalchemy import Table, select
 
-from store.history import HistoryStore
+from store import HistoryStore
 from store.memory import InMemoryHistoryStore
-from store.schema import EventGroupRow, MessageRow, SessionRow
+from store.sql.schema import EVENT_GROUPS, MESSAGES, SESSIONS
 from strategies.changeset import ChangeSet, Exclusion
 from tests.groups.conversations import assistant, call, result, tool, user
 from tests.memory.helpers import TOKENIZER, ExcludeOldest, Fixed, ReduceResults, SummarizeOldest
@@ -41,9 +41,7 @@ from tests.memory.test_with_strategies import (  # noqa: F401
 )
 from tests.store.parity import observed
 
-MESSAGES = cast(Table, MessageRow.__table__)
-SESSIONS = cast(Table, SessionRow.__table__)
-LINKS = cast(Table, EventGroupRow.__table__)
+LINKS = EVENT_GROUPS
 
 
 async def _rows(store: HistoryStore, table: Table) -> list[dict[str, Any]]:

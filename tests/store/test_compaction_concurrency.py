@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from store.audit_models import CompactionEvent
-from store.history import HistoryStore
+from store import HistoryStore
 from store.memory import InMemoryHistoryStore
+from store.models import CompactionEvent
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message

@@ -10,8 +10,8 @@ import pytest
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from store import HistoryStore
 from store.errors import ConcurrentWriteError
-from store.history import HistoryStore
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.store.helpers import comparable, expected_groups, group_rows, open_call_rows
 from tests.store.writer import round_messages, run, write

@@ -6,10 +6,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from store.engine import create_engine
+from store import HistoryStore
 from store.errors import InvalidInput, SessionNotFound
-from store.history import HistoryStore
 from store.models import Provenance
+from store.sql.engine import create_engine
 from strategies.messages import (
     DataContent,
     FunctionCallContent,

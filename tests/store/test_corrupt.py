@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from store import HistoryStore
 from store.errors import CorruptRowError
-from store.history import HistoryStore
 from strategies.messages import Message
 
 

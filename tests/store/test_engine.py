@@ -10,7 +10,9 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
 
-from store.engine import (
+from store import HistoryStore
+from store.errors import ChatledgerError, StoreError
+from store.sql.engine import (
     DEFAULT_URL,
     URL_ENV,
     create_engine,
@@ -18,8 +20,6 @@ from store.engine import (
     resolve_url,
     write_connection,
 )
-from store.errors import ChatledgerError, StoreError
-from store.history import HistoryStore
 from strategies.messages import Message
 from tests.conftest import PgServer
 

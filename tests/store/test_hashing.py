@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import _hashing
-from store._append_rows import contents_text
-from store.models import content_hash, hashed_contents
+from store.rules import identity
+from store.rules.identity import content_hash, hashed_contents
+from store.sql.append.rows import contents_text
 from strategies.messages import (
     Content,
     DataContent,
@@ -152,7 +152,7 @@ def test_the_field_by_field_path_writes_the_usual_messages() -> None:
         created_at=datetime(2025, 1, 2, tzinfo=UTC),
         metadata={"k": ["v", 1]},
     )
-    texts = _hashing._fast_canonical_json(message)
+    texts = identity._fast_canonical_json(message)
     assert texts is not None
     assert texts[0] == json.dumps(json.loads(texts[0]), sort_keys=True, separators=(",", ":"))
     assert _check(message) is not None
@@ -164,8 +164,8 @@ def test_contents_text_of_other_strings_is_left_to_the_adapter(text: str) -> Non
 
 
 def test_every_message_field_is_written() -> None:
-    assert set(Message.model_fields) == _hashing._MESSAGE_FIELDS
-    assert _hashing._FAST_MESSAGE is Message
+    assert set(Message.model_fields) == identity._MESSAGE_FIELDS
+    assert identity._FAST_MESSAGE is Message
 
 
 _json_values = st.recursive(

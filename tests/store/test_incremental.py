@@ -7,7 +7,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from store.history import HistoryStore
+from store import HistoryStore
 from strategies.groups import annotate
 from strategies.messages import Message
 from tests.groups.conversations import conversations

@@ -15,10 +15,10 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import inspect, text
 from sqlalchemy.engine import Connection
 
-from store.engine import create_engine
+from store import HistoryStore
 from store.errors import MigrationRequired
-from store.history import HistoryStore
-from store.migrations import (
+from store.sql.engine import create_engine
+from store.sql.migrations import (
     VERSION_TABLE,
     current_revisions,
     downgrade,
@@ -26,7 +26,7 @@ from store.migrations import (
     migrate,
     script_location,
 )
-from store.schema import metadata
+from store.sql.schema import metadata
 from strategies.messages import Message
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,7 +104,7 @@ def test_config_is_built_in_code(tmp_path: Path) -> None:
     """Migrating needs no alembic.ini: run from an unrelated directory."""
     assert (script_location() / "env.py").is_file()
     url = f"sqlite:///{tmp_path}/fresh.db"
-    code = f"from store.migrations import migrate_sync; migrate_sync({url!r})"
+    code = f"from store.sql.migrations import migrate_sync; migrate_sync({url!r})"
     subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,
@@ -153,8 +153,8 @@ def test_packaged_layout_creates_a_fresh_database(tmp_path: Path) -> None:
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
     code = (
-        "import asyncio, store.migrations as m\n"
-        "from store.history import HistoryStore\n"
+        "import asyncio, store.sql.migrations as m\n"
+        "from store import HistoryStore\n"
         "from strategies.messages import Message\n"
         "async def main():\n"
         "    async with HistoryStore.open('sqlite:///fresh.db') as s:\n"

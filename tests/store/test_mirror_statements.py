@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import event
 
-from store.history import HistoryStore
+from store import HistoryStore
 from tests.memory.helpers import ExcludeOldest, ReduceResults
 from tests.memory.test_compaction import _chat
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from store import HistoryStore
 from store.errors import InvalidInput
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
 from strategies.tokenizers import CharacterEstimatorTokenizer, CountingTokenizer
 from tests.groups.conversations import assistant, call, reasoning, result, system, tool, user

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from store import HistoryStore
 from store.errors import InvalidInput, SessionNotFound
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
 from tests.memory.helpers import TOKENIZER, ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.memory.test_restore import (  # noqa: F401  (collected here, run on SQL)

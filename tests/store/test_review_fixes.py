@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-import store._api as api_module
+import store.sql.store as api_module
+from store import HistoryStore
 from store.errors import CorruptRowError, InvalidInput, StoreError
-from store.history import HistoryStore
 from store.memory import InMemoryHistoryStore
 from strategies.base import CompactionStrategy, TokenizerMismatch
 from strategies.context_window import ContextWindowCompactionStrategy

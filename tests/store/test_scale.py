@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import event
 
 from benchmarks.generator import ConversationGenerator, to_message
-from store.history import HistoryStore
+from store import HistoryStore
 from strategies import ContextWindowCompactionStrategy
 from strategies.messages import FunctionResultContent, Message, TextContent
 from strategies.tokenizers import (

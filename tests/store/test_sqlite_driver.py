@@ -12,8 +12,8 @@ from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from store._sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI, short_statements
-from store.engine import create_engine, write_connection
+from store.sql.engine import create_engine, write_connection
+from store.sql.sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI, short_statements
 
 
 async def _script(engine: AsyncEngine) -> list[Any]:
@@ -147,6 +147,6 @@ async def test_a_writer_waiting_for_the_lock_does_not_block_the_loop(tmp_path: P
 
 
 def test_an_appends_insert_slices_fit_inline() -> None:
-    from store._append_rows import INSERT_CHUNK
+    from store.sql.append.pipeline import INSERT_CHUNK
 
     assert INSERT_CHUNK <= INLINE_ROWS

@@ -32,7 +32,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from store.history import HistoryStore
+from store import HistoryStore
 from store.memory import InMemoryHistoryStore
 from store.models import StoredMessage
 from strategies.base import CompactionStrategy

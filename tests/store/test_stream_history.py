@@ -7,11 +7,12 @@ from collections.abc import AsyncGenerator
 import pytest
 from sqlalchemy import select, text
 
-from store._stream import stream_history
+from store import HistoryStore
 from store.errors import CorruptRowError, InvalidInput, SessionNotFound
-from store.history import HistoryStore
-from store.models import StoredMessage, message_from_row
-from store.schema import GroupRow, MessageRow
+from store.models import StoredMessage
+from store.sql.history import stream_history
+from store.sql.mapping import message_from_row
+from store.sql.schema import GROUPS, MESSAGES
 from strategies.messages import Message
 from tests.memory.helpers import ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.memory.test_compaction import _chat
@@ -200,7 +201,7 @@ async def test_rows_map_as_the_general_mapping_does(store: HistoryStore) -> None
             )
         ],
     )
-    messages, groups = MessageRow.__table__, GroupRow.__table__
+    messages, groups = MESSAGES, GROUPS
     query = (
         select(messages, groups.c.kind)
         .join(

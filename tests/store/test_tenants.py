@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from store import HistoryStore
 from store.errors import InvalidInput, SessionNotFound
-from store.history import HistoryStore
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.store.helpers import group_rows

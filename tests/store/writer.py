@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import sys
 
-from store.history import HistoryStore
+from store import HistoryStore
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 

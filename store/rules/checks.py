@@ -1,0 +1,94 @@
+"""The argument checks of the store's contract, shared by every backend.
+
+Each check raises :class:`~store.errors.InvalidInput` with a sentence that names the
+argument, before anything is read or written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from store.errors import InvalidInput
+from store.models import PHASES
+from strategies.messages import Message
+from strategies.tokenizers import Tokenizer
+
+__all__ = [
+    "check_limit",
+    "check_message",
+    "check_page_size",
+    "check_phase",
+    "check_restore_target",
+    "check_session_id",
+    "check_tenant",
+    "check_tokenizer",
+    "checked_messages",
+]
+
+
+def check_tenant(tenant: object) -> None:
+    """Refuse a tenant that is not a non-empty string without NUL characters."""
+    if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
+        raise InvalidInput("tenant must be a non-empty string without NUL characters")
+
+
+def check_session_id(session_id: object) -> None:
+    """Refuse a session id that is not a non-empty string without NUL characters."""
+    if not isinstance(session_id, str) or not session_id or "\x00" in session_id:
+        raise InvalidInput("session_id must be a non-empty string without NUL characters")
+
+
+def checked_messages(messages: Iterable[object]) -> list[Message]:
+    """``messages`` as a list, refusing anything that is not a :class:`Message`."""
+    batch: list[Message] = []
+    for message in messages:
+        if not isinstance(message, Message):
+            raise InvalidInput(f"expected Message, got {type(message).__name__}")
+        batch.append(message)
+    return batch
+
+
+def check_message(message: object) -> None:
+    """Refuse what cannot be stored: not a Message, or ids holding a NUL character."""
+    if not isinstance(message, Message):
+        raise InvalidInput(f"expected Message, got {type(message).__name__}")
+    for name in ("message_id", "role", "author_name"):
+        value = getattr(message, name)
+        if value is not None and "\x00" in value:
+            raise InvalidInput(f"{name} of message {message.message_id!r} holds a NUL character")
+
+
+def check_tokenizer(stored: str, tokenizer: Tokenizer, session_id: str) -> None:
+    """Refuse to mix token counts of two tokenizers in one session."""
+    if stored != tokenizer.name:
+        raise InvalidInput(
+            f"session {session_id!r} was counted with tokenizer {stored!r}, this store uses "
+            f"{tokenizer.name!r}: open the store with {stored!r}, or call "
+            f"recount({session_id!r}) to recount the session with {tokenizer.name!r}"
+        )
+
+
+def check_limit(limit: int | None) -> None:
+    """Refuse a negative ``limit``."""
+    if limit is not None and limit < 0:
+        raise InvalidInput("limit must be >= 0")
+
+
+def check_page_size(page_size: int) -> None:
+    """Refuse a page size below one."""
+    if page_size < 1:
+        raise InvalidInput("page_size must be >= 1")
+
+
+def check_phase(phase: object) -> None:
+    """Refuse a phase that is not one of :data:`~store.models.PHASES`."""
+    if phase not in PHASES:
+        raise InvalidInput(f"unknown phase {phase!r}: expected one of {', '.join(PHASES)}")
+
+
+def check_restore_target(group_ids: Iterable[str] | None, event_id: str | None) -> list[str] | None:
+    """The group ids of a restore as a list (None for a restore by event); refuse
+    anything but exactly one of the two."""
+    if (group_ids is None) == (event_id is None):
+        raise InvalidInput("pass exactly one of group_ids and event_id")
+    return list(group_ids) if group_ids is not None else None

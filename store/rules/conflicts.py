@@ -1,0 +1,127 @@
+"""Optimistic apply: a change set planned on a snapshot applies only if still valid.
+
+A strategy plans outside any write transaction (a summarizer may wait on an LLM). The
+write that applies the plan checks the groups it touches against the snapshot
+(:func:`changed_under`): it conflicts when one of them changed, vanished or was
+excluded since, or when a group absent from the snapshot (appended or restored since)
+is active. :func:`plan_and_apply` runs the whole loop: on a conflict the plan is made
+again once; a second conflict applies nothing and logs a warning. Every backend
+compacts through it, with its own snapshot and apply.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from store.errors import strategy_errors
+from store.models import CompactionEvent
+from strategies.base import CompactionStrategy
+from strategies.changeset import ChangeSet
+from strategies.view import View
+
+__all__ = [
+    "CONFLICT",
+    "Compaction",
+    "Conflict",
+    "GroupState",
+    "Snapshot",
+    "changed_under",
+    "plan_and_apply",
+]
+
+logger = logging.getLogger("chatledger.store")
+
+
+class Conflict:
+    """What an apply returns when the session changed under its plan."""
+
+
+CONFLICT = Conflict()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """A group as an apply finds it: whether it is excluded, and its fingerprint
+    (whatever must not change between a snapshot and an apply)."""
+
+    excluded: bool
+    fingerprint: Hashable
+
+
+def changed_under(
+    touched: Iterable[str],
+    snapshot: Mapping[str, Hashable],
+    current: Mapping[str, GroupState],
+) -> bool:
+    """Whether a group the plan ``touched`` changed since the ``snapshot`` (each active
+    group's fingerprint then); ``current`` holds the touched groups as they are now."""
+    for group_id in touched:
+        now = current.get(group_id)
+        if group_id not in snapshot:
+            if now is not None and not now.excluded:
+                return True  # appended or restored since: never touched by a stale plan
+            continue
+        if now is None or now.excluded or now.fingerprint != snapshot[group_id]:
+            return True
+    return False
+
+
+class Snapshot(Protocol):
+    """What a plan is made on."""
+
+    @property
+    def view(self) -> View:
+        """The active view at the snapshot."""
+        ...
+
+
+S = TypeVar("S", bound=Snapshot)
+
+
+@dataclass(frozen=True)
+class Compaction(Generic[S]):
+    """One backend's way to snapshot a session and apply a plan made on the snapshot."""
+
+    snapshot: Callable[[], Awaitable[S]]
+    apply: Callable[[S, ChangeSet], Awaitable[CompactionEvent | Conflict | None]]
+    """Apply in one write, returning :data:`CONFLICT` when the session changed under it."""
+
+
+async def plan_and_apply(
+    session_id: str,
+    strategy: CompactionStrategy,
+    compaction: Compaction[S],
+    *,
+    dry_run: bool,
+) -> CompactionEvent | ChangeSet | None:
+    """Plan ``strategy`` on a snapshot and apply it if still valid, at most twice.
+
+    Returns the event, None when nothing changed (or the plan was abandoned), or with
+    ``dry_run`` the change set, writing nothing.
+    """
+    for attempt in (1, 2):
+        snapshot = await compaction.snapshot()
+        with strategy_errors():
+            changes = await strategy.plan(snapshot.view)
+        if dry_run:
+            return changes
+        if changes.is_empty:
+            return None
+        result = await compaction.apply(snapshot, changes)
+        if not isinstance(result, Conflict):
+            return result
+        logger.info(
+            "compaction of session %r by %s conflicted with a concurrent write (try %d)",
+            session_id,
+            strategy.name,
+            attempt,
+        )
+    logger.warning(
+        "compaction of session %r by %s abandoned: the session kept changing under it",
+        session_id,
+        strategy.name,
+    )
+    return None

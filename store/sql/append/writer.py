@@ -1,0 +1,370 @@
+"""The append transaction: dedupe, incremental annotation, the rows, one write.
+
+An append never scans a session's history. It reads the session row (annotation
+position, turn and tail), the unanswered calls whose ``call_id`` appears in the new
+messages, and the groups those calls and the tail point to; everything else is written
+from what :func:`strategies.groups.annotate` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Table, delete, insert, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.rules.checks import check_tokenizer
+from store.rules.identity import Deduped, dedupe, new_messages
+from store.rules.records import now
+from store.sql.append.counting import BackgroundCounts, count_in_background
+from store.sql.append.pipeline import insert_messages
+from store.sql.append.rows import AppendContext, AppendTotals, NewGroups, RowBuilder
+from store.sql.projection.cache import Key, session_key
+from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
+from store.sql.sessions import lock_session
+from store.sql.statements import among_params, chunks, key_params, select_among, session_update
+from strategies.groups import (
+    Annotation,
+    AnnotationState,
+    GroupInfo,
+    Tail,
+    annotate,
+    call_links,
+)
+from strategies.messages import Message
+
+__all__ = ["Appended", "append_messages", "load_state", "stored_hashes"]
+
+_HASH_COLUMNS = ("message_id", "content_hash")
+
+
+@dataclass(slots=True)
+class _Loaded:
+    """What an append reads besides the session row."""
+
+    state: AnnotationState
+    groups: dict[str, RowMapping]
+    call_rows: set[str]
+    wanted_calls: set[str]
+
+
+async def stored_hashes(
+    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
+) -> dict[str, str]:
+    """The content hash of each message id of ``messages`` already stored in the session."""
+    query = select_among(conn, "messages", "message_id", columns=_HASH_COLUMNS)
+    stored: dict[str, str] = {}
+    ids = {m.message_id for m in messages}
+    for params in among_params(conn, key_params(ctx.tenant, ctx.session_id), ids):
+        stored.update((row[0], row[1]) for row in await conn.execute(query, params))
+    return stored
+
+
+def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
+    return (table.c.tenant == ctx.tenant, table.c.session_id == ctx.session_id)
+
+
+def _group_info(row: RowMapping) -> GroupInfo:
+    return GroupInfo(
+        group_id=row["group_id"],
+        kind=row["kind"],
+        turn=row["turn"],
+        first_position=row["first_position"],
+        has_reasoning=row["has_reasoning"],
+        pending_calls=row["pending_calls"],
+        orphan=row["orphan"],
+    )
+
+
+def _referenced_calls(messages: Iterable[Message]) -> set[str]:
+    """The call ids the messages' calls declare and their results answer."""
+    wanted: set[str] = set()
+    for message in messages:
+        calls, results = call_links(message)
+        wanted.update(c for c in calls if c is not None)
+        wanted.update(results)
+    return wanted
+
+
+async def load_state(
+    conn: AsyncConnection, ctx: AppendContext, session: RowMapping, fresh: Sequence[Message]
+) -> _Loaded:
+    wanted = _referenced_calls(fresh)
+    open_calls: dict[str, str] = {}
+    ambiguous: set[str] = set()
+    params = key_params(ctx.tenant, ctx.session_id)
+    blank = session["next_seq"] == FIRST_SEQ
+    calls = select_among(conn, "open_calls", "call_id")
+    for bound in [] if blank else among_params(conn, params, wanted):
+        for row in (await conn.execute(calls, bound)).mappings():
+            if row["ambiguous"] or row["group_id"] is None:
+                ambiguous.add(row["call_id"])
+            else:
+                open_calls[row["call_id"]] = row["group_id"]
+    group_ids = set(open_calls.values())
+    if session["tail_group_id"] is not None:
+        group_ids.add(session["tail_group_id"])
+    groups: dict[str, RowMapping] = {}
+    query = select_among(conn, "groups", "group_id")
+    for bound in among_params(conn, params, group_ids):
+        groups.update(
+            (row["group_id"], row) for row in (await conn.execute(query, bound)).mappings()
+        )
+    infos = {gid: _group_info(row) for gid, row in groups.items()}
+    tail = None
+    if session["tail_group_id"] in infos:
+        tail = Tail(infos[session["tail_group_id"]], session["tail_mode"])
+    state = AnnotationState(
+        position=session["position"],
+        turn=session["turn"],
+        open_calls=open_calls,
+        ambiguous_calls=frozenset(ambiguous),
+        pending_groups={gid: info for gid, info in infos.items() if info.pending_calls > 0},
+        tail=tail,
+    )
+    return _Loaded(state, groups, set(open_calls) | ambiguous, wanted)
+
+
+async def _apply_merges(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: AppendTotals,
+) -> dict[str, list[int]]:
+    """Move the messages and calls of absorbed stored groups; return what each target gains."""
+    gains: dict[str, list[int]] = {}
+    for absorbed, target in annotation.merged.items():
+        row = loaded.groups.get(absorbed)
+        if row is None:
+            continue
+        into = loaded.groups.get(target)
+        hidden = bool(into is not None and into["excluded"])
+        await conn.execute(
+            update(MESSAGES)
+            .where(*_keys(MESSAGES, ctx), MESSAGES.c.group_id == absorbed)
+            .values(
+                group_id=target,
+                excluded=hidden,
+                excluded_reason=into["excluded_reason"] if into is not None else None,
+                excluded_event_id=into["excluded_event_id"] if into is not None else None,
+            )
+        )
+        if row["pinned"] and into is not None and not into["pinned"]:
+            await conn.execute(
+                update(GROUPS)
+                .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == target)
+                .values(pinned=True)
+            )
+        if hidden != bool(row["excluded"]):
+            # the absorbed messages take the target's state (a group is sent whole)
+            sign = -1 if hidden else 1
+            totals.active_messages += sign * row["message_count"]
+            totals.active_tokens += sign * row["token_count"]
+        await conn.execute(
+            update(OPEN_CALLS)
+            .where(*_keys(OPEN_CALLS, ctx), OPEN_CALLS.c.group_id == absorbed)
+            .values(group_id=target)
+        )
+        await conn.execute(delete(GROUPS).where(*_keys(GROUPS, ctx), GROUPS.c.group_id == absorbed))
+        gain = gains.setdefault(target, [0, 0, 0])
+        gain[0] += row["message_count"]
+        gain[1] += row["token_count"]
+        gain[2] += 0 if row["excluded"] else 1
+    return gains
+
+
+def _new_groups(
+    ctx: AppendContext,
+    session: RowMapping,
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: AppendTotals,
+    gains: dict[str, list[int]],
+) -> NewGroups:
+    """The groups the append creates, each written once its messages are built."""
+    last = {group_id: index for index, (_, group_id) in enumerate(annotation.message_groups)}
+    return NewGroups(
+        ctx,
+        first_seq=session["next_seq"] - session["position"],
+        groups=[info for gid, info in annotation.groups.items() if gid not in loaded.groups],
+        last=last,
+        totals=totals,
+        gains=gains,
+    )
+
+
+async def _update_groups(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    annotation: Annotation,
+    loaded: _Loaded,
+    totals: AppendTotals,
+    gains: dict[str, list[int]],
+    created: int,
+) -> None:
+    """Update the stored groups the append changed; count the groups it created."""
+    for group_id, info in annotation.groups.items():
+        if group_id not in loaded.groups:
+            continue
+        count, tokens = totals.per_group.get(group_id, [0, 0])
+        gain = gains.get(group_id, [0, 0, 0])
+        await conn.execute(
+            update(GROUPS)
+            .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == group_id)
+            .values(
+                message_count=GROUPS.c.message_count + count + gain[0],
+                token_count=GROUPS.c.token_count + tokens + gain[1],
+                kind=info.kind,
+                turn=info.turn,
+                first_position=info.first_position,
+                has_reasoning=info.has_reasoning,
+                pending_calls=info.pending_calls,
+                orphan=info.orphan,
+            )
+        )
+    absorbed = [g for g in annotation.merged if g in loaded.groups]
+    totals.groups = created - len(absorbed)
+    totals.active_groups = created - sum(g[2] for g in gains.values())
+
+
+async def _write_calls(
+    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
+) -> None:
+    stale = sorted(loaded.call_rows)
+    for part in chunks(stale):
+        await conn.execute(
+            delete(OPEN_CALLS).where(*_keys(OPEN_CALLS, ctx), OPEN_CALLS.c.call_id.in_(part))
+        )
+    rows: list[dict[str, Any]] = []
+    for call_id in sorted(loaded.wanted_calls):
+        if call_id in state.open_calls:
+            group_id: str | None = state.open_calls[call_id]
+            ambiguous = False
+        elif call_id in state.ambiguous_calls:
+            group_id, ambiguous = None, True
+        else:
+            continue
+        rows.append(
+            {
+                "tenant": ctx.tenant,
+                "session_id": ctx.session_id,
+                "call_id": call_id,
+                "group_id": group_id,
+                "ambiguous": ambiguous,
+            }
+        )
+    for batch in chunks(rows):
+        await conn.execute(insert(OPEN_CALLS), list(batch))
+
+
+_WRITE_SESSION = session_update(
+    ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at"),
+    (
+        "stored_messages",
+        "stored_tokens",
+        "stored_groups",
+        "active_messages",
+        "active_tokens",
+        "active_groups",
+    ),
+    counters=(),
+)
+
+
+async def _write_session(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    state: AnnotationState,
+    totals: AppendTotals,
+) -> None:
+    tail = state.tail
+    await conn.execute(
+        _WRITE_SESSION,
+        {
+            "w_tenant": ctx.tenant,
+            "w_session_id": ctx.session_id,
+            "v_next_seq": session["next_seq"] + totals.messages,
+            "v_position": state.position,
+            "v_turn": state.turn,
+            "v_tail_group_id": tail.group.group_id if tail else None,
+            "v_tail_mode": tail.mode if tail else None,
+            "v_updated_at": now(),
+            "d_stored_messages": totals.messages,
+            "d_stored_tokens": totals.tokens,
+            "d_stored_groups": totals.groups,
+            "d_active_messages": totals.active_messages,
+            "d_active_tokens": totals.active_tokens,
+            "d_active_groups": totals.active_groups,
+        },
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    """What an append wrote."""
+
+    count: int
+    """Messages stored (the others were stored already)."""
+    before: Key
+    """The session's cache key when the transaction began (the write adds one revision)."""
+    touched: frozenset[str]
+    """Groups whose messages changed: those that gained messages or absorbed others."""
+
+
+async def append_messages(
+    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
+) -> Appended:
+    """Append ``messages`` inside the caller's write transaction."""
+    session = await lock_session(
+        conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
+    )
+    check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
+    blank = session["next_seq"] == FIRST_SEQ  # nothing stored: no hashes, calls, groups
+    stored = {} if blank else await stored_hashes(conn, ctx, messages)
+    fresh = new_messages(messages, stored)
+    counts = count_in_background(ctx, fresh)
+    try:
+        deduped = dedupe(ctx.session_id, messages, stored)
+        if not fresh:
+            return Appended(0, session_key(session), frozenset())
+        return await _store_fresh(conn, ctx, session, fresh, deduped, counts)
+    finally:
+        if counts is not None:
+            counts.close()
+
+
+async def _store_fresh(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    fresh: Sequence[Message],
+    deduped: Deduped,
+    counts: BackgroundCounts | None,
+) -> Appended:
+    loaded = await load_state(conn, ctx, session, fresh)
+    annotation = annotate(fresh, loaded.state)
+    totals = AppendTotals()
+    group_ids = [group_id for _, group_id in annotation.message_groups]
+    builder = RowBuilder(
+        ctx,
+        session["next_seq"],
+        fresh,
+        deduped.hashes,
+        group_ids,
+        loaded.groups,
+        totals,
+        contents=deduped.contents,
+    )
+    gains = await _apply_merges(conn, ctx, annotation, loaded, totals)
+    created = _new_groups(ctx, session, annotation, loaded, totals, gains)
+    await insert_messages(conn, builder, created, counts)
+    await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
+    await _write_calls(conn, ctx, annotation.state, loaded)
+    await _write_session(conn, ctx, session, annotation.state, totals)
+    touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
+    return Appended(len(fresh), session_key(session), frozenset(touched))

@@ -1,0 +1,250 @@
+"""Audit reads in SQL: events, excluded groups, why a message is (not) sent, stats.
+
+``why`` reads the facts of the message's group and leaves the decision to
+:func:`store.rules.why.explain`; ``stats`` reads the sessions' aggregates.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.errors import ChatledgerError, CorruptRowError
+from store.models import CompactionEvent, ExcludedGroup, Phase, Stats, WhyResult
+from store.rules.why import GroupFacts, explain, not_stored
+from store.sql.schema import EVENTS, GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import read_session
+from store.sql.statements import chunks
+
+__all__ = ["event_from_row", "excluded_groups", "read_events", "stats", "why"]
+
+
+@contextmanager
+def corrupt_rows(what: str, *, tenant: str, session_id: str | None) -> Iterator[None]:
+    """Report a row that fails to load or validate as :class:`CorruptRowError`.
+
+    ``what`` names the row (a group, the session aggregates); chatledger's own errors
+    pass through unchanged.
+    """
+    try:
+        yield
+    except ChatledgerError:
+        raise
+    except (ValueError, TypeError, KeyError, LookupError) as error:  # ValidationError too
+        raise CorruptRowError(
+            f"{what}: {error}", tenant=tenant, session_id=session_id or "", seq=None
+        ) from error
+
+
+def event_from_row(row: RowMapping) -> CompactionEvent:
+    """The public model of one event row (its group lists are kept in ``note``)."""
+    try:
+        note = json.loads(row["note"]) if row["note"] else {}
+        params = row["params"]
+        return CompactionEvent(
+            id=row["event_id"],
+            session_id=row["session_id"],
+            tenant=row["tenant"],
+            phase=row["phase"],
+            strategy=row["strategy"],
+            params=json.loads(params) if isinstance(params, str) else (params or {}),
+            messages_before=row["messages_before"],
+            messages_after=row["messages_after"],
+            groups_before=row["groups_before"],
+            groups_after=row["groups_after"],
+            tokens_before=row["tokens_before"],
+            tokens_after=row["tokens_after"],
+            created_at=row["created_at"],
+            excluded=tuple(note.get("excluded", ())),
+            summarized={k: tuple(v) for k, v in note.get("summarized", ())},
+            reduced=tuple(note.get("reduced", ())),
+            restored=tuple(note.get("restored", ())),
+        )
+    except (ValueError, TypeError, KeyError) as error:
+        raise CorruptRowError(
+            f"event {row.get('event_id')!r}: {error}",
+            tenant=str(row.get("tenant")),
+            session_id=str(row.get("session_id")),
+            seq=None,
+        ) from error
+
+
+async def read_events(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str | None,
+    *,
+    since: datetime | None = None,
+    strategy: str | None = None,
+    phase: Phase | None = None,
+    limit: int | None = None,
+    event_id: str | None = None,
+) -> list[CompactionEvent]:
+    """Events newest first by (created_at, session_id, ordinal)."""
+    query = select(EVENTS).where(EVENTS.c.tenant == tenant)
+    if session_id is not None:
+        query = query.where(EVENTS.c.session_id == session_id)
+    if since is not None:
+        query = query.where(EVENTS.c.created_at >= since)
+    if strategy is not None:
+        query = query.where(EVENTS.c.strategy == strategy)
+    if phase is not None:
+        query = query.where(EVENTS.c.phase == phase)
+    if event_id is not None:
+        query = query.where(EVENTS.c.event_id == event_id)
+    query = query.order_by(
+        EVENTS.c.created_at.desc(), EVENTS.c.session_id.desc(), EVENTS.c.number.desc()
+    )
+    if limit is not None:
+        query = query.limit(limit)
+    return [event_from_row(r) for r in (await conn.execute(query)).mappings()]
+
+
+async def _event_times(
+    conn: AsyncConnection, tenant: str, session_id: str, ids: Iterable[str]
+) -> dict[str, datetime]:
+    times: dict[str, datetime] = {}
+    for part in chunks(sorted(set(ids))):
+        query = select(EVENTS.c.event_id, EVENTS.c.created_at).where(
+            EVENTS.c.tenant == tenant,
+            EVENTS.c.session_id == session_id,
+            EVENTS.c.event_id.in_(part),
+        )
+        times.update((r[0], r[1]) for r in await conn.execute(query))
+    return times
+
+
+async def excluded_groups(
+    conn: AsyncConnection, tenant: str, session_id: str
+) -> list[ExcludedGroup]:
+    """The session's excluded groups, in projection order."""
+    await read_session(conn, tenant, session_id)
+    query = (
+        select(GROUPS)
+        .where(
+            GROUPS.c.tenant == tenant,
+            GROUPS.c.session_id == session_id,
+            GROUPS.c.excluded.is_(True),
+        )
+        .order_by(GROUPS.c.anchor, GROUPS.c.slot)
+    )
+    with corrupt_rows("excluded groups", tenant=tenant, session_id=session_id):
+        rows = list((await conn.execute(query)).mappings())
+    times = await _event_times(
+        conn, tenant, session_id, (r["excluded_event_id"] for r in rows if r["excluded_event_id"])
+    )
+    found = []
+    for r in rows:
+        with corrupt_rows(f"group {r['group_id']!r}", tenant=tenant, session_id=session_id):
+            found.append(
+                ExcludedGroup(
+                    group_id=r["group_id"],
+                    kind=r["kind"],
+                    message_count=r["message_count"],
+                    tokens=r["token_count"],
+                    reason=r["excluded_reason"],
+                    event_id=r["excluded_event_id"],
+                    summary_group_id=r["summarized_by"],
+                    excluded_at=times.get(r["excluded_event_id"] or ""),
+                )
+            )
+    return found
+
+
+async def _later_user_group(conn: AsyncConnection, group: RowMapping) -> bool:
+    g = GROUPS.c
+    query = (
+        select(g.group_id)
+        .where(
+            g.tenant == group["tenant"],
+            g.session_id == group["session_id"],
+            g.excluded.is_(False),
+            g.kind == "user",
+            (g.anchor > group["anchor"])
+            | ((g.anchor == group["anchor"]) & (g.slot > group["slot"])),
+        )
+        .limit(1)
+    )
+    return (await conn.execute(query)).first() is not None
+
+
+async def why(conn: AsyncConnection, tenant: str, session_id: str, message_id: str) -> WhyResult:
+    """Whether ``message_id`` is in the context built without a strategy, and why."""
+    await read_session(conn, tenant, session_id)
+    query = select(MESSAGES.c.group_id, MESSAGES.c.reduced_event_id).where(
+        MESSAGES.c.tenant == tenant,
+        MESSAGES.c.session_id == session_id,
+        MESSAGES.c.message_id == message_id,
+    )
+    found = (await conn.execute(query)).first()
+    if found is None:
+        raise not_stored(message_id, session_id)
+    group_id, reduced_by = found
+    with corrupt_rows(f"group {group_id!r}", tenant=tenant, session_id=session_id):
+        group_query = select(GROUPS).where(
+            GROUPS.c.tenant == tenant,
+            GROUPS.c.session_id == session_id,
+            GROUPS.c.group_id == group_id,
+        )
+        group = (await conn.execute(group_query)).mappings().one()
+        stale = (
+            not group["excluded"]
+            and group["pending_calls"] > 0
+            and await _later_user_group(conn, group)
+        )
+        facts = GroupFacts(
+            group_id=group["group_id"],
+            excluded=bool(group["excluded"]),
+            reason=group["excluded_reason"],
+            event_id=group["excluded_event_id"],
+            summarized_by=group["summarized_by"],
+            orphan=bool(group["orphan"]),
+            stale=stale,
+        )
+        return explain(message_id, facts, reduced_by=reduced_by)
+
+
+async def stats(conn: AsyncConnection, tenant: str, session_id: str | None) -> Stats:
+    """Stored versus active counts, from the sessions' aggregates."""
+    s = SESSIONS.c
+    if session_id is not None:
+        await read_session(conn, tenant, session_id)
+    columns = (
+        s.stored_messages,
+        s.stored_groups,
+        s.stored_tokens,
+        s.active_messages,
+        s.active_groups,
+        s.active_tokens,
+        s.event_count,
+    )
+    query = select(func.count(), *(func.coalesce(func.sum(c), 0) for c in columns)).where(
+        s.tenant == tenant
+    )
+    if session_id is not None:
+        query = query.where(s.session_id == session_id)
+    what = "session aggregates" if session_id is not None else "tenant aggregates"
+    with corrupt_rows(what, tenant=tenant, session_id=session_id):
+        values = [int(v) for v in (await conn.execute(query)).one()]
+        return _stats(tenant, session_id, values)
+
+
+def _stats(tenant: str, session_id: str | None, values: list[int]) -> Stats:
+    return Stats(
+        tenant=tenant,
+        session_id=session_id,
+        sessions=values[0],
+        stored_messages=values[1],
+        stored_groups=values[2],
+        stored_tokens=values[3],
+        active_messages=values[4],
+        active_groups=values[5],
+        active_tokens=values[6],
+        events=values[7],
+    )

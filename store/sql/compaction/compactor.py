@@ -1,0 +1,226 @@
+"""Compaction on write in SQL: snapshot, plan outside any write transaction, apply.
+
+1. A snapshot of the active view (one read, through the store's cache) with the
+   session's revision and, for each active group, its fingerprint (messages, tokens,
+   exclusion, pin, pending calls).
+2. The strategy plans on the snapshot, outside any transaction (a summarizer may wait
+   on an LLM).
+3. A write transaction applies the change set only if the session's revision is
+   unchanged, or else if no group it touches changed (:mod:`store.rules.conflicts`,
+   which also runs the plan-at-most-twice loop). The touched records are loaded into
+   a mirror, the shared rules (:mod:`store.rules.changes`) apply the change set to it,
+   and what changed is written back with the audit event; the rows the write left go to
+   the cache.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from store.models import CompactionEvent, Phase
+from store.rules.changes import (
+    Outcome,
+    apply_changes,
+    event_label,
+    new_event_id,
+    summary_id_candidates,
+)
+from store.rules.checks import check_tokenizer
+from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, changed_under
+from store.rules.records import now
+from store.sql.compaction.mirror import (
+    before_totals,
+    load_groups,
+    load_rows_by_id,
+    mirror_of,
+)
+from store.sql.compaction.write_back import Written, write_back
+from store.sql.projection.cache import Key, SessionCache, session_key
+from store.sql.projection.views import SqlSource, group_view, read_view
+from store.sql.schema import GROUPS
+from store.sql.sessions import lock_session, read_session
+from store.sql.statements import chunks
+from strategies.base import CompactionStrategy
+from strategies.changeset import ChangeSet
+from strategies.messages import Message
+from strategies.tokenizers import TokenCountPolicy, Tokenizer
+from strategies.view import View
+
+__all__ = ["Applied", "Compactor", "Snapshot", "fingerprint"]
+
+Fingerprint = tuple[int, int, bool, bool, int]
+Write = Callable[[Callable[[AsyncConnection], Any]], Any]
+
+
+def fingerprint(row: Mapping[Any, Any]) -> Fingerprint:
+    """What must not change in a group between a snapshot and an apply."""
+    return (
+        row["message_count"],
+        row["token_count"],
+        row["excluded"],
+        row["pinned"],
+        row["pending_calls"],
+    )
+
+
+@dataclass
+class Applied:
+    """What an apply reports besides its result, for the cache."""
+
+    key: Key | None = None
+    """The session's key as the write transaction found it."""
+    written: Written | None = None
+    """The rows the write left (see :class:`~store.sql.compaction.write_back.Written`)."""
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The active view a plan was made on, and what it was made from."""
+
+    view: View
+    revision: int
+    rows: Sequence[Mapping[Any, Any]]
+    """The active group rows the view was built from."""
+    key: Key
+
+    @cached_property
+    def groups(self) -> dict[str, Fingerprint]:
+        """Each active group's fingerprint (needed only when the session moved on)."""
+        return {r["group_id"]: fingerprint(r) for r in self.rows}
+
+
+@dataclass(frozen=True)
+class Compactor:
+    """Compacts one tenant's sessions for a store."""
+
+    engine: AsyncEngine
+    tenant: str
+    tokenizer: Tokenizer
+    policy: TokenCountPolicy
+    write: Write
+    """The store's write-retry loop (runs an operation in a write transaction)."""
+    counter: Callable[[str], Callable[[Message], int]]
+    """The store's counter for a session (consuming the pending cache)."""
+    cache: SessionCache | None = None
+
+    async def snapshot(self, session_id: str) -> Snapshot:
+        """The session's active view, its revision and its groups' fingerprints."""
+        async with self.engine.connect() as conn:
+            session = await read_session(conn, self.tenant, session_id)
+            check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
+            key = session_key(session)
+            entry = self.cache.entry(session_id, key) if self.cache is not None else None
+            source = SqlSource(self.engine, self.tenant, session_id, self.cache, entry)
+            view, rows = await read_view(
+                conn, source, session, tokenizer=self.tokenizer, policy=self.policy
+            )
+        return Snapshot(view, session["revision"], rows, key)
+
+    def compaction(
+        self, session_id: str, strategy: CompactionStrategy, phase: Phase
+    ) -> Compaction[Snapshot]:
+        """How :func:`~store.rules.conflicts.plan_and_apply` snapshots and applies."""
+
+        async def snapshot() -> Snapshot:
+            return await self.snapshot(session_id)
+
+        async def apply(
+            snapshot: Snapshot, changes: ChangeSet
+        ) -> CompactionEvent | Conflict | None:
+            seen = Applied()
+
+            async def operation(conn: AsyncConnection) -> CompactionEvent | Conflict | None:
+                seen.key = seen.written = None
+                return await self.apply(conn, session_id, changes, phase, strategy, snapshot, seen)
+
+            result: CompactionEvent | Conflict | None = await self.write(operation)
+            if isinstance(result, CompactionEvent) and seen.key is not None:
+                self._advance(session_id, seen, changes, result)
+            return result
+
+        return Compaction(snapshot=snapshot, apply=apply)
+
+    def _advance(
+        self, session_id: str, applied: Applied, changes: ChangeSet, event: CompactionEvent
+    ) -> None:
+        """Move the cache past this store's own compaction, with the rows it wrote."""
+        if self.cache is None or applied.key is None:
+            return
+        touched = set(changes.touched_group_ids)
+        touched.update(event.excluded, event.restored, event.summarized)
+        touched.update(g for replaced in event.summarized.values() for g in replaced)
+        before = applied.key
+        after = (before[0], before[1] + 1)
+        written = applied.written
+        if written is None:
+            self.cache.advance(session_id, before, after, touched, rows_touched=True)
+            return
+        views = {g: group_view(r) for g, r in written.groups.items() if not r["excluded"]}
+        self.cache.write_rows(session_id, before, after, touched, written, views)
+
+    async def _conflicts(
+        self, conn: AsyncConnection, session_id: str, snapshot: Snapshot, changes: ChangeSet
+    ) -> bool:
+        touched = sorted(changes.touched_group_ids)
+        current: dict[str, GroupState] = {}
+        for part in chunks(touched):
+            query = select(GROUPS).where(
+                GROUPS.c.tenant == self.tenant,
+                GROUPS.c.session_id == session_id,
+                GROUPS.c.group_id.in_(part),
+            )
+            rows: list[RowMapping] = list((await conn.execute(query)).mappings())
+            current.update(
+                (r["group_id"], GroupState(bool(r["excluded"]), fingerprint(r))) for r in rows
+            )
+        return changed_under(touched, snapshot.groups, current)
+
+    async def apply(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        changes: ChangeSet,
+        phase: Phase,
+        strategy: CompactionStrategy | None,
+        snapshot: Snapshot | None = None,
+        seen: Applied | None = None,
+    ) -> CompactionEvent | Conflict | None:
+        """Apply ``changes`` in the caller's write transaction (None when nothing changed).
+
+        ``seen`` receives the session's cache key as the transaction found it, and the
+        rows the write left.
+        """
+        session = await lock_session(conn, self.tenant, session_id)
+        if seen is not None:
+            seen.key = session_key(session)
+        check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
+        if (
+            snapshot is not None
+            and session["revision"] != snapshot.revision
+            and await self._conflicts(conn, session_id, snapshot, changes)
+        ):
+            return CONFLICT
+        mirror = mirror_of(session)
+        await load_groups(conn, mirror, changes.touched_group_ids)
+        anchors = {g.anchor for g in mirror.session.groups.values()}
+        await load_groups(conn, mirror, changes.touched_group_ids, anchors=anchors)
+        # the stored ones among the ids the summaries may take (see apply_changes)
+        wanted = summary_id_candidates(changes, session["next_seq"])
+        wanted += [r.message_id for r in changes.reductions]
+        await load_rows_by_id(conn, mirror, set(wanted))
+        out = Outcome(event_id=new_event_id(), now=now(), before=before_totals(session))
+        apply_changes(mirror.session, changes, self.counter(session_id), out)
+        if not out.changed:
+            return None
+        name, params = event_label(changes, strategy)
+        event = await write_back(conn, mirror, out, phase=phase, strategy=name, params=params)
+        if seen is not None:
+            seen.written = mirror.written
+        return event

@@ -1,0 +1,180 @@
+"""The mirror: the few records of a session that a change set or restore can touch.
+
+A write loads them, in its write transaction, into a partial
+:class:`~store.rules.records.SessionRecord` (groups by id or anchor, message rows by id;
+contents are never loaded: they are never rewritten), keeping a copy of each as loaded.
+The shared rules (:mod:`store.rules.changes`) run on it, and
+:mod:`~store.sql.compaction.write_back` writes back what they changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Table, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.rules.records import GroupRecord, MessageRecord, SessionRecord
+from store.sql.schema import GROUPS, MESSAGES
+from store.sql.statements import among_params, key_params, select_among
+from strategies.messages import Message
+from strategies.view import Totals
+
+if TYPE_CHECKING:
+    from store.sql.compaction.write_back import Written
+
+__all__ = ["Mirror", "before_totals", "load_groups", "load_rows", "load_rows_by_id", "mirror_of"]
+
+
+@dataclass
+class Mirror:
+    """A partial session: the loaded groups and rows, and their state as loaded."""
+
+    session: SessionRecord
+    row: RowMapping
+    counts: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Group id to (message count, token count) as loaded."""
+    original: dict[str, GroupRecord] = field(default_factory=dict)
+    original_rows: dict[str, MessageRecord] = field(default_factory=dict)
+    loaded: dict[str, RowMapping] = field(default_factory=dict)
+    """The group rows as loaded."""
+    written: Written | None = None
+    """After :func:`write_back`: the loaded and inserted groups' rows as written."""
+
+
+def mirror_of(row: RowMapping) -> Mirror:
+    """An empty mirror of the session ``row``."""
+    session = SessionRecord(
+        tenant=row["tenant"],
+        session_id=row["session_id"],
+        tokenizer=row["tokenizer"],
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        next_seq=row["next_seq"],
+        revision=row["revision"],
+    )
+    return Mirror(session=session, row=row)
+
+
+def before_totals(row: RowMapping) -> Totals:
+    """The session's active totals, from its aggregates."""
+    return Totals(
+        messages=row["active_messages"], groups=row["active_groups"], tokens=row["active_tokens"]
+    )
+
+
+_PLACEHOLDER_ROLE = "user"
+"""The role of the placeholder message a loaded row carries (contents are never read)."""
+
+
+def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
+    s = mirror.session
+    return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
+
+
+def _add_group(mirror: Mirror, row: RowMapping) -> None:
+    mirror.loaded[row["group_id"]] = row
+    group = GroupRecord(
+        group_id=row["group_id"],
+        kind=row["kind"],
+        turn=row["turn"],
+        anchor=row["anchor"],
+        slot=row["slot"],
+        created_at=row["created_at"],
+        has_reasoning=row["has_reasoning"],
+        pending_calls=row["pending_calls"],
+        orphan=row["orphan"],
+        pinned=row["pinned"],
+        excluded=row["excluded"],
+        reason=row["excluded_reason"],
+        event_id=row["excluded_event_id"],
+        summarized_by=row["summarized_by"],
+        summary_of=tuple(row["summary_of"] or ()),
+    )
+    mirror.session.groups[group.group_id] = group
+    mirror.original[group.group_id] = replace(group)
+    mirror.counts[group.group_id] = (row["message_count"], row["token_count"])
+
+
+async def load_groups(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    group_ids: Iterable[str] | None = None,
+    *,
+    anchors: Iterable[int] = (),
+) -> None:
+    """Load groups by id (every group of the session when None), and those at ``anchors``."""
+    s = mirror.session
+    if group_ids is None:
+        query = select(GROUPS).where(*_keys(GROUPS, mirror))
+        for row in (await conn.execute(query)).mappings():
+            _add_group(mirror, row)
+        return
+    keys = key_params(s.tenant, s.session_id)
+    reads: list[tuple[Any, list[Any]]] = [
+        (select_among(conn, "groups", "group_id"), list(set(group_ids) - set(s.groups))),
+        (select_among(conn, "groups", "anchor", "any_exclusion"), list(set(anchors))),
+    ]
+    for query, wanted in reads:
+        for params in among_params(conn, keys, wanted):
+            for row in (await conn.execute(query, params)).mappings():
+                if row["group_id"] not in s.groups:
+                    _add_group(mirror, row)
+
+
+_ROW_NAMES = (
+    "message_id",
+    "seq",
+    "anchor",
+    "slot",
+    "group_id",
+    "token_count",
+    "stored_at",
+    "reduced_token_count",
+    "reduced_event_id",
+    "source_id",
+)
+_ROW_COLUMNS = select(*(MESSAGES.c[name] for name in _ROW_NAMES))
+
+
+async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection[str]) -> None:
+    """Load the message rows with the given ids (see :func:`load_rows`)."""
+    query = select_among(conn, "messages", "message_id", columns=_ROW_NAMES)
+    found: list[RowMapping] = []
+    keys = key_params(mirror.session.tenant, mirror.session.session_id)
+    for params in among_params(conn, keys, list(ids)):
+        found.extend((await conn.execute(query, params)).mappings())
+    _add_rows(mirror, found)
+
+
+async def load_rows(conn: AsyncConnection, mirror: Mirror, condition: Any) -> None:
+    """Load the message rows matching ``condition`` (contents left out: never rewritten)."""
+    query = _ROW_COLUMNS.where(*_keys(MESSAGES, mirror), condition)
+    _add_rows(mirror, (await conn.execute(query)).mappings())
+
+
+def _add_rows(mirror: Mirror, found: Iterable[RowMapping]) -> None:
+    # Sorted here, not in SQL: with ``message_id IN (...)`` an ORDER BY seq makes SQLite
+    # walk the session's whole primary key to avoid a sort (O(history) per compaction).
+    rows = sorted(found, key=lambda r: int(r["seq"]))
+    for row in rows:
+        placeholder = Message(role=_PLACEHOLDER_ROLE, contents=[], message_id=row["message_id"])
+        mem = MessageRecord(
+            message=placeholder,
+            seq=row["seq"],
+            anchor=row["anchor"],
+            slot=row["slot"],
+            group_id=row["group_id"],
+            tokens=row["token_count"],
+            stored_at=row["stored_at"],
+            digest="",
+            reduced=placeholder if row["reduced_event_id"] is not None else None,
+            reduced_tokens=row["reduced_token_count"],
+            reduced_event=row["reduced_event_id"],
+            source_id=row["source_id"],
+        )
+        mirror.session.rows[row["message_id"]] = mem
+        mirror.original_rows[row["message_id"]] = replace(mem)

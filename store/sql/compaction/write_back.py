@@ -1,0 +1,421 @@
+"""Writing back what the shared rules changed in a mirror, with the audit event.
+
+The rules live once, in :mod:`store.rules.changes` (pure functions over records). A
+write loads the few records a change set or restore can touch
+(:mod:`~store.sql.compaction.mirror`), runs those functions on them, then
+:func:`write_back` writes what changed, the audit event with its links to groups and
+the session's aggregates, in the caller's write transaction. :class:`Written` carries
+the rows the write left, as a read would return them, so that the store's cache of
+active views moves on without reading those groups again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import null
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.models import CompactionEvent, Phase
+from store.rules.changes import Outcome, build_event, log_event
+from store.rules.records import GroupRecord, SessionRecord
+from store.sql import dialect
+from store.sql.compaction.mirror import Mirror
+from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
+from store.sql.statements import (
+    EACH_KEY,
+    among_params,
+    chunks,
+    each_params,
+    insert_rows,
+    key_params,
+    session_update,
+    update_among,
+    update_each,
+)
+from strategies.messages import Message
+from strategies.view import Totals
+
+__all__ = ["Written", "event_note", "write_back", "write_event"]
+
+
+@dataclass
+class _Delta:
+    messages: int = 0
+    groups: int = 0
+    tokens: int = 0
+    stored_messages: int = 0
+    stored_groups: int = 0
+    stored_tokens: int = 0
+    group_tokens: dict[str, int] = field(default_factory=dict)
+
+
+# a group's exclusion (excluded, reason, event id), then its summarized_by and pinned
+_State = tuple[bool, str | None, str | None]
+_Links = tuple[bool, str | None, str | None, str | None, bool]
+_LINK_COLUMNS = ("excluded", "excluded_reason", "excluded_event_id", "summarized_by", "pinned")
+_KEY = EACH_KEY
+
+
+@dataclass
+class _Plan:
+    """What a write-back changes, gathered first, then written a few statements at a time.
+
+    Rows that take the same values are updated together (see :func:`_update_among`; on
+    SQLite each row by an executemany); rows that each take their own, by one statement
+    executed once per row (an executemany, which
+    SQLite runs in a loop in C and asyncpg pipelines).
+    """
+
+    unreduced: set[str] = field(default_factory=set)
+    """Ids of the messages whose reduction is dropped."""
+    reduced: list[dict[str, Any]] = field(default_factory=list)
+    """Messages given a reduction."""
+    exclusions: dict[_State, set[str]] = field(default_factory=dict)
+    """Group ids by their messages' new exclusion."""
+    links: dict[_Links, set[str]] = field(default_factory=dict)
+    """Group ids by their new values, for groups whose token count is unchanged."""
+    recounted: list[dict[str, Any]] = field(default_factory=list)
+    """Groups whose token count changed."""
+    summary_groups: list[dict[str, Any]] = field(default_factory=list)
+    summary_messages: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _plan_rows(mirror: Mirror, out: Outcome, plan: _Plan, delta: _Delta) -> None:
+    for message_id, row in mirror.session.rows.items():
+        before = mirror.original_rows.get(message_id)
+        if before is None or row.reduced_event == before.reduced_event:
+            continue
+        if row.reduced is None:
+            plan.unreduced.add(message_id)
+        else:
+            plan.reduced.append(
+                {
+                    _KEY: message_id,
+                    "reduced_contents": reduced_to_value(row.reduced),
+                    "reduced_token_count": row.reduced_tokens,
+                    "reduced_event_id": out.event_id,
+                }
+            )
+        change = row.effective_tokens - before.effective_tokens
+        delta.group_tokens[row.group_id] = delta.group_tokens.get(row.group_id, 0) + change
+
+
+def _plan_group(mirror: Mirror, group: GroupRecord, plan: _Plan, delta: _Delta) -> None:
+    before = mirror.original[group.group_id]
+    count, tokens = mirror.counts[group.group_id]
+    change = delta.group_tokens.get(group.group_id, 0)
+    state: _State = (group.excluded, group.reason, group.event_id)
+    moved = state != (before.excluded, before.reason, before.event_id)
+    if moved:
+        plan.exclusions.setdefault(state, set()).add(group.group_id)
+    links: _Links = (*state, group.summarized_by, group.pinned)
+    if change:
+        values = dict(zip(_LINK_COLUMNS, links, strict=True))
+        plan.recounted.append({_KEY: group.group_id, **values, "token_count": tokens + change})
+    elif moved or links[3:] != (before.summarized_by, before.pinned):
+        # its token count stays the one loaded, which is the stored one (the session is locked)
+        plan.links.setdefault(links, set()).add(group.group_id)
+    was, now_active = int(not before.excluded), int(not group.excluded)
+    delta.groups += now_active - was
+    delta.messages += (now_active - was) * count
+    delta.tokens += now_active * (tokens + change) - was * tokens
+
+
+def _plan_summary(
+    mirror: Mirror, group: GroupRecord, now: datetime, plan: _Plan, delta: _Delta
+) -> None:
+    s = mirror.session
+    row = s.rows[group.message_ids[0]]
+    base = {"tenant": s.tenant, "session_id": s.session_id}
+    plan.summary_groups.append(
+        {
+            **base,
+            "group_id": group.group_id,
+            "kind": "summary",
+            "turn": group.turn,
+            "anchor": group.anchor,
+            "slot": group.slot,
+            "first_seq": row.seq,
+            "first_position": -1,
+            "message_count": 1,
+            "token_count": row.tokens,
+            "pinned": group.pinned,
+            "excluded": group.excluded,
+            "excluded_reason": group.reason,
+            "excluded_event_id": group.event_id,
+            "summarized_by": group.summarized_by,
+            "summary_of": list(group.summary_of),
+            "created_at": now,
+        }
+    )
+    plan.summary_messages.append(
+        {
+            **base,
+            "seq": row.seq,
+            "anchor": row.anchor,
+            "slot": row.slot,
+            **message_to_values(row.message),
+            "stored_at": now,
+            "group_id": group.group_id,
+            "token_count": row.tokens,
+            "excluded": group.excluded,
+            "excluded_reason": group.reason,
+            "excluded_event_id": group.event_id,
+        }
+    )
+    delta.stored_messages += 1
+    delta.stored_groups += 1
+    delta.stored_tokens += row.tokens
+    if not group.excluded:
+        delta.messages += 1
+        delta.groups += 1
+        delta.tokens += row.tokens
+
+
+async def _update_among(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    table: str,
+    column: str,
+    ids: set[str],
+    values: Mapping[str, Any],
+) -> None:
+    """Give the same ``values`` to every row whose ``column`` is in ``ids``."""
+    statement, params = update_among(conn, table, column, values)
+    keys = {**key_params(mirror.session.tenant, mirror.session.session_id), **params}
+    for bound in among_params(conn, keys, list(ids)):
+        await conn.execute(statement, bound)
+
+
+async def _update_each(
+    conn: AsyncConnection, mirror: Mirror, table: str, column: str, rows: list[dict[str, Any]]
+) -> None:
+    """Give each row named in ``rows`` its own values: one statement, run once per row."""
+    if rows:
+        s = mirror.session
+        await conn.execute(update_each(table, column), each_params(s.tenant, s.session_id, rows))
+
+
+def _each(by_values: Mapping[tuple[Any, ...], set[str]], width: int) -> list[dict[str, Any]]:
+    """One parameter set per group id of ``by_values`` (the first ``width`` link columns)."""
+    columns = _LINK_COLUMNS[:width]
+    return [
+        {_KEY: group_id, **dict(zip(columns, values, strict=True))}
+        for values, ids in by_values.items()
+        for group_id in sorted(ids)
+    ]
+
+
+async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
+    cleared = {"reduced_contents": null(), "reduced_token_count": None, "reduced_event_id": None}
+    await _update_among(conn, mirror, "messages", "message_id", plan.unreduced, cleared)
+    await _update_each(conn, mirror, "messages", "message_id", plan.reduced)
+    if dialect.of(conn).row_by_row_updates:
+        # one executemany per table, each row found by index (SQLite loops in C): fewer
+        # statements than one UPDATE per distinct set of values
+        await _update_each(conn, mirror, "messages", "group_id", _each(plan.exclusions, 3))
+        await _update_each(conn, mirror, "groups", "group_id", _each(plan.links, 5))
+    else:
+        for state, ids in plan.exclusions.items():
+            values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
+            await _update_among(conn, mirror, "messages", "group_id", ids, values)
+        for links, ids in plan.links.items():
+            values = dict(zip(_LINK_COLUMNS, links, strict=True))
+            await _update_among(conn, mirror, "groups", "group_id", ids, values)
+    await _update_each(conn, mirror, "groups", "group_id", plan.recounted)
+    for table, rows in (("groups", plan.summary_groups), ("messages", plan.summary_messages)):
+        for part in chunks(rows):
+            await conn.execute(insert_rows(table), list(part))
+
+
+_SESSION_AFTER_WRITE = session_update(
+    ("next_seq", "updated_at", "active_messages", "active_groups", "active_tokens"),
+    ("stored_messages", "stored_groups", "stored_tokens"),
+    counters=("event_count",),
+)
+"""The session row after a write-back: aggregates, revision, event count."""
+
+
+async def write_back(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    out: Outcome,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent:
+    """Write what ``out`` changed in the mirror, with its audit event; return the event."""
+    delta = _Delta()
+    plan = _Plan()
+    _plan_rows(mirror, out, plan, delta)
+    for group in mirror.session.groups.values():
+        if group.group_id in mirror.original:
+            _plan_group(mirror, group, plan, delta)
+        else:
+            _plan_summary(mirror, group, out.now, plan, delta)
+    await _write(conn, mirror, plan)
+    row = mirror.row
+    after = Totals(
+        messages=row["active_messages"] + delta.messages,
+        groups=row["active_groups"] + delta.groups,
+        tokens=row["active_tokens"] + delta.tokens,
+    )
+    mirror.written = written(
+        mirror.loaded,
+        mirror.session.groups,
+        {r[_KEY]: r["token_count"] for r in plan.recounted},
+        plan.summary_groups,
+        plan.summary_messages,
+        Totals(
+            messages=row["stored_messages"] + delta.stored_messages - after.messages,
+            groups=row["stored_groups"] + delta.stored_groups - after.groups,
+            tokens=row["stored_tokens"] + delta.stored_tokens - after.tokens,
+        ),
+    )
+    event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
+    await write_event(
+        conn, mirror.session, event, number=row["event_count"] + 1, revision=row["revision"] + 1
+    )
+    s = mirror.session
+    await conn.execute(
+        _SESSION_AFTER_WRITE,
+        {
+            **key_params(s.tenant, s.session_id),
+            "v_next_seq": s.next_seq,
+            "v_updated_at": out.now,
+            "d_stored_messages": delta.stored_messages,
+            "d_stored_groups": delta.stored_groups,
+            "d_stored_tokens": delta.stored_tokens,
+            "v_active_messages": after.messages,
+            "v_active_groups": after.groups,
+            "v_active_tokens": after.tokens,
+        },
+    )
+    log_event(event)
+    return event
+
+
+_GROUP_DEFAULTS = {"has_reasoning": False, "pending_calls": 0, "orphan": False}
+"""The group columns a summary's insert leaves to their server defaults."""
+
+
+@dataclass(frozen=True)
+class Written:
+    """The groups a write-back loaded or inserted, as rows after the write."""
+
+    groups: dict[str, Mapping[str, Any]]
+    """Every group loaded or inserted, by id: its row as a read would return it now."""
+    messages: dict[str, tuple[tuple[int, Message], ...]]
+    """The ``(seq, message)`` pairs of the active summaries inserted."""
+    excluded: Totals
+    """The session's excluded totals after the write."""
+
+
+def written(
+    loaded: Mapping[str, RowMapping],
+    groups: Mapping[str, GroupRecord],
+    token_counts: Mapping[str, int],
+    summary_groups: Iterable[Mapping[str, Any]],
+    summary_messages: Iterable[Mapping[str, Any]],
+    excluded: Totals,
+) -> Written:
+    """The rows of the ``loaded`` groups with their new state, and the summaries' rows.
+
+    ``token_counts`` holds the groups whose token count the write changed.
+    """
+    rows: dict[str, Mapping[str, Any]] = {}
+    for group_id, before in loaded.items():
+        group = groups[group_id]
+        row = dict(before)
+        row.update(
+            excluded=group.excluded,
+            excluded_reason=group.reason,
+            excluded_event_id=group.event_id,
+            summarized_by=group.summarized_by,
+            pinned=group.pinned,
+        )
+        if group_id in token_counts:
+            row["token_count"] = token_counts[group_id]
+        rows[group_id] = row
+    for values in summary_groups:
+        rows[values["group_id"]] = {**_GROUP_DEFAULTS, **values}
+    messages: dict[str, list[tuple[int, Message]]] = {}
+    for values in summary_messages:
+        if not values["excluded"]:
+            pairs = messages.setdefault(values["group_id"], [])
+            pairs.append((values["seq"], inserted_message(values)))
+    shown = {gid: tuple(sorted(pairs, key=lambda p: p[0])) for gid, pairs in messages.items()}
+    return Written(rows, shown, excluded)
+
+
+def event_note(event: CompactionEvent) -> str:
+    """The event's ordered group lists, kept verbatim in its ``note`` column."""
+    return json.dumps(
+        {
+            "excluded": list(event.excluded),
+            "summarized": [[k, list(v)] for k, v in event.summarized.items()],
+            "reduced": list(event.reduced),
+            "restored": list(event.restored),
+        }
+    )
+
+
+def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
+    links: list[tuple[str, str]] = [(g, "excluded") for g in event.excluded]
+    for summary, replaced in event.summarized.items():
+        links.append((summary, "summary_inserted"))
+        links.extend((g, "summarized") for g in replaced)
+    links.extend((g, "reduced") for g in event.reduced)
+    links.extend((g, "restored") for g in event.restored)
+    return list(dict.fromkeys(links))
+
+
+async def write_event(
+    conn: AsyncConnection,
+    s: SessionRecord,
+    event: CompactionEvent,
+    *,
+    number: int,
+    revision: int,
+) -> None:
+    """Insert the event row (its ``number`` in the session) and its links to groups."""
+    await conn.execute(
+        insert_rows("events"),
+        {
+            "tenant": s.tenant,
+            "session_id": s.session_id,
+            "event_id": event.id,
+            "number": number,
+            "phase": event.phase,
+            "strategy": event.strategy,
+            "params": event.params,
+            "messages_before": event.messages_before,
+            "messages_after": event.messages_after,
+            "groups_before": event.groups_before,
+            "groups_after": event.groups_after,
+            "tokens_before": event.tokens_before,
+            "tokens_after": event.tokens_after,
+            "revision": revision,
+            "created_at": event.created_at,
+            "note": event_note(event),
+        },
+    )
+    rows = [
+        {
+            "tenant": s.tenant,
+            "session_id": s.session_id,
+            "event_id": event.id,
+            "group_id": group_id,
+            "action": action,
+        }
+        for group_id, action in _link_rows(event)
+    ]
+    for part in chunks(rows):
+        await conn.execute(insert_rows("event_groups"), list(part))

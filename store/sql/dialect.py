@@ -1,0 +1,114 @@
+"""What SQLite and PostgreSQL do differently, as the named capabilities of one record.
+
+Every difference between the two databases that the SQL backend relies on is a field
+of :class:`Capabilities`; code asks :func:`capabilities` (or :func:`of` for a
+connection) and never tests a dialect's name itself. Adding a dialect means adding one
+record here.
+
+==========================  ========  ==========  ==============================
+capability                  SQLite    PostgreSQL  used by
+==========================  ========  ==========  ==============================
+``row_locks``               no        yes         locking the session row
+``array_parameters``        no        yes         ``column = ANY(:ids)`` reads
+``snapshot_reads``          yes       no          views, prefetch, history stream
+``row_by_row_updates``      yes       no          the compaction write-back
+``advisory_locks``          no        yes         serialized migrations
+``schemas``                 no        yes         ``schema=`` / ``search_path``
+``naive_timestamps``        yes       no          :class:`~store.sql.schema.UTCDateTime`
+==========================  ========  ==========  ==============================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Table
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.errors import StoreError
+
+__all__ = ["SUPPORTED", "Capabilities", "capabilities", "of"]
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """How one database behaves, in the terms the SQL backend needs."""
+
+    name: str
+    """The dialect's name, for messages."""
+    row_locks: bool
+    """``SELECT ... FOR UPDATE`` locks the session row of a write transaction. Without
+    it (SQLite) the transaction already holds the database's write lock
+    (``BEGIN IMMEDIATE``)."""
+    array_parameters: bool
+    """A set of keys is bound as one array (``= ANY(:ids)``). Without it, an expanding
+    ``IN`` of at most :data:`~store.sql.statements.CHUNK` keys a statement. On
+    PostgreSQL an ``IN`` of a chunk is planned as a scan of the whole session while the
+    tables have no statistics yet, which done once per chunk made large change sets
+    quadratic."""
+    snapshot_reads: bool
+    """A read transaction sees one snapshot from its first read on (SQLite in WAL
+    mode), so the session row read first describes every later read of the
+    transaction. Without it (PostgreSQL's read committed) each statement sees the
+    latest commit, and a read that must agree with the session row reads it again."""
+    row_by_row_updates: bool
+    """Updating many rows is cheapest as one ``executemany`` of single-row updates
+    (SQLite runs the loop in C). Without it, one ``UPDATE ... = ANY(:ids)`` per
+    distinct set of values."""
+    advisory_locks: bool
+    """``pg_advisory_xact_lock`` serializes migrations across processes. Without it the
+    migration's write transaction (``BEGIN IMMEDIATE``) does."""
+    schemas: bool
+    """Tables may live in a named schema (``search_path``)."""
+    naive_timestamps: bool
+    """Timestamps are stored without an offset: UTC values are written naive."""
+    insert: Callable[[Table], Any]
+    """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
+
+
+SUPPORTED: dict[str, Capabilities] = {
+    "sqlite": Capabilities(
+        name="sqlite",
+        row_locks=False,
+        array_parameters=False,
+        snapshot_reads=True,
+        row_by_row_updates=True,
+        advisory_locks=False,
+        schemas=False,
+        naive_timestamps=True,
+        insert=sqlite_insert,
+    ),
+    "postgresql": Capabilities(
+        name="postgresql",
+        row_locks=True,
+        array_parameters=True,
+        snapshot_reads=False,
+        row_by_row_updates=False,
+        advisory_locks=True,
+        schemas=True,
+        naive_timestamps=False,
+        insert=postgresql_insert,
+    ),
+}
+"""The capabilities of each supported dialect, by name."""
+
+
+def capabilities(dialect: Dialect) -> Capabilities:
+    """The capabilities of ``dialect``; :class:`~store.errors.StoreError` when unsupported."""
+    found = SUPPORTED.get(dialect.name)
+    if found is None:
+        raise StoreError(
+            f"unsupported database {dialect.name!r}: chatledger supports "
+            + " and ".join(sorted(SUPPORTED))
+        )
+    return found
+
+
+def of(conn: AsyncConnection) -> Capabilities:
+    """The capabilities of the database ``conn`` is connected to."""
+    return capabilities(conn.dialect)

@@ -1,0 +1,212 @@
+"""Reading a session's history and the tenant's sessions (always filtered by tenant).
+
+:func:`read_history` reads one page; :func:`stream_history` reads the session's row once
+(:class:`~store.errors.SessionNotFound` when absent) and then keyset pages of
+``page_size`` rows (``seq > last seen``), all on one connection. Each row is mapped to
+its :class:`~store.models.StoredMessage` only when it is handed out, so a consumer that
+does not keep the messages never holds a page of them at once. A corrupt row raises
+:class:`~store.errors.CorruptRowError` when the iteration reaches it.
+
+How long a stream's transaction stays open is a capability of the dialect
+(:attr:`~store.sql.dialect.Capabilities.snapshot_reads`):
+
+* SQLite: the whole iteration is one read transaction, so it sees one snapshot of the
+  session. In WAL mode (which :mod:`store.sql.engine` sets) a reader never blocks
+  writers; the cost of a slow consumer is only that checkpoints cannot pass the
+  snapshot until the iteration ends.
+* PostgreSQL: each page is read in its own short transaction, committed before the
+  page's messages are handed out. A transaction left open while the caller works on the
+  messages would hold back vacuum's horizon for the whole cluster, hold a lock that
+  makes an ``ALTER TABLE`` (and every query queued behind it) wait, and could be ended
+  by ``idle_in_transaction_session_timeout``. The connection stays checked out, idle,
+  between pages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Iterable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Select
+
+from store.contract import PAGE_SIZE
+from store.models import SessionInfo, StoredMessage
+from store.rules.checks import check_page_size, check_session_id
+from store.sql import dialect
+from store.sql.errors import translate_errors
+from store.sql.mapping import COLUMN_INDEX, message_columns, session_from_row, stored_message
+from store.sql.schema import GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import read_session
+from store.sql.statements import chunks
+
+__all__ = ["history_query", "read_history", "read_page_rows", "read_sessions", "stream_history"]
+
+_SEQ = COLUMN_INDEX["seq"]
+_GROUP = COLUMN_INDEX["group_id"]
+
+
+def history_query(
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool,
+    limit: int | None,
+    before: int | None,
+    after: int | None,
+) -> Select[Any]:
+    """The query for one page of a session's history, by ``seq``."""
+    query = select(*message_columns()).where(
+        MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id
+    )
+    if not include_excluded:
+        query = query.where(MESSAGES.c.excluded.is_(False))
+    if after is not None:
+        query = query.where(MESSAGES.c.seq > after)
+    if before is not None:
+        query = query.where(MESSAGES.c.seq < before)
+        if limit is not None:
+            # the newest ``limit`` messages before ``before``, returned oldest first
+            return query.order_by(MESSAGES.c.seq.desc()).limit(limit)
+    query = query.order_by(MESSAGES.c.seq)
+    if limit is not None:
+        query = query.limit(limit)
+    return query
+
+
+async def group_kinds(
+    conn: AsyncConnection, tenant: str, session_id: str, group_ids: Iterable[str]
+) -> dict[str, str]:
+    """The kind of each of ``group_ids`` (looked up by primary key, never by a join)."""
+    kinds: dict[str, str] = {}
+    for part in chunks(sorted(group_ids)):
+        query = select(GROUPS.c.group_id, GROUPS.c.kind).where(
+            GROUPS.c.tenant == tenant,
+            GROUPS.c.session_id == session_id,
+            GROUPS.c.group_id.in_(part),
+        )
+        kinds.update((row[0], row[1]) for row in await conn.execute(query))
+    return kinds
+
+
+async def read_history(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool = False,
+    limit: int | None = None,
+    before: int | None = None,
+    after: int | None = None,
+) -> list[StoredMessage]:
+    """One page of history, oldest first."""
+    query = history_query(
+        tenant,
+        session_id,
+        include_excluded=include_excluded,
+        limit=limit,
+        before=before,
+        after=after,
+    )
+    rows = (await conn.execute(query)).all()
+    kinds = await group_kinds(conn, tenant, session_id, {row[_GROUP] for row in rows})
+    out = [
+        stored_message(row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id)
+        for row in rows
+    ]
+    out.sort(key=lambda m: m.seq)
+    return out
+
+
+async def read_page_rows(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool,
+    after: int | None,
+    before: int | None,
+    limit: int,
+) -> tuple[Sequence[Any], dict[str, str]]:
+    """A keyset page: the first ``limit`` rows between the exclusive ``seq`` bounds,
+    oldest first, and the kind of each of their groups (map a row with
+    :func:`stored_message`; pass the last ``seq`` seen as ``after`` for the next page)."""
+    query = history_query(
+        tenant,
+        session_id,
+        include_excluded=include_excluded,
+        limit=None,
+        before=before,
+        after=after,
+    ).limit(limit)
+    rows = (await conn.execute(query)).all()
+    kinds = await group_kinds(conn, tenant, session_id, {row[_GROUP] for row in rows})
+    return rows, kinds
+
+
+async def read_sessions(
+    conn: AsyncConnection,
+    tenant: str,
+    *,
+    limit: int | None = None,
+    after: str | None = None,
+    updated_since: datetime | None = None,
+) -> list[SessionInfo]:
+    """Sessions of ``tenant`` ordered by id, after the ``after`` id."""
+    query = select(SESSIONS).where(SESSIONS.c.tenant == tenant)
+    if after is not None:
+        query = query.where(SESSIONS.c.session_id > after)
+    if updated_since is not None:
+        query = query.where(SESSIONS.c.updated_at >= updated_since)
+    query = query.order_by(SESSIONS.c.session_id)
+    if limit is not None:
+        query = query.limit(limit)
+    rows = (await conn.execute(query)).mappings().all()
+    return [session_from_row(row) for row in rows]
+
+
+async def stream_history(
+    engine: AsyncEngine,
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool = False,
+    after: int | None = None,
+    before: int | None = None,
+    page_size: int = PAGE_SIZE,
+) -> AsyncGenerator[StoredMessage, None]:
+    """The session's stored messages, oldest first, read ``page_size`` at a time.
+
+    ``after`` and ``before`` are exclusive ``seq`` bounds; excluded messages are left
+    out unless ``include_excluded``. Raises only :class:`~store.errors.ChatledgerError`:
+    :class:`~store.errors.SessionNotFound` at the first step when the session is absent,
+    :class:`~store.errors.CorruptRowError` at a row that does not validate.
+    """
+    check_session_id(session_id)
+    check_page_size(page_size)
+    with translate_errors():
+        async with engine.connect() as conn:
+            short_transactions = not dialect.of(conn).snapshot_reads
+            await read_session(conn, tenant, session_id)
+            cursor = after
+            while True:
+                rows, kinds = await read_page_rows(
+                    conn,
+                    tenant,
+                    session_id,
+                    include_excluded=include_excluded,
+                    after=cursor,
+                    before=before,
+                    limit=page_size,
+                )
+                if short_transactions:
+                    await conn.commit()
+                for row in rows:
+                    yield stored_message(
+                        row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id
+                    )
+                if len(rows) < page_size:
+                    return
+                cursor = rows[-1][_SEQ]

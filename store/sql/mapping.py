@@ -1,0 +1,297 @@
+"""Rows to models and models to rows: the SQL backend's mapping, plain functions.
+
+JSON columns are read as text and decoded while mapping each row, so that a row holding
+invalid JSON is reported as a :class:`~store.errors.CorruptRowError` naming its ``seq``
+rather than failing somewhere inside the driver. Timestamp columns are read as the
+driver returns them (SQLite's ISO text, asyncpg's ``datetime``) and made aware UTC while
+mapping, as :class:`~store.sql.schema.UTCDateTime` would, without SQLAlchemy's per-value
+result processing.
+
+Rows are mapped from plain tuples selected with :func:`message_columns`: the contents are
+validated straight from their JSON text (:data:`~strategies.messages.CONTENTS_ADAPTER`),
+then the stored message is validated with its message in one call, so a corrupt row
+still raises. A row holding a reduced version takes the general mapping
+(:func:`message_from_row`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from operator import itemgetter
+from typing import Any
+
+from pydantic import ValidationError
+from sqlalchemy import String, Text, type_coerce
+from sqlalchemy import cast as sql_cast
+
+from store.errors import CorruptRowError
+from store.models import SessionInfo, StoredMessage
+from store.rules.identity import content_hash
+from store.sql.schema import MESSAGES
+from strategies.messages import CONTENTS_ADAPTER, Message
+
+__all__ = [
+    "COLUMN_INDEX",
+    "inserted_message",
+    "message_columns",
+    "message_from_row",
+    "message_to_values",
+    "reduced_to_value",
+    "row_message",
+    "session_from_row",
+    "stored_message",
+    "timestamp",
+]
+
+_JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
+_TIMESTAMP_COLUMNS = ("created_at", "stored_at", "imported_at")
+_UNREAD_COLUMNS = ("tenant", "session_id", "content_hash")
+"""Not needed to map a row (every query is filtered by tenant and session)."""
+
+
+_CONTEXT = {"allow_custom_roles": True}
+_MAPPED = (ValidationError, KeyError, TypeError, ValueError)
+
+
+def message_columns() -> list[Any]:
+    """The columns a message is mapped from, in table order (see :data:`COLUMN_INDEX`):
+    JSON ones as text, timestamps as the driver returns them (see :func:`timestamp`)."""
+    columns: list[Any] = []
+    for column in MESSAGES.c:
+        if column.key in _UNREAD_COLUMNS:
+            continue
+        if column.key in _JSON_COLUMNS:
+            columns.append(sql_cast(column, Text).label(column.key))
+        elif column.key in _TIMESTAMP_COLUMNS:
+            columns.append(type_coerce(column, String()).label(column.key))
+        else:
+            columns.append(column)
+    return columns
+
+
+def timestamp(value: Any) -> datetime | None:
+    """A timestamp column read raw, as :class:`~store.sql.schema.UTCDateTime` returns it:
+    aware UTC (SQLite's ISO text is parsed; a naive value is taken to be UTC)."""
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if not isinstance(parsed, datetime):
+        raise TypeError(f"not a timestamp: {value!r}")
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+COLUMN_INDEX: dict[str, int] = {c.key: i for i, c in enumerate(message_columns())}
+"""Position of each column in a row selected with :func:`message_columns`."""
+_I = COLUMN_INDEX
+
+
+_PLAIN_FIELDS = (
+    "seq",
+    "anchor",
+    "slot",
+    "group_id",
+    "token_count",
+    "excluded",
+    "excluded_reason",
+    "excluded_event_id",
+    "reduced_token_count",
+    "reduced_event_id",
+    "source_system",
+    "source_id",
+)
+"""The stored message's fields taken from the row as they are."""
+_PLAIN = itemgetter(*(_I[key] for key in _PLAIN_FIELDS))
+_SEQ, _GROUP, _REDUCED = _I["seq"], _I["group_id"], _I["reduced_contents"]
+_STORED, _IMPORTED = _I["stored_at"], _I["imported_at"]
+_ROLE, _CONTENTS, _ID = _I["role"], _I["contents"], _I["message_id"]
+_AUTHOR, _CREATED, _METADATA = _I["author_name"], _I["created_at"], _I["metadata"]
+_TIMESTAMP_INDEX = tuple((key, _I[key]) for key in _TIMESTAMP_COLUMNS)
+
+
+def _corrupt(error: Exception, row: Sequence[Any], tenant: str, session_id: str) -> CorruptRowError:
+    seq = row[_SEQ] if isinstance(row[_SEQ], int) else None
+    return CorruptRowError(str(error), tenant=tenant, session_id=session_id, seq=seq)
+
+
+def _as_mapping(row: Sequence[Any], kind: str | None) -> dict[str, Any]:
+    mapping = {key: row[index] for key, index in _I.items()}
+    for key, index in _TIMESTAMP_INDEX:
+        mapping[key] = timestamp(row[index])
+    mapping["kind"] = kind
+    return mapping
+
+
+def _message_fields(row: Sequence[Any]) -> dict[str, Any]:
+    """The message's fields, contents validated straight from their JSON text."""
+    metadata = row[_METADATA]
+    return {
+        "role": row[_ROLE],
+        "contents": CONTENTS_ADAPTER.validate_json(row[_CONTENTS]),
+        "message_id": row[_ID],
+        "author_name": row[_AUTHOR],
+        "created_at": timestamp(row[_CREATED]),
+        "metadata": {} if metadata is None or metadata == "{}" else json.loads(metadata),
+    }
+
+
+def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
+    """The message a projection shows for a row of :func:`message_columns` (reduction
+    applied); :class:`~store.errors.CorruptRowError` when the row does not validate."""
+    try:
+        if row[_REDUCED] is not None:
+            mapping = _as_mapping(row, "user")
+            stored = message_from_row(mapping, tenant=tenant, session_id=session_id)
+            return stored.reduced if stored.reduced is not None else stored.message
+        return Message.model_validate(_message_fields(row), context=_CONTEXT)
+    except _MAPPED as error:
+        raise _corrupt(error, row, tenant, session_id) from error
+
+
+def inserted_message(values: Mapping[str, Any]) -> Message:
+    """What :func:`row_message` returns for a row inserted from ``values`` (the columns
+    of :func:`store.models.message_to_values`, no reduction): the JSON columns go
+    through the text they are stored as, the timestamp is normalized as read."""
+    metadata = values["metadata"]
+    return Message.model_validate(
+        {
+            "role": values["role"],
+            "contents": CONTENTS_ADAPTER.validate_json(json.dumps(values["contents"])),
+            "message_id": values["message_id"],
+            "author_name": values["author_name"],
+            "created_at": timestamp(values["created_at"]),
+            "metadata": json.loads(json.dumps(metadata)) if metadata else {},
+        },
+        context=_CONTEXT,
+    )
+
+
+def stored_message(
+    row: Sequence[Any], kind: str | None, *, tenant: str, session_id: str
+) -> StoredMessage:
+    """A :class:`StoredMessage` from a row of :func:`message_columns` and its group's kind."""
+    try:
+        if row[_REDUCED] is not None:
+            mapping = _as_mapping(row, kind)
+            return message_from_row(mapping, tenant=tenant, session_id=session_id)
+        data = dict(zip(_PLAIN_FIELDS, _PLAIN(row), strict=True))
+        data["stored_at"] = timestamp(row[_STORED])
+        data["imported_at"] = timestamp(row[_IMPORTED])
+        data["session_id"] = session_id
+        data["tenant"] = tenant
+        data["kind"] = kind
+        data["message"] = _message_fields(row)
+        # one validation for the stored message and its message (the context reaches both)
+        return StoredMessage.model_validate(data, context=_CONTEXT)
+    except _MAPPED as error:
+        raise _corrupt(error, row, tenant, session_id) from error
+
+
+def message_to_values(message: Message) -> dict[str, Any]:
+    """The message's own columns (role, contents, author, timestamps, metadata, hash)."""
+    return {
+        "message_id": message.message_id,
+        "role": message.role,
+        "contents": CONTENTS_ADAPTER.dump_python(message.contents, mode="json"),
+        "author_name": message.author_name,
+        "created_at": message.created_at,
+        "metadata": message.metadata,
+        "content_hash": content_hash(message),
+    }
+
+
+def _json(value: Any) -> Any:
+    """Decode a JSON column read as text (a value already decoded is returned as is)."""
+    return json.loads(value) if isinstance(value, str | bytes) else value
+
+
+def _build_message(row: Mapping[str, Any], contents: Any) -> Message:
+    metadata = _json(row["metadata"])
+    return Message.model_validate(
+        {
+            "role": row["role"],
+            "contents": _json(contents),
+            "message_id": row["message_id"],
+            "author_name": row["author_name"],
+            "created_at": row["created_at"],
+            "metadata": metadata if metadata is not None else {},
+        },
+        context={"allow_custom_roles": True},
+    )
+
+
+def reduced_to_value(message: Message) -> dict[str, Any]:
+    """The ``reduced_contents`` column of a reduced version: its contents and own fields."""
+    values = message_to_values(message)
+    return {k: values[k] for k in ("contents", "metadata", "role", "author_name")}
+
+
+def _reduced_message(row: Mapping[str, Any]) -> Message:
+    value = _json(row["reduced_contents"])
+    if isinstance(value, dict) and "contents" in value:
+        overlay = {
+            **row,
+            **{k: value[k] for k in ("metadata", "role", "author_name") if k in value},
+        }
+        return _build_message(overlay, value["contents"])
+    return _build_message(row, value)  # an overlay of contents only
+
+
+def message_from_row(row: Mapping[Any, Any], *, tenant: str, session_id: str) -> StoredMessage:
+    """Build a :class:`StoredMessage` from a joined messages/groups row mapping."""
+    try:
+        reduced = None
+        if row["reduced_contents"] is not None:
+            reduced = _reduced_message(row)
+        return StoredMessage(
+            session_id=session_id,
+            tenant=tenant,
+            seq=row["seq"],
+            anchor=row["anchor"],
+            slot=row["slot"],
+            message=_build_message(row, row["contents"]),
+            group_id=row["group_id"],
+            kind=row["kind"],
+            token_count=row["token_count"],
+            excluded=row["excluded"],
+            excluded_reason=row["excluded_reason"],
+            excluded_event_id=row["excluded_event_id"],
+            reduced=reduced,
+            reduced_token_count=row["reduced_token_count"],
+            reduced_event_id=row["reduced_event_id"],
+            stored_at=row["stored_at"],
+            source_system=row["source_system"],
+            source_id=row["source_id"],
+            imported_at=row["imported_at"],
+        )
+    except (ValidationError, KeyError, TypeError, ValueError) as error:
+        seq = row.get("seq") if isinstance(row.get("seq"), int) else None
+        raise CorruptRowError(str(error), tenant=tenant, session_id=session_id, seq=seq) from error
+
+
+def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
+    """Build a :class:`SessionInfo` from a sessions row mapping."""
+    try:
+        return SessionInfo(
+            session_id=row["session_id"],
+            tenant=row["tenant"],
+            created_at=row["created_at"],
+            updated_at=row["updated_at"],
+            tokenizer=row["tokenizer"],
+            revision=row["revision"],
+            metadata=_json(row["metadata"]) or {},
+            stored_messages=row["stored_messages"],
+            stored_groups=row["stored_groups"],
+            stored_tokens=row["stored_tokens"],
+            active_messages=row["active_messages"],
+            active_groups=row["active_groups"],
+            active_tokens=row["active_tokens"],
+        )
+    except (ValidationError, KeyError, TypeError, ValueError) as error:
+        raise CorruptRowError(
+            str(error),
+            tenant=str(row.get("tenant")),
+            session_id=str(row.get("session_id")),
+            seq=None,
+        ) from error

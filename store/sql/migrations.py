@@ -1,0 +1,180 @@
+"""Schema migrations, driven from code: no ``alembic.ini`` needed.
+
+The Alembic scripts ship inside the wheel as ``store/_migrations`` (found with
+:mod:`importlib.resources`); in a source checkout (editable install) the repository's
+``migrations/`` directory is used instead. :func:`migrate` upgrades a database to the
+newest revision, from inside a running event loop, serialized against other processes
+doing the same (a transaction-scoped advisory lock on PostgreSQL, a ``BEGIN IMMEDIATE``
+transaction on SQLite). :func:`ensure_schema` is what opening a store does: create the
+schema on an empty database, and refuse (:class:`~store.errors.MigrationRequired`) a
+database whose schema is behind unless asked to upgrade it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from importlib import resources
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from store.errors import MigrationRequired
+from store.sql import dialect
+from store.sql.engine import create_engine, write_connection
+from store.sql.errors import translate_errors
+
+__all__ = [
+    "VERSION_TABLE",
+    "alembic_config",
+    "create_schema",
+    "current_revisions",
+    "downgrade",
+    "ensure_schema",
+    "head_revisions",
+    "migrate",
+    "migrate_sync",
+    "script_location",
+]
+
+VERSION_TABLE = "chatledger_alembic_version"
+ADVISORY_LOCK_KEY = 0x63686C6467  # "chldg": serializes chatledger migrations on PostgreSQL
+UPGRADE_HINT = "run `chatledger db upgrade` (or open the store with upgrade=True)"
+
+
+def script_location() -> Path:
+    """Where the Alembic scripts are: the packaged copy, else the repository's."""
+    packaged = resources.files("store").joinpath("_migrations")
+    if packaged.is_dir() and packaged.joinpath("env.py").is_file():
+        return Path(str(packaged))
+    repository = Path(__file__).resolve().parents[2] / "migrations"
+    if (repository / "env.py").is_file():
+        return repository
+    raise MigrationRequired("chatledger's migration scripts are missing from the installation")
+
+
+def alembic_config(url: str | URL | None = None) -> Config:
+    """An Alembic configuration for chatledger's scripts, built in code."""
+    location = script_location()
+    config = Config()
+    config.set_main_option("path_separator", "os")
+    config.set_main_option("script_location", str(location))
+    config.set_main_option("version_locations", str(location / "versions"))
+    if url is not None:
+        config.attributes["url"] = url
+        if isinstance(url, str):
+            config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
+    return config
+
+
+@functools.cache
+def head_revisions() -> tuple[str, ...]:
+    """The newest revision(s) this library ships."""
+    return tuple(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+def _current(connection: Connection) -> tuple[str, ...]:
+    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
+    return tuple(context.get_current_heads())
+
+
+def _run(connection: Connection, revision: str, *, down: bool) -> None:
+    config = alembic_config()
+    config.attributes["connection"] = connection
+    if down:
+        command.downgrade(config, revision)
+    else:
+        command.upgrade(config, revision)
+
+
+async def current_revisions(engine: AsyncEngine) -> tuple[str, ...]:
+    """The revision(s) the database is at (empty when chatledger was never installed)."""
+    with translate_errors():
+        async with engine.connect() as conn:
+            return await conn.run_sync(_current)
+
+
+async def _migrate_engine(engine: AsyncEngine, revision: str, *, down: bool = False) -> None:
+    with translate_errors():
+        async with write_connection(engine) as conn:
+            if dialect.of(conn).advisory_locks:
+                await conn.execute(
+                    text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
+                )
+            await conn.run_sync(_run, revision, down=down)
+
+
+async def migrate(
+    url: str | URL | AsyncEngine | None = None,
+    *,
+    revision: str = "head",
+    schema: str | None = None,
+) -> None:
+    """Upgrade the database at ``url`` (or an engine) to ``revision``; safe to run concurrently."""
+    if isinstance(url, AsyncEngine):
+        await _migrate_engine(url, revision)
+        return
+    engine = create_engine(url, schema=schema)
+    try:
+        await create_schema(engine, schema)
+        await _migrate_engine(engine, revision)
+    finally:
+        await engine.dispose()
+
+
+def migrate_sync(url: str | URL | None = None, *, revision: str = "head") -> None:
+    """:func:`migrate` for callers without an event loop (the CLI)."""
+    asyncio.run(migrate(url, revision=revision))
+
+
+async def downgrade(url: str | URL | AsyncEngine | None = None, *, revision: str = "base") -> None:
+    """Downgrade the database to ``revision`` (``base`` drops every chatledger table)."""
+    if isinstance(url, AsyncEngine):
+        await _migrate_engine(url, revision, down=True)
+        return
+    engine = create_engine(url)
+    try:
+        await _migrate_engine(engine, revision, down=True)
+    finally:
+        await engine.dispose()
+
+
+async def create_schema(engine: AsyncEngine, schema: str | None) -> None:
+    """Create the PostgreSQL schema ``schema`` when it does not exist (no-op otherwise)."""
+    if not schema or not dialect.capabilities(engine.dialect).schemas:
+        return
+    quoted = engine.dialect.identifier_preparer.quote_identifier(schema)
+    with translate_errors():
+        async with engine.begin() as conn:
+            await conn.execute(
+                text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
+            )
+            await conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
+
+
+async def ensure_schema(
+    engine: AsyncEngine, *, upgrade: bool = False, schema: str | None = None
+) -> None:
+    """Make sure the schema is current: create it when absent, upgrade it if asked.
+
+    Raises :class:`MigrationRequired` when the schema is behind (or unknown) and
+    ``upgrade`` is false.
+    """
+    heads = head_revisions()
+    current = await current_revisions(engine)
+    if set(current) == set(heads):
+        return
+    if not current or upgrade:
+        await create_schema(engine, schema)
+        await _migrate_engine(engine, "head")
+        return
+    raise MigrationRequired(
+        f"the database schema is at revision {', '.join(current)}, "
+        f"this version of chatledger needs {', '.join(heads)}: {UPGRADE_HINT}"
+    )

@@ -1,0 +1,272 @@
+"""An in-process cache of sessions' active views, checked against the session row.
+
+A turn reads the same active groups and messages several times: the after-run
+compaction plans on them and the next projection sends them. The store keeps, per
+session, the active group rows and the parsed messages of the groups it loaded, under
+the *key* of the session row they were read at: its ``created_at`` and ``revision``.
+Every write bumps ``revision`` (a deleted and recreated session gets a new
+``created_at``), so a key equal to the session row's means nothing changed since. Every
+view reads the session row first and uses the cache only on a match; what a read adds
+to the cache is added only if the session row read after it still has the entry's key.
+
+Writes made through the same store advance the key instead of discarding the entry: an
+append knows which groups it touched, so those groups' messages are dropped and the
+others stay (the group rows are read again); a compaction hands over the rows it wrote
+(:meth:`SessionCache.write_rows`), so nothing is read again. A write from anywhere else
+shows as a key that does not match, and the entry is replaced.
+
+Bounded: at most ``max_messages`` parsed messages over all sessions; the least recently
+used sessions are dropped first. ``max_messages=0`` turns the cache off.
+"""
+
+from __future__ import annotations
+
+from bisect import insort
+from collections import OrderedDict
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.sql.schema import SESSIONS
+from store.sql.sessions import KEYS
+from strategies.messages import Message
+from strategies.view import GroupView, Totals
+
+if TYPE_CHECKING:
+    from store.sql.compaction.write_back import Written
+
+__all__ = ["DEFAULT_CACHE_MESSAGES", "CachedView", "Key", "SessionCache", "read_key", "session_key"]
+
+DEFAULT_CACHE_MESSAGES = 20_000
+"""Parsed messages a store keeps by default (a few tens of MB at about 1 kB each)."""
+
+Key = tuple[Any, int]
+"""A session row's ``(created_at, revision)``."""
+
+Pairs = tuple[tuple[int, Message], ...]
+"""A group's ``(seq, message)`` pairs in ``seq`` order."""
+
+
+def session_key(row: RowMapping | Mapping[str, Any]) -> Key:
+    """The cache key of a session row."""
+    return (row["created_at"], row["revision"])
+
+
+_READ_KEY = select(SESSIONS.c.created_at, SESSIONS.c.revision).where(*KEYS)
+
+
+async def read_key(conn: AsyncConnection, tenant: str, session_id: str) -> Key | None:
+    """The session row's key as it is now (None when the session is gone)."""
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(_READ_KEY, params)).first()
+    return None if row is None else (row[0], row[1])
+
+
+@dataclass(slots=True)
+class CachedView:
+    """What is known of one session at ``key``."""
+
+    key: Key
+    rows: Sequence[Mapping[Any, Any]] | None = None
+    """The active group rows in projection order (None: read them again)."""
+    views: Sequence[GroupView] | None = None
+    """The strategies' view of each of :attr:`rows`."""
+    dirty: frozenset[str] = frozenset()
+    """Groups whose rows this store's own write changed: read these again."""
+    excluded: Totals | None = None
+    messages: dict[str, Pairs] = field(default_factory=dict)
+    """Loaded groups' messages, reductions applied, by group id."""
+    shown: dict[str, tuple[Message, ...]] = field(default_factory=dict)
+    """The messages alone of each group of :attr:`messages`."""
+    size: int = 0
+    """Messages held in :attr:`messages`."""
+
+
+def order_of(pair: tuple[Mapping[Any, Any], GroupView]) -> tuple[int, int]:
+    """Where a (row, view) pair sits in the projection."""
+    return pair[1].order_key
+
+
+def place(
+    pairs: list[tuple[Mapping[Any, Any], GroupView]],
+    fresh: list[tuple[Mapping[Any, Any], GroupView]],
+) -> None:
+    """Put ``fresh`` pairs into ``pairs`` (in projection order) where they belong; new
+    groups usually go at the end, others by bisection."""
+    for pair in sorted(fresh, key=order_of):
+        if not pairs or order_of(pairs[-1]) < order_of(pair):
+            pairs.append(pair)
+        else:
+            insort(pairs, pair, key=order_of)
+
+
+class SessionCache:
+    """Cached views by session id, for one store (one tenant)."""
+
+    def __init__(self, max_messages: int = DEFAULT_CACHE_MESSAGES) -> None:
+        """Keep at most ``max_messages`` parsed messages (0: cache nothing)."""
+        self._max = max(0, max_messages)
+        self._entries: OrderedDict[str, CachedView] = OrderedDict()
+        self._size = 0
+
+    @property
+    def size(self) -> int:
+        """Messages held over all sessions."""
+        return self._size
+
+    def entry(self, session_id: str, key: Key) -> CachedView | None:
+        """The session's entry at ``key``, started empty when absent or at another key."""
+        if self._max == 0:
+            return None
+        entry = self._entries.get(session_id)
+        if entry is not None and entry.key == key:
+            self._entries.move_to_end(session_id)
+            return entry
+        self.discard(session_id)
+        entry = self._entries[session_id] = CachedView(key)
+        return entry
+
+    def _current(self, session_id: str, entry: CachedView) -> bool:
+        return self._entries.get(session_id) is entry
+
+    def set_rows(
+        self,
+        session_id: str,
+        entry: CachedView,
+        rows: Sequence[Mapping[Any, Any]],
+        views: Sequence[GroupView],
+        excluded: Totals,
+    ) -> None:
+        """Record the active group rows read at ``entry.key``; forget other groups."""
+        if not self._current(session_id, entry):
+            return
+        entry.rows, entry.views, entry.excluded = tuple(rows), tuple(views), excluded
+        entry.dirty = frozenset()
+        active = {r["group_id"] for r in rows}
+        for group_id in [g for g in entry.messages if g not in active]:
+            self._drop_group(entry, group_id)
+
+    def add_messages(self, session_id: str, entry: CachedView, loaded: Mapping[str, Pairs]) -> None:
+        """Record groups' messages read at ``entry.key``, within the bound."""
+        if not self._current(session_id, entry):
+            return
+        for group_id, pairs in loaded.items():
+            if group_id in entry.messages:
+                continue
+            entry.messages[group_id] = pairs
+            entry.shown[group_id] = tuple(pair[1] for pair in pairs)
+            entry.size += len(pairs)
+            self._size += len(pairs)
+        self._evict(keep=session_id)
+        if self._size > self._max:  # this session alone is over the bound
+            self.discard(session_id)
+
+    def advance(
+        self,
+        session_id: str,
+        before: Key,
+        after: Key,
+        touched: Collection[str] | None,
+        *,
+        rows_touched: bool = False,
+    ) -> None:
+        """This store wrote ``before`` -> ``after``, changing ``touched`` groups (None: any).
+
+        With ``rows_touched``, only the ``touched`` groups' rows changed (an append): the
+        others are kept and those are read again. Otherwise every row is read again.
+        """
+        entry = self._entries.get(session_id)
+        if entry is None:
+            return
+        self.discard(session_id)
+        if entry.key != before or touched is None:
+            return
+        kept = {g: p for g, p in entry.messages.items() if g not in touched}
+        shown = {g: entry.shown[g] for g in kept}
+        size = sum(len(p) for p in kept.values())
+        advanced = CachedView(after, messages=kept, shown=shown, size=size)
+        if rows_touched and entry.rows is not None and entry.views is not None:
+            advanced.rows, advanced.views = entry.rows, entry.views
+            advanced.dirty = entry.dirty | frozenset(touched)
+        self._entries[session_id] = advanced
+        self._size += size
+
+    def write_rows(
+        self,
+        session_id: str,
+        before: Key,
+        after: Key,
+        touched: Collection[str],
+        written: Written,
+        views: Mapping[str, GroupView],
+    ) -> None:
+        """This store's compaction wrote ``before`` -> ``after`` and knows the new rows.
+
+        ``written`` holds the row after the write of every group the write loaded or
+        inserted (``views``: the view of each active one) and the inserted summaries'
+        messages. The entry moves to ``after`` with those rows in place, and without
+        the messages of ``touched`` groups (reductions change them); when the entry was
+        not complete at ``before``, or a touched group is missing from ``written``, this
+        is :meth:`advance`.
+        """
+        entry = self._entries.get(session_id)
+        changed = written.groups
+        if (
+            entry is None
+            or entry.key != before
+            or entry.rows is None
+            or entry.views is None
+            or any(g not in changed for g in touched)
+        ):
+            self.advance(session_id, before, after, touched, rows_touched=True)
+            return
+        self.discard(session_id)
+        pairs = [
+            (r, v)
+            for r, v in zip(entry.rows, entry.views, strict=True)
+            if v.group_id not in changed
+        ]
+        place(pairs, [(changed[g], v) for g, v in views.items()])
+        gone = set(touched)
+        messages = {g: p for g, p in entry.messages.items() if g not in gone}
+        messages.update(written.messages)
+        shown = {g: entry.shown[g] for g in messages if g in entry.shown}
+        shown.update((g, tuple(p[1] for p in pairs_)) for g, pairs_ in written.messages.items())
+        advanced = CachedView(
+            after,
+            rows=tuple(r for r, _ in pairs),
+            views=tuple(v for _, v in pairs),
+            dirty=entry.dirty - changed.keys(),
+            excluded=written.excluded,
+            messages=messages,
+            shown=shown,
+            size=sum(len(p) for p in messages.values()),
+        )
+        self._entries[session_id] = advanced
+        self._size += advanced.size
+        self._evict(keep=session_id)
+        if self._size > self._max:
+            self.discard(session_id)
+
+    def discard(self, session_id: str) -> None:
+        """Forget the session."""
+        entry = self._entries.pop(session_id, None)
+        if entry is not None:
+            self._size -= entry.size
+
+    def _drop_group(self, entry: CachedView, group_id: str) -> None:
+        pairs = entry.messages.pop(group_id)
+        del entry.shown[group_id]
+        entry.size -= len(pairs)
+        self._size -= len(pairs)
+
+    def _evict(self, *, keep: str) -> None:
+        for session_id in list(self._entries):
+            if self._size <= self._max:
+                return
+            if session_id != keep:
+                self.discard(session_id)

@@ -1,0 +1,248 @@
+"""The projection's reads: a session's active view, its messages loaded by group id.
+
+:func:`read_view` reads the active groups through the ``(tenant, session_id, excluded,
+anchor, slot)`` index, so a view costs O(active groups); :class:`SqlSource` loads the
+messages of the groups a strategy asks for (reductions applied), by group id. Both go
+through the store's cache of active views (:mod:`store.sql.projection.cache`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from store.sql import dialect
+from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
+from store.sql.projection.cache import (
+    CachedView,
+    Key,
+    Pairs,
+    SessionCache,
+    place,
+    read_key,
+    session_key,
+)
+from store.sql.schema import GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import KEYS
+from store.sql.statements import chunks
+from strategies.messages import Message
+from strategies.view import GroupView, Totals, View
+
+__all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "read_view"]
+
+_SEQ = COLUMN_INDEX["seq"]
+_GROUP = COLUMN_INDEX["group_id"]
+
+
+def group_view(row: Mapping[Any, Any]) -> GroupView:
+    """The strategies' view of one group row."""
+    summary_of = row["summary_of"]
+    return GroupView(
+        group_id=row["group_id"],
+        kind=row["kind"],
+        turn=row["turn"],
+        anchor=row["anchor"],
+        slot=row["slot"],
+        message_count=row["message_count"],
+        token_count=row["token_count"],
+        pinned=row["pinned"],
+        has_reasoning=row["has_reasoning"],
+        pending_calls=row["pending_calls"],
+        orphan=row["orphan"],
+        summary_of=tuple(summary_of or ()),
+    )
+
+
+_ACTIVE_GROUPS = (
+    select(GROUPS)
+    .where(
+        GROUPS.c.tenant == bindparam("tenant"),
+        GROUPS.c.session_id == bindparam("session_id"),
+        GROUPS.c.excluded.is_(False),
+    )
+    .order_by(GROUPS.c.anchor, GROUPS.c.slot)
+)
+_GROUPS_BY_ID = select(GROUPS).where(
+    GROUPS.c.tenant == bindparam("tenant"),
+    GROUPS.c.session_id == bindparam("session_id"),
+    GROUPS.c.group_id.in_(bindparam("ids", expanding=True)),
+    GROUPS.c.excluded.is_(False),
+)
+_EXCLUDED_TOTALS = select(
+    SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
+    SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
+    SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
+    SESSIONS.c.created_at,
+    SESSIONS.c.revision,
+).where(*KEYS)
+_MESSAGES_BY_GROUP = select(*message_columns()).where(
+    MESSAGES.c.tenant == bindparam("tenant"),
+    MESSAGES.c.session_id == bindparam("session_id"),
+    MESSAGES.c.group_id.in_(bindparam("ids", expanding=True)),
+)
+
+
+async def active_group_rows(
+    conn: AsyncConnection, tenant: str, session_id: str
+) -> list[RowMapping]:
+    """The session's active group rows in projection order."""
+    params = {"tenant": tenant, "session_id": session_id}
+    return list((await conn.execute(_ACTIVE_GROUPS, params)).mappings().all())
+
+
+async def excluded_totals(
+    conn: AsyncConnection, tenant: str, session_id: str
+) -> tuple[Totals, Key | None]:
+    """Messages, groups and tokens of the excluded groups, and the session's cache key.
+
+    The totals come from the session's aggregates, kept current on every write, so this
+    is one primary-key read however much of the history is excluded.
+    """
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(_EXCLUDED_TOTALS, params)).one_or_none()
+    if row is None:
+        return Totals(), None
+    messages, groups, tokens, created_at, revision = row
+    totals = Totals(messages=int(messages), groups=int(groups), tokens=int(tokens))
+    return totals, (created_at, revision)
+
+
+@dataclass(frozen=True)
+class SqlSource:
+    """Loads groups' messages from SQL by group id, reductions applied.
+
+    With a cache entry, groups it holds are served from it, and groups read from SQL are
+    added to it when the session is still at the entry's key after the read.
+    """
+
+    engine: AsyncEngine
+    tenant: str
+    session_id: str
+    cache: SessionCache | None = None
+    entry: CachedView | None = None
+
+    async def load_rows(self, group_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
+        """Each group's ``(seq, message)`` pairs in ``seq`` order."""
+        held = self.entry.messages if self.entry is not None else {}
+        out = {gid: list(held.get(gid, ())) for gid in group_ids}
+        missing = sorted({gid for gid in group_ids if gid not in held})
+        if missing:
+            async with self.engine.connect() as conn:
+                out.update(await self._read(conn, missing))
+        return out
+
+    async def prefetch(self, conn: AsyncConnection, group_ids: Sequence[str]) -> None:
+        """Read the groups the cache entry lacks on ``conn``, into the entry.
+
+        ``conn`` must be the connection the entry's key was checked on (on SQLite its
+        read transaction is one snapshot, so the key needs no second read).
+        """
+        if self.entry is not None:
+            missing = sorted({gid for gid in group_ids if gid not in self.entry.messages})
+            if missing:
+                snapshot = dialect.of(conn).snapshot_reads
+                await self._read(conn, missing, key=self.entry.key if snapshot else None)
+
+    async def _read(
+        self, conn: AsyncConnection, group_ids: Sequence[str], *, key: Key | None = None
+    ) -> dict[str, list[tuple[int, Message]]]:
+        """Read ``group_ids`` from SQL; add them to the entry if the key still matches.
+
+        ``key`` is the session's key as ``conn`` sees it, when known; else it is read.
+        """
+        loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
+        params = {"tenant": self.tenant, "session_id": self.session_id}
+        for part in chunks(group_ids):
+            for row in (await conn.execute(_MESSAGES_BY_GROUP, {**params, "ids": part})).all():
+                shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
+                loaded[row[_GROUP]].append((row[_SEQ], shown))
+        for pairs in loaded.values():
+            pairs.sort(key=_seq_of)
+        if self.cache is not None and self.entry is not None:
+            if key is None:
+                key = await read_key(conn, self.tenant, self.session_id)
+            if key == self.entry.key:
+                frozen: dict[str, Pairs] = {gid: tuple(p) for gid, p in loaded.items()}
+                self.cache.add_messages(self.session_id, self.entry, frozen)
+        return loaded
+
+    async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
+        """The messages of each group (reductions applied)."""
+        if self.entry is not None:
+            shown = self.entry.shown
+            if all(gid in shown for gid in group_ids):
+                return {gid: list(shown[gid]) for gid in group_ids}
+        rows = await self.load_rows(group_ids)
+        return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
+
+
+def _excluded_of(session: RowMapping) -> Totals:
+    """The excluded totals in the session's aggregates."""
+    return Totals(
+        messages=int(session["stored_messages"] - session["active_messages"]),
+        groups=int(session["stored_groups"] - session["active_groups"]),
+        tokens=int(session["stored_tokens"] - session["active_tokens"]),
+    )
+
+
+def _seq_of(pair: tuple[int, Message]) -> int:
+    return pair[0]
+
+
+async def read_view(
+    conn: AsyncConnection, source: SqlSource, session: RowMapping, **kwargs: Any
+) -> tuple[View, Sequence[Mapping[Any, Any]]]:
+    """The active view of ``source``'s session and the group rows it was built from.
+
+    ``session`` is the session's row as read on ``conn``. The rows come from
+    ``source``'s cache entry when it holds them (reading again only the groups the
+    store's own append changed); rows read from SQL are recorded in it when the session
+    row read after them still has the entry's key. On SQLite the transaction reads one
+    snapshot, so ``session`` is that row: its aggregates give the excluded totals.
+    """
+    entry = source.entry
+    if (
+        entry is not None
+        and entry.views is not None
+        and entry.excluded is not None
+        and not entry.dirty
+    ):
+        rows, views, excluded = entry.rows or (), entry.views, entry.excluded
+    else:
+        if entry is not None and entry.rows is not None and entry.views is not None:
+            rows, views = await _refreshed(conn, source, entry.rows, entry.views, entry.dirty)
+        else:
+            rows = await active_group_rows(conn, source.tenant, source.session_id)
+            views = [group_view(r) for r in rows]
+        key: Key | None
+        if dialect.of(conn).snapshot_reads:
+            excluded, key = _excluded_of(session), session_key(session)
+        else:
+            excluded, key = await excluded_totals(conn, source.tenant, source.session_id)
+        if source.cache is not None and entry is not None and key == entry.key:
+            source.cache.set_rows(source.session_id, entry, rows, views, excluded)
+    view = View(groups=tuple(views), source=source, excluded=excluded, **kwargs)
+    return view, rows
+
+
+async def _refreshed(
+    conn: AsyncConnection,
+    source: SqlSource,
+    rows: Sequence[Mapping[Any, Any]],
+    views: Sequence[GroupView],
+    dirty: frozenset[str],
+) -> tuple[list[Mapping[Any, Any]], list[GroupView]]:
+    """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order."""
+    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
+    params = {"tenant": source.tenant, "session_id": source.session_id}
+    fresh: list[tuple[Mapping[Any, Any], GroupView]] = []
+    for part in chunks(sorted(dirty)):
+        found = await conn.execute(_GROUPS_BY_ID, {**params, "ids": list(part)})
+        fresh.extend((r, group_view(r)) for r in found.mappings())
+    place(pairs, fresh)
+    return [r for r, _ in pairs], [v for _, v in pairs]

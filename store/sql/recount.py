@@ -1,0 +1,127 @@
+"""Recounting a session's tokens with another tokenizer (or policy).
+
+Token counts are cached per message and never mixed across tokenizers. Recounting is
+the one operation that reads a whole session: it walks the messages page by page,
+writes the new counts, then rebuilds the group and session totals from them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import and_, bindparam, func, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.contract import PAGE_SIZE
+from store.rules.records import now
+from store.sql.history import read_history
+from store.sql.schema import GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import lock_session
+from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
+
+__all__ = ["recount_session"]
+
+
+async def _recount_messages(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    tokenizer: Tokenizer,
+    policy: TokenCountPolicy,
+) -> None:
+    statement = (
+        update(MESSAGES)
+        .where(
+            MESSAGES.c.tenant == bindparam("b_tenant"),
+            MESSAGES.c.session_id == bindparam("b_session"),
+            MESSAGES.c.seq == bindparam("b_seq"),
+        )
+        .values(token_count=bindparam("b_tokens"), reduced_token_count=bindparam("b_reduced"))
+    )
+    after: int | None = None
+    while True:
+        page = await read_history(
+            conn, tenant, session_id, include_excluded=True, limit=PAGE_SIZE, after=after
+        )
+        if not page:
+            return
+        params: list[dict[str, Any]] = []
+        for stored in page:
+            reduced = stored.reduced
+            params.append(
+                {
+                    "b_tenant": tenant,
+                    "b_session": session_id,
+                    "b_seq": stored.seq,
+                    "b_tokens": count_message_tokens(stored.message, tokenizer, policy=policy),
+                    "b_reduced": (
+                        None
+                        if reduced is None
+                        else count_message_tokens(reduced, tokenizer, policy=policy)
+                    ),
+                }
+            )
+        await conn.execute(statement, params)
+        after = page[-1].seq
+
+
+def _effective_tokens() -> Any:
+    return func.coalesce(MESSAGES.c.reduced_token_count, MESSAGES.c.token_count)
+
+
+async def _rebuild_totals(conn: AsyncConnection, tenant: str, session_id: str) -> None:
+    same_group = and_(
+        MESSAGES.c.tenant == GROUPS.c.tenant,
+        MESSAGES.c.session_id == GROUPS.c.session_id,
+        MESSAGES.c.group_id == GROUPS.c.group_id,
+    )
+    group_tokens = (
+        select(func.coalesce(func.sum(_effective_tokens()), 0)).where(same_group).scalar_subquery()
+    )
+    await conn.execute(
+        update(GROUPS)
+        .where(GROUPS.c.tenant == tenant, GROUPS.c.session_id == session_id)
+        .values(token_count=group_tokens)
+    )
+    in_session = (MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id)
+    stored = (
+        await conn.execute(
+            select(func.coalesce(func.sum(MESSAGES.c.token_count), 0)).where(*in_session)
+        )
+    ).scalar_one()
+    active = (
+        await conn.execute(
+            select(func.coalesce(func.sum(_effective_tokens()), 0)).where(
+                *in_session, MESSAGES.c.excluded.is_(False)
+            )
+        )
+    ).scalar_one()
+    await conn.execute(
+        update(SESSIONS)
+        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+        .values(
+            stored_tokens=int(stored),
+            active_tokens=int(active),
+            revision=SESSIONS.c.revision + 1,
+            updated_at=now(),
+        )
+    )
+
+
+async def recount_session(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    tokenizer: Tokenizer,
+    policy: TokenCountPolicy,
+) -> None:
+    """Recount every message of the session and record ``tokenizer`` as its tokenizer."""
+    await lock_session(conn, tenant, session_id)
+    await _recount_messages(conn, tenant, session_id, tokenizer, policy)
+    await _rebuild_totals(conn, tenant, session_id)
+    await conn.execute(
+        update(SESSIONS)
+        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+        .values(tokenizer=tokenizer.name)
+    )

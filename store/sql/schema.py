@@ -1,0 +1,355 @@
+"""The SQL schema: every table and index is prefixed ``chatledger_``.
+
+Alembic alone creates and changes these tables (``migrations/``); this module is the
+model the migrations are checked against (a drift test compares them), and it holds the
+typed handles of the tables (:data:`SESSIONS`, :data:`MESSAGES`, ...) that every
+statement of the SQL backend is built from.
+
+Every table's key starts with ``(tenant, session_id)``, so that a distributed PostgreSQL
+can shard by session without a schema change. Enums are not native (a string column
+with a CHECK constraint), so the schema shares a database with other applications.
+
+* ``chatledger_sessions``: one row per session, with the annotation state that lets an
+  append go on without reading history (``position``, ``turn``, the tail group), the
+  ``revision`` bumped on every write (optimistic apply of change sets), and aggregates.
+* ``chatledger_messages``: every stored message, keyed by ``seq`` (gapless per session),
+  ordered in projections by ``(anchor, slot)``; exclusion and reduction overlay columns.
+* ``chatledger_groups``: one row per group (the unit of compaction), with totals,
+  exclusion and summary links.
+* ``chatledger_open_calls``: unanswered calls, so that a late result finds its call by
+  ``call_id`` without scanning history.
+* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Dialect,
+    Enum,
+    ForeignKeyConstraint,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    false,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeEngine
+
+from store.models import PHASES
+from store.sql.dialect import capabilities
+from strategies.groups import GROUP_KINDS
+
+__all__ = [
+    "EVENTS",
+    "EVENT_ACTIONS",
+    "EVENT_GROUPS",
+    "EVENT_PHASES",
+    "FIRST_SEQ",
+    "GROUPS",
+    "MESSAGES",
+    "OPEN_CALLS",
+    "SESSIONS",
+    "TABLE_PREFIX",
+    "Base",
+    "EventGroupRow",
+    "EventRow",
+    "GroupRow",
+    "MessageRow",
+    "OpenCallRow",
+    "SessionRow",
+    "UTCDateTime",
+    "metadata",
+]
+
+FIRST_SEQ = 1
+"""The ``seq`` of a session's first stored message."""
+
+TABLE_PREFIX = "chatledger_"
+
+EVENT_PHASES: tuple[str, ...] = PHASES
+"""When a compaction event was applied."""
+
+EVENT_ACTIONS: tuple[str, ...] = (
+    "excluded",
+    "summarized",
+    "summary_inserted",
+    "reduced",
+    "restored",
+    "included",
+)
+"""What an event did to a group."""
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "%(table_name)s_%(column_0_N_name)s_idx",
+    "uq": "%(table_name)s_%(column_0_N_name)s_key",
+    "ck": "%(table_name)s_%(constraint_name)s_check",
+    "fk": "%(table_name)s_%(referred_table_name)s_fkey",
+    "pk": "%(table_name)s_pkey",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+"""The chatledger tables' metadata (constraint names follow :data:`NAMING_CONVENTION`)."""
+
+JSONType: TypeEngine[Any] = JSON()
+"""Plain ``json`` on PostgreSQL, not ``jsonb``: ``jsonb`` (like ``text``) cannot hold the
+NUL character (``\\u0000``), which chat contents may carry and which must round-trip."""
+KEY = String(255)
+_SESSION_FK = ("tenant", "session_id")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp, stored in UTC and always read back aware (UTC).
+
+    SQLite keeps no offset: values are normalized to UTC before they are written.
+    Naive values are taken to be UTC.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if capabilities(dialect).naive_timestamps else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+def _enum(values: tuple[str, ...], name: str) -> Enum:
+    return Enum(
+        *values,
+        name=name,
+        native_enum=False,
+        create_constraint=True,
+        length=32,
+        validate_strings=True,
+    )
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the chatledger tables."""
+
+    metadata = metadata
+
+
+def _session_fk() -> ForeignKeyConstraint:
+    return ForeignKeyConstraint(
+        list(_SESSION_FK),
+        ["chatledger_sessions.tenant", "chatledger_sessions.session_id"],
+        ondelete="CASCADE",
+    )
+
+
+class SessionRow(Base):
+    """One session: identity, annotation state, revision and aggregates."""
+
+    __tablename__ = "chatledger_sessions"
+    __table_args__ = (Index("chatledger_sessions_updated_idx", "tenant", "updated_at"),)
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
+    tokenizer: Mapped[str] = mapped_column(String(128))
+    revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    next_seq: Mapped[int] = mapped_column(BigInteger, server_default=text(str(FIRST_SEQ)))
+    """The ``seq`` the next stored message takes: still :data:`FIRST_SEQ` while the
+    session has never stored a message (nor, so, a group or an open call)."""
+    position: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    """Appended (annotated) messages so far; summaries are not counted."""
+    turn: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    tail_group_id: Mapped[str | None] = mapped_column(KEY)
+    tail_mode: Mapped[str | None] = mapped_column(_enum(("reasoning", "calls"), "tail_mode"))
+    event_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    stored_messages: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    stored_groups: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    stored_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    active_messages: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    active_groups: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    active_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+
+class MessageRow(Base):
+    """One stored message (never deleted by compaction)."""
+
+    __tablename__ = "chatledger_messages"
+    __table_args__ = (
+        _session_fk(),
+        Index(
+            "chatledger_messages_message_id_key",
+            "tenant",
+            "session_id",
+            "message_id",
+            unique=True,
+        ),
+        Index(
+            "chatledger_messages_active_idx", "tenant", "session_id", "excluded", "anchor", "slot"
+        ),
+        Index("chatledger_messages_group_idx", "tenant", "session_id", "group_id", "seq"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    anchor: Mapped[int] = mapped_column(BigInteger)
+    slot: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    message_id: Mapped[str] = mapped_column(KEY)
+    role: Mapped[str] = mapped_column(String(64))
+    contents: Mapped[Any] = mapped_column(JSONType)
+    author_name: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    """When the message was written, as its source says."""
+    stored_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    meta: Mapped[Any] = mapped_column("metadata", JSONType)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    group_id: Mapped[str] = mapped_column(KEY)
+    token_count: Mapped[int] = mapped_column(Integer)
+    excluded: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    excluded_reason: Mapped[str | None] = mapped_column(Text)
+    excluded_event_id: Mapped[str | None] = mapped_column(String(64))
+    reduced_contents: Mapped[Any | None] = mapped_column(JSONType)
+    reduced_token_count: Mapped[int | None] = mapped_column(Integer)
+    reduced_event_id: Mapped[str | None] = mapped_column(String(64))
+    source_system: Mapped[str | None] = mapped_column(String(64))
+    source_id: Mapped[str | None] = mapped_column(String(255))
+    imported_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class GroupRow(Base):
+    """One group of messages: the unit of compaction."""
+
+    __tablename__ = "chatledger_groups"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_groups_active_idx", "tenant", "session_id", "excluded", "anchor", "slot"),
+        Index("chatledger_groups_summarized_by_idx", "tenant", "session_id", "summarized_by"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    group_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    kind: Mapped[str] = mapped_column(_enum(GROUP_KINDS, "group_kind"))
+    turn: Mapped[int] = mapped_column(Integer)
+    anchor: Mapped[int] = mapped_column(BigInteger)
+    slot: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    first_seq: Mapped[int] = mapped_column(BigInteger)
+    first_position: Mapped[int] = mapped_column(BigInteger)
+    """Annotation position of the first message (-1 for summaries)."""
+    message_count: Mapped[int] = mapped_column(Integer)
+    token_count: Mapped[int] = mapped_column(BigInteger)
+    pinned: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    has_reasoning: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    pending_calls: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    orphan: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    excluded: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    excluded_reason: Mapped[str | None] = mapped_column(Text)
+    excluded_event_id: Mapped[str | None] = mapped_column(String(64))
+    summarized_by: Mapped[str | None] = mapped_column(KEY)
+    """For a group replaced by a summary: the summary group's id."""
+    summary_of: Mapped[Any | None] = mapped_column(JSONType)
+    """For a summary group: the ids of the groups it replaced, in order."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class OpenCallRow(Base):
+    """An unanswered call: ``call_id`` to the group that declared it."""
+
+    __tablename__ = "chatledger_open_calls"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_open_calls_group_idx", "tenant", "session_id", "group_id"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    call_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    group_id: Mapped[str | None] = mapped_column(KEY)
+    """The declaring group; None when ``ambiguous``."""
+    ambiguous: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    """Declared by more than one unanswered call: results for it are never linked."""
+
+
+class EventRow(Base):
+    """One compaction event: a change set applied (or a restore), with its counts."""
+
+    __tablename__ = "chatledger_events"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_events_number_idx", "tenant", "session_id", "number", unique=True),
+        Index("chatledger_events_created_idx", "tenant", "created_at"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    number: Mapped[int] = mapped_column(Integer)
+    """1-based ordinal of the event in its session."""
+    phase: Mapped[str] = mapped_column(_enum(EVENT_PHASES, "event_phase"))
+    strategy: Mapped[str] = mapped_column(String(255))
+    params: Mapped[Any] = mapped_column(JSONType)
+    messages_before: Mapped[int] = mapped_column(BigInteger)
+    messages_after: Mapped[int] = mapped_column(BigInteger)
+    groups_before: Mapped[int] = mapped_column(BigInteger)
+    groups_after: Mapped[int] = mapped_column(BigInteger)
+    tokens_before: Mapped[int] = mapped_column(BigInteger)
+    tokens_after: Mapped[int] = mapped_column(BigInteger)
+    revision: Mapped[int] = mapped_column(BigInteger)
+    """The session's revision once the event was applied."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class EventGroupRow(Base):
+    """What an event did to one group (links both ways: by event and by group)."""
+
+    __tablename__ = "chatledger_event_groups"
+    __table_args__ = (
+        ForeignKeyConstraint(
+            ["tenant", "session_id", "event_id"],
+            [
+                "chatledger_events.tenant",
+                "chatledger_events.session_id",
+                "chatledger_events.event_id",
+            ],
+            ondelete="CASCADE",
+        ),
+        Index("chatledger_event_groups_group_idx", "tenant", "session_id", "group_id"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    group_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    action: Mapped[str] = mapped_column(_enum(EVENT_ACTIONS, "event_action"), primary_key=True)
+    reason: Mapped[str | None] = mapped_column(Text)
+    tokens_before: Mapped[int | None] = mapped_column(BigInteger)
+    tokens_after: Mapped[int | None] = mapped_column(BigInteger)
+
+
+SESSIONS = cast(Table, SessionRow.__table__)
+MESSAGES = cast(Table, MessageRow.__table__)
+GROUPS = cast(Table, GroupRow.__table__)
+OPEN_CALLS = cast(Table, OpenCallRow.__table__)
+EVENTS = cast(Table, EventRow.__table__)
+EVENT_GROUPS = cast(Table, EventGroupRow.__table__)

@@ -1,0 +1,72 @@
+"""The session row: read it, lock it for a write, create it on first use.
+
+Every write transaction begins by locking its session's row (:func:`lock_session`):
+``SELECT ... FOR UPDATE`` where the database has row locks, a plain read where the
+transaction holds the database's write lock already (SQLite's ``BEGIN IMMEDIATE``).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import bindparam, select
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.errors import SessionNotFound
+from store.rules.records import now
+from store.sql import dialect
+from store.sql.schema import SESSIONS
+
+__all__ = ["KEYS", "create_session", "lock_session", "read_session"]
+
+KEYS = (SESSIONS.c.tenant == bindparam("tenant"), SESSIONS.c.session_id == bindparam("session_id"))
+"""The session key as bound parameters: prebuilt statements skip most per-call work."""
+_READ_SESSION = select(SESSIONS).where(*KEYS)
+_LOCK_SESSION = _READ_SESSION.with_for_update()
+
+
+async def read_session(conn: AsyncConnection, tenant: str, session_id: str) -> RowMapping:
+    """The session's row; :class:`SessionNotFound` when absent."""
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(_READ_SESSION, params)).mappings().first()
+    if row is None:
+        raise SessionNotFound(session_id, tenant=tenant)
+    return row
+
+
+async def create_session(
+    conn: AsyncConnection, tenant: str, session_id: str, *, tokenizer: str
+) -> None:
+    """Insert the session's row unless it exists (never fails on a concurrent create)."""
+    stamp = now()
+    values = {
+        "tenant": tenant,
+        "session_id": session_id,
+        "created_at": stamp,
+        "updated_at": stamp,
+        "metadata": {},
+        "tokenizer": tokenizer,
+    }
+    insert = dialect.of(conn).insert
+    await conn.execute(insert(SESSIONS).values(**values).on_conflict_do_nothing())
+
+
+async def lock_session(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    create_with_tokenizer: str | None = None,
+) -> RowMapping:
+    """Read the session's row for update (see the module docstring).
+
+    With ``create_with_tokenizer``, a missing session is created first.
+    """
+    query = _LOCK_SESSION if dialect.of(conn).row_locks else _READ_SESSION
+    params = {"tenant": tenant, "session_id": session_id}
+    row = (await conn.execute(query, params)).mappings().first()
+    if row is None and create_with_tokenizer is not None:
+        await create_session(conn, tenant, session_id, tokenizer=create_with_tokenizer)
+        row = (await conn.execute(query, params)).mappings().first()
+    if row is None:
+        raise SessionNotFound(session_id, tenant=tenant)
+    return row

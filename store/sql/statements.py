@@ -1,0 +1,185 @@
+"""Prebuilt statements of the write paths (appends, compactions, restores) and the
+reads they make.
+
+Building a SQLAlchemy statement per call (conditions, ``values()``, a cache key over
+every literal) cost more than running it on the per-turn path. These statements are
+built once per shape, with every value a bound parameter, and executed with a plain
+parameter dict.
+
+Parameter names: ``w_tenant`` and ``w_session_id`` for the session key in ``WHERE``,
+``ids`` for the set of keys a statement selects (see :func:`among`), ``v_<column>`` for
+a value set, ``key_`` for the row of an executemany update. SQLAlchemy reserves a
+column's own name for the ``SET`` clause, hence the prefixes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cache
+from typing import Any, TypeVar
+
+from sqlalchemy import ARRAY, Table, any_, bindparam, insert, null, select, update
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Insert, Select, Update
+from sqlalchemy.sql.elements import Null
+
+from store.sql import dialect
+from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+
+__all__ = [
+    "CHUNK",
+    "EACH_KEY",
+    "among",
+    "among_params",
+    "chunks",
+    "each_params",
+    "insert_rows",
+    "key_params",
+    "select_among",
+    "session_update",
+    "update_among",
+    "update_each",
+]
+
+T = TypeVar("T")
+
+EACH_KEY = "key_"
+"""The bound parameter naming the row of an executemany update."""
+
+CHUNK = 500
+"""Rows per multi-row statement (well under every driver's bound-parameter limit)."""
+
+_TABLES: Mapping[str, Table] = {
+    "sessions": SESSIONS,
+    "messages": MESSAGES,
+    "groups": GROUPS,
+    "events": EVENTS,
+    "event_groups": EVENT_GROUPS,
+    "open_calls": OPEN_CALLS,
+}
+"""The tables by the short names the functions here take."""
+
+
+def chunks(items: Sequence[T], size: int = CHUNK) -> Iterator[Sequence[T]]:
+    """Split ``items`` into slices of at most ``size``."""
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _keys(table: Table) -> tuple[Any, Any]:
+    return (
+        table.c.tenant == bindparam("w_tenant"),
+        table.c.session_id == bindparam("w_session_id"),
+    )
+
+
+def key_params(tenant: str, session_id: str) -> dict[str, Any]:
+    """The session key's parameters of every statement here."""
+    return {"w_tenant": tenant, "w_session_id": session_id}
+
+
+def among(table: str, column: str, arrays: bool) -> Any:
+    """``column`` in the bound list ``ids``: one array parameter (``= ANY``) where the
+    database has :attr:`~store.sql.dialect.Capabilities.array_parameters`, else an
+    expanding ``IN``, given at most :data:`CHUNK` ids at a time (:func:`among_params`).
+    """
+    col = _TABLES[table].c[column]
+    if arrays:
+        return col == any_(bindparam("ids", type_=ARRAY(col.type)))
+    return col.in_(bindparam("ids", expanding=True))
+
+
+def among_params(
+    conn: AsyncConnection, base: Mapping[str, Any], ids: Iterable[Any]
+) -> Iterator[dict[str, Any]]:
+    """Parameter sets covering ``ids`` (sorted): one with array parameters, else chunks."""
+    ordered = sorted(ids)
+    if not ordered:
+        return
+    if dialect.of(conn).array_parameters:
+        yield {**base, "ids": ordered}
+        return
+    for part in chunks(ordered):
+        yield {**base, "ids": list(part)}
+
+
+@cache
+def _select_among(
+    table: str, column: str, arrays: bool, extra: str, columns: tuple[str, ...]
+) -> Select[Any]:
+    t = _TABLES[table]
+    picked = [t.c[name] for name in columns] if columns else [t]
+    query = select(*picked).where(*_keys(t), among(table, column, arrays))
+    if extra == "any_exclusion":  # lets SQLite use the (excluded, anchor) index
+        query = query.where(t.c.excluded.in_([False, True]))
+    return query
+
+
+def select_among(
+    conn: AsyncConnection,
+    table: str,
+    column: str,
+    extra: str = "",
+    columns: tuple[str, ...] = (),
+) -> Select[Any]:
+    """``SELECT`` of the session's rows of ``table`` whose ``column`` is in ``ids``: the
+    given ``columns``, or all of them. ``extra="any_exclusion"`` states both values of
+    ``excluded`` (for SQLite's index)."""
+    return _select_among(table, column, dialect.of(conn).array_parameters, extra, columns)
+
+
+def _update_among(
+    table: str, column: str, arrays: bool, values: tuple[str, ...], nulls: tuple[str, ...]
+) -> Update:
+    t = _TABLES[table]
+    statement = update(t).where(*_keys(t), among(table, column, arrays))
+    sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t.c[name].type) for name in values}
+    sets.update((name, null()) for name in nulls)
+    return statement.values(sets)
+
+
+def update_among(
+    conn: AsyncConnection, table: str, column: str, values: Mapping[str, Any]
+) -> tuple[Update, dict[str, Any]]:
+    """``UPDATE`` giving ``values`` to the rows whose ``column`` is in ``ids``, and the
+    value parameters. A value given as ``null()`` is SQL ``NULL`` written in the
+    statement (a JSON column bound ``None`` would store JSON ``null``)."""
+    plain = tuple(sorted(k for k, v in values.items() if not isinstance(v, Null)))
+    nulls = tuple(sorted(k for k, v in values.items() if isinstance(v, Null)))
+    arrays = dialect.of(conn).array_parameters
+    statement = _update_among(table, column, arrays, plain, nulls)
+    return statement, {f"v_{k}": values[k] for k in plain}
+
+
+@cache
+def update_each(table: str, column: str) -> Update:
+    """``UPDATE`` of one row whose ``column`` is the parameter :data:`EACH_KEY`, run as an
+    executemany; each parameter set names the columns it sets (:func:`each_params`)."""
+    t = _TABLES[table]
+    return update(t).where(*_keys(t), t.c[column] == bindparam(EACH_KEY))
+
+
+def each_params(
+    tenant: str, session_id: str, rows: Sequence[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """The parameter sets of :func:`update_each` for ``rows`` (the session key added)."""
+    keys = key_params(tenant, session_id)
+    return [{**keys, **row} for row in rows]
+
+
+def session_update(
+    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str]
+) -> Update:
+    """``UPDATE`` of the session row: ``v_<column>`` sets a column, ``d_<column>`` adds to
+    one, each of ``counters`` (and ``revision``) goes up by one."""
+    c = _TABLES["sessions"].c
+    sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in values}
+    sets.update((name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in added)
+    sets.update((name, c[name] + 1) for name in ("revision", *counters))
+    return update(_TABLES["sessions"]).where(*_keys(_TABLES["sessions"])).values(sets)
+
+
+@cache
+def insert_rows(table: str) -> Insert:
+    """A plain ``INSERT`` into ``table``, its columns given by the parameter sets."""
+    return insert(_TABLES[table])

@@ -1,0 +1,749 @@
+"""The SQL backend: :class:`HistoryStore`, one tenant's history in SQLite or PostgreSQL.
+
+::
+
+    async with HistoryStore.open("sqlite:///chat.db", tenant="acme") as store:
+        await store.append("session-1", [Message.text_message("user", "Hi")])
+        for stored in await store.history("session-1"):
+            print(stored.seq, stored.message.text)
+
+The class opens and closes the store, runs each write in one transaction (``BEGIN
+IMMEDIATE`` on SQLite, the session row locked on PostgreSQL) retried with a bounded,
+jittered backoff when the database reports a transient conflict
+(:class:`~store.errors.ConcurrentWriteError` when the retries run out), and keeps its
+public methods thin: the work lives in the modules of :mod:`store.sql` (appends in
+:mod:`~store.sql.append`, reads in :mod:`~store.sql.history`, the projection and its
+cache in :mod:`~store.sql.projection`, compaction, restore and import in
+:mod:`~store.sql.compaction`, the audit in :mod:`~store.sql.audit`). The rules it shares
+with the in-memory backend are in :mod:`store.rules`; its contract is
+:class:`store.contract.HistoryBackend`. Every query is filtered by the store's tenant.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Generator,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import partial
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
+
+from pydantic import JsonValue
+from sqlalchemy import delete, update
+from sqlalchemy.engine import URL, RowMapping
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from store.contract import DEFAULT_TENANT, PAGE_SIZE
+from store.errors import ConcurrentWriteError, SessionNotFound
+from store.models import (
+    CompactionEvent,
+    ExcludedGroup,
+    ImportResult,
+    Phase,
+    Provenance,
+    SessionInfo,
+    Stats,
+    StoredMessage,
+    WhyResult,
+)
+from store.rules.checks import (
+    check_limit,
+    check_message,
+    check_phase,
+    check_restore_target,
+    check_session_id,
+    check_tenant,
+    check_tokenizer,
+    checked_messages,
+)
+from store.rules.conflicts import plan_and_apply
+from store.rules.identity import dedupe, new_messages
+from store.rules.imported import import_changes, plan_import, source_ids
+from store.rules.pending import PendingCounts
+from store.rules.records import now
+from store.sql import audit
+from store.sql.append.rows import AppendContext
+from store.sql.append.writer import Appended, append_messages, stored_hashes
+from store.sql.compaction.compactor import Compactor
+from store.sql.compaction.imports import mark_imported, stored_rows
+from store.sql.compaction.restore import restore_groups, set_pinned
+from store.sql.engine import create_engine, write_connection
+from store.sql.errors import is_retryable, translate_errors, translated
+from store.sql.history import read_history, read_sessions, stream_history
+from store.sql.mapping import session_from_row
+from store.sql.migrations import ensure_schema
+from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, session_key
+from store.sql.projection.pending import with_pending
+from store.sql.projection.views import SqlSource, read_view
+from store.sql.recount import recount_session
+from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from store.sql.sessions import lock_session, read_session
+from store.sql.sqlite_driver import short_statements
+from strategies.base import CompactionStrategy
+from strategies.changeset import ChangeSet
+from strategies.messages import Message
+from strategies.tokenizers import (
+    DEFAULT_POLICY,
+    TiktokenTokenizer,
+    TokenCountPolicy,
+    Tokenizer,
+    count_message_tokens,
+)
+from strategies.view import MessageSource, View
+
+if TYPE_CHECKING:
+    from store.contract import HistoryBackend
+
+__all__ = ["HistoryStore", "StoreOpener"]
+
+T = TypeVar("T")
+
+MAX_ATTEMPTS = 12
+_CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, MESSAGES, GROUPS)
+
+
+class StoreOpener:
+    """What :meth:`HistoryStore.open` returns: await it, or use it with ``async with``."""
+
+    def __init__(self, factory: Callable[[], Awaitable[HistoryStore]]) -> None:
+        self._factory = factory
+        self._store: HistoryStore | None = None
+
+    def __await__(self) -> Generator[Any, None, HistoryStore]:
+        return self._factory().__await__()
+
+    async def __aenter__(self) -> HistoryStore:
+        self._store = await self._factory()
+        return self._store
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._store is not None:
+            await self._store.aclose()
+
+
+class HistoryStore:
+    """Persistent chat history for one tenant, in SQLite or PostgreSQL.
+
+    Implements :class:`store.contract.HistoryBackend`, where each method is documented.
+    """
+
+    def __init__(
+        self,
+        engine: AsyncEngine,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        tokenizer: Tokenizer | None = None,
+        policy: TokenCountPolicy = DEFAULT_POLICY,
+        owns_engine: bool = False,
+        max_attempts: int = MAX_ATTEMPTS,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
+    ) -> None:
+        """Wrap ``engine`` (whose schema must be current: prefer :meth:`open`).
+
+        ``cache_messages`` bounds the parsed messages of active views kept between calls
+        (``0`` keeps none); the cache is checked against the session row on every read,
+        so writes from other processes are always seen (see
+        :mod:`store.sql.projection.cache`).
+        """
+        check_tenant(tenant)
+        self._engine = engine
+        self._tenant = tenant
+        self._tokenizer: Tokenizer = tokenizer or TiktokenTokenizer("o200k_base")
+        self._policy = policy
+        self._owns_engine = owns_engine
+        self._max_attempts = max(1, max_attempts)
+        self._closed = False
+        self._pending = PendingCounts(self.count_tokens)
+        self._cache = SessionCache(cache_messages)
+
+    # -- opening and closing -------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        url: str | URL | None = None,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        tokenizer: Tokenizer | None = None,
+        policy: TokenCountPolicy = DEFAULT_POLICY,
+        upgrade: bool = False,
+        schema: str | None = None,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
+    ) -> StoreOpener:
+        """Open a store on ``url`` (else ``$CHATLEDGER_URL``, else ``./chatledger.db``).
+
+        An empty database gets the schema; a database whose schema is behind raises
+        :class:`~store.errors.MigrationRequired` unless ``upgrade`` is true.
+        ``cache_messages`` bounds the store's cache of active views (0 turns it off).
+        """
+
+        async def factory() -> HistoryStore:
+            engine = create_engine(url, schema=schema)
+            try:
+                await ensure_schema(engine, upgrade=upgrade, schema=schema)
+            except BaseException:
+                await engine.dispose()
+                raise
+            return cls(
+                engine,
+                tenant=tenant,
+                tokenizer=tokenizer,
+                policy=policy,
+                owns_engine=True,
+                cache_messages=cache_messages,
+            )
+
+        return StoreOpener(factory)
+
+    @classmethod
+    def from_engine(
+        cls,
+        engine: AsyncEngine,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        tokenizer: Tokenizer | None = None,
+        policy: TokenCountPolicy = DEFAULT_POLICY,
+        upgrade: bool = False,
+        cache_messages: int = DEFAULT_CACHE_MESSAGES,
+    ) -> StoreOpener:
+        """Open a store on an engine the application owns (never disposed by the store)."""
+
+        async def factory() -> HistoryStore:
+            await ensure_schema(engine, upgrade=upgrade)
+            return cls(
+                engine,
+                tenant=tenant,
+                tokenizer=tokenizer,
+                policy=policy,
+                cache_messages=cache_messages,
+            )
+
+        return StoreOpener(factory)
+
+    async def aclose(self) -> None:
+        """Release the engine (when the store created it). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            if self._owns_engine:
+                await self._engine.dispose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    @property
+    def engine(self) -> AsyncEngine:
+        """The SQLAlchemy engine."""
+        return self._engine
+
+    @property
+    def tenant(self) -> str:
+        """The tenant every query of this store is limited to."""
+        return self._tenant
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer new messages are counted with."""
+        return self._tokenizer
+
+    @property
+    def policy(self) -> TokenCountPolicy:
+        """The token-count policy new messages are counted with."""
+        return self._policy
+
+    def count_tokens(self, message: Message) -> int:
+        """Count ``message`` the way this store counts what it stores."""
+        return count_message_tokens(message, self._tokenizer, policy=self._policy)
+
+    # -- transactions and helpers ------------------------------------------------------
+
+    async def _write(self, operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+        """Run ``operation`` in a write transaction, retrying transient conflicts."""
+        delay = 0.01
+        for attempt in range(self._max_attempts):
+            try:
+                async with write_connection(self._engine) as conn:
+                    return await operation(conn)
+            except DBAPIError as error:
+                if not is_retryable(error):
+                    raise
+                if attempt == self._max_attempts - 1:
+                    raise ConcurrentWriteError(
+                        f"write still conflicting after {self._max_attempts} attempts: {error}"
+                    ) from error
+            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+            delay = min(delay * 2, 1.0)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _append_context(
+        self, session_id: str, provenance: Provenance | None = None
+    ) -> AppendContext:
+        """How this store appends to ``session_id`` (pending counts consumed)."""
+        return AppendContext(
+            tenant=self._tenant,
+            session_id=session_id,
+            tokenizer=self._tokenizer,
+            policy=self._policy,
+            provenance=provenance,
+            counter=self._pending.counter(self._tenant, session_id, keep=False),
+            holds=partial(self._pending.holds, self._tenant, session_id),
+        )
+
+    def _compactor(self) -> Compactor:
+        return Compactor(
+            engine=self._engine,
+            tenant=self._tenant,
+            tokenizer=self._tokenizer,
+            policy=self._policy,
+            write=self._write,
+            counter=lambda sid: self._pending.counter(self._tenant, sid, keep=False),
+            cache=self._cache,
+        )
+
+    def _source(self, session_id: str, session: RowMapping) -> SqlSource:
+        entry = self._cache.entry(session_id, session_key(session))
+        return SqlSource(self._engine, self._tenant, session_id, self._cache, entry)
+
+    # -- messages ----------------------------------------------------------------------
+
+    @translated
+    async def append(
+        self,
+        session_id: str,
+        messages: Iterable[Message],
+        *,
+        provenance: Provenance | None = None,
+    ) -> list[str]:
+        """Append ``messages`` to the session in one transaction (see the contract)."""
+        check_session_id(session_id)
+        batch = list(messages)
+        for message in batch:
+            check_message(message)
+        if not batch:
+            return []
+        ctx = self._append_context(session_id, provenance)
+
+        async def operation(conn: AsyncConnection) -> Appended:
+            return await append_messages(conn, ctx, batch)
+
+        with short_statements():  # see store.sql.sqlite_driver: what runs on the loop's thread
+            appended = await self._write(operation)
+        if appended.count:
+            before = appended.before
+            after = (before[0], before[1] + 1)
+            self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
+        return [m.message_id for m in batch]
+
+    @translated
+    async def history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool = False,
+        limit: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+    ) -> list[StoredMessage]:
+        """Stored messages of the session, oldest first, paged by ``seq``."""
+        check_session_id(session_id)
+        check_limit(limit)
+        async with self._engine.connect() as conn:
+            await read_session(conn, self._tenant, session_id)
+            return await read_history(
+                conn,
+                self._tenant,
+                session_id,
+                include_excluded=include_excluded,
+                limit=limit,
+                before=before,
+                after=after,
+            )
+
+    def aiter_history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool = False,
+        after: int | None = None,
+        before: int | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> AsyncIterator[StoredMessage]:
+        """Stream the session's history in pages of ``page_size``, oldest first.
+
+        One connection for the whole stream (see :func:`store.sql.history.stream_history`):
+        on SQLite one snapshot, on PostgreSQL one short transaction per page.
+        """
+        check_session_id(session_id)
+        return stream_history(
+            self._engine,
+            self._tenant,
+            session_id,
+            include_excluded=include_excluded,
+            after=after,
+            before=before,
+            page_size=page_size,
+        )
+
+    # -- sessions ----------------------------------------------------------------------
+
+    @translated
+    async def sessions(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        updated_since: datetime | None = None,
+    ) -> list[SessionInfo]:
+        """The tenant's sessions ordered by id; page with ``after`` (the last id seen)."""
+        check_limit(limit)
+        async with self._engine.connect() as conn:
+            return await read_sessions(
+                conn, self._tenant, limit=limit, after=after, updated_since=updated_since
+            )
+
+    @translated
+    async def session(self, session_id: str) -> SessionInfo:
+        """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
+        check_session_id(session_id)
+        async with self._engine.connect() as conn:
+            return session_from_row(await read_session(conn, self._tenant, session_id))
+
+    @translated
+    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
+        """The session's metadata."""
+        check_session_id(session_id)
+        return dict((await self.session(session_id)).metadata)
+
+    @translated
+    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
+        """Replace the session's metadata (creating the session when absent)."""
+        check_session_id(session_id)
+        value = dict(metadata)
+
+        async def operation(conn: AsyncConnection) -> None:
+            await lock_session(
+                conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer.name
+            )
+            await conn.execute(
+                update(SESSIONS)
+                .where(SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == session_id)
+                .values(metadata=value, updated_at=now(), revision=SESSIONS.c.revision + 1)
+            )
+
+        await self._write(operation)
+
+    @translated
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session and everything stored for it."""
+        check_session_id(session_id)
+
+        async def operation(conn: AsyncConnection) -> None:
+            await lock_session(conn, self._tenant, session_id)
+            for table in (*_CHILD_TABLES, SESSIONS):
+                await conn.execute(
+                    delete(table).where(
+                        table.c.tenant == self._tenant, table.c.session_id == session_id
+                    )
+                )
+
+        await self._write(operation)
+        self._pending.forget(self._tenant, session_id)
+        self._cache.discard(session_id)
+
+    @translated
+    async def recount(self, session_id: str) -> SessionInfo:
+        """Recount every message of the session with this store's tokenizer and policy."""
+        check_session_id(session_id)
+
+        async def operation(conn: AsyncConnection) -> None:
+            await recount_session(
+                conn, self._tenant, session_id, tokenizer=self._tokenizer, policy=self._policy
+            )
+
+        await self._write(operation)
+        return await self.session(session_id)
+
+    # -- projection -------------------------------------------------------------------
+
+    @translated
+    async def view(self, session_id: str) -> View:
+        """The active view of the session: what a strategy plans on."""
+        check_session_id(session_id)
+        with short_statements():
+            async with self._engine.connect() as conn:
+                session = await read_session(conn, self._tenant, session_id)
+                check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
+                view, _ = await read_view(
+                    conn,
+                    self._source(session_id, session),
+                    session,
+                    tokenizer=self._tokenizer,
+                    policy=self._policy,
+                )
+        return replace(view, source=_TranslatedSource(view.source))
+
+    @translated
+    async def context(
+        self,
+        session_id: str,
+        *,
+        strategy: CompactionStrategy | None = None,
+        pending: Sequence[Message] = (),
+    ) -> list[Message]:
+        """The messages to send: active groups plus ``pending``, through ``strategy``."""
+        check_session_id(session_id)
+        batch = checked_messages(pending)
+        with short_statements():  # the active view's rows, read once then cached
+            view = await self._pending_view(session_id, batch)
+        if strategy is not None:
+            view = view.apply(await strategy.plan(view))
+        return await view.project()
+
+    async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
+        count = self._pending.counter(self._tenant, session_id, keep=True)
+        ctx = AppendContext(self._tenant, session_id, self._tokenizer, self._policy)
+        async with self._engine.connect() as conn:
+            try:
+                session = await read_session(conn, self._tenant, session_id)
+            except SessionNotFound:
+                dedupe(session_id, batch, {})
+                fresh = new_messages(batch, {})
+                # counted through the cache, as for a stored session
+                return View.from_messages(
+                    fresh, self._tokenizer, policy=self._policy, counter=count
+                )
+            check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
+            source = self._source(session_id, session)
+            view, _ = await read_view(
+                conn, source, session, tokenizer=self._tokenizer, policy=self._policy
+            )
+            # the groups a projection sends, read on this connection rather than another
+            await source.prefetch(conn, [g.group_id for g in view.sendable()])
+            stored = await stored_hashes(conn, ctx, batch)
+            dedupe(session_id, batch, stored)
+            fresh = new_messages(batch, stored)
+            return await with_pending(conn, ctx, session, view, fresh, count)
+
+    # -- compaction -------------------------------------------------------------------
+
+    @overload
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        *,
+        phase: Phase = ...,
+        dry_run: Literal[False] = ...,
+    ) -> CompactionEvent | None: ...
+
+    @overload
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        *,
+        phase: Phase = ...,
+        dry_run: Literal[True],
+    ) -> ChangeSet: ...
+
+    @translated
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        *,
+        phase: Phase = "manual",
+        dry_run: bool = False,
+    ) -> CompactionEvent | ChangeSet | None:
+        """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
+        check_session_id(session_id)
+        check_phase(phase)
+        compaction = self._compactor().compaction(session_id, strategy, phase)
+        with short_statements():
+            return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
+
+    # -- audit ------------------------------------------------------------------------
+
+    @translated
+    async def audit(
+        self,
+        session_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        strategy: str | None = None,
+        phase: Phase | None = None,
+        limit: int | None = None,
+    ) -> list[CompactionEvent]:
+        """Compaction events, newest first, of one session or of the whole tenant."""
+        if session_id is not None:
+            check_session_id(session_id)
+        check_limit(limit)
+        async with self._engine.connect() as conn:
+            if session_id is not None:
+                await read_session(conn, self._tenant, session_id)
+            return await audit.read_events(
+                conn,
+                self._tenant,
+                session_id,
+                since=since,
+                strategy=strategy,
+                phase=phase,
+                limit=limit,
+            )
+
+    @translated
+    async def excluded(self, session_id: str) -> list[ExcludedGroup]:
+        """The session's excluded groups in order, with reason, event and summary."""
+        check_session_id(session_id)
+        async with self._engine.connect() as conn:
+            return await audit.excluded_groups(conn, self._tenant, session_id)
+
+    @translated
+    async def why(self, session_id: str, message_id: str) -> WhyResult:
+        """Whether a stored message is in the context (built without a strategy), and why."""
+        check_session_id(session_id)
+        async with self._engine.connect() as conn:
+            return await audit.why(conn, self._tenant, session_id, message_id)
+
+    @translated
+    async def stats(self, session_id: str | None = None) -> Stats:
+        """Stored versus active messages, groups and tokens (one session or the tenant)."""
+        if session_id is not None:
+            check_session_id(session_id)
+        async with self._engine.connect() as conn:
+            return await audit.stats(conn, self._tenant, session_id)
+
+    # -- restore and pin --------------------------------------------------------------
+
+    @translated
+    async def restore(
+        self,
+        session_id: str,
+        *,
+        group_ids: Iterable[str] | None = None,
+        event_id: str | None = None,
+    ) -> CompactionEvent | None:
+        """Re-include groups (pinning them), or undo one event; audited as ``restore``."""
+        check_session_id(session_id)
+        ids = check_restore_target(group_ids, event_id)
+
+        async def operation(conn: AsyncConnection) -> CompactionEvent | None:
+            return await restore_groups(
+                conn, self._tenant, session_id, group_ids=ids, event_id=event_id
+            )
+
+        return await self._write(operation)
+
+    @translated
+    async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
+        """Pin groups: strategies never exclude them. Returns the ids that changed."""
+        check_session_id(session_id)
+        return await self._set_pinned(session_id, group_ids, pinned=True)
+
+    @translated
+    async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
+        """Unpin groups. Returns the ids that changed."""
+        check_session_id(session_id)
+        return await self._set_pinned(session_id, group_ids, pinned=False)
+
+    async def _set_pinned(
+        self, session_id: str, group_ids: Iterable[str], *, pinned: bool
+    ) -> list[str]:
+        ids = list(group_ids)
+
+        async def operation(conn: AsyncConnection) -> list[str]:
+            return await set_pinned(conn, self._tenant, session_id, ids, pinned=pinned)
+
+        return await self._write(operation)
+
+    # -- import -----------------------------------------------------------------------
+
+    @translated
+    async def import_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        source: str = "agent_framework",
+    ) -> ImportResult:
+        """Append messages that another system may have compacted already.
+
+        Reads the session's message ids (an import is O(history)); see the contract.
+        """
+        check_session_id(session_id)
+        batch = checked_messages(messages)
+        for message in batch:
+            check_message(message)
+        provenance = Provenance(system=source, source_ids=source_ids(batch))
+        ctx = self._append_context(session_id, provenance)
+        compactor = self._compactor()
+
+        async def operation(conn: AsyncConnection) -> ImportResult:
+            # one write transaction: the plan, the appends and the import event
+            plan = plan_import(await stored_rows(conn, self._tenant, session_id), batch)
+            if plan.append:
+                await append_messages(conn, ctx, plan.append)
+            rows = await stored_rows(conn, self._tenant, session_id)
+            if rows is None:
+                return ImportResult(message_ids=())
+            changes = import_changes(rows, batch, plan, source)
+            event = None
+            if not changes.is_empty:
+                applied = await compactor.apply(conn, session_id, changes, "import", None)
+                event = applied if isinstance(applied, CompactionEvent) else None
+            if event is not None:
+                await mark_imported(
+                    conn,
+                    self._tenant,
+                    session_id,
+                    [m for m, _ in plan.summaries],
+                    source=source,
+                    source_ids=dict(provenance.source_ids),
+                )
+            return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
+
+        return await self._write(operation)
+
+
+@dataclass(frozen=True, slots=True)
+class _TranslatedSource:
+    """A message source whose loads raise only :class:`~store.errors.ChatledgerError`.
+
+    A :class:`View` returned by the store loads its messages later, outside the call.
+    """
+
+    inner: MessageSource
+
+    async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
+        """The messages of each group, as the wrapped source loads them."""
+        with translate_errors():
+            return await self.inner.load(group_ids)
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: HistoryStore) -> HistoryBackend:
+        return store  # mypy checks that HistoryStore implements the whole contract
