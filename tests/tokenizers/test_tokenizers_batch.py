@@ -67,7 +67,7 @@ def test_count_many_matches_count_tokens(texts: list[str]) -> None:
 
 
 def test_count_many_splits_calls_into_tiktoken_by_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    import strategies._tiktoken as module
+    import strategies.tokenizers.tiktoken_tokenizer as module
 
     monkeypatch.setattr(module, "_JOINED_CHARS", 64)
     tokenizer = TiktokenTokenizer()

@@ -14,7 +14,6 @@ import tiktoken
 import tiktoken.load
 from tiktoken_ext import openai_public  # type: ignore[import-untyped]
 
-from strategies import _bpe
 from strategies.tokenizers import (
     EXPECTED_SHA256,
     SUPPORTED_ENCODINGS,
@@ -23,6 +22,7 @@ from strategies.tokenizers import (
     TiktokenTokenizer,
     Tokenizer,
     VocabularyIntegrityError,
+    bpe,
     encoding_name_for,
     load_encoding,
 )
@@ -69,9 +69,9 @@ PINNED_IDS: dict[str, list[int]] = {
 @pytest.fixture
 def fresh_cache() -> Iterator[None]:
     """Forget the per-process encodings before and after a test that must load them."""
-    _bpe.cached_encoding.cache_clear()
+    bpe.cached_encoding.cache_clear()
     yield
-    _bpe.cached_encoding.cache_clear()
+    bpe.cached_encoding.cache_clear()
 
 
 @pytest.mark.parametrize(
@@ -211,14 +211,14 @@ def test_hash_mismatch_raises_clear_error(
 def _fake_vocab_package(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, payload: bytes | None
 ) -> None:
-    """Point the loader at a throwaway package whose ``_vocab`` holds ``payload``."""
+    """Point the loader at a throwaway package whose ``vocab`` holds ``payload``."""
     package = tmp_path / name
-    (package / "_vocab").mkdir(parents=True)
+    (package / "vocab").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     if payload is not None:
-        (package / "_vocab" / "o200k_base.tiktoken.gz").write_bytes(payload)
+        (package / "vocab" / "o200k_base.tiktoken.gz").write_bytes(payload)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(_bpe, "_VOCAB_PACKAGE", name)
+    monkeypatch.setattr(bpe, "_VOCAB_PACKAGE", name)
 
 
 def test_malformed_line_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -56,7 +56,7 @@ def test_wheel_installs_alone_and_counts_offline(tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
     for vocab in ("o200k_base.tiktoken.gz", "cl100k_base.tiktoken.gz", "NOTICE"):
-        assert f"strategies/_vocab/{vocab}" in names
+        assert f"strategies/tokenizers/vocab/{vocab}" in names
     if (REPO / "migrations" / "env.py").exists():
         assert "store/_migrations/env.py" in names
 

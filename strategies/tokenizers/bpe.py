@@ -1,10 +1,10 @@
-"""Offline OpenAI BPE encodings for tiktoken, from the vocabularies shipped in ``_vocab/``.
+"""Offline OpenAI BPE encodings for tiktoken, from the vocabularies shipped in ``vocab/``.
 
 The split patterns and special tokens are those of ``tiktoken_ext.openai_public``; the
 mergeable ranks are read from the package with :mod:`importlib.resources`, checked
 against the SHA-256 digests tiktoken pins, and parsed here (one ``base64-token rank``
 pair a line). Nothing here reads tiktoken's download cache or opens a connection.
-Public names are re-exported by :mod:`strategies.tokenizers`.
+Public names are exported by :mod:`strategies.tokenizers`.
 """
 
 from __future__ import annotations
@@ -84,8 +84,8 @@ EXPECTED_SHA256: Final[dict[str, str]] = {
 }
 """SHA-256 of each decompressed vocabulary, the same hashes tiktoken checks."""
 
-_VOCAB_PACKAGE = "strategies"
-_VOCAB_DIR = "_vocab"
+_VOCAB_PACKAGE = "strategies.tokenizers"
+_VOCAB_DIR = "vocab"
 
 
 class VocabularyIntegrityError(RuntimeError):

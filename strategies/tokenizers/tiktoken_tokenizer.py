@@ -1,7 +1,7 @@
-"""The tiktoken tokenizer (re-exported by :mod:`strategies.tokenizers`, its public home).
+"""The tiktoken tokenizer: :class:`TiktokenTokenizer`, one text or many a call.
 
-Kept apart to keep modules short: the counting rule and the other tokenizers live in
-:mod:`strategies.tokenizers`.
+It counts with an encoding built by :mod:`strategies.tokenizers.bpe` from the
+vocabularies shipped with the package, and keeps the counts of short texts.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import tiktoken
 
-from strategies._bpe import cached_encoding, encoding_name_for
+from strategies.tokenizers.bpe import cached_encoding, encoding_name_for
 
 __all__ = ["TiktokenTokenizer"]
 

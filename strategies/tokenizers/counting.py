@@ -5,7 +5,7 @@ different tokenizers are never mixed) and ``count_tokens(text)``. Three ship her
 
 * :class:`TiktokenTokenizer`, the default (``o200k_base``; ``cl100k_base`` and model
   names that map to either are accepted). The BPE vocabularies ship inside the package
-  (``strategies/_vocab/``, see its ``NOTICE``); they are read with
+  (``strategies/tokenizers/vocab/``, see its ``NOTICE``); they are read with
   :mod:`importlib.resources`, their SHA-256 is checked against the hashes tiktoken
   itself pins, and nothing is ever downloaded. Special-token text such as
   ``<|endoftext|>`` is counted as plain text and never raises.
@@ -54,14 +54,6 @@ from typing import Final, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from strategies._bpe import (
-    EXPECTED_SHA256,
-    SUPPORTED_ENCODINGS,
-    VocabularyIntegrityError,
-    encoding_name_for,
-    load_encoding,
-)
-from strategies._tiktoken import TiktokenTokenizer
 from strategies.messages import (
     Content,
     DataContent,
@@ -76,23 +68,17 @@ from strategies.messages import (
 
 __all__ = [
     "DEFAULT_POLICY",
-    "EXPECTED_SHA256",
-    "SUPPORTED_ENCODINGS",
     "BatchTokenizer",
     "CharacterEstimatorTokenizer",
     "CountingTokenizer",
-    "TiktokenTokenizer",
     "TokenCountPolicy",
     "Tokenizer",
-    "VocabularyIntegrityError",
     "compact_json",
     "count_content_tokens",
     "count_message_tokens",
     "count_messages_tokens",
     "count_text_tokens",
     "count_texts",
-    "encoding_name_for",
-    "load_encoding",
     "message_texts",
 ]
 
