@@ -4,7 +4,8 @@ The runner starts one child per run and reads the last line of its standard outp
 JSON object: ``{"status": "ok", "metrics": {...}}``, ``{"status": "skipped", "reason":
 ...}`` or ``{"status": "error", "reason": ...}``. Peak memory is the child's own
 ``ru_maxrss``. Generating messages and converting them to a system's native objects
-happen outside the timed sections.
+happen outside the timed sections. A child with a ``source`` (a ``--baseline`` system)
+measures nothing unless ``store`` and ``strategies`` were imported from there.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from benchmarks.baseline import imported_elsewhere
 from benchmarks.generator import ChatDict, ConversationGenerator
 from benchmarks.peers import System, Target, load_system
 from benchmarks.tokenizing import CountingTokenizer, TokenCounter, Unavailable, load_tiktoken
@@ -43,6 +45,9 @@ class ChildSpec:
     turns: int = 20
     repeats: int = 10
     batch: int = 1000
+    source: str = ""
+    """The worktree ``store`` and ``strategies`` must come from ('': wherever Python finds
+    them, the working tree)."""
 
     def target(self) -> Target:
         """The storage target."""
@@ -239,6 +244,9 @@ def _tokenizer_for(workload: str) -> TokenCounter | None:
 async def run_spec(spec: ChildSpec) -> dict[str, Any]:
     """Run one measurement and return the result object the runner expects."""
     try:
+        if spec.source and (elsewhere := imported_elsewhere(spec.source)):
+            print(elsewhere, file=sys.stderr)
+            return {"status": "error", "reason": elsewhere}
         system = load_system(spec.system, spec.target(), tokenizer=_tokenizer_for(spec.workload))
         if spec.workload == "probe":
             return {"status": "ok", "metrics": {}}
