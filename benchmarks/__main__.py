@@ -4,21 +4,32 @@
 takes about 10 minutes; the default is the full run (``make bench``, about 45 minutes
 on 2 cores: five runs per figure, three at 100,000 messages and above, one bulk import
 of 1,000,000 messages; chatledger alone goes to 1,000,000, on SQLite).
+
+``--baseline REV`` also runs chatledger at git revision REV (``HEAD~3``, a branch, a
+hash), checked out in a temporary worktree that is removed afterwards: each chatledger
+system gets a twin ``<system>@<hash>``, interleaved with it, whose ratio to it is the
+before/after change within the noise of one run (with ``--systems chatledger``: the
+working tree against REV alone, on SQLite). Only ``store`` and ``strategies`` come from
+REV; the harness and its workloads are the working tree's.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
+from benchmarks.baseline import checkout
 from benchmarks.machine import machine_info
 from benchmarks.peers import REGISTRY
 from benchmarks.report import build_report, write_report
-from benchmarks.runner import ALL_WORKLOADS, PRESETS, Config, Runner
+from benchmarks.runner import ALL_WORKLOADS, PRESETS, REPO, Config, Runner
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -45,6 +56,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--timeout", type=float, help="seconds per child process")
     parser.add_argument("--out", type=Path, default=RESULTS, help="results directory")
     parser.add_argument("--work-dir", type=Path, help="where stored sizes are built")
+    parser.add_argument(
+        "--baseline",
+        metavar="REV",
+        help="also run chatledger at git revision REV, beside the working tree's",
+    )
     return parser
 
 
@@ -70,16 +86,31 @@ def config_from(args: argparse.Namespace) -> Config:
     unknown += [w for w in config.workloads if w not in ALL_WORKLOADS]
     if unknown:
         raise SystemExit(f"unknown system or workload: {', '.join(unknown)}")
+    if args.baseline is not None and all(REGISTRY[s].peer for s in config.systems):
+        raise SystemExit("--baseline compares chatledger systems, and --systems names none")
     return config
+
+
+def _terminate(signum: int, _frame: FrameType | None) -> None:
+    """End the run on SIGTERM as on Ctrl-C: through every cleanup on the way out."""
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the harness and print where the report went."""
     args = _parser().parse_args(argv)
     config = config_from(args)
-    start = machine_info()
-    runner = Runner(config, work_dir=args.work_dir)
-    results = runner.run()
+    signal.signal(signal.SIGTERM, _terminate)
+    with ExitStack() as stack:
+        baseline = None
+        if args.baseline is not None:
+            baseline = stack.enter_context(
+                checkout(args.baseline, repo=REPO, work_dir=args.work_dir)
+            )
+            config = replace(config, baseline=baseline.short)
+        start = machine_info()
+        runner = Runner(config, work_dir=args.work_dir, baseline=baseline)
+        results = runner.run()
     machine = {"start": start, "end": machine_info()}
     report = build_report(results, config=config, skipped=runner.skipped, machine=machine)
     md_path, json_path = write_report(report, args.out, now=datetime.now(UTC))

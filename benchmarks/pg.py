@@ -7,6 +7,7 @@ faster than reloading it; the template must have no open connection while copied
 from __future__ import annotations
 
 import asyncio
+import re
 from urllib.parse import urlsplit, urlunsplit
 
 __all__ = ["PgAdmin"]
@@ -25,8 +26,8 @@ class PgAdmin:
         return urlunsplit(parts._replace(path=f"/{database}"))
 
     def name(self, *parts: object) -> str:
-        """A database name owned by this run of the harness."""
-        return "_".join([self.prefix, *(str(p) for p in parts)]).lower()
+        """A database name owned by this run of the harness (a plain identifier)."""
+        return re.sub(r"\W", "_", "_".join([self.prefix, *(str(p) for p in parts)]).lower())
 
     def reachable(self) -> str | None:
         """None when the server answers, else the reason it does not."""

@@ -2,10 +2,12 @@
 
 Every comparison is a ratio taken within the same run: a system's median divided by
 chatledger's (``÷ chatledger``; on PostgreSQL, by chatledger on PostgreSQL) and by the
-physical limit's (``÷ limit``) at the same size. For times, a ratio above 1 means
-slower than the baseline; for throughputs, below 1 means slower. ``growth`` divides a
-system's median by its own median at the smallest size; "worst turn" is the median
-over runs of the slowest turn in a run (Agent Framework's truncation calls).
+physical limit's (``÷ limit``) at the same size; a ``--baseline`` system
+(``chatledger@<commit>``) is divided by the working tree's chatledger on its backend.
+For times, a ratio above 1 means slower than the reference; for throughputs, below 1
+means slower. ``growth`` divides a system's median by its own median at the smallest
+size; "worst turn" is the median over runs of the slowest turn in a run (Agent
+Framework's truncation calls).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from benchmarks.peers import REGISTRY
+from benchmarks.peers import spec_for
 from benchmarks.runner import Case, CaseResult, Config
 from benchmarks.stats import Summary, summarize
 
@@ -37,8 +39,8 @@ TABLES: dict[str, tuple[str, str, float, str]] = {
 }
 
 
-def _baseline(system: str) -> str:
-    return "chatledger_pg" if REGISTRY[system].backend == "postgresql" else "chatledger"
+def _reference(system: str) -> str:
+    return "chatledger_pg" if spec_for(system).backend == "postgresql" else "chatledger"
 
 
 def _median(results: dict[Case, CaseResult], case: Case, metric: str) -> float | None:
@@ -66,7 +68,7 @@ def _row(results: dict[Case, CaseResult], result: CaseResult, metric: str) -> di
         "metric": metric,
         "summary": summary.to_json(),
         "vs_chatledger": _ratio(
-            summary.median, _median(results, replace_system(case, _baseline(case.system)), metric)
+            summary.median, _median(results, replace_system(case, _reference(case.system)), metric)
         ),
         "vs_limit": _ratio(summary.median, _median(results, replace_system(case, "limit"), metric)),
         "growth": _ratio(summary.median, _median(results, smallest, metric)),
@@ -98,7 +100,7 @@ def build_report(
         "config": asdict(config),
         "machine": machine,
         "skipped_systems": skipped,
-        "systems": {name: REGISTRY[name].description for name in config.systems},
+        "systems": {name: spec_for(name).description for name in config.all_systems()},
         "rows": rows,
         "cases": [
             {**asdict(r.case), "status": r.status, "reason": r.reason, "samples": r.samples}
@@ -222,8 +224,15 @@ def _header(report: dict[str, Any], stamp: str) -> list[str]:
         "interleaved); spread shown as IQR and min to max",
         "- ratios: a system's median divided by chatledger's (÷ chatledger) and by the "
         "limit's (÷ limit) at the same size; growth = median / own median at the smallest size",
-        "",
     ]
+    if baseline := report["config"].get("baseline"):
+        names = ", ".join(name for name in report["systems"] if name.endswith(f"@{baseline}"))
+        lines.append(
+            f"- baseline: {names} run the store and strategies of commit {baseline}, with "
+            "the working tree's harness; their ÷ chatledger is baseline / working tree "
+            "(for a time, above 1 means the working tree is faster)"
+        )
+    lines.append("")
     if report["skipped_systems"]:
         lines += ["Skipped systems:", ""]
         lines += [f"- {name}: {reason}" for name, reason in report["skipped_systems"].items()]

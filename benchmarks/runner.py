@@ -3,13 +3,16 @@
 Each stored size is built once per system (a SQLite file, a pickle, or a PostgreSQL
 template database) and copied for every run. Runs are interleaved across systems so
 that a noisy neighbour slows every system alike, and each figure is a median with
-its spread.
+its spread. With a baseline (``--baseline``), each chatledger system has a twin that runs
+another commit's ``store`` and ``strategies`` (:mod:`benchmarks.baseline`), planned and
+interleaved like any other system.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,8 +23,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from benchmarks.baseline import Checkout
 from benchmarks.child import ChildSpec
-from benchmarks.peers import REGISTRY
+from benchmarks.peers import REGISTRY, SystemSpec, baseline_name, spec_for
 from benchmarks.pg import PgAdmin
 
 __all__ = ["PRESETS", "Case", "CaseResult", "Config", "Runner"]
@@ -59,6 +63,18 @@ class Config:
     pg_url: str | None = DEFAULT_PG_URL
     timeout: float = 1_800.0
     seed: int = 7
+    baseline: str | None = None
+    """Short hash of a commit whose ``store`` and ``strategies`` also run, beside the
+    working tree's, as ``<system>@<hash>`` for each chatledger system in ``systems``."""
+
+    def all_systems(self) -> tuple[str, ...]:
+        """``systems``, each chatledger system followed by its baseline, if any."""
+        names: list[str] = []
+        for name in self.systems:
+            names.append(name)
+            if self.baseline is not None and not REGISTRY[name].peer:
+                names.append(baseline_name(name, self.baseline))
+        return tuple(names)
 
 
 PRESETS: dict[str, Config] = {
@@ -116,8 +132,14 @@ class CaseResult:
 class Runner:
     """Plans, builds the stored sizes, runs the children, collects samples."""
 
-    def __init__(self, config: Config, *, work_dir: Path | None = None) -> None:
+    def __init__(
+        self, config: Config, *, work_dir: Path | None = None, baseline: Checkout | None = None
+    ) -> None:
+        if config.baseline != (baseline.short if baseline else None):
+            raise ValueError(f"config names baseline {config.baseline}, given {baseline}")
         self.config = config
+        self.baseline = baseline
+        self.specs: dict[str, SystemSpec] = {n: spec_for(n) for n in config.all_systems()}
         self.work_dir = Path(tempfile.mkdtemp(prefix="clbench-", dir=work_dir))
         self.pg = PgAdmin(config.pg_url, prefix=f"clbench_{os.getpid()}") if config.pg_url else None
         self.skipped: dict[str, str] = {}
@@ -128,20 +150,32 @@ class Runner:
     # -- planning ---------------------------------------------------------------------
 
     def _backend_reason(self, name: str) -> str | None:
-        if REGISTRY[name].backend != "postgresql":
+        if self.specs[name].backend != "postgresql":
             return None
         if self.pg is None:
             return "no PostgreSQL URL given (--pg-url)"
         return self.pg.reachable()
 
+    def _probe_reason(self, name: str) -> str | None:
+        """None when ``name`` can run here, else why not; a baseline that its backend
+        allows but that cannot run ends the run (it was asked for by name)."""
+        reason = self._backend_reason(name)
+        if reason is not None:
+            return reason
+        source = self._source(name)
+        answer = self._child(ChildSpec("probe", name, "file", "", source=source))
+        if answer["status"] == "ok":
+            return None
+        reason = str(answer.get("reason", "?"))
+        if source:
+            raise SystemExit(f"the baseline {name} cannot run: {reason}")
+        return reason
+
     def probe(self) -> list[str]:
         """The systems that can run here; the others go to ``skipped`` with a reason."""
         available: list[str] = []
-        for name in self.config.systems:
-            reason = self._backend_reason(name)
-            if reason is None:
-                answer = self._child(ChildSpec("probe", name, "file", ""))
-                reason = None if answer["status"] == "ok" else answer.get("reason", "?")
+        for name in self.specs:
+            reason = self._probe_reason(name)
             if reason is None:
                 available.append(name)
             else:
@@ -153,7 +187,7 @@ class Runner:
         cases: list[Case] = []
         for workload in self.config.workloads:
             for name in systems:
-                spec = REGISTRY[name]
+                spec = self.specs[name]
                 if workload == "token_counting":
                     if spec.counts_tokens:
                         cases.append(Case(workload, name, self.config.token_turns))
@@ -214,7 +248,7 @@ class Runner:
             result.add(answer)
             if answer["status"] == "ok":
                 self.templates[(name, size)] = location
-                if REGISTRY[name].backend == "postgresql":
+                if self.specs[name].backend == "postgresql":
                     assert self.pg is not None
                     self.pg.analyze(self.pg.name(name, "tpl", size))
 
@@ -230,26 +264,35 @@ class Runner:
             result.add(self._child(self._spec(case.workload, case.system, location, case.size)))
 
     def _spec(self, workload: str, name: str, location: str, size: int) -> ChildSpec:
-        spec = ChildSpec(workload, name, REGISTRY[name].backend, location, size)
+        spec = ChildSpec(workload, name, self.specs[name].backend, location, size)
         config = self.config
         spec = replace(spec, seed=config.seed, turns=config.turns, repeats=config.repeats)
+        spec = replace(spec, source=self._source(name))
         if workload == "token_counting":
             spec = replace(spec, turns=size, size=0)
         return spec
 
+    def _source(self, name: str) -> str:
+        """Where a system's ``store`` and ``strategies`` must come from ('' for the
+        working tree's)."""
+        if self.baseline is None or name in self.config.systems:
+            return ""
+        return str(self.baseline.root)
+
     def _fresh_location(self, name: str, *parts: object) -> str:
-        if REGISTRY[name].backend == "postgresql":
+        if self.specs[name].backend == "postgresql":
             assert self.pg is not None
             return self.pg.create(self.pg.name(name, *parts))
-        suffix = ".pickle" if REGISTRY[name].backend == "file" else ".sqlite"
-        return str(self.work_dir / ("_".join([name, *(str(p) for p in parts)]) + suffix))
+        suffix = ".pickle" if self.specs[name].backend == "file" else ".sqlite"
+        stem = re.sub(r"\W", "_", "_".join([name, *(str(p) for p in parts)]))
+        return str(self.work_dir / (stem + suffix))
 
     @contextmanager
     def _run_location(self, case: Case, index: int) -> Iterator[str]:
         """A fresh location for one run (a copy of the template when the case needs one)."""
         template = self.templates.get((case.system, case.size))
         copy = case.workload in TEMPLATED and template is not None
-        if REGISTRY[case.system].backend == "postgresql":
+        if self.specs[case.system].backend == "postgresql":
             assert self.pg is not None
             database = self.pg.name(case.system, "run", index)
             source = self.pg.name(case.system, "tpl", case.size) if copy else None
@@ -268,10 +311,18 @@ class Runner:
 
     def _child(self, spec: ChildSpec) -> dict[str, Any]:
         command = [sys.executable, "-m", "benchmarks.child", json.dumps(asdict(spec))]
+        env = None
+        if spec.source:
+            assert self.baseline is not None
+            # -P: the working directory, which holds the working tree's store, stays off
+            # the path; the checkout's import directory comes first instead
+            command.insert(1, "-P")
+            env = self.baseline.child_env(REPO)
         try:
             done = subprocess.run(
                 command,
                 cwd=REPO,
+                env=env,
                 capture_output=True,
                 text=True,
                 timeout=self.config.timeout,
@@ -294,7 +345,7 @@ class Runner:
         if self.pg is None:
             return
         for name, size in self.templates:
-            if REGISTRY[name].backend == "postgresql":
+            if self.specs[name].backend == "postgresql":
                 self.pg.drop(self.pg.name(name, "tpl", size))
 
     def _say(self, text: str) -> None:

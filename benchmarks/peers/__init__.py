@@ -7,20 +7,30 @@ types (:meth:`System.prepare`) is done outside the timed sections, as a caller w
 hold its framework's native objects already.
 
 Systems are loaded lazily by name so that a missing optional peer is reported as
-skipped, with the reason, instead of failing the run.
+skipped, with the reason, instead of failing the run. A chatledger system can also run
+at another commit (``--baseline``): ``chatledger@<commit>`` is the registered
+``chatledger`` entry, run on that commit's ``store`` and ``strategies``.
 """
 
 from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from benchmarks.generator import ChatDict
 from benchmarks.tokenizing import TokenCounter, Unavailable
 
-__all__ = ["REGISTRY", "System", "SystemSpec", "Target", "load_system"]
+__all__ = [
+    "REGISTRY",
+    "System",
+    "SystemSpec",
+    "Target",
+    "baseline_name",
+    "load_system",
+    "spec_for",
+]
 
 Backend = Literal["sqlite", "postgresql", "file"]
 
@@ -188,9 +198,23 @@ REGISTRY: dict[str, SystemSpec] = {
 }
 
 
+def baseline_name(name: str, commit: str) -> str:
+    """The name of chatledger system ``name`` run at ``commit`` (short hash)."""
+    return f"{name}@{commit}"
+
+
+def spec_for(name: str) -> SystemSpec:
+    """The registry entry of ``name``, a registered name or a :func:`baseline_name`."""
+    registered, _, commit = name.partition("@")
+    spec = REGISTRY[registered]
+    if not commit:
+        return spec
+    return replace(spec, description=f"{spec.description}, at commit {commit}")
+
+
 def load_system(name: str, target: Target, *, tokenizer: TokenCounter | None = None) -> System:
     """Import and build the named system, or raise :class:`Unavailable` with the reason."""
-    spec = REGISTRY[name]
+    spec = spec_for(name)
     try:
         module = importlib.import_module(spec.module)
     except ImportError as exc:
