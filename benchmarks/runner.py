@@ -144,6 +144,8 @@ class Runner:
         self.pg = PgAdmin(config.pg_url, prefix=f"clbench_{os.getpid()}") if config.pg_url else None
         self.skipped: dict[str, str] = {}
         self.templates: dict[tuple[str, int], str] = {}
+        self.pg_templates: list[str] = []
+        """Every template database created, built or not: all dropped at the end."""
         self.results: dict[Case, CaseResult] = {}
         self.log = sys.stderr
 
@@ -240,6 +242,8 @@ class Runner:
     def _build_templates(self, cases: list[Case]) -> None:
         needed = sorted({(c.system, c.size) for c in cases if c.workload in TEMPLATED})
         for name, size in needed:
+            if self.pg is not None and self.specs[name].backend == "postgresql":
+                self.pg_templates.append(self.pg.name(name, "tpl", size))
             location = self._fresh_location(name, "tpl", size)
             self._say(f"building {name} at {size:,} messages")
             answer = self._child(self._spec("build", name, location, size))
@@ -344,9 +348,8 @@ class Runner:
         shutil.rmtree(self.work_dir, ignore_errors=True)
         if self.pg is None:
             return
-        for name, size in self.templates:
-            if self.specs[name].backend == "postgresql":
-                self.pg.drop(self.pg.name(name, "tpl", size))
+        for database in self.pg_templates:
+            self.pg.drop(database)
 
     def _say(self, text: str) -> None:
         print(text, file=self.log, flush=True)
