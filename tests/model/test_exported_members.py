@@ -2,13 +2,36 @@
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+from types import ModuleType
 
 import pytest
 
 import store
 import strategies
+
+PUBLIC_MODULES = (
+    "store",
+    "store.contract",
+    "store.errors",
+    "store.models",
+    "store.formats",
+    "store.provider",
+    "store.memory",
+    "store.integrations.agent_framework",
+    "store.cli",
+    "strategies",
+    "strategies.base",
+    "strategies.messages",
+    "strategies.tokenizers",
+    "strategies.view",
+    "strategies.changeset",
+    "strategies.groups",
+    "strategies.triggers",
+)
+"""The module paths users import; every other one is private and may change."""
 
 
 @pytest.mark.parametrize("package", [store, strategies], ids=lambda p: p.__name__)
@@ -17,6 +40,33 @@ def test_every_exported_name_exists_once(package: object) -> None:
     assert len(names) == len(set(names))
     missing = [n for n in names if not hasattr(package, n)]
     assert missing == []
+
+
+@pytest.mark.parametrize("package", [store, strategies], ids=lambda p: p.__name__)
+def test_all_lists_exactly_the_public_names(package: ModuleType) -> None:
+    """httpx's habit: a public name missing from ``__all__`` fails, and so does an
+    ``__all__`` entry that is not public (private, or a submodule)."""
+    public = {
+        name
+        for name, value in vars(package).items()
+        if not name.startswith("_") and not isinstance(value, ModuleType)
+    }
+    exported = set(package.__all__)
+    assert sorted(public - exported) == [], "public but not in __all__"
+    assert sorted(exported - public) == [], "in __all__ but not a public name"
+
+
+@pytest.mark.parametrize("name", PUBLIC_MODULES)
+def test_public_modules_import_and_export_what_they_list(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = list(getattr(module, "__all__", ()))
+    assert exported, f"{name} lists no __all__"
+    assert [n for n in exported if n.startswith("_") or not hasattr(module, n)] == []
+
+
+def test_the_contract_and_the_provider_are_exported() -> None:
+    for name in ("HistoryBackend", "ProviderBackend", "DemoBackend", "TwoPhaseProvider"):
+        assert name in store.__all__
 
 
 def test_public_names_have_docstrings() -> None:

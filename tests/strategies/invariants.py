@@ -1,4 +1,4 @@
-"""DESIGN.md's invariants, as reusable assertions for any strategy and any change set.
+"""The invariants of docs/architecture.md as assertions, for any strategy and change set.
 
 ``await assert_invariants(view_before, changeset, strategy=...)`` checks a change set
 planned on ``view_before``; ``assert_projection_invariants(messages)`` checks a list of
@@ -136,7 +136,7 @@ async def assert_invariants(
     system_may_go: bool = False,
     newest_user_may_go: bool = False,
 ) -> View:
-    """Check DESIGN.md's invariants for ``changeset`` planned on ``view_before``.
+    """Check the invariants (docs/architecture.md) for ``changeset`` planned on ``view_before``.
 
     ``strategy``, when given, is also checked for
     determinism and idempotence. Returns the view the change set leaves.

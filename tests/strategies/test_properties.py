@@ -1,4 +1,4 @@
-"""Property tests: DESIGN.md's invariants for every strategy over generated conversations.
+"""Property tests: the invariants (docs/architecture.md) of every strategy, generated chats.
 
 Conversations have parallel calls, orphan results, pending and stale calls, reasoning,
 huge results, non-ASCII text and pinned groups; every strategy is drawn with random
