@@ -5,33 +5,85 @@ contract (``HistoryBackend``, with its parts ``ProviderBackend`` and ``DemoBacke
 ``TwoPhaseProvider`` gives an agent framework the before-call projection and the
 after-run compaction over any of them. Integrations (``store.integrations.*``) and the
 CLI (``store.cli``) are never imported from here: they load optional dependencies.
+
+Names load on first use (``from store import HistoryStore`` imports the SQL backend
+then), so that importing ``store`` or one of its light modules (the CLI's help, the
+errors) costs no database library.
 """
 
-from store.contract import DemoBackend, HistoryBackend, ProviderBackend
-from store.errors import (
-    ChatledgerError,
-    ConcurrentWriteError,
-    CorruptRowError,
-    InvalidInput,
-    MigrationRequired,
-    SessionNotFound,
-    StoreError,
-)
-from store.memory import InMemoryHistoryStore
-from store.models import (
-    CompactionEvent,
-    ExcludedGroup,
-    ImportResult,
-    Provenance,
-    SessionInfo,
-    Stats,
-    StoredMessage,
-    WhyResult,
-)
-from store.provider import TwoPhaseProvider
-from store.sql.engine import create_engine, normalize_url
-from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
-from store.sql.store import HistoryStore
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from store.contract import DemoBackend, HistoryBackend, ProviderBackend
+    from store.errors import (
+        ChatledgerError,
+        ConcurrentWriteError,
+        CorruptRowError,
+        InvalidInput,
+        MigrationRequired,
+        SessionNotFound,
+        StoreError,
+    )
+    from store.memory import InMemoryHistoryStore
+    from store.models import (
+        CompactionEvent,
+        ExcludedGroup,
+        ImportResult,
+        Provenance,
+        SessionInfo,
+        Stats,
+        StoredMessage,
+        WhyResult,
+    )
+    from store.provider import TwoPhaseProvider
+    from store.sql.engine import create_engine, normalize_url
+    from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
+    from store.sql.store import HistoryStore
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "store.contract": ("DemoBackend", "HistoryBackend", "ProviderBackend"),
+    "store.errors": (
+        "ChatledgerError",
+        "ConcurrentWriteError",
+        "CorruptRowError",
+        "InvalidInput",
+        "MigrationRequired",
+        "SessionNotFound",
+        "StoreError",
+    ),
+    "store.memory": ("InMemoryHistoryStore",),
+    "store.models": (
+        "CompactionEvent",
+        "ExcludedGroup",
+        "ImportResult",
+        "Provenance",
+        "SessionInfo",
+        "Stats",
+        "StoredMessage",
+        "WhyResult",
+    ),
+    "store.provider": ("TwoPhaseProvider",),
+    "store.sql.engine": ("create_engine", "normalize_url"),
+    "store.sql.migrations": ("downgrade", "ensure_schema", "migrate", "migrate_sync"),
+    "store.sql.store": ("HistoryStore",),
+}
+"""The module each public name is defined in."""
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'store' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "ChatledgerError",

@@ -45,10 +45,20 @@ from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer
 from strategies.view import View
 
-__all__ = ["DEFAULT_TENANT", "PAGE_SIZE", "DemoBackend", "HistoryBackend", "ProviderBackend"]
+__all__ = [
+    "DEFAULT_TENANT",
+    "DEFAULT_TOKENIZER",
+    "PAGE_SIZE",
+    "DemoBackend",
+    "HistoryBackend",
+    "ProviderBackend",
+]
 
 DEFAULT_TENANT = "default"
 """The tenant of a store opened without one."""
+
+DEFAULT_TOKENIZER = "o200k_base"
+"""The tokenizer of a store opened without one (tiktoken's encoding, shipped offline)."""
 
 PAGE_SIZE = 500
 """Messages per page of :meth:`HistoryBackend.aiter_history` when none is given."""

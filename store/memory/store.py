@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal, Self, overload
 
 from pydantic import JsonValue
 
-from store.contract import DEFAULT_TENANT, PAGE_SIZE
+from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
 from store.errors import InvalidInput, SessionNotFound, strategy_errors
 from store.models import (
     CompactionEvent,
@@ -129,13 +129,16 @@ class InMemoryHistoryStore:
         check_tenant(tenant)
         self._db = database if database is not None else MemoryDatabase()
         self._tenant = tenant
-        self._tokenizer = tokenizer if tokenizer is not None else TiktokenTokenizer("o200k_base")
+        self._tokenizer: Tokenizer | None = tokenizer
+        self._tokenizer_name = tokenizer.name if tokenizer is not None else DEFAULT_TOKENIZER
         self._policy = policy
-        self._pending = PendingCounts(self.count_tokens, size=pending_cache_size)
+        self._pending = PendingCounts(
+            self.count_tokens, lambda: (self.tokenizer, self._policy), size=pending_cache_size
+        )
 
     def for_tenant(self, tenant: str) -> Self:
         """A store for another tenant over the same database (same tokenizer and policy)."""
-        return type(self)(self._db, tenant=tenant, tokenizer=self._tokenizer, policy=self._policy)
+        return type(self)(self._db, tenant=tenant, tokenizer=self.tokenizer, policy=self._policy)
 
     async def aclose(self) -> None:
         """Nothing to release; kept for the contract."""
@@ -163,7 +166,10 @@ class InMemoryHistoryStore:
 
     @property
     def tokenizer(self) -> Tokenizer:
-        """The tokenizer new messages are counted with."""
+        """The tokenizer new messages are counted with (the default one is loaded on first
+        use)."""
+        if self._tokenizer is None:
+            self._tokenizer = TiktokenTokenizer(self._tokenizer_name)
         return self._tokenizer
 
     @property
@@ -173,7 +179,7 @@ class InMemoryHistoryStore:
 
     def count_tokens(self, message: Message) -> int:
         """Count ``message`` the way this store counts what it stores."""
-        return count_message_tokens(message, self._tokenizer, policy=self._policy)
+        return count_message_tokens(message, self.tokenizer, policy=self._policy)
 
     # -- records ----------------------------------------------------------------------
 
@@ -189,12 +195,12 @@ class InMemoryHistoryStore:
     def _counted(self, session_id: str) -> SessionRecord:
         """The session, refusing one counted with another tokenizer."""
         session = self._get(session_id)
-        check_tokenizer(session.tokenizer, self._tokenizer, session_id)
+        check_tokenizer(session.tokenizer, self._tokenizer_name, session_id)
         return session
 
     def _blank(self, session_id: str) -> SessionRecord:
         stamp = now()
-        return SessionRecord(self._tenant, session_id, self._tokenizer.name, stamp, stamp)
+        return SessionRecord(self._tenant, session_id, self._tokenizer_name, stamp, stamp)
 
     def _get_or_create(self, session_id: str) -> SessionRecord:
         session = self._find(session_id)
@@ -210,7 +216,7 @@ class InMemoryHistoryStore:
         )
 
     def _view_of(self, session: SessionRecord) -> View:
-        return session.view(tokenizer=self._tokenizer, policy=self._policy)
+        return session.view(tokenizer=self.tokenizer, policy=self._policy)
 
     # -- messages ---------------------------------------------------------------------
 
@@ -230,7 +236,7 @@ class InMemoryHistoryStore:
             return []
         existing = self._find(session_id)
         if existing is not None:
-            check_tokenizer(existing.tokenizer, self._tokenizer, session_id)
+            check_tokenizer(existing.tokenizer, self._tokenizer_name, session_id)
         fresh = (existing or self._blank(session_id)).new_messages(batch)
         session = self._get_or_create(session_id)
         stamp = now()
@@ -345,7 +351,7 @@ class InMemoryHistoryStore:
                 row.reduced_tokens = self.count_tokens(row.reduced)
         for group in session.groups.values():
             group.version += 1
-        session.tokenizer = self._tokenizer.name
+        session.tokenizer = self._tokenizer_name
         session.touch(now())
         return session.info()
 
@@ -370,7 +376,7 @@ class InMemoryHistoryStore:
         if session is None:
             session = self._blank(session_id)
         else:
-            check_tokenizer(session.tokenizer, self._tokenizer, session_id)
+            check_tokenizer(session.tokenizer, self._tokenizer_name, session_id)
             session = session.clone()
         fresh = session.new_messages(batch)
         session.append(fresh, self._pending.counter(self._tenant, session_id, keep=True), now())

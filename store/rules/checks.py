@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from store.errors import InvalidInput
 from store.models import PHASES
 from strategies.messages import Message
-from strategies.tokenizers import Tokenizer
 
 __all__ = [
     "check_limit",
@@ -58,13 +57,13 @@ def check_message(message: object) -> None:
             raise InvalidInput(f"{name} of message {message.message_id!r} holds a NUL character")
 
 
-def check_tokenizer(stored: str, tokenizer: Tokenizer, session_id: str) -> None:
-    """Refuse to mix token counts of two tokenizers in one session."""
-    if stored != tokenizer.name:
+def check_tokenizer(stored: str, tokenizer: str, session_id: str) -> None:
+    """Refuse to mix token counts of two tokenizers (by name) in one session."""
+    if stored != tokenizer:
         raise InvalidInput(
             f"session {session_id!r} was counted with tokenizer {stored!r}, this store uses "
-            f"{tokenizer.name!r}: open the store with {stored!r}, or call "
-            f"recount({session_id!r}) to recount the session with {tokenizer.name!r}"
+            f"{tokenizer!r}: open the store with {stored!r}, or call "
+            f"recount({session_id!r}) to recount the session with {tokenizer!r}"
         )
 
 

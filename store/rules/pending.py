@@ -30,29 +30,23 @@ class PendingCounts:
 
     count: Callable[[Message], int]
     """Counts a message with the store's tokenizer and policy."""
+    counting: Callable[[], tuple[Tokenizer, TokenCountPolicy]] | None = None
+    """The tokenizer and policy ``count`` uses, asked for only when a generated
+    message's count may be reused (so that building the cache loads no tokenizer)."""
     size: int = PENDING_CACHE_SIZE
-    tokenizer: Tokenizer | None = None
-    """The tokenizer ``count`` uses; with ``policy``, lets a generated message's count be
-    reused. Taken from ``count``'s owner (a store's ``count_tokens``) when not given."""
-    policy: TokenCountPolicy | None = None
     _entries: OrderedDict[tuple[str, str, str], tuple[str, int]] = field(
         default_factory=OrderedDict
     )
 
-    def __post_init__(self) -> None:
-        owner = getattr(self.count, "__self__", None)
-        if self.tokenizer is None and self.policy is None and owner is not None:
-            tokenizer = getattr(owner, "tokenizer", None)
-            policy = getattr(owner, "policy", None)
-            if isinstance(policy, TokenCountPolicy) and hasattr(tokenizer, "count_tokens"):
-                self.tokenizer, self.policy = tokenizer, policy
+    def _generated(self, message: Message) -> int | None:
+        if self.counting is None:
+            return None
+        tokenizer, policy = self.counting()
+        return GENERATED_COUNTS.get(message, tokenizer, policy)
 
     def _count(self, message: Message) -> int:
-        if self.tokenizer is not None and self.policy is not None:
-            generated = GENERATED_COUNTS.get(message, self.tokenizer, self.policy)
-            if generated is not None:
-                return generated
-        return self.count(message)
+        generated = self._generated(message)
+        return generated if generated is not None else self.count(message)
 
     def counter(self, tenant: str, session_id: str, *, keep: bool) -> Callable[[Message], int]:
         """A counter for one session: ``keep`` caches (pending), else consumes (append).
@@ -73,9 +67,7 @@ class PendingCounts:
         checks it against the content)."""
         if (tenant, session_id, message.message_id) in self._entries:
             return True
-        if self.tokenizer is None or self.policy is None:
-            return False
-        return GENERATED_COUNTS.get(message, self.tokenizer, self.policy) is not None
+        return self._generated(message) is not None
 
     def tokens(self, tenant: str, session_id: str, message: Message, *, keep: bool) -> int:
         """The count of ``message``, from the cache when its content is unchanged.

@@ -44,7 +44,7 @@ from sqlalchemy.engine import URL, RowMapping
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store.contract import DEFAULT_TENANT, PAGE_SIZE
+from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
 from store.errors import ConcurrentWriteError, SessionNotFound
 from store.models import (
     CompactionEvent,
@@ -164,12 +164,13 @@ class HistoryStore:
         check_tenant(tenant)
         self._engine = engine
         self._tenant = tenant
-        self._tokenizer: Tokenizer = tokenizer or TiktokenTokenizer("o200k_base")
+        self._tokenizer: Tokenizer | None = tokenizer
+        self._tokenizer_name = tokenizer.name if tokenizer is not None else DEFAULT_TOKENIZER
         self._policy = policy
         self._owns_engine = owns_engine
         self._max_attempts = max(1, max_attempts)
         self._closed = False
-        self._pending = PendingCounts(self.count_tokens)
+        self._pending = PendingCounts(self.count_tokens, lambda: (self.tokenizer, self._policy))
         self._cache = SessionCache(cache_messages)
 
     # -- opening and closing -------------------------------------------------------
@@ -266,7 +267,10 @@ class HistoryStore:
 
     @property
     def tokenizer(self) -> Tokenizer:
-        """The tokenizer new messages are counted with."""
+        """The tokenizer new messages are counted with (the default one is loaded on first
+        use: reads that count nothing never load it)."""
+        if self._tokenizer is None:
+            self._tokenizer = TiktokenTokenizer(self._tokenizer_name)
         return self._tokenizer
 
     @property
@@ -276,7 +280,7 @@ class HistoryStore:
 
     def count_tokens(self, message: Message) -> int:
         """Count ``message`` the way this store counts what it stores."""
-        return count_message_tokens(message, self._tokenizer, policy=self._policy)
+        return count_message_tokens(message, self.tokenizer, policy=self._policy)
 
     # -- transactions and helpers ------------------------------------------------------
 
@@ -305,7 +309,7 @@ class HistoryStore:
         return AppendContext(
             tenant=self._tenant,
             session_id=session_id,
-            tokenizer=self._tokenizer,
+            tokenizer=self.tokenizer,
             policy=self._policy,
             provenance=provenance,
             counter=self._pending.counter(self._tenant, session_id, keep=False),
@@ -316,7 +320,7 @@ class HistoryStore:
         return Compactor(
             engine=self._engine,
             tenant=self._tenant,
-            tokenizer=self._tokenizer,
+            tokenizer=self.tokenizer,
             policy=self._policy,
             write=self._write,
             counter=lambda sid: self._pending.counter(self._tenant, sid, keep=False),
@@ -445,7 +449,7 @@ class HistoryStore:
 
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(
-                conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer.name
+                conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer_name
             )
             await conn.execute(
                 update(SESSIONS)
@@ -480,7 +484,7 @@ class HistoryStore:
 
         async def operation(conn: AsyncConnection) -> None:
             await recount_session(
-                conn, self._tenant, session_id, tokenizer=self._tokenizer, policy=self._policy
+                conn, self._tenant, session_id, tokenizer=self.tokenizer, policy=self._policy
             )
 
         await self._write(operation)
@@ -495,12 +499,12 @@ class HistoryStore:
         with short_statements():
             async with self._engine.connect() as conn:
                 session = await read_session(conn, self._tenant, session_id)
-                check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
+                check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
                 view, _ = await read_view(
                     conn,
                     self._source(session_id, session),
                     session,
-                    tokenizer=self._tokenizer,
+                    tokenizer=self.tokenizer,
                     policy=self._policy,
                 )
         return replace(view, source=_TranslatedSource(view.source))
@@ -524,7 +528,7 @@ class HistoryStore:
 
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
-        ctx = AppendContext(self._tenant, session_id, self._tokenizer, self._policy)
+        ctx = AppendContext(self._tenant, session_id, self.tokenizer, self._policy)
         async with self._engine.connect() as conn:
             try:
                 session = await read_session(conn, self._tenant, session_id)
@@ -532,13 +536,11 @@ class HistoryStore:
                 dedupe(session_id, batch, {})
                 fresh = new_messages(batch, {})
                 # counted through the cache, as for a stored session
-                return View.from_messages(
-                    fresh, self._tokenizer, policy=self._policy, counter=count
-                )
-            check_tokenizer(session["tokenizer"], self._tokenizer, session_id)
+                return View.from_messages(fresh, self.tokenizer, policy=self._policy, counter=count)
+            check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
             source = self._source(session_id, session)
             view, _ = await read_view(
-                conn, source, session, tokenizer=self._tokenizer, policy=self._policy
+                conn, source, session, tokenizer=self.tokenizer, policy=self._policy
             )
             # the groups a projection sends, read on this connection rather than another
             await source.prefetch(conn, [g.group_id for g in view.sendable()])

@@ -16,10 +16,10 @@ import gzip
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-import tiktoken
-from tiktoken.model import MODEL_PREFIX_TO_ENCODING, MODEL_TO_ENCODING
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = [
     "EXPECTED_SHA256",
@@ -100,6 +100,9 @@ def encoding_name_for(encoding_or_model: str, /) -> str:
     """
     if encoding_or_model in _ENCODING_SPECS:
         return encoding_or_model
+    # tiktoken is imported once a tokenizer is built, never by importing chatledger
+    from tiktoken.model import MODEL_PREFIX_TO_ENCODING, MODEL_TO_ENCODING
+
     encoding = MODEL_TO_ENCODING.get(encoding_or_model)
     if encoding is None:
         encoding = next(
@@ -168,6 +171,8 @@ def load_encoding(encoding_name: str, /) -> tiktoken.Encoding:
         raise ValueError(
             f"unknown encoding {encoding_name!r}: expected one of {', '.join(SUPPORTED_ENCODINGS)}"
         )
+    import tiktoken
+
     ranks = _parse_ranks(encoding_name, _read_vocabulary(encoding_name))
     return tiktoken.Encoding(
         encoding_name,

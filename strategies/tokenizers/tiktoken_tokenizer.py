@@ -7,10 +7,12 @@ vocabularies shipped with the package, and keeps the counts of short texts.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import tiktoken
+from typing import TYPE_CHECKING
 
 from strategies.tokenizers.bpe import cached_encoding, encoding_name_for
+
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = ["TiktokenTokenizer"]
 

@@ -46,6 +46,8 @@ def test_every_exported_name_exists_once(package: object) -> None:
 def test_all_lists_exactly_the_public_names(package: ModuleType) -> None:
     """httpx's habit: a public name missing from ``__all__`` fails, and so does an
     ``__all__`` entry that is not public (private, or a submodule)."""
+    for name in package.__all__:
+        getattr(package, name)  # a lazily loaded name is loaded now
     public = {
         name
         for name, value in vars(package).items()
@@ -54,6 +56,7 @@ def test_all_lists_exactly_the_public_names(package: ModuleType) -> None:
     exported = set(package.__all__)
     assert sorted(public - exported) == [], "public but not in __all__"
     assert sorted(exported - public) == [], "in __all__ but not a public name"
+    assert exported <= set(dir(package))
 
 
 @pytest.mark.parametrize("name", PUBLIC_MODULES)
@@ -62,6 +65,20 @@ def test_public_modules_import_and_export_what_they_list(name: str) -> None:
     exported = list(getattr(module, "__all__", ()))
     assert exported, f"{name} lists no __all__"
     assert [n for n in exported if n.startswith("_") or not hasattr(module, n)] == []
+
+
+def test_store_loads_its_names_lazily_from_where_they_are_defined() -> None:
+    code = (
+        "import sys, store; heavy = ('sqlalchemy', 'tiktoken', 'pydantic'); "
+        "print([m for m in heavy if m in sys.modules]); "
+        "from store import HistoryStore; print(HistoryStore.__module__)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert out == ["[]", "store.sql.store"]
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        store.Nope  # noqa: B018
 
 
 def test_the_contract_and_the_provider_are_exported() -> None:

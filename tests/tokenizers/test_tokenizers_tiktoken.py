@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import socket
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -176,13 +177,29 @@ def _refuse(*args: Any, **kwargs: Any) -> Any:
     raise AssertionError(f"network or tiktoken download attempted: {args!r}")
 
 
+def _refused_in_this_thread(original: Any) -> Any:
+    """``original``, refusing every call made from the test's own thread (other threads,
+    such as the test server's background database clones, keep their network)."""
+    here = threading.get_ident()
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        if threading.get_ident() == here:
+            return _refuse(*args, **kwargs)
+        return original(*args, **kwargs)
+
+    return guarded
+
+
 def test_loads_and_counts_without_network_or_tiktoken_cache(
     fresh_cache: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(socket.socket, "connect", _refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", _refuse)
-    monkeypatch.setattr(socket, "create_connection", _refuse)
-    monkeypatch.setattr(socket, "getaddrinfo", _refuse)
+    for owner, name in (
+        (socket.socket, "connect"),
+        (socket.socket, "connect_ex"),
+        (socket, "create_connection"),
+        (socket, "getaddrinfo"),
+    ):
+        monkeypatch.setattr(owner, name, _refused_in_this_thread(getattr(owner, name)))
     monkeypatch.setattr(tiktoken.load, "read_file", _refuse)
     monkeypatch.setattr(tiktoken.load, "read_file_cached", _refuse)
     monkeypatch.setattr(tiktoken.load, "load_tiktoken_bpe", _refuse)

@@ -323,7 +323,7 @@ async def append_messages(
     session = await lock_session(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
-    check_tokenizer(session["tokenizer"], ctx.tokenizer, ctx.session_id)
+    check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
     blank = session["next_seq"] == FIRST_SEQ  # nothing stored: no hashes, calls, groups
     stored = {} if blank else await stored_hashes(conn, ctx, messages)
     fresh = new_messages(messages, stored)

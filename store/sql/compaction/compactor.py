@@ -114,7 +114,7 @@ class Compactor:
         """The session's active view, its revision and its groups' fingerprints."""
         async with self.engine.connect() as conn:
             session = await read_session(conn, self.tenant, session_id)
-            check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
+            check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
             key = session_key(session)
             entry = self.cache.entry(session_id, key) if self.cache is not None else None
             source = SqlSource(self.engine, self.tenant, session_id, self.cache, entry)
@@ -200,7 +200,7 @@ class Compactor:
         session = await lock_session(conn, self.tenant, session_id)
         if seen is not None:
             seen.key = session_key(session)
-        check_tokenizer(session["tokenizer"], self.tokenizer, session_id)
+        check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         if (
             snapshot is not None
             and session["revision"] != snapshot.revision
