@@ -35,6 +35,7 @@ from store.models import (
     Phase,
     Provenance,
     SessionInfo,
+    SessionOrder,
     Stats,
     StoredMessage,
     WhyResult,
@@ -175,11 +176,12 @@ class HistoryBackend(Protocol):
     async def append(
         self,
         session_id: str,
-        messages: Iterable[Message],
+        messages: Message | Iterable[Message],
         *,
         provenance: Provenance | None = None,
     ) -> list[str]:
-        """Append ``messages`` to the session (created on first use), in one write.
+        """Append ``messages`` (one message, or several) to the session (created on first
+        use), in one write.
 
         Returns the id of each given message. A message whose id is already stored with
         the same content is skipped; with different content it raises
@@ -231,8 +233,14 @@ class HistoryBackend(Protocol):
         limit: int | None = None,
         after: str | None = None,
         updated_since: datetime | None = None,
+        order: SessionOrder = "id",
     ) -> list[SessionInfo]:
-        """The tenant's sessions ordered by id; page with ``after`` (the last id seen)."""
+        """The tenant's sessions, by id (``order="id"``) or by last update, newest first
+        (``order="updated"``), updated at or after ``updated_since``.
+
+        Page with ``after``, the id of the last session seen (a keyset page: O(page)
+        however many sessions there are).
+        """
         ...
 
     async def session(self, session_id: str) -> SessionInfo:

@@ -31,6 +31,7 @@ __all__ = [
     "Phase",
     "Provenance",
     "SessionInfo",
+    "SessionOrder",
     "Stats",
     "StoredMessage",
     "WhyResult",
@@ -41,6 +42,9 @@ Phase = Literal["after_run", "manual", "import", "restore"]
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
 """Every phase, in the order of :data:`Phase`."""
+
+SessionOrder = Literal["id", "updated"]
+"""How sessions are listed: by id, or by last update, newest first."""
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 

@@ -26,6 +26,7 @@ from store.models import (
     Phase,
     Provenance,
     SessionInfo,
+    SessionOrder,
     Stats,
     StoredMessage,
     WhyResult,
@@ -46,6 +47,7 @@ from store.rules.checks import (
     check_phase,
     check_restore_target,
     check_session_id,
+    check_session_order,
     check_tenant,
     check_tokenizer,
     checked_messages,
@@ -126,6 +128,11 @@ class InMemoryHistoryStore:
 
         The default tokenizer is tiktoken's ``o200k_base``, as the SQL store's.
         """
+        if database is not None and not isinstance(database, MemoryDatabase):
+            raise InvalidInput(
+                f"InMemoryHistoryStore() takes a MemoryDatabase (or nothing), got "
+                f"{type(database).__name__}; for a database URL use `await HistoryStore.open(url)`"
+            )
         check_tenant(tenant)
         self._db = database if database is not None else MemoryDatabase()
         self._tenant = tenant
@@ -223,13 +230,13 @@ class InMemoryHistoryStore:
     async def append(
         self,
         session_id: str,
-        messages: Iterable[Message],
+        messages: Message | Iterable[Message],
         *,
         provenance: Provenance | None = None,
     ) -> list[str]:
         """Append ``messages`` (the session is created on first use); see the contract."""
         check_session_id(session_id)
-        batch = list(messages)
+        batch = checked_messages(messages)
         for message in batch:
             check_message(message)
         if not batch:
@@ -306,15 +313,22 @@ class InMemoryHistoryStore:
         limit: int | None = None,
         after: str | None = None,
         updated_since: datetime | None = None,
+        order: SessionOrder = "id",
     ) -> list[SessionInfo]:
-        """The tenant's sessions ordered by id; page with ``after`` (the last id seen)."""
+        """The tenant's sessions by id or newest update first; page with ``after``."""
         check_limit(limit)
-        found = [
-            s
-            for s in self._all()
-            if (after is None or s.session_id > after)
-            and (updated_since is None or s.updated_at >= updated_since)
-        ]
+        check_session_order(order)
+        found = [s for s in self._all() if updated_since is None or s.updated_at >= updated_since]
+        if order == "updated":
+            found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
+            if after is not None:
+                last = self._find(after)
+                if last is None:
+                    raise InvalidInput(f"cannot page after session {after!r}: it does not exist")
+                key = (last.updated_at, last.session_id)
+                found = [s for s in found if (s.updated_at, s.session_id) < key]
+        elif after is not None:
+            found = [s for s in found if s.session_id > after]
         return [s.info() for s in (found if limit is None else found[:limit])]
 
     async def session(self, session_id: str) -> SessionInfo:

@@ -6,10 +6,11 @@ argument, before anything is read or written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import get_args
 
 from store.errors import InvalidInput
-from store.models import PHASES
+from store.models import PHASES, SessionOrder
 from strategies.messages import Message
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "check_phase",
     "check_restore_target",
     "check_session_id",
+    "check_session_order",
     "check_tenant",
     "check_tokenizer",
     "checked_messages",
@@ -37,8 +39,15 @@ def check_session_id(session_id: object) -> None:
         raise InvalidInput("session_id must be a non-empty string without NUL characters")
 
 
-def checked_messages(messages: Iterable[object]) -> list[Message]:
-    """``messages`` as a list, refusing anything that is not a :class:`Message`."""
+def checked_messages(messages: object) -> list[Message]:
+    """``messages`` (one :class:`Message`, or an iterable of them) as a list, refusing
+    anything else."""
+    if isinstance(messages, Message):
+        return [messages]
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
+        raise InvalidInput(
+            f"expected a Message or an iterable of Message, got {type(messages).__name__}"
+        )
     batch: list[Message] = []
     for message in messages:
         if not isinstance(message, Message):
@@ -77,6 +86,12 @@ def check_page_size(page_size: int) -> None:
     """Refuse a page size below one."""
     if page_size < 1:
         raise InvalidInput("page_size must be >= 1")
+
+
+def check_session_order(order: object) -> None:
+    """Refuse a session order that is not ``"id"`` or ``"updated"``."""
+    if order not in get_args(SessionOrder):
+        raise InvalidInput(f"unknown order {order!r}: expected 'id' or 'updated'")
 
 
 def check_phase(phase: object) -> None:

@@ -1,8 +1,10 @@
 """Engines: URL resolution, driver mapping and the per-dialect connection setup.
 
 * The URL comes from the argument, else the ``CHATLEDGER_URL`` environment variable,
-  else ``sqlite:///./chatledger.db``. ``sqlite://`` URLs use aiosqlite and
-  ``postgresql://`` / ``postgres://`` URLs use asyncpg.
+  else ``sqlite:///./chatledger.db``; a plain path names a SQLite file. ``sqlite://``
+  URLs use aiosqlite and ``postgresql://`` / ``postgres://`` URLs use asyncpg (a
+  synchronous driver named in the URL is mapped to these; other databases and drivers
+  are refused with the URL to use).
 * SQLite: WAL journal, a busy timeout and foreign keys on every connection. The
   driver's own transaction handling is turned off and the store emits ``BEGIN``
   itself: ``BEGIN IMMEDIATE`` for write transactions (a deferred transaction that reads
@@ -18,20 +20,26 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
+from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql.sqlite_driver import OneHopAiosqliteDBAPI
 
 __all__ = [
     "DEFAULT_URL",
+    "SUPPORTED_SCHEMES",
     "URL_ENV",
     "WRITE_OPTION",
+    "check_sqlite_path",
     "create_engine",
+    "describe_url",
     "normalize_url",
     "resolve_url",
     "sqlite_file",
@@ -45,13 +53,15 @@ WRITE_OPTION = "chatledger_write"
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
-_DRIVERS = {
-    "sqlite": "sqlite+aiosqlite",
-    "postgresql": "postgresql+asyncpg",
-    "postgres": "postgresql+asyncpg",
-    "postgresql+psycopg": "postgresql+asyncpg",
-    "postgresql+psycopg2": "postgresql+asyncpg",
+_ASYNC_DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
+"""The driver chatledger uses for each database."""
+_SYNC_DRIVERS = {
+    "sqlite": ("pysqlite", "aiosqlite"),
+    "postgresql": ("psycopg", "psycopg2", "psycopg2cffi", "pg8000", "asyncpg", "psycopg_async"),
 }
+"""Drivers named in a URL that are mapped to the async one (the URL means the same
+database); any other driver is refused with the URL to use."""
+SUPPORTED_SCHEMES = ("sqlite:///PATH", "postgresql://USER@HOST/DB", "a file path")
 
 
 def resolve_url(url: str | URL | None) -> str | URL:
@@ -61,16 +71,72 @@ def resolve_url(url: str | URL | None) -> str | URL:
     return os.environ.get(URL_ENV) or DEFAULT_URL
 
 
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+"""What a plain path to a SQLite file ends with (a path given instead of a URL)."""
+
+
+def _looks_like_path(text: str) -> bool:
+    return (
+        text.lower().endswith(SQLITE_SUFFIXES)
+        or text.startswith(("/", ".", "~"))
+        or (os.sep in text or "/" in text)
+    )
+
+
+def _parse(text: str) -> URL:
+    if "://" not in text:
+        if _looks_like_path(text) and text.strip() == text and text:
+            return URL.create("sqlite", database=os.path.expanduser(text))
+        raise InvalidInput(
+            f"invalid database URL {text!r}: expected sqlite:///PATH, "
+            f"postgresql://USER@HOST/DB or a path to a SQLite file "
+            f"({', '.join(SQLITE_SUFFIXES)})"
+        )
+    if text.startswith("postgres://"):
+        text = "postgresql://" + text[len("postgres://") :]
+    try:
+        return make_url(text)
+    except ArgumentError as error:
+        raise InvalidInput(f"invalid database URL {text!r}: {error}") from None
+
+
 def normalize_url(url: str | URL | None) -> URL:
-    """Resolve ``url`` and map plain SQLite and PostgreSQL URLs to the async drivers."""
+    """Resolve ``url`` (a plain path is a SQLite file) and map it to the async driver.
+
+    Raises :class:`~store.errors.InvalidInput` for a URL that cannot be parsed, a scheme
+    other than SQLite and PostgreSQL, or a driver chatledger cannot map to its own.
+    """
     resolved = resolve_url(url)
-    if isinstance(resolved, str) and resolved.startswith("postgres://"):
-        resolved = "postgresql://" + resolved[len("postgres://") :]
-    parsed = make_url(resolved)
-    driver = _DRIVERS.get(parsed.drivername)
-    if driver is not None:
-        parsed = parsed.set(drivername=driver)
-    return parsed
+    if not isinstance(resolved, str | URL):
+        raise InvalidInput(f"expected a database URL, got {type(resolved).__name__}")
+    parsed = _parse(resolved) if isinstance(resolved, str) else resolved
+    backend, _, driver = parsed.drivername.partition("+")
+    if backend == "postgres":
+        backend = "postgresql"
+    if backend not in _ASYNC_DRIVERS:
+        raise InvalidInput(
+            f"unsupported database {backend!r} in "
+            f"{parsed.render_as_string(hide_password=True)!r}: chatledger supports "
+            + ", ".join(SUPPORTED_SCHEMES)
+        )
+    if driver and driver not in _SYNC_DRIVERS[backend]:
+        plain = parsed.set(drivername=backend).render_as_string(hide_password=True)
+        raise InvalidInput(
+            f"driver {driver!r} is not supported: chatledger uses "
+            f"{_ASYNC_DRIVERS[backend]}; use {plain!r}"
+        )
+    return parsed.set(drivername=f"{backend}+{_ASYNC_DRIVERS[backend]}")
+
+
+def describe_url(url: str | URL | None) -> str:
+    """Where ``url`` points, as people should see it: the SQLite file, or the URL with
+    its password hidden."""
+    parsed = normalize_url(url)
+    path = sqlite_file(parsed)
+    if path is not None:
+        return path
+    plain = parsed.set(drivername=parsed.get_backend_name())
+    return plain.render_as_string(hide_password=True)
 
 
 def create_engine(url: str | URL | None = None, *, schema: str | None = None) -> AsyncEngine:
@@ -98,6 +164,31 @@ def sqlite_file(url: str | URL | None) -> str | None:
     if not database or database == ":memory:" or database.startswith("file:"):
         return None
     return database
+
+
+def check_sqlite_path(path: str, *, create: bool) -> None:
+    """Refuse a SQLite path that cannot hold a database, naming the path and the fix.
+
+    A directory, a missing file when nothing may be created, or a missing or read-only
+    folder (SQLite in WAL mode writes ``<name>-wal`` and ``<name>-shm`` beside the
+    database, so its folder must be writable even to read).
+    """
+    file = Path(path)
+    folder = file.parent if str(file.parent) else Path(".")
+    if file.is_dir():
+        raise InvalidInput(f"{path} is a directory, not a SQLite database file")
+    if not file.exists():
+        if not create:
+            raise MigrationRequired(
+                f"no database at {path}: run `chatledger db upgrade --url {path}` to create it"
+            )
+        if not folder.is_dir():
+            raise StoreError(f"cannot create {path}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise StoreError(
+            f"the folder {folder} is read-only: SQLite (in WAL mode) writes "
+            f"{file.name}-wal and {file.name}-shm beside {path}; make the folder writable"
+        )
 
 
 def configure_sqlite(engine: AsyncEngine) -> None:

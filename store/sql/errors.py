@@ -45,6 +45,21 @@ def is_retryable(error: BaseException) -> bool:
     return any(marker in text for marker in _SQLITE_BUSY_MARKERS)
 
 
+def _described(error: sa_exc.SQLAlchemyError) -> str:
+    """What the driver said, without SQLAlchemy's wrapping (its class names, its links)."""
+    orig = getattr(error, "orig", None)
+    text = str(orig) if orig is not None else str(error)
+    return text.split("\n")[0].strip() or type(error).__name__
+
+
+def _missing_database(error: sa_exc.SQLAlchemyError) -> StoreError | None:
+    if _sqlstate(error) != "3D000":  # invalid_catalog_name: the database does not exist
+        return None
+    return StoreError(
+        f"{_described(error)}: create it (createdb), or give the URL of an existing database"
+    )
+
+
 @contextmanager
 def translate_errors() -> Iterator[None]:
     """Re-raise SQLAlchemy and driver errors as :class:`~store.errors.ChatledgerError`
@@ -56,8 +71,11 @@ def translate_errors() -> Iterator[None]:
         raise
     except sa_exc.SQLAlchemyError as error:
         if is_retryable(error):
-            raise ConcurrentWriteError(f"write conflict: {error}") from error
-        raise StoreError(f"database error: {error}") from error
+            raise ConcurrentWriteError(f"write conflict: {_described(error)}") from error
+        missing = _missing_database(error)
+        if missing is not None:
+            raise missing from error
+        raise StoreError(f"database error: {_described(error)}") from error
     except OSError as error:
         raise StoreError(f"database unreachable: {error}") from error
 

@@ -33,7 +33,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
 from store.contract import PAGE_SIZE
-from store.models import SessionInfo, StoredMessage
+from store.errors import InvalidInput
+from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.errors import translate_errors
@@ -153,14 +154,34 @@ async def read_sessions(
     limit: int | None = None,
     after: str | None = None,
     updated_since: datetime | None = None,
+    order: SessionOrder = "id",
 ) -> list[SessionInfo]:
-    """Sessions of ``tenant`` ordered by id, after the ``after`` id."""
-    query = select(SESSIONS).where(SESSIONS.c.tenant == tenant)
-    if after is not None:
-        query = query.where(SESSIONS.c.session_id > after)
+    """Sessions of ``tenant`` after the ``after`` id, by id or newest update first.
+
+    Both are keyset pages on an index (``(tenant, session_id)``, the primary key, or
+    ``(tenant, updated_at, session_id)``), so a page costs O(page).
+    """
+    s = SESSIONS.c
+    query = select(SESSIONS).where(s.tenant == tenant)
     if updated_since is not None:
-        query = query.where(SESSIONS.c.updated_at >= updated_since)
-    query = query.order_by(SESSIONS.c.session_id)
+        query = query.where(s.updated_at >= updated_since)
+    if order == "id":
+        if after is not None:
+            query = query.where(s.session_id > after)
+        query = query.order_by(s.session_id)
+    else:
+        if after is not None:
+            last = (
+                await conn.execute(
+                    select(s.updated_at).where(s.tenant == tenant, s.session_id == after)
+                )
+            ).scalar_one_or_none()
+            if last is None:
+                raise InvalidInput(f"cannot page after session {after!r}: it does not exist")
+            query = query.where(
+                (s.updated_at < last) | ((s.updated_at == last) & (s.session_id < after))
+            )
+        query = query.order_by(s.updated_at.desc(), s.session_id.desc())
     if limit is not None:
         query = query.limit(limit)
     rows = (await conn.execute(query)).mappings().all()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import sqlite3
 from importlib import resources
 from pathlib import Path
 
@@ -25,22 +26,26 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.errors import MigrationRequired
+from store.errors import MigrationRequired, StoreError
 from store.sql import dialect
-from store.sql.engine import create_engine, write_connection
+from store.sql.engine import check_sqlite_path, create_engine, describe_url, write_connection
 from store.sql.errors import translate_errors
 
 __all__ = [
     "VERSION_TABLE",
     "alembic_config",
+    "check_revisions",
+    "check_sqlite_file",
     "create_schema",
     "current_revisions",
     "downgrade",
     "ensure_schema",
     "head_revisions",
+    "known_revisions",
     "migrate",
     "migrate_sync",
     "script_location",
+    "sqlite_revisions",
 ]
 
 VERSION_TABLE = "chatledger_alembic_version"
@@ -77,6 +82,13 @@ def alembic_config(url: str | URL | None = None) -> Config:
 def head_revisions() -> tuple[str, ...]:
     """The newest revision(s) this library ships."""
     return tuple(ScriptDirectory.from_config(alembic_config()).get_heads())
+
+
+@functools.cache
+def known_revisions() -> frozenset[str]:
+    """Every revision this library ships."""
+    scripts = ScriptDirectory.from_config(alembic_config())
+    return frozenset(script.revision for script in scripts.walk_revisions())
 
 
 def _current(connection: Connection) -> tuple[str, ...]:
@@ -158,17 +170,38 @@ async def create_schema(engine: AsyncEngine, schema: str | None) -> None:
             await conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
 
 
-async def ensure_schema(
-    engine: AsyncEngine, *, upgrade: bool = False, schema: str | None = None
-) -> None:
-    """Make sure the schema is current: create it when absent, upgrade it if asked.
+def check_revisions(current: tuple[str, ...], where: str, *, create: bool) -> bool:
+    """Whether a database at ``current`` needs migrating; refuse what this library cannot
+    use: no schema when nothing may be created, or a revision it does not know (a newer
+    chatledger made the database)."""
+    unknown = [r for r in current if r not in known_revisions()]
+    if unknown:
+        raise MigrationRequired(
+            f"the database at {where} was created by a newer chatledger (revision "
+            f"{', '.join(unknown)}); upgrade the package (pip install -U chatledger)"
+        )
+    if not current and not create:
+        raise MigrationRequired(
+            f"no chatledger schema in {where}: run `chatledger db upgrade` to create it"
+        )
+    return set(current) != set(head_revisions())
 
-    Raises :class:`MigrationRequired` when the schema is behind (or unknown) and
-    ``upgrade`` is false.
+
+async def ensure_schema(
+    engine: AsyncEngine,
+    *,
+    upgrade: bool = False,
+    create: bool = True,
+    schema: str | None = None,
+) -> None:
+    """Make sure the schema is current: create it when absent (unless ``create`` is
+    false), upgrade it if asked.
+
+    Raises :class:`MigrationRequired` when the schema is absent and ``create`` is false,
+    behind and ``upgrade`` is false, or at a revision this library does not know.
     """
-    heads = head_revisions()
     current = await current_revisions(engine)
-    if set(current) == set(heads):
+    if not check_revisions(current, describe_url(engine.url), create=create):
         return
     if not current or upgrade:
         await create_schema(engine, schema)
@@ -176,5 +209,34 @@ async def ensure_schema(
         return
     raise MigrationRequired(
         f"the database schema is at revision {', '.join(current)}, "
-        f"this version of chatledger needs {', '.join(heads)}: {UPGRADE_HINT}"
+        f"this version of chatledger needs {', '.join(head_revisions())}: {UPGRADE_HINT}"
     )
+
+
+def check_sqlite_file(path: str, *, create: bool) -> None:
+    """Refuse a SQLite file a store cannot open (see
+    :func:`~store.sql.engine.check_sqlite_path`), one that is not a database, or one at
+    a revision this library cannot use, before anything is written to it."""
+    check_sqlite_path(path, create=create)
+    if Path(path).exists():
+        check_revisions(sqlite_revisions(path), path, create=create)
+
+
+def sqlite_revisions(path: str) -> tuple[str, ...]:
+    """The chatledger revisions recorded in the SQLite file at ``path`` (empty when it
+    has no chatledger schema), read without writing anything to it."""
+    uri = Path(path).resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            found = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+            ).fetchone()
+            if found is None:
+                return ()
+            rows = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
+            return tuple(str(row[0]) for row in rows)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        raise StoreError(f"{path} is not a SQLite database ({error})") from None

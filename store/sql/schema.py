@@ -164,7 +164,10 @@ class SessionRow(Base):
     """One session: identity, annotation state, revision and aggregates."""
 
     __tablename__ = "chatledger_sessions"
-    __table_args__ = (Index("chatledger_sessions_updated_idx", "tenant", "updated_at"),)
+    __table_args__ = (
+        Index("chatledger_sessions_updated_idx", "tenant", "updated_at"),
+        Index("chatledger_sessions_recent_idx", "tenant", "updated_at", "session_id"),
+    )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
     session_id: Mapped[str] = mapped_column(KEY, primary_key=True)

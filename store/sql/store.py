@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, Self, TypeVar, overload
 
 from pydantic import JsonValue
 from sqlalchemy import delete, update
@@ -45,7 +45,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
-from store.errors import ConcurrentWriteError, SessionNotFound
+from store.errors import ConcurrentWriteError, InvalidInput, SessionNotFound
 from store.models import (
     CompactionEvent,
     ExcludedGroup,
@@ -53,6 +53,7 @@ from store.models import (
     Phase,
     Provenance,
     SessionInfo,
+    SessionOrder,
     Stats,
     StoredMessage,
     WhyResult,
@@ -63,6 +64,7 @@ from store.rules.checks import (
     check_phase,
     check_restore_target,
     check_session_id,
+    check_session_order,
     check_tenant,
     check_tokenizer,
     checked_messages,
@@ -78,11 +80,16 @@ from store.sql.append.writer import Appended, append_messages, stored_hashes
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
-from store.sql.engine import create_engine, write_connection
+from store.sql.engine import (
+    create_engine,
+    normalize_url,
+    sqlite_file,
+    write_connection,
+)
 from store.sql.errors import is_retryable, translate_errors, translated
 from store.sql.history import read_history, read_sessions, stream_history
 from store.sql.mapping import session_from_row
-from store.sql.migrations import ensure_schema
+from store.sql.migrations import check_sqlite_file, ensure_schema
 from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, session_key
 from store.sql.projection.pending import with_pending
 from store.sql.projection.views import SqlSource, read_view
@@ -113,12 +120,35 @@ MAX_ATTEMPTS = 12
 _CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, MESSAGES, GROUPS)
 
 
+_OPENER_HINT = (
+    "HistoryStore.open() is asynchronous: write `store = await HistoryStore.open(...)` "
+    "or `async with HistoryStore.open(...) as store:`"
+)
+
+
+class _NotOpened(InvalidInput, AttributeError):
+    """A store attribute asked of the opener (``hasattr`` still answers False)."""
+
+
 class StoreOpener:
-    """What :meth:`HistoryStore.open` returns: await it, or use it with ``async with``."""
+    """What :meth:`HistoryStore.open` returns: await it, or use it with ``async with``.
+
+    Anything else (a plain ``with``, a forgotten ``await``) raises
+    :class:`~store.errors.InvalidInput` naming the fix.
+    """
 
     def __init__(self, factory: Callable[[], Awaitable[HistoryStore]]) -> None:
         self._factory = factory
         self._store: HistoryStore | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        raise _NotOpened(f"{_OPENER_HINT} (got the opener, not a store, asking for {name!r})")
+
+    def __enter__(self) -> NoReturn:
+        raise InvalidInput(f"{_OPENER_HINT}, not a plain `with`")
+
+    def __exit__(self, *exc: object) -> None:
+        """Never reached (:meth:`__enter__` refuses)."""
 
     def __await__(self) -> Generator[Any, None, HistoryStore]:
         return self._factory().__await__()
@@ -161,6 +191,11 @@ class HistoryStore:
         so writes from other processes are always seen (see
         :mod:`store.sql.projection.cache`).
         """
+        if not isinstance(engine, AsyncEngine):
+            raise InvalidInput(
+                f"HistoryStore() takes an SQLAlchemy AsyncEngine, got {type(engine).__name__}: "
+                "to open a database URL, use `await HistoryStore.open(url)`"
+            )
         check_tenant(tenant)
         self._engine = engine
         self._tenant = tenant
@@ -184,20 +219,30 @@ class HistoryStore:
         tokenizer: Tokenizer | None = None,
         policy: TokenCountPolicy = DEFAULT_POLICY,
         upgrade: bool = False,
+        create: bool = True,
         schema: str | None = None,
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> StoreOpener:
-        """Open a store on ``url`` (else ``$CHATLEDGER_URL``, else ``./chatledger.db``).
+        """Open a store on ``url`` (else ``$CHATLEDGER_URL``, else ``./chatledger.db``; a
+        plain path names a SQLite file).
 
-        An empty database gets the schema; a database whose schema is behind raises
-        :class:`~store.errors.MigrationRequired` unless ``upgrade`` is true.
-        ``cache_messages`` bounds the store's cache of active views (0 turns it off).
+        An empty database gets the schema, unless ``create`` is false: then a database
+        without chatledger's schema (or a SQLite file that does not exist) raises
+        :class:`~store.errors.MigrationRequired` and nothing is written to it. A
+        database whose schema is behind raises ``MigrationRequired`` unless ``upgrade``
+        is true. ``cache_messages`` bounds the store's cache of active views (0 turns it
+        off).
         """
 
         async def factory() -> HistoryStore:
-            engine = create_engine(url, schema=schema)
+            with translate_errors():
+                target = normalize_url(url)
+                path = sqlite_file(target)
+                if path is not None:  # read before SQLite's set-up writes to the file
+                    await asyncio.to_thread(check_sqlite_file, path, create=create)
+                engine = create_engine(target, schema=schema)
             try:
-                await ensure_schema(engine, upgrade=upgrade, schema=schema)
+                await ensure_schema(engine, upgrade=upgrade, create=create, schema=schema)
             except BaseException:
                 await engine.dispose()
                 raise
@@ -221,12 +266,14 @@ class HistoryStore:
         tokenizer: Tokenizer | None = None,
         policy: TokenCountPolicy = DEFAULT_POLICY,
         upgrade: bool = False,
+        create: bool = True,
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
     ) -> StoreOpener:
-        """Open a store on an engine the application owns (never disposed by the store)."""
+        """Open a store on an engine the application owns (never disposed by the store);
+        ``upgrade`` and ``create`` as for :meth:`open`."""
 
         async def factory() -> HistoryStore:
-            await ensure_schema(engine, upgrade=upgrade)
+            await ensure_schema(engine, upgrade=upgrade, create=create)
             return cls(
                 engine,
                 tenant=tenant,
@@ -337,13 +384,13 @@ class HistoryStore:
     async def append(
         self,
         session_id: str,
-        messages: Iterable[Message],
+        messages: Message | Iterable[Message],
         *,
         provenance: Provenance | None = None,
     ) -> list[str]:
         """Append ``messages`` to the session in one transaction (see the contract)."""
         check_session_id(session_id)
-        batch = list(messages)
+        batch = checked_messages(messages)
         for message in batch:
             check_message(message)
         if not batch:
@@ -420,12 +467,19 @@ class HistoryStore:
         limit: int | None = None,
         after: str | None = None,
         updated_since: datetime | None = None,
+        order: SessionOrder = "id",
     ) -> list[SessionInfo]:
-        """The tenant's sessions ordered by id; page with ``after`` (the last id seen)."""
+        """The tenant's sessions by id or newest update first; page with ``after``."""
         check_limit(limit)
+        check_session_order(order)
         async with self._engine.connect() as conn:
             return await read_sessions(
-                conn, self._tenant, limit=limit, after=after, updated_since=updated_since
+                conn,
+                self._tenant,
+                limit=limit,
+                after=after,
+                updated_since=updated_since,
+                order=order,
             )
 
     @translated

@@ -30,7 +30,7 @@ def test_unknown_session(seeded: str) -> None:
         (("bogus",), "no such command", 2),
         (("audit", "--phase", "sometimes"), "--phase", 2),
         (("audit", "--since", "last tuesday"), "--since", 1),
-        (("sessions", "--url", "nosuchdialect://x"), "invalid database url", 1),
+        (("sessions", "--url", "nosuchdialect://x"), "unsupported database", 1),
         (("demo", "--window", "2048", "--output-tokens", "1500"), "--output-tokens", 2),
     ],
 )

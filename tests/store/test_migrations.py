@@ -88,16 +88,43 @@ async def test_open_creates_schema_concurrently(empty_db_url: str) -> None:
 
 
 async def test_schema_behind_requires_upgrade(empty_db_url: str) -> None:
+    await migrate(empty_db_url, revision="0001")
+    with pytest.raises(MigrationRequired, match=r"at revision 0001.*chatledger db upgrade"):
+        async with HistoryStore.open(empty_db_url):
+            pass
+    async with HistoryStore.open(empty_db_url, upgrade=True) as store:
+        assert await current_revisions(store.engine) == head_revisions()
+
+
+async def test_a_database_of_a_newer_chatledger_says_to_upgrade_the_package(
+    empty_db_url: str,
+) -> None:
     await migrate(empty_db_url)
     engine = create_engine(empty_db_url)
     try:
         async with engine.begin() as conn:
-            await conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = 'older'"))
+            await conn.execute(text(f"UPDATE {VERSION_TABLE} SET version_num = '9999'"))
     finally:
         await engine.dispose()
+    for create in (True, False):
+        with pytest.raises(MigrationRequired, match=r"newer chatledger \(revision 9999\)"):
+            async with HistoryStore.open(empty_db_url, create=create, upgrade=True):
+                pass
+
+
+async def test_a_database_without_the_schema_is_refused_when_nothing_may_be_created(
+    empty_db_url: str,
+) -> None:
     with pytest.raises(MigrationRequired, match="chatledger db upgrade"):
-        async with HistoryStore.open(empty_db_url):
+        async with HistoryStore.open(empty_db_url, create=False):
             pass
+    engine = create_engine(empty_db_url)
+    try:
+        assert await current_revisions(engine) == ()
+        async with engine.connect() as conn:
+            assert not [t for t in await conn.run_sync(_tables) if t.startswith("chatledger_")]
+    finally:
+        await engine.dispose()
 
 
 def test_config_is_built_in_code(tmp_path: Path) -> None:
