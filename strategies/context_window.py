@@ -1,7 +1,8 @@
 """Context window: fit the history to a model's window, in two phases.
 
 Same name, keywords and defaults as Agent Framework's
-``ContextWindowCompactionStrategy``, plus ``reserved_tokens`` and ``start_at_user``.
+``ContextWindowCompactionStrategy``, plus ``reserved_tokens``, ``start_at_user``,
+``min_saving_tokens`` and ``eviction_headroom``.
 The input budget is the window minus the output tokens minus ``reserved_tokens``
 (instructions and tool schemas the framework adds after compaction). Above
 ``tool_eviction_threshold`` of the budget, older tool-call groups are collapsed into
@@ -19,6 +20,17 @@ Unlike the reference, truncation never drops system groups, the newest user requ
 pinned groups or the in-flight tail; with ``start_at_user=True`` the non-system part of
 the projection starts at a user message (non-system groups before the first remaining
 user group are excluded; Anthropic's API requires it).
+
+Two options, off by default (the reference's behaviour), spare the audit and the store
+small compactions. ``eviction_headroom`` (a fraction of the input budget): once tool
+eviction fires and has collapsed the older groups, it goes on collapsing the newest
+``keep_last_tool_call_groups`` too, oldest first (never the in-flight tail nor a pinned
+group, and only where a summary saves tokens), until the context is at most
+``tool_eviction_threshold - eviction_headroom`` of the budget, so that it does not fire
+again on the next turn. ``min_saving_tokens``: a change set that saves fewer tokens than
+this is not applied (the eviction and truncation parts are dropped), unless the context
+is above the input budget, where every token counts; the ``start_at_user`` exclusions,
+a rule of the provider's API rather than a saving, are always applied.
 """
 
 from __future__ import annotations
@@ -29,7 +41,7 @@ from typing import Any
 
 from strategies._selection import changeset, combine, protected_ids, trigger_params
 from strategies.base import check_tokenizer
-from strategies.changeset import ChangeSet
+from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.tokenizers import Tokenizer
 from strategies.tool_result import ToolResultCompactionStrategy
 from strategies.triggers import Trigger
@@ -63,10 +75,12 @@ class ContextWindowCompactionStrategy:
         preserve_first_user_group: bool = False,
         reserved_tokens: int = 0,
         start_at_user: bool = False,
+        min_saving_tokens: int = 0,
+        eviction_headroom: float = 0.0,
         trigger: Trigger | None = None,
         target: Trigger | None = None,
     ) -> None:
-        """Validate the window, thresholds and reserve, and derive the budgets."""
+        """Validate the window, thresholds, reserve and options, and derive the budgets."""
         if max_context_window_tokens <= 0:
             raise ValueError("max_context_window_tokens must be positive")
         if not 0 <= max_output_tokens < max_context_window_tokens:
@@ -79,6 +93,13 @@ class ContextWindowCompactionStrategy:
         _check_fraction("truncation_threshold", truncation_threshold)
         if truncation_threshold < tool_eviction_threshold:
             raise ValueError("truncation_threshold must be >= tool_eviction_threshold")
+        if min_saving_tokens < 0:
+            raise ValueError(f"min_saving_tokens must be at least 0, got {min_saving_tokens}")
+        if not 0.0 <= eviction_headroom <= tool_eviction_threshold:
+            raise ValueError(
+                f"eviction_headroom must be in [0.0, tool_eviction_threshold "
+                f"({tool_eviction_threshold})], got {eviction_headroom}"
+            )
         self.max_context_window_tokens = max_context_window_tokens
         self.max_output_tokens = max_output_tokens
         self.tokenizer = tokenizer
@@ -88,15 +109,22 @@ class ContextWindowCompactionStrategy:
         self.preserve_first_user_group = preserve_first_user_group
         self.reserved_tokens = reserved_tokens
         self.start_at_user = start_at_user
+        self.min_saving_tokens = min_saving_tokens
+        self.eviction_headroom = eviction_headroom
         self.trigger = trigger
         self.target = target
         self.input_budget_tokens = max_context_window_tokens - max_output_tokens - reserved_tokens
         """Tokens the projection may use."""
         self.tool_eviction_tokens = int(self.input_budget_tokens * tool_eviction_threshold)
         self.truncation_tokens = int(self.input_budget_tokens * truncation_threshold)
+        self.eviction_target_tokens = self.tool_eviction_tokens - int(
+            self.input_budget_tokens * eviction_headroom
+        )
+        """Where tool eviction stops once it fires (the eviction threshold without headroom)."""
         self._eviction = ToolResultCompactionStrategy(
             keep_last_tool_call_groups=keep_last_tool_call_groups
         )
+        self._eviction_of_all = ToolResultCompactionStrategy(keep_last_tool_call_groups=0)
 
     def params(self) -> dict[str, Any]:
         """The parameters, as JSON."""
@@ -110,6 +138,8 @@ class ContextWindowCompactionStrategy:
             "preserve_first_user_group": self.preserve_first_user_group,
             "reserved_tokens": self.reserved_tokens,
             "start_at_user": self.start_at_user,
+            "min_saving_tokens": self.min_saving_tokens,
+            "eviction_headroom": self.eviction_headroom,
             **trigger_params(self.trigger, self.target),
         }
 
@@ -128,14 +158,10 @@ class ContextWindowCompactionStrategy:
         params = self.params()
         if self.trigger is not None and not self.trigger(view):
             return ChangeSet(strategy=self.name, params=params)
-        parts: list[ChangeSet] = []
-        current = view
-        if current.token_count > self.tool_eviction_tokens:
-            parts.append(_saving_only(current, await self._eviction.plan(current)))
-            current = current.apply(parts[-1])
-        if current.token_count > self.truncation_tokens:
-            parts.append(await self._truncation(current).plan(current))
-            current = current.apply(parts[-1])
+        parts = await self._compaction(view)
+        current = _after(view, parts)
+        if self._too_small(view, current):
+            parts, current = [], view
         if self.start_at_user:
             parts.append(changeset(self.name, params, _before_first_user(current), "start_at_user"))
             current = current.apply(parts[-1])
@@ -148,14 +174,60 @@ class ContextWindowCompactionStrategy:
             )
         return combine(parts, strategy=self.name, params=params)
 
+    def _too_small(self, view: View, after: View) -> bool:
+        """Whether going from ``view`` to ``after`` saves less than ``min_saving_tokens``
+        while ``view`` fits the input budget."""
+        saved = view.token_count - after.token_count
+        return (
+            self.min_saving_tokens > 0
+            and saved < self.min_saving_tokens
+            and view.token_count <= self.input_budget_tokens
+        )
+
+    async def _compaction(self, view: View) -> list[ChangeSet]:
+        """The tool eviction (with its headroom) and the truncation, in order."""
+        parts: list[ChangeSet] = []
+        current = view
+        if current.token_count > self.tool_eviction_tokens:
+            parts.append(_saving_only(current, await self._eviction.plan(current)))
+            current = current.apply(parts[-1])
+            if self.eviction_headroom > 0 and current.token_count > self.eviction_target_tokens:
+                parts.append(await self._headroom(current))
+                current = current.apply(parts[-1])
+        if current.token_count > self.truncation_tokens:
+            parts.append(await self._truncation(current).plan(current))
+        return parts
+
+    async def _headroom(self, view: View) -> ChangeSet:
+        """Collapse the tool-call groups eviction kept, oldest first, while the context is
+        above :attr:`eviction_target_tokens`: only groups of earlier turns (before the
+        newest user group), and only summaries that save tokens."""
+        changes = _saving_only(view, await self._eviction_of_all.plan(view))
+        earlier = {g.group_id for g in view.groups[: view.last_user_index() or 0]}
+        excess = view.token_count - self.eviction_target_tokens
+        kept: list[SummaryInsert] = []
+        for summary in changes.summaries:
+            if excess <= 0 or not earlier.issuperset(summary.replaces):
+                break
+            kept.append(summary)
+            excess -= _saving(view, summary)
+        return replace(changes, summaries=tuple(kept))
+
+
+def _after(view: View, parts: list[ChangeSet]) -> View:
+    for part in parts:
+        view = view.apply(part)
+    return view
+
+
+def _saving(view: View, summary: SummaryInsert) -> int:
+    """Tokens ``summary`` saves on ``view`` (positive for the summaries kept)."""
+    return sum(view.group(g).token_count for g in summary.replaces) - view.count(summary.message)
+
 
 def _saving_only(view: View, changes: ChangeSet) -> ChangeSet:
     """``changes`` without the summaries that count no fewer tokens than what they replace."""
-    kept = tuple(
-        s
-        for s in changes.summaries
-        if view.count(s.message) < sum(view.group(g).token_count for g in s.replaces)
-    )
+    kept = tuple(s for s in changes.summaries if _saving(view, s) > 0)
     return changes if len(kept) == len(changes.summaries) else replace(changes, summaries=kept)
 
 
