@@ -26,6 +26,13 @@ from strategies.pipeline import PipelineStrategy
 from strategies.reduction import ToolResultReductionStrategy
 from strategies.selective import SelectiveToolCallCompactionStrategy
 from strategies.sliding_window import SlidingWindowStrategy
+from strategies.specs import (
+    InvalidStrategySpec,
+    format_strategy,
+    parse_strategy,
+    spec_name,
+    strategy_from_params,
+)
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import (
     AgentFrameworkSummarizer,
@@ -88,6 +95,7 @@ __all__ = [
     "GroupView",
     "GroupsExceed",
     "HasToolCalls",
+    "InvalidStrategySpec",
     "Message",
     "MessageSource",
     "MessagesExceed",
@@ -123,4 +131,8 @@ __all__ = [
     "annotate",
     "apply_compaction",
     "count_message_tokens",
+    "format_strategy",
+    "parse_strategy",
+    "spec_name",
+    "strategy_from_params",
 ]
