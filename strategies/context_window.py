@@ -24,10 +24,11 @@ user group are excluded; Anthropic's API requires it).
 Two options, off by default (the reference's behaviour), spare the audit and the store
 small compactions. ``eviction_headroom`` (a fraction of the input budget): once tool
 eviction fires and has collapsed the older groups, it goes on collapsing the newest
-``keep_last_tool_call_groups`` too, oldest first (never the in-flight tail nor a pinned
-group, and only where a summary saves tokens), until the context is at most
+``keep_last_tool_call_groups`` too, oldest first, until the context is at most
 ``tool_eviction_threshold - eviction_headroom`` of the budget, so that it does not fire
-again on the next turn. ``min_saving_tokens``: a change set that saves fewer tokens than
+again on the next turn; only groups of earlier turns (before the newest user group, so
+never the current turn's, the in-flight tail included), never a pinned group, and only
+where a summary saves tokens. ``min_saving_tokens``: a change set that saves fewer tokens than
 this is not applied (the eviction and truncation parts are dropped), unless the context
 is above the input budget, where every token counts; the ``start_at_user`` exclusions,
 a rule of the provider's API rather than a saving, are always applied.
