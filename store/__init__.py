@@ -15,7 +15,7 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from store.contract import DemoBackend, HistoryBackend, ProviderBackend
+    from store.contract import DemoBackend, HistoryBackend, MetadataBackend, ProviderBackend
     from store.errors import (
         ChatledgerError,
         ConcurrentWriteError,
@@ -42,7 +42,7 @@ if _typing.TYPE_CHECKING:
     from store.sql.store import HistoryStore
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    "store.contract": ("DemoBackend", "HistoryBackend", "ProviderBackend"),
+    "store.contract": ("DemoBackend", "HistoryBackend", "MetadataBackend", "ProviderBackend"),
     "store.errors": (
         "ChatledgerError",
         "ConcurrentWriteError",
@@ -97,6 +97,7 @@ __all__ = [
     "ImportResult",
     "InMemoryHistoryStore",
     "InvalidInput",
+    "MetadataBackend",
     "MigrationRequired",
     "Provenance",
     "ProviderBackend",

@@ -2,11 +2,13 @@
 
 :class:`HistoryBackend` is what :class:`store.HistoryStore` (SQL) and
 :class:`store.InMemoryHistoryStore` implement, and what a third-party backend
-implements to plug into the provider, the integrations, the demo and the CLI. Two parts
-of it stand alone, for consumers that need only those:
+implements to plug into the provider, the integrations, the demo and the CLI. Parts of
+it stand alone, for consumers that need only those:
 
 * :class:`ProviderBackend`: the four methods the two-phase provider calls
   (:class:`store.provider.TwoPhaseProvider`);
+* :class:`MetadataBackend`: a session's metadata, where the provider records the spec
+  of its before-call strategy when the backend has it;
 * :class:`DemoBackend`: what the demo reads besides (its tokenizer, the session's
   aggregates, its stored history and audit).
 
@@ -52,6 +54,7 @@ __all__ = [
     "PAGE_SIZE",
     "DemoBackend",
     "HistoryBackend",
+    "MetadataBackend",
     "ProviderBackend",
 ]
 
@@ -98,6 +101,20 @@ class ProviderBackend(Protocol):
         before: int | None = ...,
     ) -> list[StoredMessage]:
         """See :meth:`HistoryBackend.history`."""
+        ...
+
+
+@runtime_checkable
+class MetadataBackend(Protocol):
+    """A session's metadata, read and replaced (see :class:`HistoryBackend`); the
+    provider records its before-call strategy there when the backend has it."""
+
+    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
+        """See :meth:`HistoryBackend.get_metadata`."""
+        ...
+
+    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
+        """See :meth:`HistoryBackend.set_metadata`."""
         ...
 
 
@@ -275,10 +292,11 @@ class HistoryBackend(Protocol):
         self,
         session_id: str,
         *,
-        strategy: CompactionStrategy | None = None,
+        strategy: CompactionStrategy | str | None = None,
         pending: Sequence[Message] = (),
     ) -> list[Message]:
-        """The messages to send: the active groups plus ``pending``, through ``strategy``.
+        """The messages to send: the active groups plus ``pending``, through ``strategy``
+        (a strategy or a spec, as for :meth:`compact`).
 
         ``pending`` are the in-flight messages of the run, not stored yet: annotated after
         the stored ones (a pending result joins its stored call), their token counts kept
@@ -293,7 +311,7 @@ class HistoryBackend(Protocol):
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = ...,
         dry_run: Literal[False] = ...,
@@ -303,7 +321,7 @@ class HistoryBackend(Protocol):
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = ...,
         dry_run: Literal[True],
@@ -312,12 +330,14 @@ class HistoryBackend(Protocol):
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = "manual",
         dry_run: bool = False,
     ) -> CompactionEvent | ChangeSet | None:
-        """Plan ``strategy`` on a snapshot of the active view and apply it if still valid.
+        """Plan ``strategy`` (a strategy, or a spec such as ``"truncation:max_n=20,
+        compact_to=10"``, see :func:`strategies.parse_strategy`) on a snapshot of the
+        active view and apply it if still valid.
 
         The plan is made outside any write transaction; it applies only if the groups it
         touches are unchanged since the snapshot, else it is planned again once, and on a

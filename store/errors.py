@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from strategies.base import TokenizerMismatch
+from strategies.specs import InvalidStrategySpec
 
 __all__ = [
     "ChatledgerError",
@@ -78,8 +79,9 @@ class StoreError(ChatledgerError):
 @contextmanager
 def strategy_errors() -> Iterator[None]:
     """Re-raise a strategy's :class:`~strategies.base.TokenizerMismatch` (its tokenizer is
-    not the one the store counted with) as :class:`InvalidInput`."""
+    not the one the store counted with) and a bad strategy spec
+    (:class:`~strategies.specs.InvalidStrategySpec`) as :class:`InvalidInput`."""
     try:
         yield
-    except TokenizerMismatch as error:
+    except (TokenizerMismatch, InvalidStrategySpec) as error:
         raise InvalidInput(str(error)) from error

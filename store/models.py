@@ -55,7 +55,7 @@ class CompactionEvent(BaseModel):
     model_config = _FROZEN
 
     id: str
-    """The event's id, unique in the store."""
+    """The event's id (``evt_`` and 16 hex digits), unique in its session."""
     session_id: str
     tenant: str
     phase: Phase
@@ -81,6 +81,9 @@ class CompactionEvent(BaseModel):
     """Groups whose messages the event reduced."""
     restored: tuple[str, ...] = ()
     """Groups the event re-included, or whose reductions it dropped (``restore`` only)."""
+    reasons: dict[str, str] = Field(default_factory=dict)
+    """The exclusion reason of each group the event excluded, summarized ones included
+    (``summarized``); empty for events recorded before reasons were kept."""
 
     @property
     def tokens_saved(self) -> int:

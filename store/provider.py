@@ -35,15 +35,19 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from store.contract import ProviderBackend
+from store.contract import MetadataBackend, ProviderBackend
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, StoredMessage
+from store.rules.checks import resolve_strategy
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
+from strategies.specs import format_strategy
 from strategies.tokenizers import Tokenizer
 
 __all__ = [
+    "BEFORE_STRATEGY_KEY",
+    "WINDOW_MIN_SAVING",
     "SaveResult",
     "TwoPhaseProvider",
     "message_identity",
@@ -127,6 +131,16 @@ _AFTER_LAST_SEQ = 2**63 - 1
 """A ``before`` bound above every ``seq`` (the column is a signed 64-bit integer)."""
 
 
+WINDOW_MIN_SAVING = 0.02
+"""The window strategy's ``min_saving_tokens``, as a fraction of the input budget: a
+change set that saves less is not worth its write and its audit row (over the budget,
+the strategy applies it anyway)."""
+
+BEFORE_STRATEGY_KEY = "chatledger.before_strategy"
+"""The session metadata key under which the provider records the spec of its before-call
+strategy (``chatledger show --context`` projects with it)."""
+
+
 def _window_strategy(
     max_context_window_tokens: int | None,
     max_output_tokens: int | None,
@@ -141,11 +155,13 @@ def _window_strategy(
         raise ValueError("give both max_context_window_tokens and max_output_tokens, or neither")
     from strategies.context_window import ContextWindowCompactionStrategy
 
+    budget = max_context_window_tokens - max_output_tokens - reserved_tokens
     return ContextWindowCompactionStrategy(
         max_context_window_tokens=max_context_window_tokens,
         max_output_tokens=max_output_tokens,
         reserved_tokens=reserved_tokens,
         tokenizer=tokenizer,
+        min_saving_tokens=max(0, round(budget * WINDOW_MIN_SAVING)),
     )
 
 
@@ -157,20 +173,33 @@ class TwoPhaseProvider:
         self,
         backend: ProviderBackend,
         *,
-        before_strategy: CompactionStrategy | None = None,
-        after_strategy: CompactionStrategy | None = None,
+        before_strategy: CompactionStrategy | str | None = None,
+        after_strategy: CompactionStrategy | str | None = None,
         max_context_window_tokens: int | None = None,
         max_output_tokens: int | None = None,
         reserved_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        """Use ``backend``; the window arguments give the default strategy of both phases."""
+        """Use ``backend``; the window arguments give the default strategy of both phases.
+
+        A strategy may be given as a spec (``"sliding-window:keep_last_groups=8"``, see
+        :func:`strategies.parse_strategy`).
+        """
         window = _window_strategy(
             max_context_window_tokens, max_output_tokens, reserved_tokens, tokenizer
         )
         self.backend = backend
-        self.before_strategy: CompactionStrategy | None = before_strategy or window
-        self.after_strategy: CompactionStrategy | None = after_strategy or window
+        self.before_strategy: CompactionStrategy | None = (
+            resolve_strategy(before_strategy) if before_strategy is not None else window
+        )
+        self.after_strategy: CompactionStrategy | None = (
+            resolve_strategy(after_strategy) if after_strategy is not None else window
+        )
+        self._before_spec = (
+            format_strategy(self.before_strategy) if self.before_strategy is not None else None
+        )
+        self._recorded: set[str] = set()
+        """Sessions whose metadata holds this provider's before-call spec already."""
 
     async def load(self, session_id: str, pending: Sequence[Message] = ()) -> list[Message]:
         """The messages to send: stored active context plus ``pending``, through *before*."""
@@ -221,6 +250,8 @@ class TwoPhaseProvider:
             tail = await self.stored_tail(session_id, len(messages))
         fresh = new_messages(tail, messages)
         appended = await self.backend.append(session_id, fresh) if fresh else []
+        if appended:
+            await self._record_before_spec(session_id)
         event = None
         if end_of_turn and self.after_strategy is not None:
             event = await self.backend.compact(session_id, self.after_strategy, phase="after_run")
@@ -229,3 +260,17 @@ class TwoPhaseProvider:
             replayed=len(messages) - len(fresh),
             compaction=event,
         )
+
+    async def _record_before_spec(self, session_id: str) -> None:
+        """Record the before-call strategy's spec in the session's metadata, once per
+        session and provider (a backend without metadata, or a strategy no spec can
+        write, records nothing)."""
+        spec = self._before_spec
+        if spec is None or session_id in self._recorded:
+            return
+        backend = self.backend
+        if isinstance(backend, MetadataBackend):
+            metadata = await backend.get_metadata(session_id)
+            if metadata.get(BEFORE_STRATEGY_KEY) != spec:
+                await backend.set_metadata(session_id, {**metadata, BEFORE_STRATEGY_KEY: spec})
+        self._recorded.add(session_id)

@@ -31,6 +31,7 @@ from strategies.specs import (
     format_strategy,
     parse_strategy,
     spec_name,
+    strategy_name,
     strategy_from_params,
 )
 from strategies.summarization import SummarizationStrategy
@@ -134,5 +135,6 @@ __all__ = [
     "format_strategy",
     "parse_strategy",
     "spec_name",
+    "strategy_name",
     "strategy_from_params",
 ]

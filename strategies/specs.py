@@ -47,12 +47,7 @@ from strategies.base import CompactionStrategy
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.selective import SelectiveToolCallCompactionStrategy
 from strategies.sliding_window import SlidingWindowStrategy
-from strategies.tokenizers import (
-    SUPPORTED_ENCODINGS,
-    CharacterEstimatorTokenizer,
-    TiktokenTokenizer,
-    Tokenizer,
-)
+from strategies.tokenizers import SUPPORTED_ENCODINGS, Tokenizer, tokenizer_named
 from strategies.tool_result import ToolResultCompactionStrategy
 from strategies.truncation import TruncationStrategy
 
@@ -62,6 +57,7 @@ __all__ = [
     "parse_strategy",
     "spec_name",
     "strategy_from_params",
+    "strategy_name",
 ]
 
 
@@ -284,16 +280,13 @@ def _checked(kind: _Kind, keyword: str, value: object) -> _Value:
 
 
 def _tokenizer_named(kind: _Kind, name: str) -> Tokenizer:
-    estimator = CharacterEstimatorTokenizer()
-    if name == estimator.name:
-        return estimator
-    if name in SUPPORTED_ENCODINGS:
-        return TiktokenTokenizer(name)
-    known = ", ".join([estimator.name, *SUPPORTED_ENCODINGS])
-    raise InvalidStrategySpec(
-        f"{kind.spec}: unknown tokenizer {name!r}; name one of {known}, "
-        "or pass the tokenizer to parse_strategy"
-    )
+    if name not in {"character_estimator", *SUPPORTED_ENCODINGS}:
+        known = ", ".join(["character_estimator", *SUPPORTED_ENCODINGS])
+        raise InvalidStrategySpec(
+            f"{kind.spec}: unknown tokenizer {name!r}; name one of {known}, "
+            "or pass the tokenizer to parse_strategy"
+        )
+    return tokenizer_named(name)
 
 
 def _tokenizer(
@@ -455,3 +448,9 @@ def spec_name(strategy_name: str) -> str | None:
     ``"truncation"``), also for the strategies a spec cannot write
     (``"summarization"``); None for a name the library does not know."""
     return _SHORT_NAMES.get(strategy_name)
+
+
+def strategy_name(short_name: str) -> str | None:
+    """The ``name`` a strategy records (``"truncation"`` is ``"TruncationStrategy"``):
+    the inverse of :func:`spec_name`; None for a short name the library does not know."""
+    return next((name for name, short in _SHORT_NAMES.items() if short == short_name), None)

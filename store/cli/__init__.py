@@ -2,17 +2,27 @@
 
 ::
 
-    chatledger sessions                      the tenant's sessions
-    chatledger show SESSION [--all|--context] stored messages, or what the model is sent
-    chatledger audit [SESSION] [--since ...] compaction events
-    chatledger stats [SESSION]               stored versus active counts
-    chatledger db upgrade|current|check      the schema
-    chatledger demo [--turns N]              a long, tool-heavy scripted conversation
+    chatledger sessions                       the tenant's sessions, newest first
+    chatledger show SESSION [--all|--context] messages, or what the model is sent next
+    chatledger audit [SESSION]                compaction events: what, why, what it saved
+    chatledger excluded SESSION               the excluded groups and why
+    chatledger why SESSION MESSAGE            whether a message is sent, and why (not)
+    chatledger stats [SESSION]                stored versus active counts
+    chatledger compact SESSION --strategy S   compact now (--dry-run: a what-if)
+    chatledger restore SESSION --group G      bring groups back (pinned), or --event E
+    chatledger pin|unpin SESSION GROUP...     keep groups out of every compaction
+    chatledger delete SESSION                 delete a session (asks first)
+    chatledger recount SESSION --tokenizer T  recount with another tokenizer
+    chatledger tenants                        every tenant of the database
+    chatledger db upgrade|downgrade|current|check|history
+    chatledger demo                           a long, tool-heavy scripted conversation
 
-Every command takes ``--url`` and ``--tenant`` after its name (or ``CHATLEDGER_URL`` and
-``CHATLEDGER_TENANT``) and, where it prints results, ``--json`` for a JSON array of the
-API's models. Errors are one line on stderr and a non-zero exit (1 for failures, 2 for
-usage errors); ``CHATLEDGER_DEBUG=1`` adds the traceback of unexpected errors.
+Commands take ``--url`` (a URL or a SQLite file's path; default ``$CHATLEDGER_URL``,
+else ``./chatledger.db``), those that read or change sessions ``--tenant``, and
+``--json``. Errors are one line on stderr; usage errors exit 2, other failures 1;
+``CHATLEDGER_DEBUG=1`` adds the traceback of unexpected errors. Only ``click`` loads
+before a command runs: ``--help`` and ``--version`` import neither the store nor a
+tokenizer.
 """
 
 from __future__ import annotations
@@ -23,53 +33,77 @@ import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
-import typer
-from sqlalchemy.exc import ArgumentError
-from typer.exceptions import Abort, TyperException
+import click
 
-from store.cli._common import CliError, show_help
-from store.cli._db import db_app
+from store.cli._audit import audit, excluded, why
+from store.cli._change import compact, delete, pin, recount, restore, unpin
+from store.cli._common import CliError
+from store.cli._db import db
 from store.cli._demo import demo
-from store.cli._read import audit, sessions, show, stats
-from store.errors import ChatledgerError
+from store.cli._read import sessions, show, stats, tenants
 
-__all__ = ["app", "main"]
+__all__ = ["cli", "main"]
 
 DEBUG_ENV = "CHATLEDGER_DEBUG"
 
-app = typer.Typer(
-    name="chatledger",
-    help="chatledger: a persistent chat-history store for LLM agents, in SQL.",
-    invoke_without_command=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
 
-
-@app.callback()
-def _root(ctx: typer.Context) -> None:
-    if ctx.invoked_subcommand is None:
-        show_help(ctx)
-
-
-app.command()(sessions)
-app.command()(show)
-app.command()(audit)
-app.command()(stats)
-app.command()(demo)
-app.add_typer(db_app, name="db")
-
-
-@app.command()
-def version() -> None:
-    """Print the installed version."""
+def _version() -> str:
     from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as _version
+    from importlib.metadata import version as installed
 
     try:
-        typer.echo(_version("chatledger"))
-    except PackageNotFoundError:
-        raise CliError("chatledger is not installed (no package metadata)") from None
+        return installed("chatledger")
+    except PackageNotFoundError:  # pragma: no cover - a checkout without metadata
+        return "unknown (not installed)"
+
+
+class _Commands(click.Group):
+    """Lists the commands in the order people meet them, not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(
+    cls=_Commands,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(
+    _version(), "--version", "-V", prog_name="chatledger", message="%(prog)s %(version)s"
+)
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """chatledger: a persistent chat-history store for LLM agents, in SQL."""
+    if ctx.invoked_subcommand is None:  # a usage error: the help, on stderr, exit 2
+        click.echo(ctx.get_help(), err=True)
+        ctx.exit(2)
+
+
+for _command in (
+    sessions,
+    show,
+    audit,
+    excluded,
+    why,
+    stats,
+    compact,
+    restore,
+    pin,
+    unpin,
+    delete,
+    recount,
+    tenants,
+    db,
+    demo,
+):
+    cli.add_command(_command)
+
+
+@cli.command()
+def version() -> None:
+    """Print the installed version."""
+    click.echo(f"chatledger {_version()}")
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -90,23 +124,29 @@ def _unexpected(error: BaseException) -> NoReturn:
     raise SystemExit(1)
 
 
+def _usage(error: click.UsageError) -> NoReturn:
+    where = f" (see `{error.ctx.command_path} --help`)" if error.ctx is not None else ""
+    _fail(error.format_message() + where, 2)
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point: run the CLI and turn every failure into one line."""
-    command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="chatledger", standalone_mode=False)
-    except TyperException as error:  # usage errors: unknown command, bad option value
+        result = cli.main(args=argv, prog_name="chatledger", standalone_mode=False)
+    except click.UsageError as error:
+        _usage(error)
+    except click.ClickException as error:
         _fail(error.format_message(), error.exit_code)
-    except (Abort, KeyboardInterrupt):
+    except (click.Abort, KeyboardInterrupt):
         _fail("aborted", 130)
     except CliError as error:
         _fail(str(error), error.exit_code)
-    except ChatledgerError as error:
-        _fail(str(error), 1)
-    except ArgumentError as error:
-        _fail(f"invalid database URL: {error}", 1)
-    except (OSError, ValueError, LookupError) as error:
-        _fail(f"{type(error).__name__}: {error}", 1)
     except Exception as error:
+        from store.errors import ChatledgerError
+
+        if isinstance(error, ChatledgerError):
+            _fail(str(error), 1)
+        if isinstance(error, OSError | ValueError | LookupError):
+            _fail(f"{type(error).__name__}: {error}", 1)
         _unexpected(error)
     raise SystemExit(result if isinstance(result, int) else 0)

@@ -1,128 +1,191 @@
-"""What every command shares: the common options, opening the store, output, errors.
+"""What every command shares: the common options, opening the store, errors, JSON.
 
-Commands print a rich table for people, or with ``--json`` a JSON array of the API's
-models (``model_dump(mode="json")``) on stdout. Failures are raised as
-:class:`CliError` (or a :class:`~store.errors.ChatledgerError`) and turned into one line
-on stderr and a non-zero exit by :func:`store.cli.main`.
+Commands print tables for people (:mod:`store.cli._output`), or with ``--json`` the API's
+models as JSON on stdout: an array for a listing, an object for one result (the shapes
+are in ``docs/cli.md``). Failures are :class:`CliError` (or a
+:class:`~store.errors.ChatledgerError`), turned into one line on stderr and exit code 1
+by :func:`store.cli.main`; usage errors exit 2.
+
+Nothing heavy is imported here: the store, SQLAlchemy and the tokenizers load inside
+the commands that need them, so that ``--help`` and ``--version`` start fast.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import typer
-from pydantic import BaseModel
-from rich.console import Console
-from sqlalchemy.exc import ArgumentError
+import click
 
-from store.contract import HistoryBackend
-from store.sql.engine import normalize_url, sqlite_file
-from store.sql.store import HistoryStore
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from store.contract import HistoryBackend
+    from strategies.tokenizers import Tokenizer
 
 __all__ = [
     "TENANT_ENV",
     "URL_ENV",
     "CliError",
-    "JsonOpt",
-    "TenantOpt",
-    "UrlOpt",
-    "console",
-    "describe_url",
+    "confirm",
     "emit_json",
-    "err_console",
-    "require_database",
+    "json_option",
+    "open_store",
+    "parse_since",
     "run",
-    "show_help",
+    "session_tokenizer",
+    "tenant_option",
+    "tokenizer_option_value",
+    "url_option",
     "with_store",
 ]
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 TENANT_ENV = "CHATLEDGER_TENANT"
 URL_ENV = "CHATLEDGER_URL"
 
-UrlOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--url",
-        envvar=URL_ENV,
-        help="Database URL (sqlite:///path.db or postgresql://...). Default ./chatledger.db.",
-        show_default=False,
-    ),
-]
-TenantOpt = Annotated[
-    str,
-    typer.Option("--tenant", envvar=TENANT_ENV, help="Tenant whose sessions to read."),
-]
-JsonOpt = Annotated[
-    bool,
-    typer.Option("--json", help="Print a JSON array of the API's models instead of a table."),
-]
-
-console = Console(highlight=False)
-"""Where tables and reports go (stdout)."""
-err_console = Console(stderr=True, highlight=False)
-"""Where progress and warnings go (stderr)."""
-
 
 class CliError(Exception):
-    """A failure to report to the user as one line, with ``exit_code``."""
+    """A failure to report as one line, with ``exit_code`` (2 for usage errors)."""
 
     def __init__(self, message: str, *, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code
 
 
-def show_help(ctx: typer.Context) -> None:
-    """Print the help of ``ctx``'s command on stderr and exit 2 (no subcommand given)."""
-    sys.stderr.write(ctx.get_help() + "\n")
-    raise typer.Exit(2)
+def url_option(function: F) -> F:
+    """``--url``: the database (a URL or a SQLite file's path)."""
+    return click.option(
+        "--url",
+        envvar=URL_ENV,
+        metavar="URL",
+        help="Database: sqlite:///PATH, postgresql://USER@HOST/DB, or a SQLite file's path "
+        f"(default ${URL_ENV}, else ./chatledger.db).",
+    )(function)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
+def tenant_option(function: F) -> F:
+    """``--tenant``: whose sessions the command reads or changes."""
+    return click.option(
+        "--tenant",
+        envvar=TENANT_ENV,
+        default="default",
+        show_default=True,
+        metavar="NAME",
+        help=f"The tenant (also ${TENANT_ENV}).",
+    )(function)
+
+
+def json_option(function: F) -> F:
+    """``--json``: print the API's models instead of a table."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON instead of a table (docs/cli.md)."
+    )(function)
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Drive one of the async store's coroutines to completion."""
-    return asyncio.run(coro)
+    return asyncio.run(coroutine)
 
 
-def describe_url(url: str | None) -> str:
-    """The URL as the user should see it (password hidden)."""
-    try:
-        return normalize_url(url).render_as_string(hide_password=True)
-    except ArgumentError as error:
-        raise CliError(f"invalid database URL {url!r}: {error}") from error
-
-
-def require_database(url: str | None) -> None:
-    """Refuse to read a SQLite file that does not exist (instead of creating it)."""
-    try:
-        database = sqlite_file(url)
-    except ArgumentError as error:
-        raise CliError(f"invalid database URL {url!r}: {error}") from error
-    if database is not None and not Path(database).exists():
-        raise CliError(
-            f"no database at {database}: create one with `chatledger db upgrade --url ...` "
-            "or `chatledger demo`"
-        )
-
-
-async def with_store(
-    url: str | None,
-    tenant: str,
-    action: Callable[[HistoryBackend], Awaitable[T]],
+async def open_store(
+    url: str | None, tenant: str, action: Callable[[HistoryBackend], Awaitable[T]], **options: Any
 ) -> T:
-    """Open the store on an existing database, run ``action`` on it, close it."""
-    require_database(url)
-    async with HistoryStore.open(url, tenant=tenant) as store:
+    """Open the store on an existing database (nothing is created or written by opening
+    it: a database without chatledger's schema is refused), run ``action``, close it."""
+    from store.sql.store import HistoryStore
+
+    async with HistoryStore.open(url, tenant=tenant, create=False, **options) as store:
         return await action(store)
 
 
-def emit_json(models: Sequence[BaseModel] | Sequence[dict[str, Any]]) -> None:
-    """Print ``models`` as one JSON array on stdout."""
-    data = [m.model_dump(mode="json") if isinstance(m, BaseModel) else m for m in models]
-    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+def with_store(
+    url: str | None, tenant: str, action: Callable[[HistoryBackend], Awaitable[T]], **options: Any
+) -> T:
+    """:func:`open_store`, run to completion."""
+    return run(open_store(url, tenant, action, **options))
+
+
+def session_tokenizer(url: str | None, tenant: str, session_id: str) -> Tokenizer:
+    """The tokenizer the session was counted with, so that any session can be read
+    (:class:`CliError` when it is not one that ships with chatledger)."""
+
+    async def action(store: HistoryBackend) -> str:
+        return (await store.session(session_id)).tokenizer
+
+    name = with_store(url, tenant, action)
+    from strategies.tokenizers import tokenizer_named
+
+    try:
+        return tokenizer_named(name)
+    except ValueError:
+        raise CliError(
+            f"session {session_id!r} was counted with tokenizer {name!r}, which does not ship "
+            "with chatledger: pass --tokenizer NAME"
+        ) from None
+
+
+def tokenizer_option_value(name: str) -> Tokenizer:
+    """The tokenizer a ``--tokenizer NAME`` option names (a usage error when unknown)."""
+    from strategies.tokenizers import tokenizer_named
+
+    try:
+        return tokenizer_named(name)
+    except ValueError as error:
+        raise CliError(f"invalid --tokenizer: {error}", exit_code=2) from None
+
+
+def emit_json(value: BaseModel | list[Any] | dict[str, Any] | None) -> None:
+    """Print ``value`` (a model, a list of models, or plain JSON) as JSON on stdout."""
+    sys.stdout.write(json.dumps(_plain(value), indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
+
+
+def _plain(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def confirm(question: str, *, yes: bool) -> None:
+    """Go on when ``yes`` was given, or a person on a terminal says yes; without a
+    terminal and without ``--yes``, refuse (a usage error: exit 2)."""
+    if yes:
+        return
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise CliError(f"{question}: not on a terminal, pass --yes to confirm", exit_code=2)
+    if not click.confirm(question, default=False):
+        raise CliError("not confirmed: nothing changed")
+
+
+_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_since(value: str, *, now: datetime | None = None) -> datetime:
+    """An ISO 8601 date or time (UTC when naive), or an age such as ``30m``, ``2h``, ``7d``."""
+    text = value.strip()
+    match = _RELATIVE.match(text)
+    if match:
+        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        return (now or datetime.now(UTC)) - delta
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CliError(
+            f"invalid --since {value!r}: expected an ISO date/time or an age like 30m, 2h, 7d",
+            exit_code=2,
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)

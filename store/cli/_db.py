@@ -1,111 +1,127 @@
-"""``chatledger db``: upgrade, current and check the database schema."""
+"""``chatledger db``: create, upgrade, downgrade and inspect the database schema.
+
+The schema is shared by every tenant, so no ``db`` command takes ``--tenant``. Only
+``upgrade`` creates tables; ``current``, ``check`` and ``history`` read (a SQLite file
+is read without being written, even its journal mode).
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
-from pydantic import BaseModel, ConfigDict
+import click
 
-from store.cli._common import (
-    CliError,
-    JsonOpt,
-    TenantOpt,
-    UrlOpt,
-    console,
-    describe_url,
-    emit_json,
-    require_database,
-    run,
-    show_help,
-)
-from store.sql.engine import create_engine
-from store.sql.migrations import current_revisions, head_revisions, migrate
+from store.cli._common import CliError, emit_json, json_option, run, url_option
+from store.cli._output import Column, Table, echo, print_table
 
-__all__ = ["SchemaStatus", "db_app"]
+if TYPE_CHECKING:
+    from store.sql.migrations import SchemaState
 
-db_app = typer.Typer(
-    help="Manage the database schema (Alembic migrations).", invoke_without_command=True
-)
+__all__ = ["db"]
 
 
-@db_app.callback()
-def _db(ctx: typer.Context) -> None:
-    if ctx.invoked_subcommand is None:
-        show_help(ctx)
+@click.group()
+def db() -> None:
+    """Create, upgrade and inspect the database schema."""
 
 
-class SchemaStatus(BaseModel):
-    """Where a database's schema is, against the newest revision this version ships."""
+def _state(url: str | None) -> SchemaState:
+    from store.sql.migrations import schema_state
 
-    model_config = ConfigDict(frozen=True)
-
-    url: str
-    """The database (password hidden)."""
-    current: tuple[str, ...]
-    """The revision(s) the database is at; empty when chatledger was never installed."""
-    head: tuple[str, ...]
-    """The newest revision(s) this version of chatledger ships."""
-
-    @property
-    def up_to_date(self) -> bool:
-        """Whether the database is at the newest revision."""
-        return set(self.current) == set(self.head)
-
-    def describe(self) -> str:
-        """One line for people."""
-        at = ", ".join(self.current) or "(none)"
-        state = "up to date" if self.up_to_date else f"behind (head is {', '.join(self.head)})"
-        return f"{self.url}: revision {at}, {state}"
+    return run(schema_state(url))
 
 
-async def _current(url: str | None) -> tuple[str, ...]:
-    engine = create_engine(url)
-    try:
-        return await current_revisions(engine)
-    finally:
-        await engine.dispose()
-
-
-def _status(url: str | None) -> SchemaStatus:
-    return SchemaStatus(url=describe_url(url), current=run(_current(url)), head=head_revisions())
-
-
-def _emit(status: SchemaStatus, as_json: bool) -> None:
+def _emit(state: SchemaState, as_json: bool) -> None:
     if as_json:
-        emit_json([status.model_dump(mode="json") | {"up_to_date": status.up_to_date}])
+        emit_json(state.as_json())
     else:
-        console.print(status.describe())
+        echo(state.describe())
 
 
-@db_app.command()
-def upgrade(
-    url: UrlOpt = None,
-    tenant: TenantOpt = "default",
-    revision: Annotated[str, typer.Option(help="Target revision.")] = "head",
-    as_json: JsonOpt = False,
-) -> None:
-    """Create or upgrade the schema to the newest revision (safe to run concurrently)."""
-    del tenant  # the schema is shared by every tenant
+@db.command()
+@click.argument("revision", default="head", metavar="[REVISION]")
+@click.option(
+    "--revision",
+    "old_revision",
+    metavar="REVISION",
+    hidden=True,
+    help="Deprecated: give the revision as an argument.",
+)
+@url_option
+@json_option
+def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: bool) -> None:
+    """Create the schema, or upgrade it to REVISION (default head); safe to run
+    concurrently."""
+    from store.sql.migrations import migrate
+
+    if old_revision is not None:
+        echo(
+            "chatledger: warning: --revision is deprecated, give the revision as an "
+            "argument: chatledger db upgrade REVISION",
+            err=True,
+        )
+        if revision != "head":
+            raise CliError("give the revision once, as an argument", exit_code=2)
+        revision = old_revision
     run(migrate(url, revision=revision))
-    _emit(_status(url), as_json)
+    _emit(_state(url), as_json)
 
 
-@db_app.command()
-def current(url: UrlOpt = None, tenant: TenantOpt = "default", as_json: JsonOpt = False) -> None:
+@db.command()
+@click.argument("revision", metavar="REVISION")
+@url_option
+@json_option
+def downgrade(revision: str, url: str | None, as_json: bool) -> None:
+    """Downgrade the schema to REVISION (``base`` drops every chatledger table)."""
+    from store.sql.migrations import downgrade as run_downgrade
+
+    state = _state(url)
+    if not state.current:
+        raise CliError(f"no chatledger schema in {state.where}: nothing to downgrade")
+    run(run_downgrade(url, revision=revision))
+    _emit(_state(url), as_json)
+
+
+@db.command()
+@url_option
+@json_option
+def current(url: str | None, as_json: bool) -> None:
     """Print the revision the database is at."""
-    del tenant
-    require_database(url)
-    _emit(_status(url), as_json)
+    _emit(_state(url), as_json)
 
 
-@db_app.command()
-def check(url: UrlOpt = None, tenant: TenantOpt = "default", as_json: JsonOpt = False) -> None:
-    """Exit non-zero when the schema is not at the newest revision."""
-    del tenant
-    require_database(url)
-    status = _status(url)
-    if as_json or status.up_to_date:
-        _emit(status, as_json)
-    if not status.up_to_date:
-        raise CliError(f"schema is behind: run `chatledger db upgrade` ({status.describe()})")
+@db.command()
+@url_option
+@json_option
+def check(url: str | None, as_json: bool) -> None:
+    """Exit 1 unless the schema is at the newest revision this version ships."""
+    state = _state(url)
+    if as_json or state.up_to_date:
+        _emit(state, as_json)
+    if not state.up_to_date:
+        raise CliError(f"schema is not current: {state.describe()}")
+
+
+@db.command()
+@url_option
+@json_option
+def history(url: str | None, as_json: bool) -> None:
+    """List the schema revisions this version ships, oldest first (marking the
+    database's with --url)."""
+    from store.sql.migrations import revision_history
+
+    current_revisions: tuple[str, ...] = _state(url).current if url is not None else ()
+    revisions = revision_history()
+    if as_json:
+        emit_json([{**r, "current": r["revision"] in current_revisions} for r in revisions])
+        return
+    table = Table(
+        "Schema revisions, oldest first",
+        [Column("revision"), Column("db"), Column("description", flex=True)],
+    )
+    for entry in revisions:
+        mark = "*" if entry["revision"] in current_revisions else ""
+        table.add(str(entry["revision"]), mark, str(entry["description"]))
+    print_table(table, empty="No revisions.")
+    if url is not None:
+        echo("(* the revision the database is at)")

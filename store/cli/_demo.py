@@ -1,44 +1,43 @@
-"""``chatledger demo``: run the scripted, tool-heavy conversation and show what happened."""
+"""``chatledger demo``: play the scripted, tool-heavy conversation and show what happened."""
 
 from __future__ import annotations
 
 import os
 import shlex
-from typing import Annotated
+import sys
+from typing import TYPE_CHECKING
 
-import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+import click
 
 from store.cli._common import (
     TENANT_ENV,
     URL_ENV,
     CliError,
-    TenantOpt,
-    UrlOpt,
-    console,
-    describe_url,
     emit_json,
-    err_console,
     run,
+    tenant_option,
+    url_option,
 )
+from store.cli._output import echo, number, print_table
 from store.cli._render import events_table
-from store.demo import DemoConfig, DemoReport, MissingResult, TurnRecord, run_demo
-from store.sql.store import HistoryStore
+
+if TYPE_CHECKING:
+    from store.demo import DemoConfig, DemoReport, TurnRecord
 
 __all__ = ["demo", "inspect_commands", "turn_line"]
 
-MAX_EVENTS_SHOWN = 20
+MAX_EVENTS_SHOWN = 10
 
 
 def turn_line(record: TurnRecord) -> str:
     """One line per turn: the largest request against the budget, and what is stored."""
-    sent = f"{record.max_sent:>6,} / {record.budget:,}"
-    flag = "" if record.within_budget else "  [bold red]OVER BUDGET[/]"
-    saved = f"  compacted: saved {record.tokens_saved:,}" if record.compaction_event else ""
+    sent = f"{number(record.max_sent):>6} / {number(record.budget)}"
+    flag = "  OVER BUDGET" if not record.within_budget else ""
+    saved = f"  saved {number(record.tokens_saved)}" if record.compaction_event else ""
     return (
-        f"turn {record.turn:>4}  calls {len(record.sent_tokens)}  sent max {sent}"
-        f"  stored {record.stored_tokens:>9,}  active {record.active_tokens:>7,}{saved}{flag}"
+        f"turn {record.turn:>3}  calls {len(record.sent_tokens)}  sent max {sent}"
+        f"  stored {number(record.stored_tokens):>8}  active {number(record.active_tokens):>6}"
+        f"{saved}{flag}"
     )
 
 
@@ -55,82 +54,118 @@ def inspect_commands(session_id: str, url: str | None, tenant: str) -> list[str]
         f"chatledger show {sid} --context{extra}",
         f"chatledger show {sid} --all{extra}",
         f"chatledger audit {sid}{extra}",
-        f"chatledger stats{extra}",
+        f"chatledger excluded {sid}{extra}",
+        f"chatledger stats {sid}{extra}",
     ]
 
 
-async def _play(url: str | None, tenant: str, config: DemoConfig, out: Console) -> DemoReport:
-    progress = Progress(
-        TextColumn("[bold]demo"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=out,
-        transient=True,
-    )
+async def _play(url: str | None, tenant: str, config: DemoConfig, quiet: bool) -> DemoReport:
+    from store.demo import run_demo
+    from store.errors import SessionNotFound
+    from store.sql.store import HistoryStore
 
     def on_turn(record: TurnRecord) -> None:
-        progress.console.print(turn_line(record))
-        progress.advance(task)
+        if not quiet:
+            echo(turn_line(record), style=None if record.within_budget else "bold red")
 
-    task = progress.add_task("turns", total=config.turns)
     async with HistoryStore.open(url, tenant=tenant) as store:
-        with progress:
-            return await run_demo(store, config, on_turn=on_turn)
+        if config.session_id is not None:
+            try:
+                found = await store.session(config.session_id)
+            except SessionNotFound:
+                pass
+            else:
+                raise CliError(
+                    f"session {config.session_id!r} already holds "
+                    f"{number(found.stored_messages)} messages: give a new --session (or "
+                    f"none), or delete it first (chatledger delete {config.session_id})"
+                )
+        return await run_demo(store, config, on_turn=on_turn)
 
 
 def _summary(report: DemoReport, url: str | None, tenant: str) -> None:
+    from store.sql.engine import describe_url
+
     last = report.turns[-1]
-    console.print(
-        f"\n[bold]{len(report.turns)} turns[/] on session [bold]{report.session_id}[/] "
-        f"({describe_url(url)}): {last.stored_messages:,} messages and "
-        f"{last.stored_tokens:,} tokens stored; largest request "
-        f"{max(t.max_sent for t in report.turns):,} tokens, input budget {report.budget:,}."
+    echo(
+        f"\n{len(report.turns)} turns on session {report.session_id} ({describe_url(url)}): "
+        f"{number(last.stored_messages)} messages and {number(last.stored_tokens)} tokens "
+        f"stored; largest request {number(max(t.max_sent for t in report.turns))} tokens, "
+        f"input budget {number(report.budget)}; {len(report.events)} compaction events."
     )
     if report.events:
-        shown = report.events[:MAX_EVENTS_SHOWN]  # newest first
-        console.print(events_table(shown, with_session=False))
-        if len(report.events) > len(shown):
-            console.print(
-                f"({len(report.events) - len(shown)} older events: "
-                f"chatledger audit {shlex.quote(report.session_id)})",
-                markup=False,
-            )
+        shown = list(report.events[:MAX_EVENTS_SHOWN])  # newest first
+        print_table(events_table(shown, f"Newest {len(shown)} compaction events"), empty="")
     else:
-        console.print("No compaction events (the conversation fitted the window).")
-    console.print("\nInspect the result:")
+        echo("No compaction events (the conversation fitted the window).")
+    echo("\nInspect the result:")
     for command in inspect_commands(report.session_id, url, tenant):
-        console.print(f"  {command}", markup=False)
+        echo(f"  {command}")
 
 
+@click.command()
+@click.option(
+    "--turns",
+    type=click.IntRange(min=1),
+    default=60,
+    show_default=True,
+    metavar="N",
+    help="User turns to play.",
+)
+@click.option(
+    "--session", "session_id", metavar="SESSION", help="A new session's id (default: demo-<hex>)."
+)
+@click.option(
+    "--window",
+    type=click.IntRange(min=1024),
+    default=8192,
+    show_default=True,
+    metavar="TOKENS",
+    help="The model's context window.",
+)
+@click.option(
+    "--output-tokens",
+    type=click.IntRange(min=0),
+    default=1024,
+    show_default=True,
+    metavar="TOKENS",
+    help="Tokens kept for the answer.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=7,
+    show_default=True,
+    metavar="N",
+    help="Seed of the scripted conversation.",
+)
+@url_option
+@tenant_option
+@click.option("--json", "as_json", is_flag=True, help="Print the per-turn records as JSON.")
 def demo(
-    url: UrlOpt = None,
-    tenant: TenantOpt = "default",
-    turns: Annotated[int, typer.Option(min=1, help="User turns to play.")] = 60,
-    session: Annotated[
-        str | None, typer.Option(help="Session id (default: a new demo-<hex>).")
-    ] = None,
-    window: Annotated[
-        int, typer.Option(min=1024, help="The model's context window, in tokens.")
-    ] = 8192,
-    output_tokens: Annotated[int, typer.Option(min=0, help="Tokens kept for the answer.")] = 1024,
-    seed: Annotated[int, typer.Option(help="Seed of the scripted conversation.")] = 7,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print a JSON array of the per-turn records.")
-    ] = False,
+    turns: int,
+    session_id: str | None,
+    window: int,
+    output_tokens: int,
+    seed: int,
+    url: str | None,
+    tenant: str,
+    as_json: bool,
 ) -> None:
-    """Play a long, tool-heavy conversation (scripted model, local tools, no network)."""
+    """Play a long, tool-heavy scripted conversation (offline)."""
+    from store.demo import DemoConfig, MissingResult
+
     if output_tokens >= window // 2:
         raise CliError("--output-tokens must be less than half of --window", exit_code=2)
     config = DemoConfig(
         turns=turns,
-        session_id=session,
+        session_id=session_id,
         max_context_window_tokens=window,
         max_output_tokens=output_tokens,
         seed=seed,
     )
     try:
-        report = run(_play(url, tenant, config, err_console if as_json else console))
+        report = run(_play(url, tenant, config, quiet=as_json))
     except MissingResult as error:
         raise CliError(f"the provider broke a tool call from its result: {error}") from error
     if as_json:
@@ -139,5 +174,5 @@ def demo(
         _summary(report, url, tenant)
     if report.violations:
         for violation in report.violations:
-            err_console.print(f"[bold red]violation:[/] {violation}", markup=True)
+            sys.stderr.write(f"violation: {violation}\n")
         raise CliError(f"the demo found {len(report.violations)} violation(s); see above")

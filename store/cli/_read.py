@@ -1,194 +1,221 @@
-"""The read commands: ``sessions``, ``show``, ``audit`` and ``stats``."""
+"""The read commands: ``sessions``, ``tenants``, ``show`` and ``stats``.
+
+Reads never write: a database without chatledger's schema (an empty file, another
+application's database) is refused without a table being created in it.
+"""
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING
 
-import typer
+import click
 
 from store.cli._common import (
     CliError,
-    JsonOpt,
-    TenantOpt,
-    UrlOpt,
-    console,
     emit_json,
+    json_option,
+    parse_since,
     run,
+    session_tokenizer,
+    tenant_option,
+    tokenizer_option_value,
+    url_option,
     with_store,
 )
-from store.cli._render import (
-    context_table,
-    events_table,
-    history_table,
-    sessions_table,
-    stats_table,
+from store.cli._output import echo, number, print_table
+from store.cli._render import context_table, history_table, sessions_table, stats_table
+
+if TYPE_CHECKING:
+    from store.contract import HistoryBackend
+    from store.models import SessionInfo, Stats, StoredMessage
+    from strategies.messages import Message
+
+__all__ = ["sessions", "show", "stats", "tenants"]
+
+
+@click.command()
+@click.option(
+    "--since", metavar="WHEN", help="Only sessions updated since: ISO time or 30m, 2h, 7d."
 )
-from store.contract import HistoryBackend
-from store.models import PHASES, CompactionEvent, SessionInfo, Stats, StoredMessage
-from strategies.messages import Message
-from strategies.tokenizers import count_message_tokens
-
-__all__ = ["audit", "parse_since", "sessions", "show", "stats"]
-
-_RELATIVE = re.compile(r"^(\d+)\s*([smhdw])$")
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-
-
-def parse_since(value: str, *, now: datetime | None = None) -> datetime:
-    """An ISO 8601 date or time (UTC when naive), or an age such as ``30m``, ``2h``, ``7d``."""
-    text = value.strip()
-    match = _RELATIVE.match(text)
-    if match:
-        delta = timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
-        return (now or datetime.now(UTC)) - delta
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise CliError(
-            f"invalid --since {value!r}: expected an ISO date/time or an age like 30m, 2h, 7d"
-        ) from None
-    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-
-
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N sessions.")
+@click.option("--after", metavar="SESSION", help="The page after this session (keyset paging).")
+@url_option
+@tenant_option
+@json_option
 def sessions(
-    url: UrlOpt = None,
-    tenant: TenantOpt = "default",
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
-    after: Annotated[str | None, typer.Option(help="Start after this session id.")] = None,
-    as_json: JsonOpt = False,
+    since: str | None,
+    limit: int | None,
+    after: str | None,
+    url: str | None,
+    tenant: str,
+    as_json: bool,
 ) -> None:
-    """List the tenant's sessions with stored and active counts."""
-
-    async def action(store: HistoryBackend) -> list[SessionInfo]:
-        return await store.sessions(limit=limit, after=after)
-
-    found = run(with_store(url, tenant, action))
-    if as_json:
-        emit_json(found)
-    elif not found:
-        console.print(f"No sessions for tenant {tenant!r}.")
-    else:
-        console.print(sessions_table(found))
-
-
-async def _context(store: HistoryBackend, session_id: str) -> tuple[list[Message], list[int]]:
-    await store.session(session_id)  # SessionNotFound for an unknown id
-    messages = await store.context(session_id)
-    tokens = [count_message_tokens(m, store.tokenizer, policy=store.policy) for m in messages]
-    return messages, tokens
-
-
-def _show_context(url: str | None, tenant: str, session_id: str, as_json: bool) -> None:
-    async def action(store: HistoryBackend) -> tuple[list[Message], list[int]]:
-        return await _context(store, session_id)
-
-    messages, tokens = run(with_store(url, tenant, action))
-    if as_json:
-        emit_json(messages)
-        return
-    title = f"Context of {session_id}: {len(messages)} messages, {sum(tokens):,} tokens"
-    console.print(context_table(title, messages, tokens))
-
-
-def show(
-    session_id: Annotated[str, typer.Argument(metavar="SESSION", help="The session id.")],
-    url: UrlOpt = None,
-    tenant: TenantOpt = "default",
-    show_all: Annotated[
-        bool, typer.Option("--all", help="Include excluded messages (marked EXCLUDED).")
-    ] = False,
-    context: Annotated[
-        bool,
-        typer.Option("--context", help="Show what the model is sent (summaries, reductions)."),
-    ] = False,
-    limit: Annotated[int | None, typer.Option(min=1, help="Newest N messages only.")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Show a session's stored messages (active ones by default)."""
-    if show_all and context:
-        raise CliError("--all and --context cannot be used together", exit_code=2)
-    if context:
-        _show_context(url, tenant, session_id, as_json)
-        return
-
-    async def action(store: HistoryBackend) -> list[StoredMessage]:
-        if limit is None:
-            return [m async for m in store.aiter_history(session_id, include_excluded=show_all)]
-        newest = (await store.session(session_id)).stored_messages + 1  # seq is gapless
-        return await store.history(
-            session_id, include_excluded=show_all, limit=limit, before=newest
-        )
-
-    messages = run(with_store(url, tenant, action))
-    if as_json:
-        emit_json(messages)
-        return
-    excluded = sum(1 for m in messages if m.excluded)
-    what = "stored" if show_all else "active"
-    title = f"Session {session_id}: {len(messages)} {what} messages"
-    if show_all:
-        title += f", {excluded} excluded"
-    console.print(history_table(title, messages))
-
-
-def audit(
-    session_id: Annotated[
-        str | None, typer.Argument(metavar="[SESSION]", help="Only this session.")
-    ] = None,
-    url: UrlOpt = None,
-    tenant: TenantOpt = "default",
-    since: Annotated[
-        str | None, typer.Option(help="ISO date/time, or an age such as 30m, 2h, 7d.")
-    ] = None,
-    strategy: Annotated[str | None, typer.Option(help="Only events of this strategy.")] = None,
-    phase: Annotated[
-        str | None, typer.Option(help=f"Only events of this phase ({', '.join(PHASES)}).")
-    ] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="At most this many.")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """List compaction events (newest first): what was excluded, when, by whom, why."""
-    if phase is not None and phase not in PHASES:
-        raise CliError(
-            f"invalid --phase {phase!r}: expected one of {', '.join(PHASES)}", exit_code=2
-        )
+    """List the tenant's sessions, most recently updated first."""
     moment = parse_since(since) if since is not None else None
 
-    async def action(store: HistoryBackend) -> list[CompactionEvent]:
-        return await store.audit(
-            session_id,
-            since=moment,
-            strategy=strategy,
-            phase=phase,  # narrowed to a Phase by the check against PHASES above
-            limit=limit,
-        )
+    async def action(store: HistoryBackend) -> list[SessionInfo]:
+        return await store.sessions(limit=limit, after=after, updated_since=moment, order="updated")
 
-    events = run(with_store(url, tenant, action))
+    found = with_store(url, tenant, action)
     if as_json:
-        emit_json(events)
-    elif not events:
-        console.print("No compaction events.")
+        emit_json(found)
+        return
+    title = f"Sessions of tenant {tenant}, newest first"
+    print_table(sessions_table(found, title), empty=f"No sessions for tenant {tenant!r}.")
+
+
+@click.command()
+@url_option
+@json_option
+def tenants(url: str | None, as_json: bool) -> None:
+    """List every tenant of the database (for administrators)."""
+    from store.admin import list_tenants
+    from store.cli._render import tenants_table
+
+    found = run(list_tenants(url))
+    if as_json:
+        emit_json(found)
     else:
-        console.print(events_table(events))
+        print_table(tenants_table(found), empty="No tenants: the database holds no session.")
 
 
-def stats(
-    session_id: Annotated[
-        str | None, typer.Argument(metavar="[SESSION]", help="One session (default: tenant).")
-    ] = None,
-    url: UrlOpt = None,
-    tenant: TenantOpt = "default",
-    as_json: JsonOpt = False,
+async def _stored(
+    store: HistoryBackend, session_id: str, *, show_all: bool, limit: int | None
+) -> tuple[list[StoredMessage], frozenset[str]]:
+    info = await store.session(session_id)  # SessionNotFound for an unknown id
+    if limit is None:
+        found = [m async for m in store.aiter_history(session_id, include_excluded=show_all)]
+    else:
+        found = await store.history(
+            session_id, include_excluded=show_all, limit=limit, before=info.stored_messages + 1
+        )
+    view = await store.view(session_id)
+    return found, frozenset(g.group_id for g in view.groups if g.pinned)
+
+
+def _show_stored(
+    url: str | None, tenant: str, session_id: str, show_all: bool, limit: int | None, as_json: bool
 ) -> None:
-    """Stored versus active messages, groups and tokens, for a session or the tenant."""
+    async def action(store: HistoryBackend) -> tuple[list[StoredMessage], frozenset[str]]:
+        return await _stored(store, session_id, show_all=show_all, limit=limit)
+
+    messages, pinned = with_store(url, tenant, action)
+    if as_json:
+        emit_json(messages)
+        return
+    what = "stored" if show_all else "active"
+    title = f"Session {session_id}: {len(messages)} {what} messages, in projection order"
+    if show_all:
+        title += f", {sum(1 for m in messages if m.excluded)} excluded"
+    print_table(history_table(title, messages, pinned), empty=f"Session {session_id} is empty.")
+
+
+async def _context(
+    store: HistoryBackend, session_id: str, spec: str | None, limit: int | None
+) -> tuple[list[Message], list[int], frozenset[str], str]:
+    from store.provider import BEFORE_STRATEGY_KEY
+
+    await store.session(session_id)  # SessionNotFound for an unknown id
+    if spec is not None:
+        source = f"strategy {spec}"
+    else:
+        recorded = (await store.get_metadata(session_id)).get(BEFORE_STRATEGY_KEY)
+        spec = recorded if isinstance(recorded, str) else None
+        source = (
+            f"the provider's strategy {spec}"
+            if spec is not None
+            else "no strategy known: the active messages as stored"
+        )
+    messages = await store.context(session_id, strategy=spec)
+    summaries = frozenset(
+        m.message_id for m in await store.history(session_id) if m.kind == "summary"
+    )
+    if limit is not None:
+        messages = messages[-limit:]
+    return messages, [store.count_tokens(m) for m in messages], summaries, source
+
+
+def _show_context(
+    url: str | None,
+    tenant: str,
+    session_id: str,
+    spec: str | None,
+    limit: int | None,
+    tokenizer: str | None,
+    as_json: bool,
+) -> None:
+    async def action(store: HistoryBackend) -> tuple[list[Message], list[int], frozenset[str], str]:
+        return await _context(store, session_id, spec, limit)
+
+    counted = (
+        tokenizer_option_value(tokenizer)
+        if tokenizer is not None
+        else session_tokenizer(url, tenant, session_id)
+    )
+    messages, tokens, summaries, source = with_store(url, tenant, action, tokenizer=counted)
+    if as_json:
+        emit_json(messages)
+        return
+    title = f"Context of {session_id}: {len(messages)} messages, {number(sum(tokens))} tokens"
+    print_table(context_table(title, messages, tokens, summaries), empty="The context is empty.")
+    echo(f"(projected with {source})")
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option("--all", "show_all", is_flag=True, help="Include excluded messages.")
+@click.option("--context", is_flag=True, help="Show what the model is sent next.")
+@click.option(
+    "--strategy",
+    metavar="SPEC",
+    help="With --context: project with this strategy (default: the one the provider recorded).",
+)
+@click.option("--limit", type=click.IntRange(min=1), metavar="N", help="The newest N only.")
+@click.option(
+    "--tokenizer", metavar="NAME", help="Count with NAME (default: the session's tokenizer)."
+)
+@url_option
+@tenant_option
+@json_option
+def show(
+    session_id: str,
+    show_all: bool,
+    context: bool,
+    strategy: str | None,
+    limit: int | None,
+    tokenizer: str | None,
+    url: str | None,
+    tenant: str,
+    as_json: bool,
+) -> None:
+    """Show a session's messages, or what the model is sent next.
+
+    Summaries are listed where they replace what they summarize; excluded messages
+    (with --all), reduced ones and pinned groups are marked.
+    """
+    if show_all and context:
+        raise CliError("--all and --context cannot be used together", exit_code=2)
+    if strategy is not None and not context:
+        raise CliError("--strategy needs --context", exit_code=2)
+    if context:
+        _show_context(url, tenant, session_id, strategy, limit, tokenizer, as_json)
+    else:
+        _show_stored(url, tenant, session_id, show_all, limit, as_json)
+
+
+@click.command()
+@click.argument("session_id", metavar="[SESSION]", required=False)
+@url_option
+@tenant_option
+@json_option
+def stats(session_id: str | None, url: str | None, tenant: str, as_json: bool) -> None:
+    """Stored versus active totals of a session or the tenant."""
 
     async def action(store: HistoryBackend) -> Stats:
         return await store.stats(session_id)
 
-    result = run(with_store(url, tenant, action))
+    result = with_store(url, tenant, action)
     if as_json:
-        emit_json([result])
+        emit_json(result)
     else:
-        console.print(stats_table(result))
+        print_table(stats_table(result), empty="")

@@ -1,46 +1,47 @@
-"""Rich tables for the CLI's results (pure: models in, renderables out)."""
+"""The CLI's tables, built from the API's models (pure: models in, tables out).
+
+Ids, numbers and times are whole cells; message contents and reasons are the one
+column that shortens on a terminal (see :mod:`store.cli._output`). Strategy names are
+shown in their short form (``context-window``), timestamps in UTC with their zone.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from datetime import datetime
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from rich.table import Table
-from rich.text import Text
+from store.cli._output import Column, Table, number, when
 
-from store.models import CompactionEvent, SessionInfo, Stats, StoredMessage
-from strategies.messages import (
-    Content,
-    DataContent,
-    FunctionCallContent,
-    FunctionResultContent,
-    Message,
-    OtherContent,
-    ReasoningContent,
-    TextContent,
-    UriContent,
-)
+if TYPE_CHECKING:
+    from store.admin import TenantInfo
+    from store.models import CompactionEvent, ExcludedGroup, SessionInfo, Stats, StoredMessage
+    from strategies.messages import Content, Message
 
 __all__ = [
+    "PREVIEW_CHARS",
     "content_preview",
     "context_table",
+    "event_outcome",
     "events_table",
+    "excluded_table",
     "history_table",
     "sessions_table",
+    "short_strategy",
     "stats_table",
+    "tenants_table",
 ]
 
-PREVIEW_CHARS = 70
+PREVIEW_CHARS = 160
+"""The most of a message's contents a row shows (a terminal shows less)."""
 
 
-def _when(value: datetime | None) -> str:
-    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+def short_strategy(name: str) -> str:
+    """A strategy's short name (``TruncationStrategy`` is ``truncation``), else the name."""
+    from strategies.specs import spec_name
 
-
-def _clip(text: str, limit: int = PREVIEW_CHARS) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+    return spec_name(name) or name
 
 
 def _json_text(value: object) -> str:
@@ -48,6 +49,16 @@ def _json_text(value: object) -> str:
 
 
 def _one(content: Content) -> str:
+    from strategies.messages import (
+        DataContent,
+        FunctionCallContent,
+        FunctionResultContent,
+        OtherContent,
+        ReasoningContent,
+        TextContent,
+        UriContent,
+    )
+
     if isinstance(content, TextContent):
         return content.text
     if isinstance(content, FunctionCallContent):
@@ -65,123 +76,238 @@ def _one(content: Content) -> str:
 
 
 def content_preview(message: Message) -> str:
-    """One short line describing what a message holds."""
-    return _clip(" | ".join(_one(c) for c in message.contents) or "(empty)")
+    """One line describing what a message holds (at most :data:`PREVIEW_CHARS`)."""
+    flat = " ".join(" | ".join(_one(c) for c in message.contents).split()) or "(empty)"
+    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
 
 
-def sessions_table(sessions: Sequence[SessionInfo]) -> Table:
-    """Sessions with stored versus active counts."""
-    table = Table(title="Sessions", title_justify="left")
-    table.add_column("session", overflow="fold")
-    table.add_column("updated", no_wrap=True)
-    for name in ("messages", "active msgs", "tokens", "active tokens"):
-        table.add_column(name, justify="right")
+def sessions_table(sessions: Sequence[SessionInfo], title: str) -> Table:
+    """Sessions with stored and active messages and tokens."""
+    table = Table(
+        title,
+        [
+            Column("session"),
+            Column("updated"),
+            Column("messages", "right"),
+            Column("active", "right"),
+            Column("tokens", "right"),
+            Column("active", "right"),
+        ],
+    )
     for info in sessions:
-        table.add_row(
+        table.add(
             info.session_id,
-            _when(info.updated_at),
-            f"{info.stored_messages:,}",
-            f"{info.active_messages:,}",
-            f"{info.stored_tokens:,}",
-            f"{info.active_tokens:,}",
+            when(info.updated_at),
+            number(info.stored_messages),
+            number(info.active_messages),
+            number(info.stored_tokens),
+            number(info.active_tokens),
         )
     return table
 
 
-def _status(stored: StoredMessage) -> Text:
+def tenants_table(tenants: Sequence[TenantInfo]) -> Table:
+    """Every tenant of a database and its totals."""
+    table = Table(
+        "Tenants",
+        [
+            Column("tenant"),
+            Column("sessions", "right"),
+            Column("messages", "right"),
+            Column("tokens", "right"),
+            Column("updated"),
+        ],
+    )
+    for info in tenants:
+        table.add(
+            info.tenant,
+            number(info.sessions),
+            number(info.stored_messages),
+            number(info.stored_tokens),
+            when(info.updated_at),
+        )
+    return table
+
+
+def _status(stored: StoredMessage, pinned: bool) -> tuple[str, str | None]:
     if stored.excluded:
-        reason = stored.excluded_reason or "excluded"
-        return Text(f"EXCLUDED ({reason})", style="bold red")
+        return f"excluded: {stored.excluded_reason or '-'}", "dim"
+    marks = []
+    if stored.kind == "summary":
+        marks.append("summary")
     if stored.reduced is not None:
-        return Text("reduced", style="yellow")
-    return Text("")
+        marks.append("reduced")
+    if pinned:
+        marks.append("pinned")
+    return ", ".join(marks), "bold" if stored.kind == "summary" else None
 
 
-def history_table(title: str, messages: Sequence[StoredMessage]) -> Table:
-    """Stored messages; excluded ones are dimmed and marked EXCLUDED."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("seq", justify="right")
-    table.add_column("group")
-    table.add_column("kind")
-    table.add_column("role")
-    table.add_column("tokens", justify="right")
-    table.add_column("status")
-    table.add_column("content", overflow="fold")
-    for stored in messages:
-        table.add_row(
+def history_table(
+    title: str, messages: Sequence[StoredMessage], pinned: frozenset[str] = frozenset()
+) -> Table:
+    """Stored messages in projection order: summaries where they replace what they
+    summarize, excluded messages marked (``pinned``: the ids of pinned groups)."""
+    table = Table(
+        title,
+        [
+            Column("seq", "right"),
+            Column("role"),
+            Column("tokens", "right"),
+            Column("status"),
+            Column("content", flex=True),
+        ],
+    )
+    for stored in sorted(messages, key=lambda m: (m.anchor, m.slot, m.seq)):
+        status, style = _status(stored, stored.group_id in pinned)
+        shown = stored.reduced if stored.reduced is not None else stored.message
+        table.add(
             str(stored.seq),
-            stored.group_id[-8:],
-            stored.kind,
             stored.role,
-            f"{stored.token_count:,}",
-            _status(stored),
-            content_preview(stored.message),
-            style="dim" if stored.excluded else None,
+            number(stored.reduced_token_count or stored.token_count),
+            status,
+            content_preview(shown),
+            style=style,
         )
     return table
 
 
-def context_table(title: str, messages: Sequence[Message], tokens: Sequence[int]) -> Table:
-    """The projection the model would be sent, with each message's tokens."""
-    table = Table(title=title, title_justify="left")
-    table.add_column("#", justify="right")
-    table.add_column("role")
-    table.add_column("tokens", justify="right")
-    table.add_column("content", overflow="fold")
+def context_table(
+    title: str, messages: Sequence[Message], tokens: Sequence[int], summaries: frozenset[str]
+) -> Table:
+    """The request context the model is sent, with each message's tokens."""
+    table = Table(
+        title,
+        [
+            Column("#", "right"),
+            Column("role"),
+            Column("tokens", "right"),
+            Column("content", flex=True),
+        ],
+    )
     for index, (message, count) in enumerate(zip(messages, tokens, strict=True), start=1):
-        table.add_row(str(index), message.role, f"{count:,}", content_preview(message))
+        summary = message.message_id in summaries
+        preview = content_preview(message)
+        table.add(
+            str(index),
+            message.role,
+            number(count),
+            f"[summary] {preview}" if summary else preview,
+            style="bold" if summary else None,
+        )
     return table
 
 
-def _groups(event: CompactionEvent) -> str:
+def event_outcome(event: CompactionEvent) -> str:
+    """What an event did, with the reasons of what it excluded."""
     parts = []
+    summarized = {g for replaced in event.summarized.values() for g in replaced}
     if event.excluded:
-        parts.append(f"{len(event.excluded)} excluded")
+        reasons = Counter(event.reasons.get(g, "") for g in event.excluded if g not in summarized)
+        why = ", ".join(f"{r} {n}" if len(reasons) > 1 else r for r, n in reasons.items() if r)
+        parts.append(f"{len(event.excluded)} excluded" + (f" ({why})" if why else ""))
     if event.summarized:
-        replaced = sum(len(ids) for ids in event.summarized.values())
-        parts.append(f"{replaced} summarized")
+        into = len(event.summarized)
+        parts.append(
+            f"{len(summarized)} summarized" + ("" if into == len(summarized) else f" into {into}")
+        )
     if event.reduced:
         parts.append(f"{len(event.reduced)} reduced")
     if event.restored:
         parts.append(f"{len(event.restored)} restored")
-    return ", ".join(parts) or "-"
+    return "; ".join(parts) or "-"
 
 
-def events_table(events: Sequence[CompactionEvent], *, with_session: bool = True) -> Table:
-    """Compaction events, with what they did and the tokens they saved."""
-    table = Table(title="Compaction events", title_justify="left")
-    table.add_column("when", no_wrap=True)
-    if with_session:
-        table.add_column("session", overflow="fold")
-    table.add_column("phase", no_wrap=True)
-    table.add_column("strategy", overflow="fold")
-    table.add_column("groups", min_width=12)
-    table.add_column("tokens before → after", justify="right", min_width=15)
-    table.add_column("saved", justify="right", no_wrap=True)
+def events_table(events: Sequence[CompactionEvent], title: str) -> Table:
+    """Compaction events: ids, what each did and why, and the tokens it saved."""
+    table = Table(
+        title,
+        [
+            Column("event"),
+            Column("when"),
+            Column("session", constant=True),
+            Column("phase", constant=True),
+            Column("strategy", constant=True),
+            Column("outcome", flex=True),
+            Column("tokens", "right"),
+            Column("saved", "right"),
+        ],
+    )
     for event in events:
-        session = (event.session_id,) if with_session else ()
-        table.add_row(
-            _when(event.created_at),
-            *session,
+        table.add(
+            event.id,
+            when(event.created_at),
+            event.session_id,
             event.phase,
-            event.strategy,
-            _groups(event),
-            f"{event.tokens_before:,} → {event.tokens_after:,}",
-            f"{event.tokens_saved:,}",
+            short_strategy(event.strategy),
+            event_outcome(event),
+            f"{number(event.tokens_before)} → {number(event.tokens_after)}",
+            number(event.tokens_saved),
+        )
+    return table
+
+
+def excluded_table(groups: Sequence[ExcludedGroup], title: str) -> Table:
+    """Excluded groups, their size, the reason and the event that excluded them."""
+    table = Table(
+        title,
+        [
+            Column("group"),
+            Column("kind"),
+            Column("msgs", "right"),
+            Column("tokens", "right"),
+            Column("event"),
+            Column("reason", flex=True),
+        ],
+    )
+    for group in groups:
+        reason = group.reason or "-"
+        if group.summary_group_id:
+            reason += f", by summary {group.summary_group_id}"
+        table.add(
+            group.group_id,
+            group.kind,
+            number(group.message_count),
+            number(group.tokens),
+            group.event_id or "-",
+            reason,
         )
     return table
 
 
 def stats_table(stats: Stats) -> Table:
-    """Stored versus active messages, groups and tokens."""
+    """Stored versus active messages, groups and tokens (sessions for a tenant)."""
     scope = f"session {stats.session_id}" if stats.session_id else f"tenant {stats.tenant}"
-    table = Table(title=f"Stats ({scope})", title_justify="left")
-    table.add_column("")
-    table.add_column("stored", justify="right")
-    table.add_column("active", justify="right")
-    table.add_row("messages", f"{stats.stored_messages:,}", f"{stats.active_messages:,}")
-    table.add_row("groups", f"{stats.stored_groups:,}", f"{stats.active_groups:,}")
-    table.add_row("tokens", f"{stats.stored_tokens:,}", f"{stats.active_tokens:,}")
-    table.add_row("sessions", f"{stats.sessions:,}", "")
-    table.add_row("compaction events", f"{stats.events:,}", "")
+    table = Table(
+        f"Stats of {scope}", [Column(""), Column("stored", "right"), Column("active", "right")]
+    )
+    table.add("messages", number(stats.stored_messages), number(stats.active_messages))
+    table.add("groups", number(stats.stored_groups), number(stats.active_groups))
+    table.add("tokens", number(stats.stored_tokens), number(stats.active_tokens))
+    if stats.session_id is None:
+        table.add("sessions", number(stats.sessions), "")
+    table.add("compaction events", number(stats.events), "")
+    return table
+
+
+def dry_run_table(
+    title: str,
+    actions: Mapping[str, str],
+    kinds: Mapping[str, str],
+    tokens: Mapping[str, tuple[int, int]],
+) -> Table:
+    """What a change set would do, group by group, with each group's tokens before and
+    after (``actions``: group id to what would happen to it)."""
+    table = Table(
+        title,
+        [
+            Column("group"),
+            Column("kind"),
+            Column("before", "right"),
+            Column("after", "right"),
+            Column("would be", flex=True),
+        ],
+    )
+    for group_id, action in actions.items():
+        before, after = tokens.get(group_id, (0, 0))
+        table.add(group_id, kinds.get(group_id, "-"), number(before), number(after), action)
     return table

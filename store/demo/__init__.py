@@ -115,14 +115,16 @@ class _Runner:
         self.store = store
         self.config = config
         self.session_id = session_id
-        self.strategy = ContextWindowCompactionStrategy(
+        # the provider's own window strategy, as an application would configure it
+        self.provider = TwoPhaseProvider(
+            store,
             max_context_window_tokens=config.max_context_window_tokens,
             max_output_tokens=config.max_output_tokens,
             reserved_tokens=config.reserved_tokens,
         )
-        self.provider = TwoPhaseProvider(
-            store, before_strategy=self.strategy, after_strategy=self.strategy
-        )
+        strategy = self.provider.before_strategy
+        assert isinstance(strategy, ContextWindowCompactionStrategy)
+        self.strategy = strategy
         self.model = ScriptedModel(seed=config.seed)
         self.appended: list[str] = []
 

@@ -32,9 +32,11 @@ Rules:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
+
+from pydantic import JsonValue
 
 try:
     from agent_framework import HistoryProvider
@@ -164,6 +166,12 @@ class _LazyStore:
             session_id, include_excluded=include_excluded, limit=limit, before=before
         )
 
+    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
+        return await (await self.get()).get_metadata(session_id)
+
+    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
+        await (await self.get()).set_metadata(session_id, metadata)
+
 
 class ChatledgerHistoryProvider(HistoryProvider):
     """An Agent Framework history provider backed by a chatledger store."""
@@ -175,8 +183,8 @@ class ChatledgerHistoryProvider(HistoryProvider):
         url: str | None = None,
         tenant: str = "default",
         source_id: str = "chatledger",
-        before_strategy: CompactionStrategy | None = None,
-        after_strategy: CompactionStrategy | None = None,
+        before_strategy: CompactionStrategy | str | None = None,
+        after_strategy: CompactionStrategy | str | None = None,
         max_context_window_tokens: int | None = None,
         max_output_tokens: int | None = None,
         reserved_tokens: int = 0,

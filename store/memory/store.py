@@ -51,6 +51,7 @@ from store.rules.checks import (
     check_tenant,
     check_tokenizer,
     checked_messages,
+    resolve_strategy,
 )
 from store.rules.conflicts import (
     CONFLICT,
@@ -380,11 +381,12 @@ class InMemoryHistoryStore:
         self,
         session_id: str,
         *,
-        strategy: CompactionStrategy | None = None,
+        strategy: CompactionStrategy | str | None = None,
         pending: Sequence[Message] = (),
     ) -> list[Message]:
         """The messages to send: active groups plus ``pending``, through ``strategy``."""
         check_session_id(session_id)
+        chosen = resolve_strategy(strategy) if strategy is not None else None
         batch = checked_messages(pending)
         session = self._find(session_id)
         if session is None:
@@ -395,9 +397,9 @@ class InMemoryHistoryStore:
         fresh = session.new_messages(batch)
         session.append(fresh, self._pending.counter(self._tenant, session_id, keep=True), now())
         view = self._view_of(session)
-        if strategy is not None:
+        if chosen is not None:
             with strategy_errors():
-                view = view.apply(await strategy.plan(view))
+                view = view.apply(await chosen.plan(view))
         return await view.project()
 
     # -- compaction -------------------------------------------------------------------
@@ -406,7 +408,7 @@ class InMemoryHistoryStore:
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = ...,
         dry_run: Literal[False] = ...,
@@ -416,7 +418,7 @@ class InMemoryHistoryStore:
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = ...,
         dry_run: Literal[True],
@@ -425,7 +427,7 @@ class InMemoryHistoryStore:
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = "manual",
         dry_run: bool = False,
@@ -433,6 +435,7 @@ class InMemoryHistoryStore:
         """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
         check_session_id(session_id)
         check_phase(phase)
+        strategy = resolve_strategy(strategy)
 
         async def snapshot() -> _Snapshot:
             session = self._counted(session_id)

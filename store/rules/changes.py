@@ -62,8 +62,10 @@ RESTORED_REASON = "restored"
 
 
 def new_event_id() -> str:
-    """A fresh, random event id."""
-    return f"evt_{uuid.uuid4().hex}"
+    """A fresh, random event id: 64 random bits (``evt_`` and 16 hex digits), short enough
+    to read and type, unique within a session (the key of an event) and, in practice,
+    in the store."""
+    return f"evt_{uuid.uuid4().hex[:16]}"
 
 
 @dataclass
@@ -77,6 +79,8 @@ class Outcome:
     summarized: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reduced: list[str] = field(default_factory=list)
     restored: list[str] = field(default_factory=list)
+    reasons: dict[str, str] = field(default_factory=dict)
+    """The exclusion reason of each group the event excluded (summarized ones too)."""
 
     @property
     def changed(self) -> bool:
@@ -122,6 +126,7 @@ def build_event(
         created_at=out.now,
         excluded=tuple(out.excluded),
         summarized=dict(out.summarized),
+        reasons=dict(out.reasons),
         reduced=tuple(out.reduced),
         restored=tuple(out.restored),
     )
@@ -156,6 +161,7 @@ def exclude(
     group.excluded_at = out.now
     group.summarized_by = summarized_by
     group.version += 1
+    out.reasons[group.group_id] = reason
 
 
 def include(group: GroupRecord) -> None:

@@ -11,7 +11,9 @@ from typing import get_args
 
 from store.errors import InvalidInput
 from store.models import PHASES, SessionOrder
+from strategies.base import CompactionStrategy
 from strategies.messages import Message
+from strategies.specs import InvalidStrategySpec, parse_strategy
 
 __all__ = [
     "check_limit",
@@ -24,6 +26,7 @@ __all__ = [
     "check_tenant",
     "check_tokenizer",
     "checked_messages",
+    "resolve_strategy",
 ]
 
 
@@ -98,6 +101,22 @@ def check_phase(phase: object) -> None:
     """Refuse a phase that is not one of :data:`~store.models.PHASES`."""
     if phase not in PHASES:
         raise InvalidInput(f"unknown phase {phase!r}: expected one of {', '.join(PHASES)}")
+
+
+def resolve_strategy(strategy: object) -> CompactionStrategy:
+    """``strategy`` itself, or the strategy a spec string names
+    (:func:`strategies.parse_strategy`); anything else is refused."""
+    if isinstance(strategy, str):
+        try:
+            return parse_strategy(strategy)
+        except InvalidStrategySpec as error:
+            raise InvalidInput(str(error)) from None
+    if not isinstance(strategy, CompactionStrategy):
+        raise InvalidInput(
+            f"expected a compaction strategy or a spec such as 'truncation:max_n=20,"
+            f"compact_to=10', got {type(strategy).__name__}"
+        )
+    return strategy
 
 
 def check_restore_target(group_ids: Iterable[str] | None, event_id: str | None) -> list[str] | None:

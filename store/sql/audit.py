@@ -65,6 +65,7 @@ def event_from_row(row: RowMapping) -> CompactionEvent:
             summarized={k: tuple(v) for k, v in note.get("summarized", ())},
             reduced=tuple(note.get("reduced", ())),
             restored=tuple(note.get("restored", ())),
+            reasons=dict(note.get("reasons", {})),
         )
     except (ValueError, TypeError, KeyError) as error:
         raise CorruptRowError(

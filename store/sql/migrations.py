@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sqlite3
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
@@ -28,11 +29,19 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store.errors import MigrationRequired, StoreError
 from store.sql import dialect
-from store.sql.engine import check_sqlite_path, create_engine, describe_url, write_connection
+from store.sql.engine import (
+    check_sqlite_path,
+    create_engine,
+    describe_url,
+    normalize_url,
+    sqlite_file,
+    write_connection,
+)
 from store.sql.errors import translate_errors
 
 __all__ = [
     "VERSION_TABLE",
+    "SchemaState",
     "alembic_config",
     "check_revisions",
     "check_sqlite_file",
@@ -44,6 +53,8 @@ __all__ = [
     "known_revisions",
     "migrate",
     "migrate_sync",
+    "revision_history",
+    "schema_state",
     "script_location",
     "sqlite_revisions",
 ]
@@ -240,3 +251,77 @@ def sqlite_revisions(path: str) -> tuple[str, ...]:
             conn.close()
     except sqlite3.DatabaseError as error:
         raise StoreError(f"{path} is not a SQLite database ({error})") from None
+
+
+@dataclass(frozen=True)
+class SchemaState:
+    """Where a database's schema is, against the newest revision this version ships."""
+
+    where: str
+    """The database, as people should see it (a SQLite file, or the URL without password)."""
+    current: tuple[str, ...]
+    """The revision(s) the database is at; empty when it holds no chatledger schema."""
+    head: tuple[str, ...]
+    """The newest revision(s) this version of chatledger ships."""
+
+    @property
+    def up_to_date(self) -> bool:
+        """Whether the database is at the newest revision."""
+        return set(self.current) == set(self.head)
+
+    @property
+    def newer(self) -> bool:
+        """Whether a newer chatledger made the database (a revision this one lacks)."""
+        return any(r not in known_revisions() for r in self.current)
+
+    def describe(self) -> str:
+        """One line for people."""
+        if not self.current:
+            return f"{self.where}: no chatledger schema (run `chatledger db upgrade`)"
+        at = ", ".join(self.current)
+        if self.up_to_date:
+            return f"{self.where}: revision {at}, up to date"
+        if self.newer:
+            return f"{self.where}: revision {at}, made by a newer chatledger (upgrade the package)"
+        return f"{self.where}: revision {at}, behind (head is {', '.join(self.head)})"
+
+    def as_json(self) -> dict[str, object]:
+        """The ``db current --json`` object."""
+        return {
+            "url": self.where,
+            "current": list(self.current),
+            "head": list(self.head),
+            "up_to_date": self.up_to_date,
+        }
+
+
+async def schema_state(url: str | URL | None = None) -> SchemaState:
+    """Where the schema of the database at ``url`` is, read without writing anything (a
+    SQLite file that does not exist is refused rather than created)."""
+    with translate_errors():
+        target = normalize_url(url)
+        where = describe_url(target)
+        path = sqlite_file(target)
+        if path is not None:
+            check_sqlite_path(path, create=False)
+            current = await asyncio.to_thread(sqlite_revisions, path)
+        else:
+            engine = create_engine(target)
+            try:
+                current = await current_revisions(engine)
+            finally:
+                await engine.dispose()
+    return SchemaState(where=where, current=current, head=head_revisions())
+
+
+def revision_history() -> list[dict[str, str | None]]:
+    """The revisions this version ships, oldest first: id, parent and description."""
+    scripts = ScriptDirectory.from_config(alembic_config())
+    return [
+        {
+            "revision": script.revision,
+            "down_revision": str(script.down_revision) if script.down_revision else None,
+            "description": (script.doc or "").strip().splitlines()[0] if script.doc else "",
+        }
+        for script in reversed(list(scripts.walk_revisions()))
+    ]

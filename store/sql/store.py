@@ -68,6 +68,7 @@ from store.rules.checks import (
     check_tenant,
     check_tokenizer,
     checked_messages,
+    resolve_strategy,
 )
 from store.rules.conflicts import plan_and_apply
 from store.rules.identity import dedupe, new_messages
@@ -568,16 +569,17 @@ class HistoryStore:
         self,
         session_id: str,
         *,
-        strategy: CompactionStrategy | None = None,
+        strategy: CompactionStrategy | str | None = None,
         pending: Sequence[Message] = (),
     ) -> list[Message]:
         """The messages to send: active groups plus ``pending``, through ``strategy``."""
         check_session_id(session_id)
+        chosen = resolve_strategy(strategy) if strategy is not None else None
         batch = checked_messages(pending)
         with short_statements():  # the active view's rows, read once then cached
             view = await self._pending_view(session_id, batch)
-        if strategy is not None:
-            view = view.apply(await strategy.plan(view))
+        if chosen is not None:
+            view = view.apply(await chosen.plan(view))
         return await view.project()
 
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
@@ -609,7 +611,7 @@ class HistoryStore:
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = ...,
         dry_run: Literal[False] = ...,
@@ -619,7 +621,7 @@ class HistoryStore:
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = ...,
         dry_run: Literal[True],
@@ -629,7 +631,7 @@ class HistoryStore:
     async def compact(
         self,
         session_id: str,
-        strategy: CompactionStrategy,
+        strategy: CompactionStrategy | str,
         *,
         phase: Phase = "manual",
         dry_run: bool = False,
@@ -637,6 +639,7 @@ class HistoryStore:
         """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
         check_session_id(session_id)
         check_phase(phase)
+        strategy = resolve_strategy(strategy)
         compaction = self._compactor().compaction(session_id, strategy, phase)
         with short_statements():
             return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)

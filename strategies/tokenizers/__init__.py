@@ -47,7 +47,7 @@ from strategies.tokenizers.counting import (
     count_text_tokens,
     message_texts,
 )
-from strategies.tokenizers.tiktoken_tokenizer import TiktokenTokenizer
+from strategies.tokenizers.tiktoken_tokenizer import TiktokenTokenizer, tokenizer_named
 
 __all__ = [
     "DEFAULT_POLICY",
@@ -69,4 +69,5 @@ __all__ = [
     "encoding_name_for",
     "load_encoding",
     "message_texts",
+    "tokenizer_named",
 ]

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from strategies.tokenizers.bpe import cached_encoding, encoding_name_for
+from strategies.tokenizers.base import CharacterEstimatorTokenizer, Tokenizer
+from strategies.tokenizers.bpe import SUPPORTED_ENCODINGS, cached_encoding, encoding_name_for
 
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["TiktokenTokenizer"]
+__all__ = ["TiktokenTokenizer", "tokenizer_named"]
 
 _SHORT_TEXT = 40
 """Texts up to this length have their counts kept (:meth:`TiktokenTokenizer.count_tokens`)."""
@@ -127,3 +128,23 @@ class TiktokenTokenizer:
 
     def __repr__(self) -> str:
         return f"TiktokenTokenizer({self.name!r})"
+
+
+def tokenizer_named(name: str, /) -> Tokenizer:
+    """The tokenizer a session records as ``name``: ``"character_estimator"``, a shipped
+    tiktoken encoding (``"o200k_base"``, ``"cl100k_base"``) or a model name that uses one.
+
+    Raises:
+        ValueError: no tokenizer of that name ships here; the message lists the known ones.
+    """
+    estimator = CharacterEstimatorTokenizer()
+    if name == estimator.name:
+        return estimator
+    try:
+        return TiktokenTokenizer(name)
+    except ValueError:
+        known = ", ".join([estimator.name, *SUPPORTED_ENCODINGS])
+        raise ValueError(
+            f"unknown tokenizer {name!r}: expected one of {known}, or an OpenAI model name "
+            "that uses one of the encodings (such as gpt-4o)"
+        ) from None

@@ -31,7 +31,7 @@ from tests.integrations.conftest import AnyStore
 from tests.integrations.scripted_client import ScriptedChatClient
 
 REPO = Path(__file__).resolve().parents[2]
-FIRST_TURNS = 3
+FIRST_TURNS = 8
 
 
 @pytest.mark.parametrize("mode", sorted(BUILDERS))

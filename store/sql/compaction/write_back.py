@@ -363,6 +363,7 @@ def event_note(event: CompactionEvent) -> str:
             "summarized": [[k, list(v)] for k, v in event.summarized.items()],
             "reduced": list(event.reduced),
             "restored": list(event.restored),
+            "reasons": event.reasons,
         }
     )
 

@@ -1,0 +1,158 @@
+"""Printing for people: aligned columns that never split an id or a number.
+
+A :class:`Table` is columns of text cells. Every column keeps its cells whole except
+the one ``flex`` column (content, reasons), which is shortened with an ellipsis to fit
+a terminal's width; ids, numbers and times are never cut nor wrapped. When stdout is
+not a terminal nothing is shortened or wrapped: each row is one line, whatever its
+length, so that piped output can be searched and copied as it is. Columns marked
+``constant`` are left out when every row has the same value, which the title states
+once instead.
+
+On a terminal the header is bold and rows may carry a style (rich); elsewhere, or with
+``NO_COLOR``, the text is plain.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal
+
+__all__ = ["Column", "Table", "echo", "number", "print_table", "render", "when"]
+
+ELLIPSIS = "…"
+MIN_FLEX = 12
+"""The narrowest a shortened ``flex`` column gets."""
+GAP = "  "
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One column: its header, alignment, and whether it may shrink or collapse."""
+
+    header: str
+    align: Literal["left", "right"] = "left"
+    flex: bool = False
+    """The column that is shortened to fit a terminal (at most one a table)."""
+    constant: bool = False
+    """Left out when every row has the same value (the title says it once)."""
+
+
+@dataclass
+class Table:
+    """A titled grid of text cells, with an optional style per row."""
+
+    title: str
+    columns: list[Column]
+    rows: list[list[str]] = field(default_factory=list)
+    styles: list[str | None] = field(default_factory=list)
+
+    def add(self, *cells: str, style: str | None = None) -> None:
+        """Append a row (one cell per column)."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"expected {len(self.columns)} cells, got {len(cells)}")
+        self.rows.append(list(cells))
+        self.styles.append(style)
+
+
+def number(value: int) -> str:
+    """An integer with thousands separators (one token, never split)."""
+    return f"{value:,}"
+
+
+def when(value: datetime | None) -> str:
+    """A timestamp in UTC with its zone: ``2026-12-01T09:51:30Z``."""
+    if value is None:
+        return "-"
+    moment = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _collapsed(table: Table) -> tuple[str, list[int]]:
+    """The title with the constant columns stated once, and the indexes kept."""
+    keep: list[int] = []
+    stated: list[str] = []
+    for index, column in enumerate(table.columns):
+        values = {row[index] for row in table.rows}
+        if column.constant and len(table.rows) > 1 and len(values) == 1:
+            stated.append(f"{column.header} {values.pop()}")
+        else:
+            keep.append(index)
+    title = table.title + (f" ({'; '.join(stated)})" if stated else "")
+    return title, keep
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+
+
+def render(table: Table, width: int | None) -> tuple[str, list[str]]:
+    """The table's title and lines; ``width`` is the terminal's (None: no limit)."""
+    title, keep = _collapsed(table)
+    columns = [table.columns[i] for i in keep]
+    rows = [[" ".join(row[i].split()) for i in keep] for row in table.rows]
+    widths = [max([len(c.header), *(len(r[k]) for r in rows)]) for k, c in enumerate(columns)]
+    flex = next((k for k, c in enumerate(columns) if c.flex), None)
+    if width is not None and flex is not None:
+        fixed = sum(w for k, w in enumerate(widths) if k != flex) + len(GAP) * (len(widths) - 1)
+        widths[flex] = max(min(widths[flex], width - fixed), min(widths[flex], MIN_FLEX))
+    lines = []
+    for cells in [[c.header for c in columns], *rows]:
+        parts = []
+        for k, (column, cell) in enumerate(zip(columns, cells, strict=True)):
+            text = _shorten(cell, widths[k]) if k == flex else cell
+            last = k == len(columns) - 1
+            if column.align == "right":
+                parts.append(text.rjust(widths[k]))
+            else:
+                parts.append(text if last else text.ljust(widths[k]))
+        lines.append(GAP.join(parts).rstrip())
+    return title, lines
+
+
+def _terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def _styled() -> bool:
+    return _terminal() and not os.environ.get("NO_COLOR")
+
+
+def terminal_width() -> int | None:
+    """The terminal's width (``COLUMNS`` honoured), or None when stdout is not one."""
+    return shutil.get_terminal_size().columns if _terminal() else None
+
+
+def echo(text: str = "", *, style: str | None = None, err: bool = False) -> None:
+    """Print one line (styled on a terminal)."""
+    stream = sys.stderr if err else sys.stdout
+    if style and stream.isatty() and not os.environ.get("NO_COLOR"):
+        from rich.console import Console
+
+        Console(file=stream, highlight=False, soft_wrap=True).print(text, style=style, markup=False)
+        return
+    stream.write(text + "\n")
+    stream.flush()
+
+
+def print_table(table: Table, *, empty: str) -> None:
+    """Print ``table`` (or ``empty`` when it has no rows)."""
+    if not table.rows:
+        echo(empty)
+        return
+    title, lines = render(table, terminal_width())
+    if not _styled():
+        sys.stdout.write("\n".join([title, *lines]) + "\n")
+        sys.stdout.flush()
+        return
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(Text(title, style="bold"))
+    console.print(Text(lines[0], style="bold"))
+    for line, style in zip(lines[1:], table.styles, strict=True):
+        console.print(Text(line, style=style or ""))
