@@ -1,4 +1,5 @@
-"""chatledger's pure compaction engine: messages, groups, tokenizers, views, strategies.
+"""chatledger's pure compaction engine: messages, groups, tokenizers, views, strategies,
+and the bounding of tool results before they enter the history (:mod:`strategies.bounded`).
 
 Nothing here does I/O (the summarizers receive an injected client) or imports
 :mod:`store`.
@@ -6,6 +7,19 @@ Nothing here does I/O (the summarizers receive an injected client) or imports
 
 from strategies.apply import apply_compaction
 from strategies.base import CompactionStrategy, TokenizerMismatch
+from strategies.bounded import (
+    InvalidCursor,
+    Page,
+    ResultBudgetError,
+    ResultTooLarge,
+    ToolResultAllowance,
+    bound_result,
+    bounded,
+    cap_records,
+    cap_text,
+    paginate,
+    select_fields,
+)
 from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.groups import GROUP_KINDS, AnnotationState, GroupInfo, GroupKind, annotate
@@ -96,6 +110,7 @@ __all__ = [
     "GroupView",
     "GroupsExceed",
     "HasToolCalls",
+    "InvalidCursor",
     "InvalidStrategySpec",
     "Message",
     "MessageSource",
@@ -104,9 +119,12 @@ __all__ = [
     "Not",
     "OpenAICompatibleSummarizer",
     "OtherContent",
+    "Page",
     "PipelineStrategy",
     "ReasoningContent",
     "Reduction",
+    "ResultBudgetError",
+    "ResultTooLarge",
     "SelectiveToolCallCompactionStrategy",
     "SlidingWindowStrategy",
     "SummarizationStrategy",
@@ -120,6 +138,7 @@ __all__ = [
     "TokenizerMismatch",
     "TokensBelow",
     "TokensExceed",
+    "ToolResultAllowance",
     "ToolResultCompactionStrategy",
     "ToolResultReductionStrategy",
     "Totals",
@@ -131,10 +150,16 @@ __all__ = [
     "VocabularyIntegrityError",
     "annotate",
     "apply_compaction",
+    "bound_result",
+    "bounded",
+    "cap_records",
+    "cap_text",
     "count_message_tokens",
     "format_strategy",
+    "paginate",
     "parse_strategy",
+    "select_fields",
     "spec_name",
-    "strategy_name",
     "strategy_from_params",
+    "strategy_name",
 ]

@@ -24,6 +24,7 @@ PUBLIC_MODULES = (
     "store.cli",
     "strategies",
     "strategies.base",
+    "strategies.bounded",
     "strategies.messages",
     "strategies.tokenizers",
     "strategies.view",

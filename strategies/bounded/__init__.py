@@ -1,0 +1,59 @@
+"""Bounding tool results before they enter the history.
+
+A tool result is model input on the next call, and a search that returns hundreds of
+rows can cost more context than everything else together. The place to cap it is before
+the tool returns; compacting the stored history afterwards
+(:class:`~strategies.reduction.ToolResultReductionStrategy`) is the second line.
+
+* :func:`bound_result` and ``@``:func:`bounded`: a result is sent as it is when it fits
+  its token budget, else replaced whole by the compact JSON of a
+  :class:`ResultTooLarge` notice; :class:`ResultBudgetError` when even that does not
+  fit. Never cut at an arbitrary character.
+* :class:`ToolResultAllowance`: one allowance for the parallel calls of one model turn,
+  ``"first_come"`` or ``"fair_share"``.
+* :func:`select_fields`, :func:`cap_records`, :func:`cap_text` and :func:`paginate`
+  (with signed cursors, :class:`Page`, :class:`InvalidCursor`): shrink the result where
+  the tool still knows what it means.
+
+The modules:
+
+* :mod:`~strategies.bounded.serialization`: the rule that turns a value into the text
+  counted and sent (compact JSON; datetimes, decimals and other values; NaN refused);
+* :mod:`~strategies.bounded.results`: bounding one result, and the notice;
+* :mod:`~strategies.bounded.allowance`: the shared allowance of a turn;
+* :mod:`~strategies.bounded.decorator`: ``@bounded``;
+* :mod:`~strategies.bounded.query`: the field, record and text helpers;
+* :mod:`~strategies.bounded.paging`: pages and their cursors.
+
+docs/bounded_results.md shows them together, and how Agent Framework agents use them.
+"""
+
+from strategies.bounded.allowance import AllowancePolicy, ToolResultAllowance
+from strategies.bounded.decorator import bounded
+from strategies.bounded.paging import InvalidCursor, Page, paginate
+from strategies.bounded.query import cap_records, cap_text, select_fields
+from strategies.bounded.results import (
+    ResultBudgetError,
+    ResultTooLarge,
+    bound_result,
+    notice_tokens,
+)
+from strategies.bounded.serialization import compact_dumps, result_text
+
+__all__ = [
+    "AllowancePolicy",
+    "InvalidCursor",
+    "Page",
+    "ResultBudgetError",
+    "ResultTooLarge",
+    "ToolResultAllowance",
+    "bound_result",
+    "bounded",
+    "cap_records",
+    "cap_text",
+    "compact_dumps",
+    "notice_tokens",
+    "paginate",
+    "result_text",
+    "select_fields",
+]
