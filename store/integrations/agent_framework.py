@@ -1,4 +1,4 @@
-"""Microsoft Agent Framework: a history provider over the store, and a strategy adapter.
+"""Microsoft Agent Framework: a history provider, a strategy adapter, bounded tool results.
 
 :class:`ChatledgerHistoryProvider` is an Agent Framework ``HistoryProvider``. It works in
 both of the framework's modes:
@@ -27,19 +27,50 @@ Rules:
 
 :func:`as_agent_framework` adapts any chatledger strategy to the framework's
 ``compaction_strategy`` protocol.
+
+:func:`bounded_tools` returns the middleware that bounds every tool result before the
+framework puts it into the history (:mod:`strategies.bounded`), one token allowance per
+model response shared by that response's calls:
+
+- an agent middleware opens the run's scope (a context variable, so nothing is shared
+  between runs, concurrent ones included) and picks the tokenizer: the one given, else
+  the store's when the agent has a :class:`ChatledgerHistoryProvider`, else
+  ``o200k_base``;
+- a chat middleware sees each model response and opens one
+  :class:`~strategies.bounded.ToolResultAllowance` for the function calls it asks for,
+  announcing how many (``fair_share`` divides by that number);
+- a function middleware bounds each result by its tool's budget and its response's
+  allowance, and puts back compact JSON (the framework's own serialization adds spaces).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Final, Self
 
 from pydantic import JsonValue
 
 try:
-    from agent_framework import HistoryProvider
+    from agent_framework import (
+        AgentContext,
+        AgentMiddleware,
+        ChatContext,
+        ChatMiddleware,
+        ChatResponse,
+        Content,
+        FunctionInvocationContext,
+        FunctionMiddleware,
+        HistoryProvider,
+        MiddlewareTermination,
+        ResponseStream,
+    )
     from agent_framework import Message as AFMessage
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
@@ -52,6 +83,15 @@ from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_fra
 from store.models import CompactionEvent, ImportResult, Phase, StoredMessage
 from store.provider import SaveResult, TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
+from strategies.bounded import (
+    AllowancePolicy,
+    ResultBudgetError,
+    ToolResultAllowance,
+    bound_result,
+    notice_tokens,
+)
+from strategies.bounded.allowance import POLICIES
+from strategies.bounded.results import check_int, default_tokenizer
 from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
 from strategies.view import View
@@ -61,12 +101,17 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AgentFrameworkStrategy",
+    "BoundedToolsMiddleware",
     "ChatledgerHistoryProvider",
     "MissingSessionId",
     "as_agent_framework",
+    "bounded_tools",
     "from_af_messages",
     "to_af_messages",
 ]
+
+
+logger = logging.getLogger("chatledger.integrations")
 
 
 class MissingSessionId(ValueError):
@@ -352,3 +397,236 @@ def as_agent_framework(
 ) -> AgentFrameworkStrategy:
     """Adapt ``strategy`` to Agent Framework's ``compaction_strategy`` protocol."""
     return AgentFrameworkStrategy(strategy, tokenizer=tokenizer)
+
+
+BoundedToolsMiddleware = AgentMiddleware | ChatMiddleware | FunctionMiddleware
+"""The kinds of middleware :func:`bounded_tools` returns."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Budgets:
+    """What :func:`bounded_tools` was configured with."""
+
+    default_max_tokens: int
+    per_tool: Mapping[str, int]
+    turn_tokens: int | None
+    policy: AllowancePolicy
+    tokenizer: Tokenizer | None
+
+    def max_tokens(self, tool: str) -> int:
+        return self.per_tool.get(tool, self.default_max_tokens)
+
+    def check(self, tokenizer: Tokenizer) -> None:
+        """Refuse budgets too small for the notice, before any tool runs."""
+        needed = notice_tokens(tokenizer)
+        small = {"default_max_tokens": self.default_max_tokens, **self.per_tool}
+        small = {name: value for name, value in small.items() if value < needed}
+        if small:
+            raise ValueError(
+                f"tool result budgets below the {needed} tokens of the ResultTooLarge notice "
+                f"with {tokenizer.name}: {small}"
+            )
+
+
+@dataclass(slots=True)
+class _Run:
+    """One agent run: its tokenizer and the allowance of each pending function call."""
+
+    budgets: _Budgets
+    tokenizer: Tokenizer
+    allowances: dict[str, ToolResultAllowance] = field(default_factory=dict)
+
+    def open(self, response: ChatResponse) -> None:
+        """Open one allowance for the function calls ``response`` asks for."""
+        turn_tokens = self.budgets.turn_tokens
+        if turn_tokens is None:
+            return
+        calls = list(
+            dict.fromkeys(
+                content.call_id
+                for message in response.messages
+                for content in message.contents
+                if content.type == "function_call" and content.call_id
+            )
+        )
+        if not calls:
+            return
+        allowance = ToolResultAllowance(turn_tokens, policy=self.budgets.policy)
+        allowance.new_turn(expected_calls=len(calls))
+        self.allowances.update(dict.fromkeys(calls, allowance))
+
+
+_RUN: Final[ContextVar[_Run | None]] = ContextVar("chatledger_bounded_run", default=None)
+"""The run in progress, set by :class:`_RunScope` (tool tasks inherit it)."""
+
+
+@contextlib.contextmanager
+def _inside(run: _Run) -> Iterator[None]:
+    token = _RUN.set(run)
+    try:
+        yield
+    finally:
+        _RUN.reset(token)
+
+
+class _RunScope(AgentMiddleware):
+    """Opens the scope of one run, with the tokenizer its results are counted with."""
+
+    def __init__(self, budgets: _Budgets) -> None:
+        self.budgets = budgets
+
+    async def tokenizer(self, agent: object) -> Tokenizer:
+        """The one given, else the store's of the agent's chatledger provider, else o200k_base."""
+        if self.budgets.tokenizer is not None:
+            return self.budgets.tokenizer
+        for provider in getattr(agent, "context_providers", None) or ():
+            if isinstance(provider, ChatledgerHistoryProvider):
+                return (await provider.store()).tokenizer
+        return default_tokenizer()
+
+    async def process(
+        self, context: AgentContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
+        tokenizer = await self.tokenizer(context.agent)
+        self.budgets.check(tokenizer)
+        run = _Run(self.budgets, tokenizer)
+        with _inside(run):
+            await call_next()
+        if isinstance(context.result, ResponseStream):  # the run happens while it is read
+            context.result.with_pull_context_manager(lambda: _inside(run))
+
+
+class _ResponseAllowances(ChatMiddleware):
+    """Opens the allowance of each model response that asks for function calls."""
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await call_next()
+        run = _RUN.get()
+        if run is None:
+            return
+        if isinstance(context.result, ChatResponse):
+            run.open(context.result)
+        elif isinstance(context.result, ResponseStream):
+            context.result.with_result_hook(run.open)  # before the loop runs the calls
+
+
+_KEEP: Final = object()
+"""A tool result left as it is (rich content, approval requests)."""
+
+
+def _structured(text: str) -> object:
+    """The value behind the framework's JSON text of a tool result, or the text itself."""
+    if not text.startswith(("{", "[")):
+        return text
+
+    def refuse(constant: str) -> object:
+        raise ValueError(constant)
+
+    try:
+        value = json.loads(text, parse_constant=refuse)
+    except ValueError:
+        return text
+    return value if isinstance(value, dict | list) else text
+
+
+def _tool_value(result: object) -> object:
+    """What to bound of a function middleware's result, or :data:`_KEEP`.
+
+    The framework hands function middleware a list of contents: text (a string result
+    as it was, any other value as its ``json.dumps`` with spaces) or rich contents
+    (images, files). Text that is a JSON object or array is parsed back, so that it is
+    bounded and stored as compact JSON; results with rich contents are left alone. A
+    raw value (a tool built with ``result_parser=SKIP_PARSING``, or one an inner
+    middleware set) is bounded as it is.
+    """
+    if isinstance(result, Content):
+        if result.type != "text":
+            return _KEEP
+        result = [result]
+    if isinstance(result, list) and result and all(isinstance(c, Content) for c in result):
+        if any(c.type != "text" for c in result):
+            return _KEEP
+        return _structured("\n".join(c.text for c in result if c.text))
+    return result
+
+
+class _BoundResults(FunctionMiddleware):
+    """Bounds each tool result by its tool's budget and its response's allowance."""
+
+    def __init__(self, budgets: _Budgets) -> None:
+        self.budgets = budgets
+
+    async def process(
+        self, context: FunctionInvocationContext, call_next: Callable[[], Awaitable[None]]
+    ) -> None:
+        try:
+            await call_next()
+        except MiddlewareTermination:  # an inner middleware's result still enters the history
+            if context.result is not None:
+                self.bound(context)
+            raise
+        self.bound(context)
+
+    def bound(self, context: FunctionInvocationContext) -> None:
+        """Replace ``context.result`` with its bounded text."""
+        value = _tool_value(context.result)
+        if value is _KEEP:
+            return
+        run = _RUN.get()
+        tokenizer = run.tokenizer if run else self.budgets.tokenizer or default_tokenizer()
+        max_tokens = self.budgets.max_tokens(context.function.name)
+        call_id = context.metadata.get("call_id")
+        allowance = run.allowances.pop(call_id, None) if run and call_id else None
+        if allowance is None:
+            context.result = bound_result(value, max_tokens=max_tokens, tokenizer=tokenizer)
+            return
+        try:
+            context.result = allowance.bound(value, max_tokens=max_tokens, tokenizer=tokenizer)
+        except ResultBudgetError as error:
+            logger.warning(
+                "tool %s: %s; its result is sent empty to keep the turn within its allowance",
+                context.function.name,
+                error,
+            )
+            context.result = ""
+
+
+def bounded_tools(
+    default_max_tokens: int,
+    *,
+    per_tool: Mapping[str, int] | None = None,
+    turn_tokens: int | None = None,
+    policy: AllowancePolicy = "first_come",
+    tokenizer: Tokenizer | None = None,
+) -> list[BoundedToolsMiddleware]:
+    """The middleware that bounds tool results; pass it as ``Agent(..., middleware=...)``.
+
+    Every tool result is bounded by ``per_tool[name]`` tokens, or ``default_max_tokens``
+    for tools not named there (:func:`~strategies.bounded.bound_result`), and, with
+    ``turn_tokens``, the results of each model response's calls together by one
+    allowance of ``turn_tokens`` divided by ``policy`` (``"first_come"`` or
+    ``"fair_share"``, see :class:`~strategies.bounded.ToolResultAllowance`). Results are
+    counted with ``tokenizer``, else the store's when the agent has a
+    :class:`ChatledgerHistoryProvider`, else ``TiktokenTokenizer("o200k_base")``.
+
+    The list holds an agent middleware (one scope per run), a chat middleware (one
+    allowance per model response) and a function middleware (the bounding); pass all
+    three, alone or among others.
+
+    Raises:
+        ValueError: a budget or ``policy`` is not valid. A budget too small for the
+            ``ResultTooLarge`` notice raises when a run starts (the tokenizer may be
+            the store's).
+    """
+    check_int(default_max_tokens, "default_max_tokens")
+    tools = dict(per_tool or {})
+    for name, value in tools.items():
+        check_int(value, f"per_tool[{name!r}]")
+    if turn_tokens is not None:
+        check_int(turn_tokens, "turn_tokens")
+    if policy not in POLICIES:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+    if policy == "fair_share" and turn_tokens is None:
+        raise ValueError("policy='fair_share' divides turn_tokens: give turn_tokens too")
+    budgets = _Budgets(default_max_tokens, tools, turn_tokens, policy, tokenizer)
+    return [_RunScope(budgets), _ResponseAllowances(), _BoundResults(budgets)]

@@ -158,12 +158,16 @@ class ToolResultAllowance:
         return max(0, remaining - others * reserve)
 
     def _turn_messages(self, room: int) -> Messages:
-        total = self._total
+        total, expected = self._total, self._expected
+        shared = self._policy == "fair_share" and expected is not None
+        if shared and self._answered < (expected or 0):
+            limit = f"more than this call's share, {room} of the turn's {total} tokens"
+        else:
+            limit = f"more than the {room} left of the turn's {total} tokens"
         return (
             lambda tokens: (
-                f"The result has {tokens} tokens; this turn's tool results have {room} "
-                f"left of {total}. Ask again with a narrower query, fewer fields or fewer "
-                "calls at once."
+                f"The result has {tokens} tokens, {limit} for tool results. Ask again "
+                "with a narrower query, fewer fields or fewer calls at once."
             ),
             ALLOWANCE_SPENT,
         )

@@ -67,7 +67,7 @@ async def test_first_come_tells_late_calls_the_allowance_is_spent(o200k: Tokeniz
     assert results[0] == compact_dumps(ROWS[:10])
     late = [ResultTooLarge.model_validate_json(r) for r in results if _is_notice(r)]
     assert late, results
-    assert any("allowance" in n.message or "left of 400" in n.message for n in late)
+    assert any("allowance" in n.message or "left of the turn's 400" in n.message for n in late)
 
 
 async def test_first_come_without_an_announcement_raises_once_nothing_is_left(
@@ -93,7 +93,7 @@ async def test_fair_share_gives_each_call_its_share(
     assert all(c <= 300 for c in counts) and sum(counts) <= 900
     assert results[:2] == [compact_dumps(ROWS[:2]), compact_dumps(ROWS[:10])]
     notice_text = ResultTooLarge.model_validate_json(results[2]).message
-    assert "300 left of 900" in notice_text
+    assert "this call's share, 300 of the turn's 900 tokens" in notice_text
 
 
 async def test_fair_share_outcomes_do_not_depend_on_timing() -> None:

@@ -4,12 +4,13 @@ Composed as the framework's own clients are: the function-invocation layer over 
 middleware layer over the telemetry layer over ``BaseChatClient``. Each model call
 records the messages it was sent (and the options), then answers with the next step of
 a scripted policy: per user turn, ``tool_calls`` calls of the ``lookup`` tool, then a
-text answer.
+text answer (:class:`ScriptedChatClient`), or one response of parallel ``search`` calls,
+then a text answer (:class:`ParallelSearchClient`, which also streams).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from agent_framework import (
     BaseChatClient,
     ChatMiddlewareLayer,
     ChatResponse,
+    ChatResponseUpdate,
     Content,
     FunctionInvocationLayer,
     Message,
@@ -82,4 +84,59 @@ class ScriptedChatClient(
         if stream:
             raise NotImplementedError("the scripted client does not stream")
         self.calls.append(Recorded(list(messages), dict(options)))
+        return self._respond(messages)
+
+
+class ParallelSearchClient(
+    FunctionInvocationLayer[Any],
+    ChatMiddlewareLayer[Any],
+    ChatTelemetryLayer[Any],
+    BaseChatClient[Any],
+):
+    """Answers each user turn with one response of parallel ``search`` calls, then text.
+
+    The calls of a turn ask for ``queries`` (one call each, all in one response); once
+    their results are in the request, the client answers ``"done: <user text>"``. It
+    streams when asked to, one update per content.
+    """
+
+    def __init__(self, queries: Sequence[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.queries = list(queries)
+        self.calls: list[Recorded] = []
+        self._counter = 0
+
+    def _reply(self, messages: Sequence[Message]) -> Message:
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        turn = messages[last_user:] if last_user >= 0 else []
+        if any(c.type == "function_result" for m in turn for c in m.contents):
+            return Message(role="assistant", contents=[f"done: {turn[0].text}"])
+        calls = []
+        for query in self.queries:
+            self._counter += 1
+            calls.append(
+                Content.from_function_call(
+                    call_id=f"search_{self._counter}", name="search", arguments={"query": query}
+                )
+            )
+        return Message(role="assistant", contents=calls)
+
+    async def _respond(self, messages: Sequence[Message]) -> ChatResponse:
+        return ChatResponse(messages=[self._reply(messages)])
+
+    async def _stream(self, messages: Sequence[Message]) -> AsyncIterator[ChatResponseUpdate]:
+        for content in self._reply(messages).contents:
+            yield ChatResponseUpdate(role="assistant", contents=[content])
+
+    def _inner_get_response(
+        self,
+        *,
+        messages: Sequence[Message],
+        stream: bool,
+        options: Mapping[str, Any],
+        **kwargs: Any,
+    ) -> Any:
+        self.calls.append(Recorded(list(messages), dict(options)))
+        if stream:
+            return self._build_response_stream(self._stream(messages))
         return self._respond(messages)
