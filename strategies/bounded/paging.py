@@ -137,9 +137,9 @@ def paginate(
     """
     size = check_int(page_size, "page_size")
     secret = _key(key)
-    digest = _digest(records)
     if len(records) > 0xFFFFFFFF:
         raise ValueError("paginate pages at most 4294967295 records")
+    digest = _digest(records)
     start = 0 if cursor is None else _decode(cursor, digest, secret, len(records))
     end = min(start + size, len(records))
     has_more = end < len(records)
