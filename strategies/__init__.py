@@ -45,8 +45,8 @@ from strategies.specs import (
     format_strategy,
     parse_strategy,
     spec_name,
-    strategy_name,
     strategy_from_params,
+    strategy_name,
 )
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import (
