@@ -15,6 +15,8 @@ capability                  SQLite    PostgreSQL  used by
 ``advisory_locks``          no        yes         serialized migrations
 ``schemas``                 no        yes         ``schema=`` / ``search_path``
 ``naive_timestamps``        yes       no          :class:`~store.sql.schema.UTCDateTime`
+``planner_statistics``      no        yes         ``ANALYZE`` after bulk writes
+``copy_rows``               no        yes         bulk appends by ``COPY``
 ==========================  ========  ==========  ==============================
 """
 
@@ -67,6 +69,12 @@ class Capabilities:
     """Tables may live in a named schema (``search_path``)."""
     naive_timestamps: bool
     """Timestamps are stored without an offset: UTC values are written naive."""
+    copy_rows: bool
+    """Many rows go fastest by the driver's ``COPY`` (asyncpg's binary protocol), rather
+    than an ``executemany`` of ``INSERT``."""
+    planner_statistics: bool
+    """The planner needs ``ANALYZE``d tables to use the indexes for ``= ANY(:keys)``
+    (PostgreSQL); SQLite's planner uses them without statistics."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -81,6 +89,8 @@ SUPPORTED: dict[str, Capabilities] = {
         advisory_locks=False,
         schemas=False,
         naive_timestamps=True,
+        copy_rows=False,
+        planner_statistics=False,
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -92,6 +102,8 @@ SUPPORTED: dict[str, Capabilities] = {
         advisory_locks=True,
         schemas=True,
         naive_timestamps=False,
+        copy_rows=True,
+        planner_statistics=True,
         insert=postgresql_insert,
     ),
 }

@@ -98,6 +98,7 @@ from store.sql.recount import recount_session
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.sessions import lock_session, read_session
 from store.sql.sqlite_driver import short_statements
+from store.sql.statistics import Statistics
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -208,6 +209,7 @@ class HistoryStore:
         self._closed = False
         self._pending = PendingCounts(self.count_tokens, lambda: (self.tokenizer, self._policy))
         self._cache = SessionCache(cache_messages)
+        self._statistics = Statistics(engine)
 
     # -- opening and closing -------------------------------------------------------
 
@@ -407,6 +409,7 @@ class HistoryStore:
             before = appended.before
             after = (before[0], before[1] + 1)
             self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
+            await self._statistics.wrote(appended.count)
         return [m.message_id for m in batch]
 
     @translated

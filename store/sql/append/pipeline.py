@@ -22,6 +22,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Insert
 from sqlalchemy.types import TypeDecorator
 
+from store.errors import StoreError
+from store.sql import dialect
 from store.sql.schema import GROUPS, MESSAGES, UTCDateTime
 
 if TYPE_CHECKING:
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
     from store.sql.append.rows import NewGroups, RowBuilder
 
 __all__ = [
+    "COPY_MIN_ROWS",
     "GROUP_COLUMNS",
     "INSERT_CHUNK",
     "MESSAGE_COLUMNS",
@@ -46,8 +49,16 @@ _YIELD_EVERY = 50
 """Messages built between two turns of the event loop while a write is in flight (so
 the next statement of the write starts without waiting for the whole slice)."""
 
-Statement = tuple[str, list[tuple[Any, ...]]]
-"""SQL and its driver rows, for one ``executemany``."""
+Statement = tuple["DriverInsert", list[tuple[Any, ...]]]
+"""An insert and its driver rows, for one ``executemany`` (or one ``COPY``)."""
+
+COPY_MIN_ROWS = 64
+"""Where the database copies rows (PostgreSQL), a statement of at least this many rows
+goes as one ``COPY`` rather than an ``executemany`` (a bulk append; a turn's few rows
+stay a plain insert)."""
+
+_COPY_COLUMNS = {"contents_json": "contents", "metadata_json": "metadata"}
+"""The column each bound parameter of a message row fills, where they differ."""
 
 
 class _JSONText(TypeDecorator[str]):
@@ -149,6 +160,10 @@ class DriverInsert:
     """The bound parameters in the order the driver takes them."""
     processors: Mapping[str, Processor]
     """The bind processor of each parameter that has one."""
+    table: str = ""
+    """The table the rows go to (for ``COPY``)."""
+    table_columns: tuple[str, ...] = ()
+    """The table's column of each of :attr:`columns` (for ``COPY``)."""
 
     @classmethod
     def compile(cls, statement: Insert, columns: Sequence[str], dialect: Dialect) -> DriverInsert:
@@ -163,7 +178,8 @@ class DriverInsert:
             if isinstance(name, str) and name in order and callable(processor):
                 timestamp = isinstance(compiled.binds[name].type, UTCDateTime)
                 processors[name] = _sqlite_timestamps(processor) if timestamp else processor
-        return cls(str(compiled), order, processors)
+        targets = tuple(_COPY_COLUMNS.get(name, name) for name in order)
+        return cls(str(compiled), order, processors, statement.table.name, targets)
 
     def processor(self, name: str) -> Processor:
         """The bind processor of parameter ``name`` (the identity when it has none)."""
@@ -227,8 +243,29 @@ def group_insert(dialect: Dialect) -> DriverInsert:
 
 
 async def _execute(conn: AsyncConnection, statements: Sequence[Statement]) -> None:
-    for sql, rows in statements:
-        await conn.exec_driver_sql(sql, rows)
+    copies = dialect.of(conn).copy_rows
+    for insert_rows, rows in statements:
+        if copies and len(rows) >= COPY_MIN_ROWS:
+            await _copy(conn, insert_rows, rows)
+        else:
+            await conn.exec_driver_sql(insert_rows.sql, rows)
+
+
+async def _copy(
+    conn: AsyncConnection, insert_rows: DriverInsert, rows: list[tuple[Any, ...]]
+) -> None:
+    """Send ``rows`` with the driver's ``COPY`` (asyncpg's binary protocol), in the
+    connection's transaction."""
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection
+    try:
+        await driver.copy_records_to_table(
+            insert_rows.table, records=rows, columns=list(insert_rows.table_columns)
+        )
+    except Exception as error:  # the driver's own errors: reported as a database failure
+        if isinstance(error, StoreError | asyncio.CancelledError):
+            raise
+        raise StoreError(f"database error: {error}") from error
 
 
 async def insert_messages(
@@ -262,11 +299,11 @@ async def insert_messages(
                 rows += builder.rows(part, end, binds, some)
                 if writing is not None and not writing.done():
                     await asyncio.sleep(0)  # lets the write go on to its next statement
-            statements: list[Statement] = [(binds.sql, rows)]
+            statements: list[Statement] = [(binds, rows)]
             if groups is not None and group_binds is not None:
                 ready = groups.ready(stop, group_binds, final=stop == total)
                 if ready:
-                    statements.append((group_binds.sql, ready))
+                    statements.append((group_binds, ready))
             if writing is not None:
                 await writing
             writing = asyncio.ensure_future(_execute(conn, statements))
