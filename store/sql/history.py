@@ -24,11 +24,12 @@ How long a stream's transaction stays open is a capability of the dialect
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
@@ -39,14 +40,23 @@ from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.errors import translate_errors
 from store.sql.mapping import COLUMN_INDEX, message_columns, session_from_row, stored_message
-from store.sql.schema import GROUPS, MESSAGES, SESSIONS
+from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
 from store.sql.statements import chunks
 
-__all__ = ["history_query", "read_history", "read_page_rows", "read_sessions", "stream_history"]
+__all__ = [
+    "KIND",
+    "history_query",
+    "read_history",
+    "read_page_rows",
+    "read_sessions",
+    "stream_history",
+]
 
 _SEQ = COLUMN_INDEX["seq"]
 _GROUP = COLUMN_INDEX["group_id"]
+KIND = len(COLUMN_INDEX)
+"""Where a page row holds its group's kind (after the columns of ``message_columns``)."""
 
 
 def history_query(
@@ -121,6 +131,29 @@ async def read_history(
     return out
 
 
+@functools.cache
+def _page_statement(include_excluded: bool, bounded: bool) -> Select[Any]:
+    """One keyset page of a session's messages with each one's group kind (the group
+    looked up by its primary key, row by row), built once per shape."""
+    m, g = MESSAGES.c, GROUPS.c
+    kind = (
+        select(g.kind)
+        .where(g.tenant == m.tenant, g.session_id == m.session_id, g.group_id == m.group_id)
+        .scalar_subquery()
+        .label("group_kind")
+    )
+    query = select(*message_columns(), kind).where(
+        m.tenant == bindparam("tenant"),
+        m.session_id == bindparam("session_id"),
+        m.seq > bindparam("after"),
+    )
+    if not include_excluded:
+        query = query.where(m.excluded.is_(False))
+    if bounded:
+        query = query.where(m.seq < bindparam("before"))
+    return query.order_by(m.seq).limit(bindparam("limit"))
+
+
 async def read_page_rows(
     conn: AsyncConnection,
     tenant: str,
@@ -130,21 +163,22 @@ async def read_page_rows(
     after: int | None,
     before: int | None,
     limit: int,
-) -> tuple[Sequence[Any], dict[str, str]]:
+) -> Sequence[Any]:
     """A keyset page: the first ``limit`` rows between the exclusive ``seq`` bounds,
-    oldest first, and the kind of each of their groups (map a row with
-    :func:`stored_message`; pass the last ``seq`` seen as ``after`` for the next page)."""
-    query = history_query(
-        tenant,
-        session_id,
-        include_excluded=include_excluded,
-        limit=None,
-        before=before,
-        after=after,
-    ).limit(limit)
-    rows = (await conn.execute(query)).all()
-    kinds = await group_kinds(conn, tenant, session_id, {row[_GROUP] for row in rows})
-    return rows, kinds
+    oldest first, each ending with its group's kind (map a row with
+    :func:`stored_message` and ``row[KIND]``; pass the last ``seq`` seen as ``after``
+    for the next page)."""
+    params: dict[str, Any] = {
+        "tenant": tenant,
+        "session_id": session_id,
+        "after": FIRST_SEQ - 1 if after is None else after,
+        "limit": limit,
+    }
+    if before is not None:
+        params["before"] = before
+    query = _page_statement(include_excluded, before is not None)
+    rows: Sequence[Any] = (await conn.execute(query, params)).all()
+    return rows
 
 
 async def read_sessions(
@@ -213,7 +247,7 @@ async def stream_history(
             await read_session(conn, tenant, session_id)
             cursor = after
             while True:
-                rows, kinds = await read_page_rows(
+                rows = await read_page_rows(
                     conn,
                     tenant,
                     session_id,
@@ -225,9 +259,7 @@ async def stream_history(
                 if short_transactions:
                     await conn.commit()
                 for row in rows:
-                    yield stored_message(
-                        row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id
-                    )
+                    yield stored_message(row, row[KIND], tenant=tenant, session_id=session_id)
                 if len(rows) < page_size:
                     return
                 cursor = rows[-1][_SEQ]

@@ -7,11 +7,14 @@ driver returns them (SQLite's ISO text, asyncpg's ``datetime``) and made aware U
 mapping, as :class:`~store.sql.schema.UTCDateTime` would, without SQLAlchemy's per-value
 result processing.
 
-Rows are mapped from plain tuples selected with :func:`message_columns`: the contents are
-validated straight from their JSON text (:data:`~strategies.messages.CONTENTS_ADAPTER`),
-then the stored message is validated with its message in one call, so a corrupt row
-still raises. A row holding a reduced version takes the general mapping
-(:func:`message_from_row`).
+Rows are mapped from plain tuples selected with :func:`message_columns`. What the store
+wrote was validated when it was written, so a read validates only what can be damaged
+on disk: the contents are validated straight from their JSON text
+(:data:`~strategies.messages.CONTENTS_ADAPTER`), the metadata must parse as a JSON
+object, the text columns must hold text and the group's kind must be known; the models
+are then built from those values without validating them again (``model_construct``).
+A row that fails any of it raises :class:`~store.errors.CorruptRowError`. A row holding
+a reduced version takes the general, validating mapping (:func:`message_from_row`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from pydantic import ValidationError
 from sqlalchemy import String, Text, type_coerce
@@ -30,7 +33,19 @@ from store.errors import CorruptRowError
 from store.models import SessionInfo, StoredMessage
 from store.rules.identity import content_hash
 from store.sql.schema import MESSAGES
-from strategies.messages import CONTENTS_ADAPTER, Message
+from strategies.groups import GROUP_KINDS
+from strategies.messages import (
+    CONTENTS_ADAPTER,
+    Content,
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    OtherContent,
+    ReasoningContent,
+    TextContent,
+    UriContent,
+)
 
 __all__ = [
     "COLUMN_INDEX",
@@ -44,6 +59,8 @@ __all__ = [
     "stored_message",
     "timestamp",
 ]
+
+M = TypeVar("M", Message, StoredMessage)
 
 _JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
 _TIMESTAMP_COLUMNS = ("created_at", "stored_at", "imported_at")
@@ -82,6 +99,29 @@ def timestamp(value: Any) -> datetime | None:
     return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
+class _Timestamps:
+    """:func:`timestamp`, remembering the last value read (the rows of one append share
+    their ``stored_at`` and ``imported_at``)."""
+
+    __slots__ = ("_last", "_parsed")
+
+    def __init__(self) -> None:
+        self._last: Any = None
+        self._parsed: datetime | None = None
+
+    def __call__(self, value: Any) -> datetime | None:
+        if value is None:
+            return None
+        if value != self._last or self._parsed is None:
+            self._parsed = timestamp(value)
+            self._last = value
+        return self._parsed
+
+
+_STORED_AT = _Timestamps()
+_IMPORTED_AT = _Timestamps()
+
+
 COLUMN_INDEX: dict[str, int] = {c.key: i for i, c in enumerate(message_columns())}
 """Position of each column in a row selected with :func:`message_columns`."""
 _I = COLUMN_INDEX
@@ -104,6 +144,10 @@ _PLAIN_FIELDS = (
 """The stored message's fields taken from the row as they are."""
 _PLAIN = itemgetter(*(_I[key] for key in _PLAIN_FIELDS))
 _SEQ, _GROUP, _REDUCED = _I["seq"], _I["group_id"], _I["reduced_contents"]
+_ANCHOR, _SLOT, _TOKENS, _EXCLUDED = _I["anchor"], _I["slot"], _I["token_count"], _I["excluded"]
+_EXCLUDED_REASON, _EXCLUDED_EVENT = _I["excluded_reason"], _I["excluded_event_id"]
+_REDUCED_TOKENS, _REDUCED_EVENT = _I["reduced_token_count"], _I["reduced_event_id"]
+_SOURCE_SYSTEM, _SOURCE_ID = _I["source_system"], _I["source_id"]
 _STORED, _IMPORTED = _I["stored_at"], _I["imported_at"]
 _ROLE, _CONTENTS, _ID = _I["role"], _I["contents"], _I["message_id"]
 _AUTHOR, _CREATED, _METADATA = _I["author_name"], _I["created_at"], _I["metadata"]
@@ -123,17 +167,116 @@ def _as_mapping(row: Sequence[Any], kind: str | None) -> dict[str, Any]:
     return mapping
 
 
-def _message_fields(row: Sequence[Any]) -> dict[str, Any]:
-    """The message's fields, contents validated straight from their JSON text."""
-    metadata = row[_METADATA]
-    return {
-        "role": row[_ROLE],
-        "contents": CONTENTS_ADAPTER.validate_json(row[_CONTENTS]),
-        "message_id": row[_ID],
-        "author_name": row[_AUTHOR],
+_new = object.__new__
+_set = object.__setattr__
+_MESSAGE_FIELDS = frozenset(Message.model_fields)
+_STORED_FIELDS = frozenset(StoredMessage.model_fields)
+
+
+def _built(cls: type[M], values: dict[str, Any], fields: frozenset[str]) -> M:
+    """An instance of the frozen model ``cls`` holding ``values``: every field (``fields``),
+    in the model's order (dumps follow it), built as ``model_construct`` builds it
+    without its per-field loop: the values are the store's own, checked by the caller."""
+    model = _new(cls)
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", set(fields))
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
+
+
+_CONTENT_FIELDS = {
+    model.model_fields["type"].default: (model, tuple(model.model_fields))
+    for model in (
+        TextContent,
+        ReasoningContent,
+        FunctionCallContent,
+        FunctionResultContent,
+        DataContent,
+        UriContent,
+        OtherContent,
+    )
+}
+"""Each content type's model and its fields, in the order the storage format writes them."""
+
+_OPTIONAL_TEXT = (str, type(None))
+_ARGUMENTS = (str, dict, type(None))
+
+
+def _well_formed(kind: Any, item: dict[str, Any]) -> bool:
+    """Whether a stored content's values have the types its model declares (the JSON
+    ones are JSON by construction)."""
+    if type(item["extra"]) is not dict:
+        return False
+    if kind == "text":
+        return type(item["text"]) is str
+    if kind == "function_call":
+        return (
+            type(item["call_id"]) is str
+            and type(item["name"]) is str
+            and type(item["arguments"]) in _ARGUMENTS
+        )
+    if kind == "function_result":
+        return type(item["call_id"]) is str and type(item["is_error"]) is bool
+    if kind == "reasoning":
+        return type(item["text"]) in _OPTIONAL_TEXT
+    if kind in ("data", "uri"):
+        return type(item[kind]) is str and type(item["media_type"]) in _OPTIONAL_TEXT
+    return (  # other
+        type(item["kind"]) is str
+        and type(item["payload"]) is dict
+        and type(item["call_id"]) in _OPTIONAL_TEXT
+        and item["pairing"] in ("call", "result", "none")
+    )
+
+
+def _contents(text: str) -> list[Content]:
+    """A ``contents`` column: decoded with ``json``, each content of exactly its model's
+    shape built directly, and the whole list validated by the storage format otherwise
+    (which raises for what is not a list of contents)."""
+    items = json.loads(text)
+    if type(items) is list:
+        out: list[Content] = []
+        for item in items:
+            if type(item) is not dict:
+                break
+            kind = item.get("type")
+            shape = _CONTENT_FIELDS.get(kind) if type(kind) is str else None
+            if shape is None or tuple(item) != shape[1] or not _well_formed(kind, item):
+                break
+            content = _new(shape[0])
+            _set(content, "__dict__", item)
+            _set(content, "__pydantic_fields_set__", set(shape[1]))
+            _set(content, "__pydantic_extra__", None)
+            _set(content, "__pydantic_private__", None)
+            out.append(cast(Content, content))
+        else:
+            return out
+    return CONTENTS_ADAPTER.validate_python(items)
+
+
+def _text(value: Any, name: str, *, optional: bool = False) -> Any:
+    if (value is None and optional) or (type(value) is str and value):
+        return value
+    raise ValueError(f"{name} is {value!r}, not text")
+
+
+def _row_message(row: Sequence[Any]) -> Message:
+    """The stored message of ``row`` (no reduction): contents validated straight from
+    their JSON text, the rest checked, then built without validating it again."""
+    metadata_text = row[_METADATA]
+    metadata = {} if metadata_text is None or metadata_text == "{}" else json.loads(metadata_text)
+    if type(metadata) is not dict:
+        raise ValueError(f"metadata is {type(metadata).__name__}, not a JSON object")
+    values = {
+        "role": _text(row[_ROLE], "role"),
+        "contents": _contents(row[_CONTENTS]),
+        "message_id": _text(row[_ID], "message_id"),
+        "author_name": _text(row[_AUTHOR], "author_name", optional=True),
         "created_at": timestamp(row[_CREATED]),
-        "metadata": {} if metadata is None or metadata == "{}" else json.loads(metadata),
+        "metadata": metadata,
     }
+    return _built(Message, values, _MESSAGE_FIELDS)
 
 
 def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
@@ -144,7 +287,7 @@ def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
             mapping = _as_mapping(row, "user")
             stored = message_from_row(mapping, tenant=tenant, session_id=session_id)
             return stored.reduced if stored.reduced is not None else stored.message
-        return Message.model_validate(_message_fields(row), context=_CONTEXT)
+        return _row_message(row)
     except _MAPPED as error:
         raise _corrupt(error, row, tenant, session_id) from error
 
@@ -175,15 +318,33 @@ def stored_message(
         if row[_REDUCED] is not None:
             mapping = _as_mapping(row, kind)
             return message_from_row(mapping, tenant=tenant, session_id=session_id)
-        data = dict(zip(_PLAIN_FIELDS, _PLAIN(row), strict=True))
-        data["stored_at"] = timestamp(row[_STORED])
-        data["imported_at"] = timestamp(row[_IMPORTED])
-        data["session_id"] = session_id
-        data["tenant"] = tenant
-        data["kind"] = kind
-        data["message"] = _message_fields(row)
-        # one validation for the stored message and its message (the context reaches both)
-        return StoredMessage.model_validate(data, context=_CONTEXT)
+        if kind not in GROUP_KINDS:
+            raise ValueError(f"its group {row[_GROUP]!r} is missing or of no known kind")
+        stored_at = _STORED_AT(row[_STORED])
+        if stored_at is None:
+            raise ValueError("stored_at is missing")
+        values = {
+            "session_id": session_id,
+            "tenant": tenant,
+            "seq": row[_SEQ],
+            "anchor": row[_ANCHOR],
+            "slot": row[_SLOT],
+            "message": _row_message(row),
+            "group_id": row[_GROUP],
+            "kind": kind,
+            "token_count": row[_TOKENS],
+            "excluded": bool(row[_EXCLUDED]),
+            "excluded_reason": row[_EXCLUDED_REASON],
+            "excluded_event_id": row[_EXCLUDED_EVENT],
+            "reduced": None,
+            "reduced_token_count": row[_REDUCED_TOKENS],
+            "reduced_event_id": row[_REDUCED_EVENT],
+            "stored_at": stored_at,
+            "source_system": row[_SOURCE_SYSTEM],
+            "source_id": row[_SOURCE_ID],
+            "imported_at": _IMPORTED_AT(row[_IMPORTED]),
+        }
+        return _built(StoredMessage, values, _STORED_FIELDS)
     except _MAPPED as error:
         raise _corrupt(error, row, tenant, session_id) from error
 
