@@ -34,8 +34,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from store.contract import MetadataBackend, ProviderBackend
+from store.deferred import DEFAULT_MAX_PENDING, DeferredCompactions
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, StoredMessage
@@ -48,6 +50,7 @@ from strategies.tokenizers import Tokenizer
 __all__ = [
     "BEFORE_STRATEGY_KEY",
     "WINDOW_MIN_SAVING",
+    "CompactionMode",
     "SaveResult",
     "TwoPhaseProvider",
     "message_identity",
@@ -65,7 +68,10 @@ class SaveResult:
     replayed: int
     """How many of the given messages were found already stored."""
     compaction: CompactionEvent | None = None
-    """The after phase's compaction event, or None when it did not run or changed nothing."""
+    """The after phase's compaction event, or None when it did not run (or was deferred),
+    or changed nothing."""
+    deferred: bool = False
+    """Whether the after phase was handed to the background queue (``compaction="deferred"``)."""
 
 
 def message_identity(message: Message) -> tuple[str, ...]:
@@ -131,6 +137,9 @@ _AFTER_LAST_SEQ = 2**63 - 1
 """A ``before`` bound above every ``seq`` (the column is a signed 64-bit integer)."""
 
 
+CompactionMode = Literal["inline", "deferred"]
+"""When the after phase runs: in ``save_turn``, or in the provider's background queue."""
+
 WINDOW_MIN_SAVING = 0.02
 """The window strategy's ``min_saving_tokens``, as a fraction of the input budget: a
 change set that saves less is not worth its write and its audit row (over the budget,
@@ -179,12 +188,19 @@ class TwoPhaseProvider:
         max_output_tokens: int | None = None,
         reserved_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
+        compaction: CompactionMode = "inline",
+        max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
         """Use ``backend``; the window arguments give the default strategy of both phases.
 
         A strategy may be given as a spec (``"sliding-window:keep_last_groups=8"``, see
-        :func:`strategies.parse_strategy`).
+        :func:`strategies.parse_strategy`). With ``compaction="deferred"`` the after phase
+        runs in the background (:mod:`store.deferred`): ``save_turn`` returns once the
+        turn is stored, at most ``max_pending`` sessions wait, and :meth:`aclose` (or
+        :meth:`flush`) waits for them.
         """
+        if compaction not in ("inline", "deferred"):
+            raise ValueError(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
         window = _window_strategy(
             max_context_window_tokens, max_output_tokens, reserved_tokens, tokenizer
         )
@@ -200,6 +216,12 @@ class TwoPhaseProvider:
         )
         self._recorded: set[str] = set()
         """Sessions whose metadata holds this provider's before-call spec already."""
+        self.deferred: DeferredCompactions | None = (
+            DeferredCompactions(self._after_run, max_pending=max_pending)
+            if compaction == "deferred"
+            else None
+        )
+        """The background queue of the after phase (``compaction="deferred"``), else None."""
 
     async def load(self, session_id: str, pending: Sequence[Message] = ()) -> list[Message]:
         """The messages to send: stored active context plus ``pending``, through *before*."""
@@ -253,13 +275,33 @@ class TwoPhaseProvider:
         if appended:
             await self._record_before_spec(session_id)
         event = None
+        deferred = False
         if end_of_turn and self.after_strategy is not None:
-            event = await self.backend.compact(session_id, self.after_strategy, phase="after_run")
+            if self.deferred is not None:
+                await self.deferred.request(session_id)
+                deferred = True
+            else:
+                event = await self._after_run(session_id)
         return SaveResult(
             appended=tuple(appended),
             replayed=len(messages) - len(fresh),
             compaction=event,
+            deferred=deferred,
         )
+
+    async def _after_run(self, session_id: str) -> CompactionEvent | None:
+        assert self.after_strategy is not None
+        return await self.backend.compact(session_id, self.after_strategy, phase="after_run")
+
+    async def flush(self) -> None:
+        """Wait for the deferred compactions asked for so far (nothing to do inline)."""
+        if self.deferred is not None:
+            await self.deferred.flush()
+
+    async def aclose(self) -> None:
+        """Finish the deferred compactions and stop their tasks (the backend stays open)."""
+        if self.deferred is not None:
+            await self.deferred.aclose()
 
     async def _record_before_spec(self, session_id: str) -> None:
         """Record the before-call strategy's spec in the session's metadata, once per

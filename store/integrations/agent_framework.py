@@ -81,7 +81,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from store.contract import HistoryBackend
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
 from store.models import CompactionEvent, ImportResult, Phase, StoredMessage
-from store.provider import SaveResult, TwoPhaseProvider, unanswered_call_ids
+from store.provider import CompactionMode, SaveResult, TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.bounded import (
     AllowancePolicy,
@@ -234,9 +234,12 @@ class ChatledgerHistoryProvider(HistoryProvider):
         max_output_tokens: int | None = None,
         reserved_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
+        compaction: CompactionMode = "inline",
     ) -> None:
         """Configure; opens nothing. Without ``store``, ``HistoryStore.open(url, ...)``
-        runs on first use and :meth:`aclose` closes it; a given store is left open."""
+        runs on first use and :meth:`aclose` closes it; a given store is left open.
+        ``compaction="deferred"`` runs the after phase in the background (see
+        :class:`store.provider.TwoPhaseProvider`); :meth:`aclose` waits for it."""
         super().__init__(source_id)
         self._store = _LazyStore(store, url, tenant, tokenizer)
         self.phases = TwoPhaseProvider(
@@ -247,6 +250,7 @@ class ChatledgerHistoryProvider(HistoryProvider):
             max_output_tokens=max_output_tokens,
             reserved_tokens=reserved_tokens,
             tokenizer=tokenizer,
+            compaction=compaction,
         )
         self.last_save: SaveResult | None = None
         """What the latest :meth:`save_messages` did (ids appended, replays, event)."""
@@ -256,7 +260,8 @@ class ChatledgerHistoryProvider(HistoryProvider):
         return await self._store.get()
 
     async def aclose(self) -> None:
-        """Close the store if this provider opened it."""
+        """Finish the deferred compactions, then close the store if this provider opened it."""
+        await self.phases.aclose()
         await self._store.aclose()
 
     async def __aenter__(self) -> Self:
