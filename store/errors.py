@@ -3,10 +3,12 @@
     ChatledgerError
     ├── SessionNotFound        the session does not exist (for this tenant)
     ├── ConcurrentWriteError   a write kept conflicting with other writers; retries exhausted
+    │   └── StoreTimeout       a call waited for a lock past the store's timeout
     ├── CorruptRowError        a stored row failed to validate (names tenant, session, seq)
     ├── MigrationRequired      the database schema is behind: run ``chatledger db upgrade``
     ├── InvalidInput           the caller's input is invalid (ids, tokenizer mismatch, ...)
     │                          (a strategy's TokenizerMismatch is translated to it)
+    ├── StoreClosed            the store was closed (``aclose``); open another
     └── StoreError             any other database failure (connection refused, ...)
 
 Callers never see a driver's exception: the SQL backend translates what the database
@@ -29,7 +31,9 @@ __all__ = [
     "InvalidInput",
     "MigrationRequired",
     "SessionNotFound",
+    "StoreClosed",
     "StoreError",
+    "StoreTimeout",
     "strategy_errors",
 ]
 
@@ -49,6 +53,15 @@ class SessionNotFound(ChatledgerError, LookupError):
 
 class ConcurrentWriteError(ChatledgerError):
     """A write conflicted with other writers more often than the retry budget allows."""
+
+
+class StoreTimeout(ConcurrentWriteError):
+    """A call waited for a lock (another writer, a transaction left open) longer than the
+    store's ``timeout``; nothing of it was written."""
+
+
+class StoreClosed(ChatledgerError):
+    """The store was closed with ``aclose()``: every later call raises this."""
 
 
 class CorruptRowError(ChatledgerError):

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from strategies.groups import group_id_for
 from strategies.messages import Content, Message
 
 __all__ = ["ChangeSet", "Exclusion", "Reduction", "SummaryInsert"]
@@ -41,7 +42,7 @@ class SummaryInsert:
     @property
     def group_id(self) -> str:
         """The id of the summary group this insert creates."""
-        return f"group_{self.message.message_id}"
+        return group_id_for(self.message.message_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from Agent Framework's ``group_messages`` and the tests that show both behaviour
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -54,6 +55,7 @@ __all__ = [
     "annotate_all",
     "call_ids",
     "call_links",
+    "MAX_GROUP_ID_LENGTH",
     "group_id_for",
     "result_ids",
 ]
@@ -180,9 +182,18 @@ class Annotation:
     """Where to go on from; pass it to the next :func:`annotate` call."""
 
 
+MAX_GROUP_ID_LENGTH = 255
+"""The longest group id: what a SQL store's id columns hold."""
+
+
 def group_id_for(message_id: str) -> str:
-    """The id of the group that starts with the message ``message_id``."""
-    return f"group_{message_id}"
+    """The id of the group that starts with the message ``message_id``: ``group_`` and
+    the message id, or, for a message id too long for that to fit in
+    :data:`MAX_GROUP_ID_LENGTH`, ``group_sha256_`` and the id's SHA-256."""
+    group_id = f"group_{message_id}"
+    if len(group_id) <= MAX_GROUP_ID_LENGTH:
+        return group_id
+    return "group_sha256_" + hashlib.sha256(message_id.encode()).hexdigest()
 
 
 def call_links(message: Message) -> tuple[list[str | None], list[str]]:

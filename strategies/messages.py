@@ -58,6 +58,39 @@ ORIGINAL_ROLE_KEY = "original_role"
 Pairing = Literal["call", "result", "none"]
 
 
+def has_lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a lone UTF-16 surrogate: valid in a Python ``str``
+    (``json.loads('"\\ud800"')`` makes one) but not text: it has no UTF-8 form, so no
+    database can store it."""
+    if text.isascii():
+        return False
+    try:
+        text.encode("utf-16")  # the fastest strict encoder: it refuses lone surrogates
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def surrogate_path(value: object, path: str) -> str | None:
+    """Where in ``value`` (a string, or JSON of lists and mappings) a lone surrogate is,
+    as a path from ``path`` (``contents[0].result["rows"][2]``); None when there is none."""
+    if isinstance(value, str):
+        return path if has_lone_surrogate(value) else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and has_lone_surrogate(key):
+                return f"{path} (a key)"
+            found = surrogate_path(item, f"{path}[{key!r}]") if item else None
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            found = surrogate_path(item, f"{path}[{index}]") if item else None
+            if found is not None:
+                return found
+    return None
+
+
 def new_message_id() -> str:
     """Return a fresh, random message id (never derived from a position)."""
     # Not "msg_<digits>": that is the positional form Agent Framework assigns.
@@ -206,6 +239,30 @@ class Message(BaseModel):
                 "(or developer, function); pass allow_custom_roles=True to keep it"
             )
         return data
+
+    @model_validator(mode="after")
+    def _text_is_text(self) -> Self:
+        """Refuse a lone surrogate anywhere (it could be stored, never read back)."""
+        where = (
+            surrogate_path(self.role, "role")
+            or surrogate_path(self.message_id, "message_id")
+            or (surrogate_path(self.author_name, "author_name") if self.author_name else None)
+            or (surrogate_path(self.metadata, "metadata") if self.metadata else None)
+        )
+        for index, content in enumerate(self.contents):
+            if where is not None:
+                break
+            for name, value in content.__dict__.items():
+                if value and not isinstance(value, bool | int | float):
+                    where = surrogate_path(value, f"contents[{index}].{name}")
+                    if where is not None:
+                        break
+        if where is not None:
+            raise ValueError(
+                f"{where} holds a lone surrogate, which is not text (it has no UTF-8 form "
+                "and cannot be stored)"
+            )
+        return self
 
     @classmethod
     def text_message(cls, role: str, text: str, /, **kwargs: Any) -> Self:

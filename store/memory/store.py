@@ -9,16 +9,17 @@ plain model a stateful test compares the SQL backend against.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+import functools
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Literal, Self, overload
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Self, TypeVar, overload
 
 from pydantic import JsonValue
 
 from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
-from store.errors import InvalidInput, SessionNotFound, strategy_errors
+from store.errors import InvalidInput, SessionNotFound, StoreClosed, strategy_errors
 from store.models import (
     CompactionEvent,
     ExcludedGroup,
@@ -41,17 +42,24 @@ from store.rules.changes import (
     undo_event,
 )
 from store.rules.checks import (
+    check_bound,
     check_limit,
     check_message,
+    check_metadata,
     check_page_size,
     check_phase,
+    check_provenance,
     check_restore_target,
     check_session_id,
     check_session_order,
+    check_since,
     check_tenant,
+    check_text,
     check_tokenizer,
+    checked_ids,
     checked_messages,
     resolve_strategy,
+    resolve_tokenizer,
 )
 from store.rules.conflicts import (
     CONFLICT,
@@ -62,6 +70,7 @@ from store.rules.conflicts import (
     plan_and_apply,
 )
 from store.rules.imported import import_changes, plan_import, source_ids
+from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
 from store.rules.records import SessionRecord, now
 from store.rules.why import GroupFacts, explain, not_stored
@@ -81,6 +90,22 @@ if TYPE_CHECKING:
     from store.contract import HistoryBackend
 
 __all__ = ["InMemoryHistoryStore", "MemoryDatabase"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _open(
+    method: Callable[Concatenate[InMemoryHistoryStore, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[InMemoryHistoryStore, P], Coroutine[Any, Any, T]]:
+    """A public method: refused once the store is closed."""
+
+    @functools.wraps(method)
+    async def wrapper(store: InMemoryHistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        store._check_usable()
+        return await method(store, *args, **kwargs)
+
+    return wrapper
 
 
 @dataclass
@@ -124,10 +149,12 @@ class InMemoryHistoryStore:
         tokenizer: Tokenizer | None = None,
         policy: TokenCountPolicy = DEFAULT_POLICY,
         pending_cache_size: int = PENDING_CACHE_SIZE,
+        limits: Limits | None = None,
     ) -> None:
         """A store for ``tenant`` over ``database`` (a fresh, empty one when None).
 
-        The default tokenizer is tiktoken's ``o200k_base``, as the SQL store's.
+        The default tokenizer is tiktoken's ``o200k_base``, as the SQL store's; ``limits``
+        are what it accepts, as the SQL store's (:class:`~store.rules.limits.Limits`).
         """
         if database is not None and not isinstance(database, MemoryDatabase):
             raise InvalidInput(
@@ -135,6 +162,11 @@ class InMemoryHistoryStore:
                 f"{type(database).__name__}; for a database URL use `await HistoryStore.open(url)`"
             )
         check_tenant(tenant)
+        if limits is not None and not isinstance(limits, Limits):
+            raise InvalidInput(f"limits must be a Limits, got {type(limits).__name__}")
+        tokenizer = resolve_tokenizer(tokenizer)
+        self._limits = limits or DEFAULT_LIMITS
+        self._closed = False
         self._db = database if database is not None else MemoryDatabase()
         self._tenant = tenant
         self._tokenizer: Tokenizer | None = tokenizer
@@ -149,7 +181,13 @@ class InMemoryHistoryStore:
         return type(self)(self._db, tenant=tenant, tokenizer=self.tokenizer, policy=self._policy)
 
     async def aclose(self) -> None:
-        """Nothing to release; kept for the contract."""
+        """Close the store: every later call raises :class:`~store.errors.StoreClosed`
+        (the database's records stay, for other stores on it)."""
+        self._closed = True
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise StoreClosed("the store was closed (aclose): open a new one")
 
     async def __aenter__(self) -> Self:
         return self
@@ -228,6 +266,7 @@ class InMemoryHistoryStore:
 
     # -- messages ---------------------------------------------------------------------
 
+    @_open
     async def append(
         self,
         session_id: str,
@@ -236,10 +275,11 @@ class InMemoryHistoryStore:
         provenance: Provenance | None = None,
     ) -> list[str]:
         """Append ``messages`` (the session is created on first use); see the contract."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        check_provenance(provenance)
         batch = checked_messages(messages)
         for message in batch:
-            check_message(message)
+            check_message(message, self._limits)
         if not batch:
             return []
         existing = self._find(session_id)
@@ -256,6 +296,7 @@ class InMemoryHistoryStore:
         session.append(fresh, count, stamp, source=source)
         return [m.message_id for m in batch]
 
+    @_open
     async def history(
         self,
         session_id: str,
@@ -266,8 +307,10 @@ class InMemoryHistoryStore:
         after: int | None = None,
     ) -> list[StoredMessage]:
         """Stored messages, oldest first by ``seq``; ``after``/``before`` are exclusive."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         check_limit(limit)
+        check_bound(before, "before")
+        check_bound(after, "after")
         session = self._get(session_id)
         rows = [
             r
@@ -291,7 +334,10 @@ class InMemoryHistoryStore:
         page_size: int = PAGE_SIZE,
     ) -> AsyncIterator[StoredMessage]:
         """Stream the session's history in pages of ``page_size``, oldest first."""
-        check_session_id(session_id)
+        self._check_usable()
+        check_session_id(session_id, self._limits)
+        check_bound(before, "before")
+        check_bound(after, "after")
         check_page_size(page_size)
         cursor = after
         while True:
@@ -308,6 +354,7 @@ class InMemoryHistoryStore:
 
     # -- sessions ---------------------------------------------------------------------
 
+    @_open
     async def sessions(
         self,
         *,
@@ -319,6 +366,8 @@ class InMemoryHistoryStore:
         """The tenant's sessions by id or newest update first; page with ``after``."""
         check_limit(limit)
         check_session_order(order)
+        check_text(after, "after", optional=True)
+        check_since(updated_since)
         found = [s for s in self._all() if updated_since is None or s.updated_at >= updated_since]
         if order == "updated":
             found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
@@ -332,33 +381,39 @@ class InMemoryHistoryStore:
             found = [s for s in found if s.session_id > after]
         return [s.info() for s in (found if limit is None else found[:limit])]
 
+    @_open
     async def session(self, session_id: str) -> SessionInfo:
         """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return self._get(session_id).info()
 
+    @_open
     async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
         """The session's metadata."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return dict(self._get(session_id).metadata)
 
+    @_open
     async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
         """Replace the session's metadata (creating the session when absent)."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        value = check_metadata(metadata, self._limits)
         session = self._get_or_create(session_id)
-        session.metadata = dict(metadata)
+        session.metadata = value
         session.touch(now())
 
+    @_open
     async def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         self._get(session_id)
         del self._db.sessions[(self._tenant, session_id)]
         self._pending.forget(self._tenant, session_id)
 
+    @_open
     async def recount(self, session_id: str) -> SessionInfo:
         """Recount every message of the session with this store's tokenizer and policy."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         session = self._get(session_id)
         for row in session.rows.values():
             row.tokens = self.count_tokens(row.message)
@@ -372,11 +427,13 @@ class InMemoryHistoryStore:
 
     # -- projection -------------------------------------------------------------------
 
+    @_open
     async def view(self, session_id: str) -> View:
         """The active view of the session: what a strategy plans on."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return self._view_of(self._counted(session_id))
 
+    @_open
     async def context(
         self,
         session_id: str,
@@ -385,7 +442,7 @@ class InMemoryHistoryStore:
         pending: Sequence[Message] = (),
     ) -> list[Message]:
         """The messages to send: active groups plus ``pending``, through ``strategy``."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         chosen = resolve_strategy(strategy) if strategy is not None else None
         batch = checked_messages(pending)
         session = self._find(session_id)
@@ -407,6 +464,7 @@ class InMemoryHistoryStore:
     @overload
     async def compact(
         self,
+        /,
         session_id: str,
         strategy: CompactionStrategy | str,
         *,
@@ -417,6 +475,7 @@ class InMemoryHistoryStore:
     @overload
     async def compact(
         self,
+        /,
         session_id: str,
         strategy: CompactionStrategy | str,
         *,
@@ -424,6 +483,7 @@ class InMemoryHistoryStore:
         dry_run: Literal[True],
     ) -> ChangeSet: ...
 
+    @_open
     async def compact(
         self,
         session_id: str,
@@ -433,7 +493,7 @@ class InMemoryHistoryStore:
         dry_run: bool = False,
     ) -> CompactionEvent | ChangeSet | None:
         """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         check_phase(phase)
         strategy = resolve_strategy(strategy)
 
@@ -477,6 +537,7 @@ class InMemoryHistoryStore:
 
     # -- audit ------------------------------------------------------------------------
 
+    @_open
     async def audit(
         self,
         session_id: str | None = None,
@@ -488,8 +549,12 @@ class InMemoryHistoryStore:
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
         if session_id is not None:
-            check_session_id(session_id)
+            check_session_id(session_id, self._limits)
         check_limit(limit)
+        check_since(since)
+        check_text(strategy, "strategy", optional=True)
+        if phase is not None:
+            check_phase(phase)
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         found = [
             (event, number)
@@ -503,9 +568,10 @@ class InMemoryHistoryStore:
         events = [event for event, _ in found]
         return events if limit is None else events[:limit]
 
+    @_open
     async def excluded(self, session_id: str) -> list[ExcludedGroup]:
         """The session's excluded groups in order, with reason, event and summary."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         session = self._get(session_id)
         return [
             ExcludedGroup(
@@ -522,9 +588,11 @@ class InMemoryHistoryStore:
             if group.excluded
         ]
 
+    @_open
     async def why(self, session_id: str, message_id: str) -> WhyResult:
         """Whether a stored message is in the context (built without a strategy), and why."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        check_text(message_id, "message_id")
         session = self._get(session_id)
         row = session.rows.get(message_id)
         if row is None:
@@ -544,10 +612,11 @@ class InMemoryHistoryStore:
         )
         return explain(message_id, facts, reduced_by=row.reduced_event)
 
+    @_open
     async def stats(self, session_id: str | None = None) -> Stats:
         """Stored versus active messages, groups and tokens (one session or the tenant)."""
         if session_id is not None:
-            check_session_id(session_id)
+            check_session_id(session_id, self._limits)
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         infos = [s.info() for s in sessions]
         return Stats(
@@ -565,6 +634,7 @@ class InMemoryHistoryStore:
 
     # -- restore and pin --------------------------------------------------------------
 
+    @_open
     async def restore(
         self,
         session_id: str,
@@ -573,7 +643,7 @@ class InMemoryHistoryStore:
         event_id: str | None = None,
     ) -> CompactionEvent | None:
         """Re-include groups (pinning them), or undo one event; audited as ``restore``."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         ids = check_restore_target(group_ids, event_id)
         session = self._get(session_id)
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
@@ -591,19 +661,21 @@ class InMemoryHistoryStore:
             return None
         return out.record(session, phase="restore", strategy="restore", params=params)
 
+    @_open
     async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Pin groups: strategies never exclude them. Returns the ids that changed."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return self._set_pinned(session_id, group_ids, pinned=True)
 
+    @_open
     async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Unpin groups. Returns the ids that changed."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return self._set_pinned(session_id, group_ids, pinned=False)
 
     def _set_pinned(self, session_id: str, group_ids: Iterable[str], *, pinned: bool) -> list[str]:
         session = self._get(session_id)
-        ids = list(dict.fromkeys(group_ids))
+        ids = list(dict.fromkeys(checked_ids(group_ids, "group_ids")))
         check_groups(session, ids)
         changed = [g for g in ids if session.groups[g].pinned != pinned]
         for group_id in changed:
@@ -615,6 +687,7 @@ class InMemoryHistoryStore:
 
     # -- import -----------------------------------------------------------------------
 
+    @_open
     async def import_messages(
         self,
         session_id: str,
@@ -624,10 +697,12 @@ class InMemoryHistoryStore:
     ) -> ImportResult:
         """Append messages that another system may have compacted already (see the
         contract)."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        check_text(source, "source")
+        check_text(source, "source")
         batch = checked_messages(messages)
         for message in batch:
-            check_message(message)
+            check_message(message, self._limits)
         plan = plan_import(self._find(session_id), batch)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         await self.append(session_id, plan.append, provenance=provenance)

@@ -7,39 +7,76 @@ argument, before anything is read or written.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import get_args
+from datetime import datetime
+from typing import Any, get_args
 
 from store.errors import InvalidInput
-from store.models import PHASES, SessionOrder
+from store.models import PHASES, Provenance, SessionOrder
+from store.rules.limits import DEFAULT_LIMITS, Limits, check_json, check_stored_message
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 from strategies.specs import InvalidStrategySpec, parse_strategy
+from strategies.tokenizers import Tokenizer, tokenizer_named
 
 __all__ = [
+    "INT64",
+    "check_bound",
     "check_limit",
     "check_message",
+    "check_metadata",
     "check_page_size",
     "check_phase",
+    "check_provenance",
     "check_restore_target",
     "check_session_id",
     "check_session_order",
+    "check_since",
     "check_tenant",
+    "check_text",
     "check_tokenizer",
+    "checked_ids",
     "checked_messages",
     "resolve_strategy",
+    "resolve_tokenizer",
 ]
 
 
-def check_tenant(tenant: object) -> None:
-    """Refuse a tenant that is not a non-empty string without NUL characters."""
-    if not isinstance(tenant, str) or not tenant or "\x00" in tenant:
-        raise InvalidInput("tenant must be a non-empty string without NUL characters")
+def _key(value: object, name: str, limits: Limits) -> None:
+    if not isinstance(value, str) or not value or "\x00" in value:
+        raise InvalidInput(f"{name} must be a non-empty string without NUL characters")
+    limits.check_id(value, name)
 
 
-def check_session_id(session_id: object) -> None:
-    """Refuse a session id that is not a non-empty string without NUL characters."""
-    if not isinstance(session_id, str) or not session_id or "\x00" in session_id:
-        raise InvalidInput("session_id must be a non-empty string without NUL characters")
+def check_tenant(tenant: object, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Refuse a tenant that is not a non-empty string without NUL characters, of at most
+    ``limits.max_id_length`` characters."""
+    _key(tenant, "tenant", limits)
+
+
+def check_session_id(session_id: object, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Refuse a session id that is not a non-empty string without NUL characters, of at
+    most ``limits.max_id_length`` characters."""
+    _key(session_id, "session_id", limits)
+
+
+INT64 = 2**63
+"""Integer bounds (``seq``, limits) are signed 64-bit, as the database's."""
+
+
+def check_bound(value: object, name: str) -> None:
+    """Refuse a ``seq`` bound (``after``, ``before``) that is not a 64-bit integer."""
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or not -INT64 <= value < INT64
+    ):
+        raise InvalidInput(f"{name} must be an integer (a seq), got {value!r}")
+
+
+def check_provenance(provenance: object) -> None:
+    """Refuse a provenance that is not a :class:`~store.models.Provenance`."""
+    if provenance is not None and not isinstance(provenance, Provenance):
+        raise InvalidInput(
+            f"provenance must be a store.models.Provenance, got {type(provenance).__name__}"
+        )
 
 
 def checked_messages(messages: object) -> list[Message]:
@@ -59,14 +96,16 @@ def checked_messages(messages: object) -> list[Message]:
     return batch
 
 
-def check_message(message: object) -> None:
-    """Refuse what cannot be stored: not a Message, or ids holding a NUL character."""
+def check_message(message: object, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Refuse what cannot be stored and read back as given: not a Message, ids holding a
+    NUL character, anything beyond ``limits`` (see :mod:`store.rules.limits`)."""
     if not isinstance(message, Message):
         raise InvalidInput(f"expected Message, got {type(message).__name__}")
     for name in ("message_id", "role", "author_name"):
         value = getattr(message, name)
         if value is not None and "\x00" in value:
             raise InvalidInput(f"{name} of message {message.message_id!r} holds a NUL character")
+    check_stored_message(message, limits)
 
 
 def check_tokenizer(stored: str, tokenizer: str, session_id: str) -> None:
@@ -79,16 +118,70 @@ def check_tokenizer(stored: str, tokenizer: str, session_id: str) -> None:
         )
 
 
-def check_limit(limit: int | None) -> None:
-    """Refuse a negative ``limit``."""
-    if limit is not None and limit < 0:
-        raise InvalidInput("limit must be >= 0")
+def check_limit(limit: object) -> None:
+    """Refuse a ``limit`` that is not an integer from 0."""
+    if limit is not None and (
+        not isinstance(limit, int) or isinstance(limit, bool) or not 0 <= limit < INT64
+    ):
+        raise InvalidInput(f"limit must be an integer >= 0, got {limit!r}")
 
 
-def check_page_size(page_size: int) -> None:
-    """Refuse a page size below one."""
-    if page_size < 1:
-        raise InvalidInput("page_size must be >= 1")
+def check_page_size(page_size: object) -> None:
+    """Refuse a page size that is not an integer from one."""
+    if not isinstance(page_size, int) or isinstance(page_size, bool) or not 1 <= page_size < INT64:
+        raise InvalidInput(f"page_size must be an integer >= 1, got {page_size!r}")
+
+
+def check_text(value: object, name: str, *, optional: bool = False) -> None:
+    """Refuse a value that is not text (None too, when ``optional``)."""
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise InvalidInput(f"{name} must be a string, got {type(value).__name__}")
+
+
+def checked_ids(ids: object, name: str) -> list[str]:
+    """``ids`` (an iterable of strings, not one string) as a list."""
+    if isinstance(ids, str | bytes) or not isinstance(ids, Iterable):
+        raise InvalidInput(f"{name} must be an iterable of ids, got {type(ids).__name__}")
+    found = list(ids)
+    for item in found:
+        check_text(item, f"each of {name}")
+    return found
+
+
+def check_metadata(metadata: object, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """``metadata`` as a dict of JSON a store keeps as given."""
+    if not isinstance(metadata, Mapping):
+        raise InvalidInput(f"metadata must be a mapping, got {type(metadata).__name__}")
+    value = dict(metadata)
+    for key in value:
+        check_text(key, "each metadata key")
+    check_json(value, "metadata", limits, 1)
+    return value
+
+
+def check_since(since: object) -> None:
+    """Refuse a ``since`` or ``updated_since`` that is not a datetime."""
+    if since is not None and not isinstance(since, datetime):
+        raise InvalidInput(f"expected a datetime, got {type(since).__name__}")
+
+
+def resolve_tokenizer(tokenizer: object) -> Tokenizer | None:
+    """``tokenizer`` itself, the tokenizer a name names (``"o200k_base"``), or None;
+    anything else is refused."""
+    if tokenizer is None:
+        return None
+    if isinstance(tokenizer, str):
+        try:
+            return tokenizer_named(tokenizer)
+        except ValueError as error:
+            raise InvalidInput(str(error)) from None
+    if not isinstance(tokenizer, Tokenizer) or not isinstance(tokenizer.name, str):
+        raise InvalidInput(
+            f"tokenizer must be a Tokenizer or a tokenizer's name, got {type(tokenizer).__name__}"
+        )
+    return tokenizer
 
 
 def check_session_order(order: object) -> None:
@@ -119,9 +212,10 @@ def resolve_strategy(strategy: object) -> CompactionStrategy:
     return strategy
 
 
-def check_restore_target(group_ids: Iterable[str] | None, event_id: str | None) -> list[str] | None:
+def check_restore_target(group_ids: object, event_id: object) -> list[str] | None:
     """The group ids of a restore as a list (None for a restore by event); refuse
     anything but exactly one of the two."""
     if (group_ids is None) == (event_id is None):
         raise InvalidInput("pass exactly one of group_ids and event_id")
-    return list(group_ids) if group_ids is not None else None
+    check_text(event_id, "event_id", optional=True)
+    return checked_ids(group_ids, "group_ids") if group_ids is not None else None

@@ -75,6 +75,9 @@ class Capabilities:
     planner_statistics: bool
     """The planner needs ``ANALYZE``d tables to use the indexes for ``= ANY(:keys)``
     (PostgreSQL); SQLite's planner uses them without statistics."""
+    loop_bound_connections: bool
+    """A connection works only in the event loop it was made in, and cannot be closed
+    from another (asyncpg's). aiosqlite's run in their own thread: any loop closes them."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -91,6 +94,7 @@ SUPPORTED: dict[str, Capabilities] = {
         naive_timestamps=True,
         copy_rows=False,
         planner_statistics=False,
+        loop_bound_connections=False,
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -104,6 +108,7 @@ SUPPORTED: dict[str, Capabilities] = {
         naive_timestamps=False,
         copy_rows=True,
         planner_statistics=True,
+        loop_bound_connections=True,
         insert=postgresql_insert,
     ),
 }

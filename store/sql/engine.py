@@ -17,7 +17,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import sqlite3
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -28,11 +31,13 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.util.concurrency import await_
 
 from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql.sqlite_driver import OneHopAiosqliteDBAPI
 
 __all__ = [
+    "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
     "SUPPORTED_SCHEMES",
     "URL_ENV",
@@ -51,7 +56,8 @@ DEFAULT_URL = "sqlite:///./chatledger.db"
 WRITE_OPTION = "chatledger_write"
 """Connection execution option that makes SQLite begin with ``BEGIN IMMEDIATE``."""
 
-SQLITE_BUSY_TIMEOUT_MS = 30_000
+DEFAULT_TIMEOUT = 30.0
+"""Seconds a call may wait for a lock (another writer, a transaction left open)."""
 
 _ASYNC_DRIVERS = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
 """The driver chatledger uses for each database."""
@@ -139,19 +145,34 @@ def describe_url(url: str | URL | None) -> str:
     return plain.render_as_string(hide_password=True)
 
 
-def create_engine(url: str | URL | None = None, *, schema: str | None = None) -> AsyncEngine:
-    """Create an async engine for ``url`` with chatledger's connection setup."""
+def create_engine(
+    url: str | URL | None = None,
+    *,
+    schema: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> AsyncEngine:
+    """Create an async engine for ``url`` with chatledger's connection setup.
+
+    ``timeout`` bounds each wait for a lock: SQLite's busy timeout, PostgreSQL's
+    ``lock_timeout``, both set once per connection (no statement per call).
+    """
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout:
+        raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
     parsed = normalize_url(url)
     connect_args: dict[str, Any] = {}
     sqlite = parsed.get_backend_name() == "sqlite"
-    if parsed.get_backend_name() == "postgresql" and schema:
-        connect_args["server_settings"] = {"search_path": schema}
+    wait_ms = max(1, int(timeout * 1000))
+    if parsed.get_backend_name() == "postgresql":
+        settings = {"lock_timeout": str(wait_ms)}
+        if schema:
+            settings["search_path"] = schema
+        connect_args["server_settings"] = settings
     options: dict[str, Any] = {}
     if sqlite and parsed.get_driver_name() == "aiosqlite":
         options["module"] = OneHopAiosqliteDBAPI()  # see store.sql.sqlite_driver
     engine = create_async_engine(parsed, connect_args=connect_args, **options)
     if sqlite:
-        configure_sqlite(engine)
+        configure_sqlite(engine, wait_ms)
     return engine
 
 
@@ -191,7 +212,29 @@ def check_sqlite_path(path: str, *, create: bool) -> None:
         )
 
 
-def configure_sqlite(engine: AsyncEngine) -> None:
+def _wal(cursor: Any, wait_ms: int) -> None:
+    """Put the database in WAL mode. Switching takes the database to itself and does
+    not wait on SQLite's busy handler, so several processes opening a new database at
+    once retry here, within the timeout; a database in WAL already is left as it is."""
+    deadline = time.monotonic() + wait_ms / 1000
+    delay = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode")
+            if str(cursor.fetchone()[0]).lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) and "busy" not in str(error):
+                raise
+            if time.monotonic() + delay > deadline:
+                raise
+        await_(asyncio.sleep(delay))  # the loop serves others meanwhile (a greenlet here)
+        delay = min(delay * 2, 0.25)
+
+
+def configure_sqlite(engine: AsyncEngine, wait_ms: int) -> None:
     """Install the SQLite connection pragmas and explicit ``BEGIN`` handling."""
     sync_engine = engine.sync_engine
 
@@ -200,9 +243,9 @@ def configure_sqlite(engine: AsyncEngine) -> None:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         try:
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {wait_ms}")
             cursor.execute("PRAGMA foreign_keys = ON")
-            cursor.execute("PRAGMA journal_mode = WAL")
+            _wal(cursor, wait_ms)
             cursor.execute("PRAGMA synchronous = NORMAL")
         finally:
             cursor.close()

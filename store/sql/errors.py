@@ -15,7 +15,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sqlalchemy import exc as sa_exc
 
-from store.errors import ChatledgerError, ConcurrentWriteError, StoreError, strategy_errors
+from store.errors import ChatledgerError, StoreError, StoreTimeout, strategy_errors
 
 __all__ = ["is_retryable", "translate_errors", "translated"]
 
@@ -71,7 +71,10 @@ def translate_errors() -> Iterator[None]:
         raise
     except sa_exc.SQLAlchemyError as error:
         if is_retryable(error):
-            raise ConcurrentWriteError(f"write conflict: {_described(error)}") from error
+            raise StoreTimeout(
+                f"the database stayed locked by another connection past the store's timeout "
+                f"({_described(error)})"
+            ) from error
         missing = _missing_database(error)
         if missing is not None:
             raise missing from error

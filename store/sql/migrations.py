@@ -27,9 +27,10 @@ from sqlalchemy import text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.errors import MigrationRequired, StoreError
+from store.errors import MigrationRequired, StoreError, StoreTimeout
 from store.sql import dialect
 from store.sql.engine import (
+    DEFAULT_TIMEOUT,
     check_sqlite_path,
     create_engine,
     describe_url,
@@ -224,21 +225,23 @@ async def ensure_schema(
     )
 
 
-def check_sqlite_file(path: str, *, create: bool) -> None:
+def check_sqlite_file(path: str, *, create: bool, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Refuse a SQLite file a store cannot open (see
     :func:`~store.sql.engine.check_sqlite_path`), one that is not a database, or one at
-    a revision this library cannot use, before anything is written to it."""
+    a revision this library cannot use, before anything is written to it. A file
+    another process keeps locked past ``timeout`` seconds raises
+    :class:`~store.errors.StoreTimeout`."""
     check_sqlite_path(path, create=create)
     if Path(path).exists():
-        check_revisions(sqlite_revisions(path), path, create=create)
+        check_revisions(sqlite_revisions(path, timeout=timeout), path, create=create)
 
 
-def sqlite_revisions(path: str) -> tuple[str, ...]:
+def sqlite_revisions(path: str, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[str, ...]:
     """The chatledger revisions recorded in the SQLite file at ``path`` (empty when it
     has no chatledger schema), read without writing anything to it."""
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
-        conn = sqlite3.connect(uri, uri=True)
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout)
         try:
             found = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
@@ -249,6 +252,13 @@ def sqlite_revisions(path: str) -> tuple[str, ...]:
             return tuple(str(row[0]) for row in rows)
         finally:
             conn.close()
+    except sqlite3.OperationalError as error:
+        if "locked" in str(error) or "busy" in str(error):
+            raise StoreTimeout(
+                f"{path} stayed locked by another connection for {timeout:g} s; "
+                "retry, or raise the store's timeout"
+            ) from None
+        raise StoreError(f"{path} is not a SQLite database ({error})") from None
     except sqlite3.DatabaseError as error:
         raise StoreError(f"{path} is not a SQLite database ({error})") from None
 

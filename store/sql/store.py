@@ -22,11 +22,15 @@ with the in-memory backend are in :mod:`store.rules`; its contract is
 from __future__ import annotations
 
 import asyncio
+import functools
+import os
 import random
+import time
 from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
+    Coroutine,
     Generator,
     Iterable,
     Mapping,
@@ -36,7 +40,17 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, NoReturn, Self, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Literal,
+    NoReturn,
+    ParamSpec,
+    Self,
+    TypeVar,
+    overload,
+)
 
 from pydantic import JsonValue
 from sqlalchemy import delete, update
@@ -45,7 +59,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
-from store.errors import ConcurrentWriteError, InvalidInput, SessionNotFound
+from store.errors import InvalidInput, SessionNotFound, StoreClosed, StoreTimeout
 from store.models import (
     CompactionEvent,
     ExcludedGroup,
@@ -59,35 +73,45 @@ from store.models import (
     WhyResult,
 )
 from store.rules.checks import (
+    check_bound,
     check_limit,
     check_message,
+    check_metadata,
+    check_page_size,
     check_phase,
+    check_provenance,
     check_restore_target,
     check_session_id,
     check_session_order,
+    check_since,
     check_tenant,
+    check_text,
     check_tokenizer,
+    checked_ids,
     checked_messages,
     resolve_strategy,
+    resolve_tokenizer,
 )
 from store.rules.conflicts import plan_and_apply
 from store.rules.identity import dedupe, new_messages
 from store.rules.imported import import_changes, plan_import, source_ids
+from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
-from store.sql import audit
+from store.sql import audit, dialect
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, stored_hashes
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
 from store.sql.engine import (
+    DEFAULT_TIMEOUT,
     create_engine,
     normalize_url,
     sqlite_file,
     write_connection,
 )
-from store.sql.errors import is_retryable, translate_errors, translated
+from store.sql.errors import is_retryable, translate_errors
 from store.sql.history import read_history, read_sessions, stream_history
 from store.sql.mapping import session_from_row
 from store.sql.migrations import check_sqlite_file, ensure_schema
@@ -117,6 +141,7 @@ if TYPE_CHECKING:
 __all__ = ["HistoryStore", "StoreOpener"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 MAX_ATTEMPTS = 12
 _CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, MESSAGES, GROUPS)
@@ -126,6 +151,34 @@ _OPENER_HINT = (
     "HistoryStore.open() is asynchronous: write `store = await HistoryStore.open(...)` "
     "or `async with HistoryStore.open(...) as store:`"
 )
+
+
+def _call(
+    method: Callable[Concatenate[HistoryStore, P], Coroutine[Any, Any, T]],
+) -> Callable[Concatenate[HistoryStore, P], Coroutine[Any, Any, T]]:
+    """A public method of :class:`HistoryStore`: refused once the store is closed, given
+    fresh connections in a new process or event loop, its driver errors translated, and
+    run once more when the server had dropped the connection it found in the pool."""
+
+    @functools.wraps(method)
+    async def wrapper(store: HistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        await store._adopt_connections()
+        with translate_errors():
+            try:
+                return await method(store, *args, **kwargs)
+            except DBAPIError as error:
+                if not error.connection_invalidated:
+                    raise
+            return await method(store, *args, **kwargs)  # the pool holds live ones now
+
+    return wrapper
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 class _NotOpened(InvalidInput, AttributeError):
@@ -185,13 +238,18 @@ class HistoryStore:
         owns_engine: bool = False,
         max_attempts: int = MAX_ATTEMPTS,
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
+        timeout: float = DEFAULT_TIMEOUT,
+        limits: Limits | None = None,
     ) -> None:
         """Wrap ``engine`` (whose schema must be current: prefer :meth:`open`).
 
         ``cache_messages`` bounds the parsed messages of active views kept between calls
         (``0`` keeps none); the cache is checked against the session row on every read,
         so writes from other processes are always seen (see
-        :mod:`store.sql.projection.cache`).
+        :mod:`store.sql.projection.cache`). ``timeout`` is each call's deadline for its
+        lock waits and retries (past it, :class:`~store.errors.StoreTimeout`); an engine
+        made by :func:`~store.sql.engine.create_engine` bounds each single wait by it
+        too. ``limits`` are what the store accepts (:class:`~store.rules.limits.Limits`).
         """
         if not isinstance(engine, AsyncEngine):
             raise InvalidInput(
@@ -199,8 +257,18 @@ class HistoryStore:
                 "to open a database URL, use `await HistoryStore.open(url)`"
             )
         check_tenant(tenant)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
+        if limits is not None and not isinstance(limits, Limits):
+            raise InvalidInput(f"limits must be a Limits, got {type(limits).__name__}")
+        tokenizer = resolve_tokenizer(tokenizer)
         self._engine = engine
         self._tenant = tenant
+        self._timeout = float(timeout)
+        self._limits = limits or DEFAULT_LIMITS
+        self._process = os.getpid()
+        # the loop the engine's connections were made in (opening a store makes some)
+        self._loop: asyncio.AbstractEventLoop | None = _running_loop()
         self._tokenizer: Tokenizer | None = tokenizer
         self._tokenizer_name = tokenizer.name if tokenizer is not None else DEFAULT_TOKENIZER
         self._policy = policy
@@ -225,6 +293,8 @@ class HistoryStore:
         create: bool = True,
         schema: str | None = None,
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
+        timeout: float = DEFAULT_TIMEOUT,
+        limits: Limits | None = None,
     ) -> StoreOpener:
         """Open a store on ``url`` (else ``$CHATLEDGER_URL``, else ``./chatledger.db``; a
         plain path names a SQLite file).
@@ -234,7 +304,10 @@ class HistoryStore:
         :class:`~store.errors.MigrationRequired` and nothing is written to it. A
         database whose schema is behind raises ``MigrationRequired`` unless ``upgrade``
         is true. ``cache_messages`` bounds the store's cache of active views (0 turns it
-        off).
+        off). ``timeout`` (seconds) is each call's deadline for its waits on locks and its
+        retries, not for a summarizer's model call: past it the call raises
+        :class:`~store.errors.StoreTimeout` having written nothing. ``limits`` are the
+        largest values the store accepts (:class:`~store.rules.limits.Limits`).
         """
 
         async def factory() -> HistoryStore:
@@ -242,21 +315,24 @@ class HistoryStore:
                 target = normalize_url(url)
                 path = sqlite_file(target)
                 if path is not None:  # read before SQLite's set-up writes to the file
-                    await asyncio.to_thread(check_sqlite_file, path, create=create)
-                engine = create_engine(target, schema=schema)
+                    await asyncio.to_thread(check_sqlite_file, path, create=create, timeout=timeout)
+                engine = create_engine(target, schema=schema, timeout=timeout)
             try:
+                store = cls(
+                    engine,
+                    tenant=tenant,
+                    tokenizer=tokenizer,
+                    policy=policy,
+                    owns_engine=True,
+                    cache_messages=cache_messages,
+                    timeout=timeout,
+                    limits=limits,
+                )
                 await ensure_schema(engine, upgrade=upgrade, create=create, schema=schema)
             except BaseException:
                 await engine.dispose()
                 raise
-            return cls(
-                engine,
-                tenant=tenant,
-                tokenizer=tokenizer,
-                policy=policy,
-                owns_engine=True,
-                cache_messages=cache_messages,
-            )
+            return store
 
         return StoreOpener(factory)
 
@@ -271,26 +347,36 @@ class HistoryStore:
         upgrade: bool = False,
         create: bool = True,
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
+        timeout: float = DEFAULT_TIMEOUT,
+        limits: Limits | None = None,
     ) -> StoreOpener:
         """Open a store on an engine the application owns (never disposed by the store);
-        ``upgrade`` and ``create`` as for :meth:`open`."""
+        the options as for :meth:`open`."""
 
         async def factory() -> HistoryStore:
-            await ensure_schema(engine, upgrade=upgrade, create=create)
-            return cls(
+            store = cls(
                 engine,
                 tenant=tenant,
                 tokenizer=tokenizer,
                 policy=policy,
                 cache_messages=cache_messages,
+                timeout=timeout,
+                limits=limits,
             )
+            with translate_errors():
+                await ensure_schema(engine, upgrade=upgrade, create=create)
+            return store
 
         return StoreOpener(factory)
 
     async def aclose(self) -> None:
-        """Release the engine (when the store created it). Idempotent."""
+        """Release the engine (when the store created it); every later call raises
+        :class:`~store.errors.StoreClosed`. Idempotent."""
         if not self._closed:
+            if self._owns_engine:
+                await self._adopt_connections()  # a new process closes only its own
             self._closed = True
+            self._cache.clear()
             if self._owns_engine:
                 await self._engine.dispose()
 
@@ -334,21 +420,55 @@ class HistoryStore:
 
     # -- transactions and helpers ------------------------------------------------------
 
+    def _check_open(self) -> None:
+        """Refuse a closed store."""
+        if self._closed:
+            raise StoreClosed("the store was closed (aclose): open a new one")
+
+    async def _adopt_connections(self) -> None:
+        """Refuse a closed store; give it fresh connections in a new process (after a
+        ``fork``) or a new event loop.
+
+        A child's pool starts empty, leaving the parent's connections to the parent. In
+        a new loop of the same process SQLite's old connections are closed first;
+        PostgreSQL's belong to the finished loop, which alone could close them: they are
+        dropped, and the garbage collector closes their sockets.
+        """
+        self._check_open()
+        process, loop = os.getpid(), asyncio.get_running_loop()
+        if process == self._process and loop is self._loop:
+            return
+        if process != self._process or (
+            self._loop is not None
+            and dialect.capabilities(self._engine.dialect).loop_bound_connections
+        ):
+            self._engine.sync_engine.dispose(close=False)
+            self._cache.clear()
+        elif self._loop is not None:
+            await self._engine.dispose()
+            self._cache.clear()
+        self._process, self._loop = process, loop
+
     async def _write(self, operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
-        """Run ``operation`` in a write transaction, retrying transient conflicts."""
+        """Run ``operation`` in a write transaction, retrying transient conflicts until the
+        store's ``timeout`` has passed (then :class:`~store.errors.StoreTimeout`)."""
+        deadline = time.monotonic() + self._timeout
         delay = 0.01
-        for attempt in range(self._max_attempts):
+        for attempt in range(1, self._max_attempts + 1):
             try:
                 async with write_connection(self._engine) as conn:
                     return await operation(conn)
             except DBAPIError as error:
                 if not is_retryable(error):
                     raise
-                if attempt == self._max_attempts - 1:
-                    raise ConcurrentWriteError(
-                        f"write still conflicting after {self._max_attempts} attempts: {error}"
-                    ) from error
-            await asyncio.sleep(delay * random.uniform(0.5, 1.5))
+                last = error
+            wait = delay * random.uniform(0.5, 1.5)
+            if attempt == self._max_attempts or time.monotonic() + wait >= deadline:
+                raise StoreTimeout(
+                    f"gave up after {attempt} attempts in {self._timeout:g} s (the store's "
+                    f"timeout): another connection kept the session locked ({last.orig})"
+                ) from last
+            await asyncio.sleep(wait)
             delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -383,7 +503,7 @@ class HistoryStore:
 
     # -- messages ----------------------------------------------------------------------
 
-    @translated
+    @_call
     async def append(
         self,
         session_id: str,
@@ -392,10 +512,11 @@ class HistoryStore:
         provenance: Provenance | None = None,
     ) -> list[str]:
         """Append ``messages`` to the session in one transaction (see the contract)."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        check_provenance(provenance)
         batch = checked_messages(messages)
         for message in batch:
-            check_message(message)
+            check_message(message, self._limits)
         if not batch:
             return []
         ctx = self._append_context(session_id, provenance)
@@ -412,7 +533,7 @@ class HistoryStore:
             await self._statistics.wrote(appended.count)
         return [m.message_id for m in batch]
 
-    @translated
+    @_call
     async def history(
         self,
         session_id: str,
@@ -423,8 +544,10 @@ class HistoryStore:
         after: int | None = None,
     ) -> list[StoredMessage]:
         """Stored messages of the session, oldest first, paged by ``seq``."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         check_limit(limit)
+        check_bound(before, "before")
+        check_bound(after, "after")
         async with self._engine.connect() as conn:
             await read_session(conn, self._tenant, session_id)
             return await read_history(
@@ -451,10 +574,12 @@ class HistoryStore:
         One connection for the whole stream (see :func:`store.sql.history.stream_history`):
         on SQLite one snapshot, on PostgreSQL one short transaction per page.
         """
-        check_session_id(session_id)
-        return stream_history(
-            self._engine,
-            self._tenant,
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_bound(before, "before")
+        check_bound(after, "after")
+        check_page_size(page_size)
+        return self._stream(
             session_id,
             include_excluded=include_excluded,
             after=after,
@@ -462,9 +587,30 @@ class HistoryStore:
             page_size=page_size,
         )
 
+    async def _stream(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool,
+        after: int | None,
+        before: int | None,
+        page_size: int,
+    ) -> AsyncIterator[StoredMessage]:
+        await self._adopt_connections()
+        async for message in stream_history(
+            self._engine,
+            self._tenant,
+            session_id,
+            include_excluded=include_excluded,
+            after=after,
+            before=before,
+            page_size=page_size,
+        ):
+            yield message
+
     # -- sessions ----------------------------------------------------------------------
 
-    @translated
+    @_call
     async def sessions(
         self,
         *,
@@ -476,6 +622,8 @@ class HistoryStore:
         """The tenant's sessions by id or newest update first; page with ``after``."""
         check_limit(limit)
         check_session_order(order)
+        check_text(after, "after", optional=True)
+        check_since(updated_since)
         async with self._engine.connect() as conn:
             return await read_sessions(
                 conn,
@@ -486,24 +634,24 @@ class HistoryStore:
                 order=order,
             )
 
-    @translated
+    @_call
     async def session(self, session_id: str) -> SessionInfo:
         """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         async with self._engine.connect() as conn:
             return session_from_row(await read_session(conn, self._tenant, session_id))
 
-    @translated
+    @_call
     async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
         """The session's metadata."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return dict((await self.session(session_id)).metadata)
 
-    @translated
+    @_call
     async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
         """Replace the session's metadata (creating the session when absent)."""
-        check_session_id(session_id)
-        value = dict(metadata)
+        check_session_id(session_id, self._limits)
+        value = check_metadata(metadata, self._limits)
 
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(
@@ -517,10 +665,10 @@ class HistoryStore:
 
         await self._write(operation)
 
-    @translated
+    @_call
     async def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
 
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(conn, self._tenant, session_id)
@@ -535,10 +683,10 @@ class HistoryStore:
         self._pending.forget(self._tenant, session_id)
         self._cache.discard(session_id)
 
-    @translated
+    @_call
     async def recount(self, session_id: str) -> SessionInfo:
         """Recount every message of the session with this store's tokenizer and policy."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
 
         async def operation(conn: AsyncConnection) -> None:
             await recount_session(
@@ -550,10 +698,10 @@ class HistoryStore:
 
     # -- projection -------------------------------------------------------------------
 
-    @translated
+    @_call
     async def view(self, session_id: str) -> View:
         """The active view of the session: what a strategy plans on."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         with short_statements():
             async with self._engine.connect() as conn:
                 session = await read_session(conn, self._tenant, session_id)
@@ -567,7 +715,7 @@ class HistoryStore:
                 )
         return replace(view, source=_TranslatedSource(view.source))
 
-    @translated
+    @_call
     async def context(
         self,
         session_id: str,
@@ -576,7 +724,7 @@ class HistoryStore:
         pending: Sequence[Message] = (),
     ) -> list[Message]:
         """The messages to send: active groups plus ``pending``, through ``strategy``."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         chosen = resolve_strategy(strategy) if strategy is not None else None
         batch = checked_messages(pending)
         with short_statements():  # the active view's rows, read once then cached
@@ -613,6 +761,7 @@ class HistoryStore:
     @overload
     async def compact(
         self,
+        /,
         session_id: str,
         strategy: CompactionStrategy | str,
         *,
@@ -623,6 +772,7 @@ class HistoryStore:
     @overload
     async def compact(
         self,
+        /,
         session_id: str,
         strategy: CompactionStrategy | str,
         *,
@@ -630,7 +780,7 @@ class HistoryStore:
         dry_run: Literal[True],
     ) -> ChangeSet: ...
 
-    @translated
+    @_call
     async def compact(
         self,
         session_id: str,
@@ -640,7 +790,7 @@ class HistoryStore:
         dry_run: bool = False,
     ) -> CompactionEvent | ChangeSet | None:
         """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         check_phase(phase)
         strategy = resolve_strategy(strategy)
         compaction = self._compactor().compaction(session_id, strategy, phase)
@@ -649,7 +799,7 @@ class HistoryStore:
 
     # -- audit ------------------------------------------------------------------------
 
-    @translated
+    @_call
     async def audit(
         self,
         session_id: str | None = None,
@@ -661,8 +811,12 @@ class HistoryStore:
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
         if session_id is not None:
-            check_session_id(session_id)
+            check_session_id(session_id, self._limits)
         check_limit(limit)
+        check_since(since)
+        check_text(strategy, "strategy", optional=True)
+        if phase is not None:
+            check_phase(phase)
         async with self._engine.connect() as conn:
             if session_id is not None:
                 await read_session(conn, self._tenant, session_id)
@@ -676,31 +830,32 @@ class HistoryStore:
                 limit=limit,
             )
 
-    @translated
+    @_call
     async def excluded(self, session_id: str) -> list[ExcludedGroup]:
         """The session's excluded groups in order, with reason, event and summary."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         async with self._engine.connect() as conn:
             return await audit.excluded_groups(conn, self._tenant, session_id)
 
-    @translated
+    @_call
     async def why(self, session_id: str, message_id: str) -> WhyResult:
         """Whether a stored message is in the context (built without a strategy), and why."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        check_text(message_id, "message_id")
         async with self._engine.connect() as conn:
             return await audit.why(conn, self._tenant, session_id, message_id)
 
-    @translated
+    @_call
     async def stats(self, session_id: str | None = None) -> Stats:
         """Stored versus active messages, groups and tokens (one session or the tenant)."""
         if session_id is not None:
-            check_session_id(session_id)
+            check_session_id(session_id, self._limits)
         async with self._engine.connect() as conn:
             return await audit.stats(conn, self._tenant, session_id)
 
     # -- restore and pin --------------------------------------------------------------
 
-    @translated
+    @_call
     async def restore(
         self,
         session_id: str,
@@ -709,7 +864,7 @@ class HistoryStore:
         event_id: str | None = None,
     ) -> CompactionEvent | None:
         """Re-include groups (pinning them), or undo one event; audited as ``restore``."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         ids = check_restore_target(group_ids, event_id)
 
         async def operation(conn: AsyncConnection) -> CompactionEvent | None:
@@ -719,22 +874,22 @@ class HistoryStore:
 
         return await self._write(operation)
 
-    @translated
+    @_call
     async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Pin groups: strategies never exclude them. Returns the ids that changed."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return await self._set_pinned(session_id, group_ids, pinned=True)
 
-    @translated
+    @_call
     async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
         """Unpin groups. Returns the ids that changed."""
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
         return await self._set_pinned(session_id, group_ids, pinned=False)
 
     async def _set_pinned(
         self, session_id: str, group_ids: Iterable[str], *, pinned: bool
     ) -> list[str]:
-        ids = list(group_ids)
+        ids = checked_ids(group_ids, "group_ids")
 
         async def operation(conn: AsyncConnection) -> list[str]:
             return await set_pinned(conn, self._tenant, session_id, ids, pinned=pinned)
@@ -743,7 +898,7 @@ class HistoryStore:
 
     # -- import -----------------------------------------------------------------------
 
-    @translated
+    @_call
     async def import_messages(
         self,
         session_id: str,
@@ -755,10 +910,12 @@ class HistoryStore:
 
         Reads the session's message ids (an import is O(history)); see the contract.
         """
-        check_session_id(session_id)
+        check_session_id(session_id, self._limits)
+        check_text(source, "source")
+        check_text(source, "source")
         batch = checked_messages(messages)
         for message in batch:
-            check_message(message)
+            check_message(message, self._limits)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         ctx = self._append_context(session_id, provenance)
         compactor = self._compactor()

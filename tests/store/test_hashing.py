@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from store.rules import identity
 from store.rules.identity import content_hash, hashed_contents
@@ -92,6 +93,15 @@ def _contents() -> list[Content]:
     return out
 
 
+def _message(**fields: Any) -> Message:
+    """A message as given; one holding a lone surrogate (which the model refuses, and a
+    store never sees) is built without validation, so that the hash is still pinned."""
+    try:
+        return Message(**fields)
+    except ValidationError:
+        return Message.model_construct(**fields)
+
+
 def _messages() -> list[Message]:
     stamps = [
         None,
@@ -101,11 +111,11 @@ def _messages() -> list[Message]:
         datetime(5, 1, 2, 3, 4, 5, tzinfo=UTC),
     ]
     out = [
-        Message(role="tool", contents=[content], message_id=f"m{i}")
+        _message(role="tool", contents=[content], message_id=f"m{i}")
         for i, content in enumerate(_contents())
     ]
     out += [
-        Message(
+        _message(
             role="assistant",
             contents=_contents()[:6],
             author_name=name,
@@ -160,7 +170,7 @@ def test_the_field_by_field_path_writes_the_usual_messages() -> None:
 
 @pytest.mark.parametrize("text", ["é", "\x7f", "\ud800"])
 def test_contents_text_of_other_strings_is_left_to_the_adapter(text: str) -> None:
-    assert _check(Message(role="user", contents=[TextContent(text=text)])) is None
+    assert _check(_message(role="user", contents=[TextContent(text=text)])) is None
 
 
 def test_every_message_field_is_written() -> None:

@@ -252,6 +252,11 @@ class SessionCache:
         if self._size > self._max:
             self.discard(session_id)
 
+    def clear(self) -> None:
+        """Forget every session."""
+        self._entries.clear()
+        self._size = 0
+
     def discard(self, session_id: str) -> None:
         """Forget the session."""
         entry = self._entries.pop(session_id, None)
