@@ -46,6 +46,7 @@ from strategies.messages import (
 
 __all__ = [
     "GROUP_KINDS",
+    "MAX_GROUP_ID_LENGTH",
     "Annotation",
     "AnnotationState",
     "GroupInfo",
@@ -55,7 +56,6 @@ __all__ = [
     "annotate_all",
     "call_ids",
     "call_links",
-    "MAX_GROUP_ID_LENGTH",
     "group_id_for",
     "result_ids",
 ]
