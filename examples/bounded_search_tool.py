@@ -155,7 +155,8 @@ async def main(url: str | None, session_id: str, memory: bool) -> None:
                     tokens = backend.tokenizer.count_tokens(text)
                     print(f"  {content.call_id}: {_describe(text, tokens)}")
     if not memory:
-        print(f"\nsession {session_id}: chatledger show {session_id}")
+        where = f" --url {url}" if url else ""
+        print(f"\nsession {session_id}: chatledger show {session_id}{where}")
 
 
 def _arguments() -> argparse.Namespace:
