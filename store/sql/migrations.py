@@ -109,6 +109,7 @@ def _current(connection: Connection) -> tuple[str, ...]:
 
 
 def _run(connection: Connection, revision: str, *, down: bool) -> None:
+    check_revisions(_current(connection), describe_url(connection.engine.url), create=True)
     config = alembic_config()
     config.attributes["connection"] = connection
     if down:
