@@ -99,7 +99,8 @@ def _show_stored(
     async def action(store: HistoryBackend) -> tuple[list[StoredMessage], frozenset[str]]:
         return await _stored(store, session_id, show_all=show_all, limit=limit)
 
-    messages, pinned = with_store(url, tenant, action)
+    counted = session_tokenizer(url, tenant, session_id)  # its view checks the tokenizer
+    messages, pinned = with_store(url, tenant, action, tokenizer=counted)
     if as_json:
         emit_json(messages)
         return

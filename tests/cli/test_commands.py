@@ -277,6 +277,8 @@ def test_recount_changes_the_sessions_tokenizer(cli_url: str) -> None:
     done = ok("recount", "beta", "--tokenizer", "character_estimator", "--url", cli_url, "--json")
     after = SessionInfo.model_validate(done.json())
     assert after.tokenizer != before.tokenizer and after.stored_messages == before.stored_messages
+    for read in (("show", "beta"), ("show", "beta", "--all"), ("show", "beta", "--context")):
+        assert f"{before.stored_messages} " in ok(*read, "--url", cli_url).stdout  # any tokenizer
     said = ok("recount", "beta", "--tokenizer", before.tokenizer, "--url", cli_url).stdout
     assert said.startswith(f"recounted beta with {before.tokenizer} (was {after.tokenizer}): ")
     assert said.rstrip().endswith(f"→ {before.stored_tokens:,} tokens")
