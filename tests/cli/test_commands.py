@@ -332,6 +332,11 @@ def test_demo_runs_then_refuses_its_session_a_second_time(db_url: str) -> None:
     assert_one_line_error(again, contains="already holds")
     assert "chatledger delete d" in again.stderr
     assert f"already holds {api(db_url, 'session', 'd').stored_messages:,} messages" in again.stderr
+    spec = api(db_url, "get_metadata", "d")[BEFORE_STRATEGY_KEY]
+    assert spec.startswith("context-window:")
+    sent = ok("show", "d", "--context", "--url", db_url)
+    assert f"(projected with the provider's strategy {spec})" in sent.stdout
+    assert f"{len(api(db_url, 'context', 'd', strategy=spec))} messages" in sent.stdout
     records = ok("demo", "--turns", "2", "--url", db_url, "--json").json()
     assert [r["turn"] for r in records] == [1, 2]
     assert {s.session_id for s in api(db_url, "sessions")} - {"d"}  # a new demo-<hex> session
