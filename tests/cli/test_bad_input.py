@@ -253,7 +253,9 @@ def test_postgres_driver_names_and_missing_databases(pg_url: str) -> None:
         assert listed.returncode == 0, listed
         assert [s["session_id"] for s in listed.json()] == ["p"]
     schemeless = db_url.replace("postgresql://", "postgres://", 1)
-    assert invoke("sessions", "--url", schemeless).returncode == 0
+    console = chatledger("sessions", "--url", schemeless, "--json")  # the console script
+    assert console.returncode == 0, console.stderr
+    assert [s["session_id"] for s in console.json()] == ["p"]
     missing = parsed.set(database="chatledger_no_such_db").render_as_string(False)
     result = chatledger("sessions", "--url", missing)
     assert_one_line_error(result, contains='database "chatledger_no_such_db" does not exist')

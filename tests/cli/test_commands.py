@@ -356,3 +356,27 @@ def test_version_and_help() -> None:
         text = ok(*command.split(), "-h").stdout
         assert text.startswith(f"Usage: chatledger {command}"), text
         assert "<bool>" not in text and "<str>" not in text and "TEXT" not in text
+
+
+def test_tenant_option_reaches_every_session_command(cli_url: str) -> None:
+    other = ("--url", cli_url, "--tenant", "other")
+    first = api(cli_url, "history", "gamma", tenant="other")[1]
+    for args in (
+        ("show", "gamma"),
+        ("show", "gamma", "--context"),
+        ("audit", "gamma"),
+        ("excluded", "gamma"),
+        ("why", "gamma", first.message_id),
+        ("stats", "gamma"),
+        ("compact", "gamma", "--strategy", WINDOW, "--dry-run"),
+        ("pin", "gamma", first.group_id),
+        ("unpin", "gamma", first.group_id),
+        ("recount", "gamma", "--tokenizer", "o200k_base"),
+    ):
+        assert invoke(*args, *other).returncode == 0, args
+        assert_one_line_error(invoke(*args, "--url", cli_url), contains="'gamma' not found")
+    assert ok("stats", *other, "--json").json()["sessions"] == 1
+    assert ok("delete", "gamma", "--yes", *other).stdout.startswith("deleted session gamma")
+    played = ok("demo", "--turns", "1", "--session", "t", *other)
+    assert "chatledger audit t --url " in played.stdout and "--tenant other" in played.stdout
+    assert [s.session_id for s in api(cli_url, "sessions", tenant="other")] == ["t"]
