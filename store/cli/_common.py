@@ -40,6 +40,7 @@ __all__ = [
     "parse_since",
     "run",
     "session_tokenizer",
+    "strategy_option_value",
     "tenant_option",
     "tokenizer_option_value",
     "url_option",
@@ -166,6 +167,18 @@ def tokenizer_option_value(name: str) -> Tokenizer:
         return tokenizer_named(name)
     except ValueError as error:
         raise CliError(f"invalid --tokenizer: {error}", exit_code=2) from None
+
+
+def strategy_option_value(spec: str) -> str:
+    """A ``--strategy SPEC`` option's spec, checked before any database is opened (a
+    usage error when it does not parse)."""
+    from strategies.specs import InvalidStrategySpec, parse_strategy
+
+    try:
+        parse_strategy(spec)
+    except InvalidStrategySpec as error:
+        raise CliError(f"invalid --strategy: {error}", exit_code=2) from None
+    return spec
 
 
 def emit_json(value: BaseModel | list[Any] | dict[str, Any] | None) -> None:

@@ -141,7 +141,8 @@ def test_show_context_uses_the_given_then_the_recorded_strategy(cli_url: str) ->
     assert_one_line_error(bad, contains="--tokenizer")
     assert bad.returncode == 2
     refused = invoke("show", "alpha", "--url", cli_url, "--context", "--strategy", "pipeline")
-    assert_one_line_error(refused, contains="pipeline")
+    assert_one_line_error(refused, contains="invalid --strategy: pipeline")
+    assert refused.returncode == 2
 
 
 def test_compact_dry_run_writes_nothing_then_compact_writes_one_event(cli_url: str) -> None:
@@ -162,7 +163,11 @@ def test_compact_dry_run_writes_nothing_then_compact_writes_one_event(cli_url: s
     again = ok("compact", "alpha", "--strategy", WINDOW, "--url", cli_url)
     assert again.stdout.startswith("Nothing to compact: sliding-window changes nothing now.")
     assert ok("compact", "alpha", "--strategy", WINDOW, "--url", cli_url, "--json").json() is None
-    for bad, code in ((("--strategy", "nonesuch"), 1), ((), 2)):
+    for bad, code in (
+        (("--strategy", "nonesuch"), 2),
+        (("--strategy", "truncation:x=1"), 2),
+        ((), 2),
+    ):
         result = invoke("compact", "alpha", "--url", cli_url, *bad)
         assert_one_line_error(result)
         assert result.returncode == code
