@@ -109,6 +109,7 @@ def _current(connection: Connection) -> tuple[str, ...]:
 
 
 def _run(connection: Connection, revision: str, *, down: bool) -> None:
+    check_revisions(_current(connection), describe_url(connection.engine.url), create=True)
     config = alembic_config()
     config.attributes["connection"] = connection
     if down:
@@ -144,12 +145,21 @@ async def migrate(
     if isinstance(url, AsyncEngine):
         await _migrate_engine(url, revision)
         return
+    await _check_file(url, create=True)
     engine = create_engine(url, schema=schema)
     try:
         await create_schema(engine, schema)
         await _migrate_engine(engine, revision)
     finally:
         await engine.dispose()
+
+
+async def _check_file(url: str | URL | None, *, create: bool) -> None:
+    """Refuse a SQLite path that cannot hold the database (a directory, a missing
+    folder, a file that is not a database) in words that name it, before SQLite does."""
+    path = sqlite_file(url)
+    if path is not None:
+        await asyncio.to_thread(check_sqlite_file, path, create=create)
 
 
 def migrate_sync(url: str | URL | None = None, *, revision: str = "head") -> None:
@@ -162,6 +172,7 @@ async def downgrade(url: str | URL | AsyncEngine | None = None, *, revision: str
     if isinstance(url, AsyncEngine):
         await _migrate_engine(url, revision, down=True)
         return
+    await _check_file(url, create=False)
     engine = create_engine(url)
     try:
         await _migrate_engine(engine, revision, down=True)
