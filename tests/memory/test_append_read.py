@@ -16,8 +16,8 @@ from strategies.tokenizers import (
     CountingTokenizer,
     count_message_tokens,
 )
+from tests.conformance.toy_strategies import TOKENIZER
 from tests.groups.conversations import assistant, call, result, tool, user
-from tests.memory.helpers import TOKENIZER
 
 
 def _chat() -> list[Message]:
@@ -109,7 +109,7 @@ async def test_history_paging(store: InMemoryHistoryStore) -> None:
 
 
 async def test_history_hides_excluded_unless_asked(store: InMemoryHistoryStore) -> None:
-    from tests.memory.helpers import ExcludeOldest
+    from tests.conformance.toy_strategies import ExcludeOldest
 
     await store.append("s", _chat())
     event = await store.compact("s", ExcludeOldest(1))

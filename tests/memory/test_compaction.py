@@ -15,8 +15,14 @@ from store.memory import InMemoryHistoryStore
 from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.messages import Message
 from strategies.view import View
+from tests.conformance.toy_strategies import (
+    ExcludeOldest,
+    Fixed,
+    Gated,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import ExcludeOldest, Fixed, Gated, ReduceResults, SummarizeOldest
 from tests.strategies.invariants import assert_projection_invariants
 
 

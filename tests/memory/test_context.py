@@ -9,8 +9,8 @@ from store.memory import InMemoryHistoryStore
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer, CountingTokenizer
 from strategies.view import View
+from tests.conformance.toy_strategies import ExcludeOldest, SummarizeOldest
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import ExcludeOldest, SummarizeOldest
 from tests.strategies.invariants import assert_projection_invariants
 
 

@@ -16,8 +16,14 @@ from store import HistoryStore
 from store.memory import InMemoryHistoryStore
 from store.sql.schema import EVENT_GROUPS, MESSAGES, SESSIONS
 from strategies.changeset import ChangeSet, Exclusion
+from tests.conformance.toy_strategies import (
+    TOKENIZER,
+    ExcludeOldest,
+    Fixed,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.groups.conversations import assistant, call, result, tool, user
-from tests.memory.helpers import TOKENIZER, ExcludeOldest, Fixed, ReduceResults, SummarizeOldest
 from tests.memory.test_compaction import (  # noqa: F401  (collected here, run on SQL)
     Interfering,
     _chat,

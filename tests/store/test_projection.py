@@ -13,8 +13,8 @@ from store import HistoryStore
 from store.errors import InvalidInput
 from store.memory import InMemoryHistoryStore
 from strategies.tokenizers import CharacterEstimatorTokenizer, CountingTokenizer
+from tests.conformance.toy_strategies import TOKENIZER, ExcludeOldest
 from tests.groups.conversations import assistant, call, reasoning, result, system, tool, user
-from tests.memory.helpers import TOKENIZER, ExcludeOldest
 from tests.memory.test_append_read import (  # noqa: F401  (collected here, run on SQL)
     test_append_assigns_gapless_seq_and_anchors,
     test_empty_append_creates_nothing,
