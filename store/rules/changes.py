@@ -31,7 +31,7 @@ from typing import Any
 
 from store.errors import InvalidInput
 from store.models import CompactionEvent, Phase
-from store.rules.records import Counter, GroupRecord, SessionRecord
+from store.rules.records import Counter, GroupRecord, SessionRecord, as_stored
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
 from strategies.messages import Message
@@ -290,7 +290,7 @@ def _apply_reduction(
     row = session.rows.get(message.message_id)
     if group is None or row is None or row.group_id != group.group_id:
         return
-    row.reduced = message
+    row.reduced = as_stored(message)
     row.reduced_tokens = count(message)
     row.reduced_event = out.event_id
     group.version += 1

@@ -23,7 +23,7 @@ from strategies.groups import AnnotationState, GroupKind, annotate
 from strategies.messages import Message
 from strategies.view import GroupView, InMemorySource, Totals, View
 
-__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "now"]
+__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "as_stored", "now"]
 
 Counter = Callable[[Message], int]
 """Counts the tokens of one message (the store's tokenizer and policy)."""
@@ -32,6 +32,17 @@ Counter = Callable[[Message], int]
 def now() -> datetime:
     """The current time, timezone-aware (UTC): the clock of every backend."""
     return datetime.now(UTC)
+
+
+def as_stored(message: Message) -> Message:
+    """``message`` as every backend gives it back: ``created_at`` in UTC (a naive one
+    taken as UTC), as the SQL columns hold it."""
+    created = message.created_at
+    if created is None or created.tzinfo is UTC:
+        return message
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return message.model_copy(update={"created_at": created.astimezone(UTC)})
 
 
 @dataclass
@@ -154,7 +165,7 @@ class SessionRecord:
         for message in messages:
             seq = self._take_seq()
             row = MessageRecord(
-                message=message,
+                message=as_stored(message),
                 seq=seq,
                 anchor=seq,
                 slot=0,
@@ -214,7 +225,7 @@ class SessionRecord:
         slot = 1 + max(g.slot for g in self.groups.values() if g.anchor == first.anchor)
         group_id = f"group_{message.message_id}"
         self.rows[message.message_id] = MessageRecord(
-            message=message,
+            message=as_stored(message),
             seq=self._take_seq(),
             anchor=first.anchor,
             slot=slot,

@@ -15,16 +15,6 @@ from store.memory import InMemoryHistoryStore
 from strategies.tokenizers import CharacterEstimatorTokenizer, CountingTokenizer
 from tests.conformance.toy_strategies import TOKENIZER, ExcludeOldest
 from tests.groups.conversations import assistant, call, reasoning, result, system, tool, user
-from tests.memory.test_append_read import (  # noqa: F401  (collected here, run on SQL)
-    test_append_assigns_gapless_seq_and_anchors,
-    test_empty_append_creates_nothing,
-    test_history_hides_excluded_unless_asked,
-    test_history_paging,
-    test_incremental_annotation_matches_whole_annotation,
-    test_provenance_is_recorded,
-    test_same_id_other_content_raises_and_stores_nothing,
-    test_same_id_same_content_is_skipped,
-)
 from tests.memory.test_context import (  # noqa: F401
     _stored,
     test_cache_is_keyed_by_content,
