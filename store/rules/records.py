@@ -96,8 +96,6 @@ class GroupRecord:
     excluded_at: datetime | None = None
     summarized_by: str | None = None
     summary_of: tuple[str, ...] = ()
-    version: int = 0
-    """Bumped on every change to the group (members, flags, reductions)."""
 
     @property
     def order_key(self) -> tuple[int, int]:
@@ -190,7 +188,6 @@ class SessionRecord:
             group.has_reasoning = info.has_reasoning
             group.pending_calls = info.pending_calls
             group.orphan = info.orphan
-            group.version += 1
         for message in messages:
             group = self.groups[groups_of[message.message_id]]
             group.message_ids.append(message.message_id)
@@ -210,7 +207,6 @@ class SessionRecord:
             target.pinned = target.pinned or absorbed.pinned
             for message_id in absorbed.message_ids:
                 self.rows[message_id].group_id = target_id
-            target.version += 1
 
     def _take_seq(self) -> int:
         seq = self.next_seq
@@ -256,6 +252,18 @@ class SessionRecord:
     def group_tokens(self, group: GroupRecord) -> int:
         """Tokens of the group as the projection shows it (reductions applied)."""
         return sum(r.effective_tokens for r in self.group_rows(group))
+
+    def fingerprint(self, group: GroupRecord) -> tuple[int, int, bool, bool, int]:
+        """What must not change in a group between a plan's snapshot and its apply: its
+        messages, tokens (reductions applied), exclusion, pin and pending calls, as the
+        SQL backend compares them (:func:`store.sql.compaction.compactor.fingerprint`)."""
+        return (
+            len(group.message_ids),
+            self.group_tokens(group),
+            group.excluded,
+            group.pinned,
+            group.pending_calls,
+        )
 
     def active_groups(self) -> list[GroupRecord]:
         """The groups not excluded, in projection order."""
