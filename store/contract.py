@@ -204,7 +204,8 @@ class HistoryBackend(Protocol):
         the same content is skipped; with different content it raises
         :class:`~store.errors.InvalidInput` and nothing of the batch is stored. An empty
         batch does nothing (and creates no session). ``provenance`` is recorded on every
-        message of the batch.
+        message of the batch. Reads give ``created_at`` back in UTC (a naive one is taken
+        as UTC).
         """
         ...
 

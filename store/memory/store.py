@@ -10,7 +10,15 @@ plain model a stateful test compares the SQL backend against.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import TracebackType
@@ -117,11 +125,11 @@ class MemoryDatabase:
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """A plan's snapshot: the view, the session's revision and each group's version."""
+    """A plan's snapshot: the view, the session's revision and each group's fingerprint."""
 
     view: View
     revision: int
-    versions: dict[str, int]
+    fingerprints: dict[str, Hashable]
 
 
 class InMemoryHistoryStore:
@@ -419,8 +427,6 @@ class InMemoryHistoryStore:
             row.tokens = self.count_tokens(row.message)
             if row.reduced is not None:
                 row.reduced_tokens = self.count_tokens(row.reduced)
-        for group in session.groups.values():
-            group.version += 1
         session.tokenizer = self._tokenizer_name
         session.touch(now())
         return session.info()
@@ -500,8 +506,10 @@ class InMemoryHistoryStore:
         async def snapshot() -> _Snapshot:
             session = self._counted(session_id)
             view = self._view_of(session)
-            versions = {g.group_id: session.groups[g.group_id].version for g in view.groups}
-            return _Snapshot(view=view, revision=session.revision, versions=versions)
+            fingerprints: dict[str, Hashable] = {
+                g.group_id: session.fingerprint(session.groups[g.group_id]) for g in view.groups
+            }
+            return _Snapshot(view=view, revision=session.revision, fingerprints=fingerprints)
 
         async def apply(
             snapshot: _Snapshot, changes: ChangeSet
@@ -509,11 +517,11 @@ class InMemoryHistoryStore:
             session = self._counted(session_id)
             if session.revision != snapshot.revision:
                 current = {
-                    gid: GroupState(group.excluded, group.version)
+                    gid: GroupState(group.excluded, session.fingerprint(group))
                     for gid in changes.touched_group_ids
                     if (group := session.groups.get(gid)) is not None
                 }
-                if changed_under(changes.touched_group_ids, snapshot.versions, current):
+                if changed_under(changes.touched_group_ids, snapshot.fingerprints, current):
                     return CONFLICT
             return self._apply(session, changes, phase, strategy)
 
@@ -680,7 +688,6 @@ class InMemoryHistoryStore:
         changed = [g for g in ids if session.groups[g].pinned != pinned]
         for group_id in changed:
             session.groups[group_id].pinned = pinned
-            session.groups[group_id].version += 1
         if changed:
             session.touch(now())
         return changed

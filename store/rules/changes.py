@@ -31,7 +31,7 @@ from typing import Any
 
 from store.errors import InvalidInput
 from store.models import CompactionEvent, Phase
-from store.rules.records import Counter, GroupRecord, SessionRecord
+from store.rules.records import Counter, GroupRecord, SessionRecord, as_stored
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
 from strategies.messages import Message
@@ -160,7 +160,6 @@ def exclude(
     group.event_id = out.event_id
     group.excluded_at = out.now
     group.summarized_by = summarized_by
-    group.version += 1
     out.reasons[group.group_id] = reason
 
 
@@ -172,7 +171,6 @@ def include(group: GroupRecord) -> None:
     group.excluded_at = None
     group.summarized_by = None
     group.pinned = True
-    group.version += 1
 
 
 # --- change sets -------------------------------------------------------------------
@@ -290,10 +288,9 @@ def _apply_reduction(
     row = session.rows.get(message.message_id)
     if group is None or row is None or row.group_id != group.group_id:
         return
-    row.reduced = message
+    row.reduced = as_stored(message)
     row.reduced_tokens = count(message)
     row.reduced_event = out.event_id
-    group.version += 1
     if group.group_id not in out.reduced:
         out.reduced.append(group.group_id)
 
@@ -332,7 +329,6 @@ def restore(
             # stays its event (undoing this one must not bring it back)
             group.reason, group.summarized_by = reason, by
             group.pinned = False
-            group.version += 1
     if drop_reductions_of is not None:
         _drop_reductions(session, drop_reductions_of, out)
 
@@ -390,8 +386,6 @@ def _drop_reductions(session: SessionRecord, event_id: str, out: Outcome) -> Non
         row.reduced = None
         row.reduced_tokens = None
         row.reduced_event = None
-        group = session.groups[row.group_id]
-        group.version += 1
         if row.group_id not in out.restored:
             out.restored.append(row.group_id)
 

@@ -23,7 +23,7 @@ from strategies.groups import AnnotationState, GroupKind, annotate
 from strategies.messages import Message
 from strategies.view import GroupView, InMemorySource, Totals, View
 
-__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "now"]
+__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "as_stored", "now"]
 
 Counter = Callable[[Message], int]
 """Counts the tokens of one message (the store's tokenizer and policy)."""
@@ -32,6 +32,17 @@ Counter = Callable[[Message], int]
 def now() -> datetime:
     """The current time, timezone-aware (UTC): the clock of every backend."""
     return datetime.now(UTC)
+
+
+def as_stored(message: Message) -> Message:
+    """``message`` as every backend gives it back: ``created_at`` in UTC (a naive one
+    taken as UTC), as the SQL columns hold it."""
+    created = message.created_at
+    if created is None or created.tzinfo is UTC:
+        return message
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return message.model_copy(update={"created_at": created.astimezone(UTC)})
 
 
 @dataclass
@@ -85,8 +96,6 @@ class GroupRecord:
     excluded_at: datetime | None = None
     summarized_by: str | None = None
     summary_of: tuple[str, ...] = ()
-    version: int = 0
-    """Bumped on every change to the group (members, flags, reductions)."""
 
     @property
     def order_key(self) -> tuple[int, int]:
@@ -154,7 +163,7 @@ class SessionRecord:
         for message in messages:
             seq = self._take_seq()
             row = MessageRecord(
-                message=message,
+                message=as_stored(message),
                 seq=seq,
                 anchor=seq,
                 slot=0,
@@ -179,7 +188,6 @@ class SessionRecord:
             group.has_reasoning = info.has_reasoning
             group.pending_calls = info.pending_calls
             group.orphan = info.orphan
-            group.version += 1
         for message in messages:
             group = self.groups[groups_of[message.message_id]]
             group.message_ids.append(message.message_id)
@@ -199,7 +207,6 @@ class SessionRecord:
             target.pinned = target.pinned or absorbed.pinned
             for message_id in absorbed.message_ids:
                 self.rows[message_id].group_id = target_id
-            target.version += 1
 
     def _take_seq(self) -> int:
         seq = self.next_seq
@@ -214,7 +221,7 @@ class SessionRecord:
         slot = 1 + max(g.slot for g in self.groups.values() if g.anchor == first.anchor)
         group_id = f"group_{message.message_id}"
         self.rows[message.message_id] = MessageRecord(
-            message=message,
+            message=as_stored(message),
             seq=self._take_seq(),
             anchor=first.anchor,
             slot=slot,
@@ -245,6 +252,18 @@ class SessionRecord:
     def group_tokens(self, group: GroupRecord) -> int:
         """Tokens of the group as the projection shows it (reductions applied)."""
         return sum(r.effective_tokens for r in self.group_rows(group))
+
+    def fingerprint(self, group: GroupRecord) -> tuple[int, int, bool, bool, int]:
+        """What must not change in a group between a plan's snapshot and its apply: its
+        messages, tokens (reductions applied), exclusion, pin and pending calls, as the
+        SQL backend compares them (:func:`store.sql.compaction.compactor.fingerprint`)."""
+        return (
+            len(group.message_ids),
+            self.group_tokens(group),
+            group.excluded,
+            group.pinned,
+            group.pending_calls,
+        )
 
     def active_groups(self) -> list[GroupRecord]:
         """The groups not excluded, in projection order."""

@@ -16,11 +16,18 @@ from store import HistoryStore
 from store.memory import InMemoryHistoryStore
 from store.sql.schema import EVENT_GROUPS, MESSAGES, SESSIONS
 from strategies.changeset import ChangeSet, Exclusion
+from tests.conformance.toy_strategies import (
+    TOKENIZER,
+    ExcludeOldest,
+    Fixed,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.groups.conversations import assistant, call, result, tool, user
-from tests.memory.helpers import TOKENIZER, ExcludeOldest, Fixed, ReduceResults, SummarizeOldest
 from tests.memory.test_compaction import (  # noqa: F401  (collected here, run on SQL)
     Interfering,
     _chat,
+    test_a_group_pinned_and_unpinned_meanwhile_is_unchanged,
     test_a_late_result_joins_its_excluded_call_group,
     test_appends_meanwhile_are_never_excluded,
     test_applied_events_are_logged,
