@@ -5,6 +5,8 @@ Each format has a pair of pure functions, list in and list out:
 - Agent Framework (``Message.to_dict()`` mappings): :func:`from_agent_framework`,
   :func:`to_agent_framework`, with :func:`af_annotations` to read its compaction
   annotations;
+- Anthropic Messages API messages: :func:`from_anthropic`, :func:`to_anthropic`,
+  :func:`anthropic_request`;
 - OpenAI Chat Completions messages: :func:`from_openai_chat`, :func:`to_openai_chat`;
 - OpenAI Responses API input items: :func:`from_openai_responses`,
   :func:`to_openai_responses`;
@@ -27,6 +29,7 @@ from store.formats.agent_framework import (
     from_agent_framework,
     to_agent_framework,
 )
+from store.formats.anthropic import anthropic_request, from_anthropic, to_anthropic
 from store.formats.langchain import (
     LANGCHAIN_EXTRA_KEY,
     LANGCHAIN_FORM_KEY,
@@ -63,11 +66,14 @@ __all__ = [
     "AFAnnotations",
     "FormatError",
     "af_annotations",
+    "anthropic_request",
     "from_agent_framework",
+    "from_anthropic",
     "from_langchain",
     "from_openai_chat",
     "from_openai_responses",
     "to_agent_framework",
+    "to_anthropic",
     "to_langchain",
     "to_openai_chat",
     "to_openai_responses",
