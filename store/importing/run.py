@@ -114,7 +114,7 @@ class _Importer:
         """The plan's conversations with their session ids, messages given stable ids."""
         for conversation in READERS[plan.fmt](plan.path, plan.source, self.table):
             session_id = session_id_for(plan.fmt, plan.source, conversation, self.prefix)
-            if conversation.error is None:
+            if conversation.error is None and not conversation.stored_ids:
                 key = conversation.source_session or session_id
                 conversation.messages = [
                     _stable(plan.fmt, key, located) for located in conversation.messages

@@ -48,6 +48,8 @@ class Conversation:
     compacted: bool = False
     """Whether its messages carry another system's compaction (imported with
     ``import_messages``, whole)."""
+    stored_ids: bool = False
+    """Whether the message ids are chatledger's own already (kept as they are)."""
     error: InvalidSource | None = None
     """Why the conversation cannot be read (its messages are then empty)."""
 

@@ -71,7 +71,7 @@ def read(path: Path, source: str) -> Iterator[Conversation]:
         if run is None or run.source_session != session or len(run.messages) >= RUN:
             if run is not None:
                 yield run
-            run = Conversation(source, where, session)
+            run = Conversation(source, where, session, stored_ids=True)
         run.messages.append(Located(message, where))
     if run is not None:
         yield run
