@@ -20,9 +20,10 @@
   contents; any other block an ``OtherContent`` of its type. Unnamed fields stay in
   ``extra``; unknown message keys under :data:`ANTHROPIC_EXTRA_KEY`.
 
-Anthropic messages have no ids: every message gets a fresh ``message_id`` (the importer
-gives stable ones). Normalisations: ``is_error: false`` and a missing result content
-are written back absent.
+Anthropic messages have no ids: every message gets a fresh ``message_id``, and
+:data:`ORIGINAL_ID_KEY` ``None`` says so (the importer gives stable ones).
+Normalisations: ``is_error: false`` and a missing result content are written back
+absent.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from store.formats._common import (
+    ORIGINAL_ID_KEY,
     SOURCE_FORMAT_KEY,
     FormatError,
     Reader,
@@ -209,7 +211,7 @@ def _messages_from_item(index: int, item: Any, *, allow_custom_roles: bool) -> l
     runs = runs or [(role, [])]
     messages = []
     for position, (run_role, contents) in enumerate(runs):
-        metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_ANTHROPIC}
+        metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_ANTHROPIC, ORIGINAL_ID_KEY: None}
         if position == 0:
             metadata[ANTHROPIC_FORM_KEY] = form
             if fields:
@@ -230,7 +232,11 @@ def _system_message(system: Any) -> Message:
         form = "blocks"
     else:
         raise FormatError(-1, "system must be a string or a list of text blocks")
-    metadata = {SOURCE_FORMAT_KEY: SOURCE_ANTHROPIC, ANTHROPIC_FORM_KEY: form}
+    metadata = {
+        SOURCE_FORMAT_KEY: SOURCE_ANTHROPIC,
+        ANTHROPIC_FORM_KEY: form,
+        ORIGINAL_ID_KEY: None,
+    }
     return Message(role="system", contents=contents, metadata=metadata)
 
 

@@ -107,6 +107,8 @@ class _Importer:
         self.progress = progress
         self.tally = _Tally()
         self.bad_sources: set[str] = set()
+        self.absent: set[str] = set()
+        """Sessions the store did not hold when pass one read them."""
 
     # -- reading, shared by both passes -------------------------------------------
 
@@ -124,9 +126,12 @@ class _Importer:
     async def _stored(self, session_id: str) -> _Session:
         stored: dict[str, str] = {}
         calls: set[str] = set()
+        if session_id in self.absent:
+            return _Session(session_id, stored, calls)
         try:
             await self.store.session(session_id)
         except SessionNotFound:
+            self.absent.add(session_id)
             return _Session(session_id, stored, calls)
         async for row in self.store.aiter_history(session_id, include_excluded=True):
             stored[row.message.message_id] = content_hash(row.message)
