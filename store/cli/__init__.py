@@ -16,6 +16,8 @@
     chatledger tenants                        every tenant of the database
     chatledger db upgrade|downgrade|current|check|history
     chatledger demo                           a long, tool-heavy scripted conversation
+    chatledger import SOURCE...               chat logs of other systems, idempotently
+    chatledger export SESSION... --format ID  sessions out, in the formats import reads
 
 Commands take ``--url`` (a URL or a SQLite file's path; default ``$CHATLEDGER_URL``,
 else ``./chatledger.db``), those that read or change sessions ``--tenant``, and
@@ -40,6 +42,8 @@ from store.cli._change import compact, delete, pin, recount, restore, unpin
 from store.cli._common import CliError
 from store.cli._db import db
 from store.cli._demo import demo
+from store.cli._export import export
+from store.cli._import import import_
 from store.cli._read import sessions, show, stats, tenants
 
 __all__ = ["cli", "main"]
@@ -96,6 +100,8 @@ for _command in (
     tenants,
     db,
     demo,
+    import_,
+    export,
 ):
     cli.add_command(_command)
 
