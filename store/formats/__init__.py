@@ -5,7 +5,11 @@ Each format has a pair of pure functions, list in and list out:
 - Agent Framework (``Message.to_dict()`` mappings): :func:`from_agent_framework`,
   :func:`to_agent_framework`, with :func:`af_annotations` to read its compaction
   annotations;
-- OpenAI Chat Completions messages: :func:`from_openai_chat`, :func:`to_openai_chat`.
+- OpenAI Chat Completions messages: :func:`from_openai_chat`, :func:`to_openai_chat`;
+- OpenAI Responses API input items: :func:`from_openai_responses`,
+  :func:`to_openai_responses`;
+- LangChain messages (objects or ``message_to_dict`` mappings): :func:`from_langchain`,
+  :func:`to_langchain`.
 
 Reading then writing the same format gives back exactly what was read. Input that
 cannot be read raises :class:`FormatError` (a :class:`ValueError`) naming the index of
@@ -29,6 +33,12 @@ from store.formats.openai_chat import (
     from_openai_chat,
     to_openai_chat,
 )
+from store.formats.openai_responses import (
+    RESPONSES_EXTRA_KEY,
+    RESPONSES_FORM_KEY,
+    from_openai_responses,
+    to_openai_responses,
+)
 
 __all__ = [
     "AF_ANNOTATIONS_KEY",
@@ -37,12 +47,16 @@ __all__ = [
     "OPENAI_CONTENT_FORM_KEY",
     "OPENAI_EXTRA_KEY",
     "ORIGINAL_ID_KEY",
+    "RESPONSES_EXTRA_KEY",
+    "RESPONSES_FORM_KEY",
     "SOURCE_FORMAT_KEY",
     "AFAnnotations",
     "FormatError",
     "af_annotations",
     "from_agent_framework",
     "from_openai_chat",
+    "from_openai_responses",
     "to_agent_framework",
     "to_openai_chat",
+    "to_openai_responses",
 ]
