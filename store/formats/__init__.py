@@ -27,6 +27,13 @@ from store.formats.agent_framework import (
     from_agent_framework,
     to_agent_framework,
 )
+from store.formats.langchain import (
+    LANGCHAIN_EXTRA_KEY,
+    LANGCHAIN_FORM_KEY,
+    LANGCHAIN_TYPE_KEY,
+    from_langchain,
+    to_langchain,
+)
 from store.formats.openai_chat import (
     OPENAI_CONTENT_FORM_KEY,
     OPENAI_EXTRA_KEY,
@@ -44,6 +51,9 @@ __all__ = [
     "AF_ANNOTATIONS_KEY",
     "AF_EXTRA_KEY",
     "AF_PROPERTIES_KEY",
+    "LANGCHAIN_EXTRA_KEY",
+    "LANGCHAIN_FORM_KEY",
+    "LANGCHAIN_TYPE_KEY",
     "OPENAI_CONTENT_FORM_KEY",
     "OPENAI_EXTRA_KEY",
     "ORIGINAL_ID_KEY",
@@ -54,9 +64,11 @@ __all__ = [
     "FormatError",
     "af_annotations",
     "from_agent_framework",
+    "from_langchain",
     "from_openai_chat",
     "from_openai_responses",
     "to_agent_framework",
+    "to_langchain",
     "to_openai_chat",
     "to_openai_responses",
 ]
