@@ -2,10 +2,11 @@
 
 An adapter given a ``url`` (or nothing: ``$CHATLEDGER_URL``, then ``./chatledger.db``)
 opens nothing in its constructor. On its first call it takes a :class:`StoreLease`
-from the process-wide registry: adapters made with the same URL, tenant and tokenizer
-share one :class:`~store.HistoryStore`, opened once and closed when the last lease is
-released, or at interpreter exit for those never released. An adapter given a store
-uses it and never closes it.
+(async adapters) or a :class:`SyncLease` (adapters with synchronous methods too) from a
+process-wide registry: adapters made with the same URL, tenant and tokenizer share one
+:class:`~store.HistoryStore` (or :class:`~store.SyncHistoryStore`), opened once and
+closed when the last lease is released, or at interpreter exit for those never
+released. An adapter given a store uses it and never closes it.
 """
 
 from __future__ import annotations
@@ -15,18 +16,27 @@ import atexit
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from pydantic import JsonValue
 
-from store.contract import HistoryBackend
+from store.contract import HistoryBackend, ProviderBackend
 from store.errors import InvalidInput
 from store.models import CompactionEvent, Phase, StoredMessage
 from store.provider import TwoPhaseProvider
+from store.sync import SyncHistoryStore
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
 
-__all__ = ["LeasedBackend", "StoreLease", "close_all", "provider_for"]
+__all__ = [
+    "LeasedBackend",
+    "StoreLease",
+    "SyncLease",
+    "close_all",
+    "phase_strategies",
+    "provider_for",
+]
 
 _Key = tuple[str, str, str]
 
@@ -45,6 +55,16 @@ class _Registry:
 
 
 _REGISTRY = _Registry()
+
+
+@dataclass
+class _SyncEntry:
+    store: SyncHistoryStore
+    leases: int = 0
+
+
+_SYNC: dict[_Key, _SyncEntry] = {}
+_SYNC_GUARD = threading.Lock()
 
 
 def _key(url: str | None, tenant: str, tokenizer: Tokenizer | None) -> _Key:
@@ -166,7 +186,7 @@ class LeasedBackend:
 
 
 def provider_for(
-    backend: LeasedBackend,
+    backend: ProviderBackend,
     *,
     before_strategy: CompactionStrategy | str | None,
     after_strategy: CompactionStrategy | str | None,
@@ -192,6 +212,28 @@ def provider_for(
         raise InvalidInput(str(error)) from error
 
 
+def phase_strategies(
+    *,
+    before_strategy: CompactionStrategy | str | None,
+    after_strategy: CompactionStrategy | str | None,
+    max_context_window_tokens: int | None,
+    max_output_tokens: int | None,
+    reserved_tokens: int,
+) -> tuple[CompactionStrategy | None, CompactionStrategy | None]:
+    """The before and after strategies these options give, as the provider resolves
+    them (for an adapter that runs them on the store itself)."""
+    phases = provider_for(
+        cast(ProviderBackend, None),  # never called: only the strategies are read
+        before_strategy=before_strategy,
+        after_strategy=after_strategy,
+        max_context_window_tokens=max_context_window_tokens,
+        max_output_tokens=max_output_tokens,
+        reserved_tokens=reserved_tokens,
+        tokenizer=None,
+    )
+    return phases.before_strategy, phases.after_strategy
+
+
 def _opening_lock(key: _Key) -> asyncio.Lock:
     loop = id(asyncio.get_running_loop())
     with _REGISTRY.guard:
@@ -207,7 +249,69 @@ async def close_all() -> None:
         await entry.store.aclose()
 
 
+class SyncLease:
+    """One synchronous adapter's hold on a :class:`~store.SyncHistoryStore`: the one it
+    was given, or one shared by the adapters on the same URL, tenant and tokenizer."""
+
+    def __init__(
+        self,
+        store: SyncHistoryStore | None,
+        *,
+        url: str | None,
+        tenant: str,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        if store is not None and url is not None:
+            raise InvalidInput("give a store or a url, not both")
+        if store is not None and not isinstance(store, SyncHistoryStore):
+            raise InvalidInput(
+                f"store must be a SyncHistoryStore (SyncHistoryStore.open(url) or "
+                f"SyncHistoryStore.wrap(...)), got {type(store).__name__}"
+            )
+        self._given = store
+        self._url = url
+        self._tenant = tenant
+        self._tokenizer = tokenizer
+        self._key: _Key | None = None
+
+    def get(self) -> SyncHistoryStore:
+        """The store (the shared one is opened on first use)."""
+        if self._given is not None:
+            return self._given
+        with _SYNC_GUARD:
+            if self._key is not None:
+                return _SYNC[self._key].store
+            key = _key(self._url, self._tenant, self._tokenizer)
+            entry = _SYNC.get(key)
+            if entry is None:
+                opened = SyncHistoryStore.open(
+                    self._url, tenant=self._tenant, tokenizer=self._tokenizer
+                )
+                entry = _SYNC[key] = _SyncEntry(opened)
+            entry.leases += 1
+            self._key = key
+            return entry.store
+
+    def release(self) -> None:
+        """Give the shared store back; the last lease closes it (idempotent)."""
+        with _SYNC_GUARD:
+            key, self._key = self._key, None
+            entry = _SYNC.get(key) if key is not None else None
+            if key is None or entry is None:
+                return
+            entry.leases -= 1
+            if entry.leases > 0:
+                return
+            del _SYNC[key]
+        entry.store.close()
+
+
 def _close_at_exit() -> None:
+    with _SYNC_GUARD:
+        stores = [entry.store for entry in _SYNC.values()]
+        _SYNC.clear()
+    for store in stores:
+        store.close()
     if _REGISTRY.entries:
         asyncio.run(close_all())
 

@@ -3,7 +3,8 @@ back in place of async objects.
 
 * :class:`LoopThread`: one event loop on one daemon thread; :meth:`LoopThread.run` runs a
   coroutine there and waits for it, from any thread but the loop's own, whether or not
-  the calling thread has a running loop of its own.
+  the calling thread has a running loop of its own; :meth:`LoopThread.arun` awaits it
+  from another loop without blocking that loop.
 * :class:`SyncView`: a :class:`~strategies.view.View` whose projection is synchronous.
 """
 
@@ -57,6 +58,15 @@ class LoopThread:
                 "calls): await the async store instead"
             )
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
+
+    async def arun(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the loop and await its result from the caller's loop,
+        which goes on meanwhile."""
+        if self._stopped:
+            coroutine.close()
+            raise StoreClosed("the synchronous store was closed: open a new one")
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        return await asyncio.wrap_future(future)
 
     def iterate(self, iterator: AsyncIterator[T]) -> Iterator[T]:
         """A plain iterator over ``iterator``, each step run on the loop."""
