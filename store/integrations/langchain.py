@@ -87,6 +87,10 @@ class ChatledgerChatMessageHistory(BaseChatMessageHistory):
         self._lease = SyncLease(store, url=url, tenant=tenant)
         self._read: list[BaseMessage] | None = None
 
+    def store(self) -> SyncHistoryStore:
+        """The store (opened now when this history opens its own)."""
+        return self._lease.get()
+
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         """The session's request context (the same list until the next add)."""
@@ -170,6 +174,10 @@ class ChatledgerMiddleware(AgentMiddleware):
             max_output_tokens=max_output_tokens,
             reserved_tokens=reserved_tokens,
         )
+
+    def store(self) -> SyncHistoryStore:
+        """The store (opened now when this middleware opens its own)."""
+        return self._lease.get()
 
     def _session_id(self) -> str:
         configurable = get_config().get("configurable") or {}

@@ -282,8 +282,8 @@ def test_instances_on_one_url_share_one_store(sql_url: str) -> None:
     second = ChatledgerMiddleware(url=sql_url)
     assert not Path(sql_url.removeprefix("sqlite:///")).exists()
     first.add_messages([HumanMessage("hi")])
-    store = first._lease.get()
-    assert second._lease.get() is store
+    store = first.store()
+    assert second.store() is store
     first.close()
     assert store.loop.thread.is_alive()
     second.close()
