@@ -243,6 +243,20 @@ class HistoryBackend(Protocol):
         """
         ...
 
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the session's newest appended message, for good, and return it as
+        it was stored (None when the session holds no appended message).
+
+        Unlike compaction this deletes: the message's group, the session's unanswered
+        calls (a retracted result's call is pending again), annotation and totals become
+        what they were before the message was appended, and its ``seq`` is given back
+        when no summary was stored after it. Audited as a ``manual`` event of strategy
+        ``retract``. Refused with :class:`~store.errors.InvalidInput` when the message is
+        excluded, summarized or reduced, or when it joined two groups into one.
+        Re-annotates the session's appended messages: O(history).
+        """
+        ...
+
     # -- sessions -----------------------------------------------------------------
 
     async def sessions(

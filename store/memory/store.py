@@ -81,6 +81,12 @@ from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
 from store.rules.records import SessionRecord, now
+from store.rules.retract import (
+    RETRACT_STRATEGY,
+    apply_retraction,
+    check_retractable,
+    plan_retraction,
+)
 from store.rules.why import GroupFacts, explain, not_stored
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -359,6 +365,33 @@ class InMemoryHistoryStore:
             if len(page) < page_size:
                 return
             cursor = page[-1].seq
+
+    @_open
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the newest appended message for good (see the contract)."""
+        check_session_id(session_id, self._limits)
+        session = self._get(session_id)
+        appended = sorted((r for r in session.rows.values() if r.slot == 0), key=lambda r: r.seq)
+        if not appended:
+            return None
+        row = appended[-1]
+        group = session.groups[row.group_id]
+        check_retractable(
+            session_id,
+            row.message.message_id,
+            excluded=group.excluded,
+            reason=group.reason,
+            reduced=row.reduced is not None,
+        )
+        plan = plan_retraction(
+            session_id, [r.message for r in appended], group.group_id, group.message_ids
+        )
+        stored = session.stored_message(row)
+        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        apply_retraction(session, plan, row.seq)
+        params = plan.params(row.seq, row.message.role)
+        out.record(session, phase="manual", strategy=RETRACT_STRATEGY, params=params)
+        return stored
 
     # -- sessions ---------------------------------------------------------------------
 

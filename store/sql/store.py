@@ -99,6 +99,7 @@ from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
 from store.sql import audit, dialect
+from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, stored_hashes
 from store.sql.compaction.compactor import Compactor
@@ -607,6 +608,20 @@ class HistoryStore:
             page_size=page_size,
         ):
             yield message
+
+    @_call
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the newest appended message for good (see the contract)."""
+        check_session_id(session_id, self._limits)
+
+        async def operation(
+            conn: AsyncConnection,
+        ) -> tuple[StoredMessage, CompactionEvent] | None:
+            return await retract_last(conn, self._tenant, session_id)
+
+        retracted = await self._write(operation)
+        self._cache.discard(session_id)
+        return None if retracted is None else retracted[0]
 
     # -- sessions ----------------------------------------------------------------------
 
