@@ -77,7 +77,7 @@ _EXCLUDED_TOTALS = select(
     SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
     SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
     SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
-    SESSIONS.c.created_at,
+    SESSIONS.c.incarnation,
     SESSIONS.c.revision,
 ).where(*KEYS)
 _MESSAGES_BY_GROUP = select(*message_columns()).where(
@@ -107,9 +107,9 @@ async def excluded_totals(
     row = (await conn.execute(_EXCLUDED_TOTALS, params)).one_or_none()
     if row is None:
         return Totals(), None
-    messages, groups, tokens, created_at, revision = row
+    messages, groups, tokens, incarnation, revision = row
     totals = Totals(messages=int(messages), groups=int(groups), tokens=int(tokens))
-    return totals, (created_at, revision)
+    return totals, (incarnation, revision)
 
 
 @dataclass(frozen=True)
