@@ -18,6 +18,8 @@ with a CHECK constraint), so the schema shares a database with other application
   exclusion and summary links.
 * ``chatledger_open_calls``: unanswered calls, so that a late result finds its call by
   ``call_id`` without scanning history.
+* ``chatledger_early_results``: results stored before any call with their ``call_id``,
+  so that the call, when it arrives, finds the orphan group to join without a scan.
 * ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit.
 * ``chatledger_schema_revisions``: bookkeeping of the migrations (like Alembic's version
   table, not a session's data): each applied revision, its parent and whether it is
@@ -56,6 +58,7 @@ from store.sql.dialect import capabilities
 from strategies.groups import GROUP_KINDS
 
 __all__ = [
+    "EARLY_RESULTS",
     "EVENTS",
     "EVENT_ACTIONS",
     "EVENT_GROUPS",
@@ -68,6 +71,7 @@ __all__ = [
     "SESSIONS",
     "TABLE_PREFIX",
     "Base",
+    "EarlyResultRow",
     "EventGroupRow",
     "EventRow",
     "GroupRow",
@@ -306,6 +310,22 @@ class OpenCallRow(Base):
     """Declared by more than one unanswered call: results for it are never linked."""
 
 
+class EarlyResultRow(Base):
+    """A result stored before any call with its ``call_id``: the group it waits in."""
+
+    __tablename__ = "chatledger_early_results"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_early_results_group_idx", "tenant", "session_id", "group_id"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    call_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    group_id: Mapped[str] = mapped_column(KEY)
+    """The orphan group (or the group it has joined since) holding the result."""
+
+
 class EventRow(Base):
     """One compaction event: a change set applied (or a restore), with its counts."""
 
@@ -378,6 +398,7 @@ SESSIONS = cast(Table, SessionRow.__table__)
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 OPEN_CALLS = cast(Table, OpenCallRow.__table__)
+EARLY_RESULTS = cast(Table, EarlyResultRow.__table__)
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
 SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)
