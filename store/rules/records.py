@@ -19,7 +19,7 @@ from pydantic import JsonValue
 
 from store.models import CompactionEvent, SessionInfo, StoredMessage
 from store.rules.identity import content_hash, dedupe, new_messages
-from strategies.groups import AnnotationState, GroupKind, annotate
+from strategies.groups import AnnotationState, GroupKind, annotate, in_call_order
 from strategies.messages import Message
 from strategies.view import GroupView, InMemorySource, Totals, View
 
@@ -158,7 +158,7 @@ class SessionRecord:
         """Store ``messages`` (all new), annotating them incrementally."""
         if not messages:
             return
-        annotation = annotate(messages, self.state)
+        annotation = annotate(messages, self.state, frozen=self._frozen())
         groups_of = dict(annotation.message_groups)
         for message in messages:
             seq = self._take_seq()
@@ -177,23 +177,35 @@ class SessionRecord:
                 row.source_id = source[1].get(message.message_id)
                 row.imported_at = now
             self.rows[message.message_id] = row
-        self._merge_groups(annotation.merged)
+        created: set[str] = set()
         for group_id, info in annotation.groups.items():
             group = self.groups.get(group_id)
             if group is None:
                 group = GroupRecord(group_id, info.kind, info.turn, 0, 0, now)
                 self.groups[group_id] = group
+                created.add(group_id)
             group.kind = info.kind
             group.turn = info.turn
             group.has_reasoning = info.has_reasoning
             group.pending_calls = info.pending_calls
             group.orphan = info.orphan
+        self._merge_groups(annotation.merged)
         for message in messages:
             group = self.groups[groups_of[message.message_id]]
             group.message_ids.append(message.message_id)
-            group.anchor = min(self.rows[m].anchor for m in group.message_ids)
+            if group.group_id in created:  # placed at its first new message, for good
+                created.discard(group.group_id)
+                group.anchor = self.rows[message.message_id].anchor
         self.state = annotation.state
         self.touch(now)
+
+    def _frozen(self) -> set[str]:
+        """Groups holding early results that compaction excluded since: no call joins them."""
+        return {
+            gid
+            for gid in self.state.waiting_groups
+            if (group := self.groups.get(gid)) is None or group.excluded
+        }
 
     def _merge_groups(self, merged: dict[str, str]) -> None:
         for absorbed_id, target_id in merged.items():
@@ -246,8 +258,9 @@ class SessionRecord:
     # --- reading -------------------------------------------------------------------
 
     def group_rows(self, group: GroupRecord) -> list[MessageRecord]:
-        """The group's messages, in ``seq`` order."""
-        return [self.rows[m] for m in group.message_ids]
+        """The group's messages, in ``seq`` order (a joined early result after its call:
+        :func:`~strategies.groups.in_call_order`)."""
+        return in_call_order([self.rows[m] for m in group.message_ids], _message_of)
 
     def group_tokens(self, group: GroupRecord) -> int:
         """Tokens of the group as the projection shows it (reductions applied)."""
@@ -340,6 +353,10 @@ class SessionRecord:
             active_groups=active.groups,
             active_tokens=active.tokens,
         )
+
+
+def _message_of(row: MessageRecord) -> Message:
+    return row.message
 
 
 def _order(group: GroupRecord) -> tuple[int, int]:

@@ -18,7 +18,12 @@ with a CHECK constraint), so the schema shares a database with other application
   exclusion and summary links.
 * ``chatledger_open_calls``: unanswered calls, so that a late result finds its call by
   ``call_id`` without scanning history.
+* ``chatledger_early_results``: results stored before any call with their ``call_id``,
+  so that the call, when it arrives, finds the orphan group to join without a scan.
 * ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit.
+* ``chatledger_schema_revisions``: bookkeeping of the migrations (like Alembic's version
+  table, not a session's data): each applied revision, its parent and whether it is
+  backward-compatible.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from sqlalchemy import (
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -52,6 +58,7 @@ from store.sql.dialect import capabilities
 from strategies.groups import GROUP_KINDS
 
 __all__ = [
+    "EARLY_RESULTS",
     "EVENTS",
     "EVENT_ACTIONS",
     "EVENT_GROUPS",
@@ -60,14 +67,17 @@ __all__ = [
     "GROUPS",
     "MESSAGES",
     "OPEN_CALLS",
+    "SCHEMA_REVISIONS",
     "SESSIONS",
     "TABLE_PREFIX",
     "Base",
+    "EarlyResultRow",
     "EventGroupRow",
     "EventRow",
     "GroupRow",
     "MessageRow",
     "OpenCallRow",
+    "SchemaRevisionRow",
     "SessionRow",
     "UTCDateTime",
     "metadata",
@@ -173,6 +183,10 @@ class SessionRow(Base):
     session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    incarnation: Mapped[str | None] = mapped_column(String(32))
+    """A random token drawn when the row is created, never repeated: a session deleted
+    and recreated is another incarnation even within one clock tick. None for a row
+    created by a release that predates it (such a session is never cached)."""
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
     tokenizer: Mapped[str] = mapped_column(String(128))
     revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
@@ -237,6 +251,9 @@ class MessageRow(Base):
     source_system: Mapped[str | None] = mapped_column(String(64))
     source_id: Mapped[str | None] = mapped_column(String(255))
     imported_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    format_version: Mapped[int] = mapped_column(SmallInteger, server_default=text("1"))
+    """The version of the stored JSON (``contents``, ``metadata``, ``reduced_contents``);
+    rows written before versions were recorded are version 1."""
 
 
 class GroupRow(Base):
@@ -291,6 +308,22 @@ class OpenCallRow(Base):
     """The declaring group; None when ``ambiguous``."""
     ambiguous: Mapped[bool] = mapped_column(Boolean, server_default=false())
     """Declared by more than one unanswered call: results for it are never linked."""
+
+
+class EarlyResultRow(Base):
+    """A result stored before any call with its ``call_id``: the group it waits in."""
+
+    __tablename__ = "chatledger_early_results"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_early_results_group_idx", "tenant", "session_id", "group_id"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    call_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    group_id: Mapped[str] = mapped_column(KEY)
+    """The orphan group (or the group it has joined since) holding the result."""
 
 
 class EventRow(Base):
@@ -350,9 +383,22 @@ class EventGroupRow(Base):
     tokens_after: Mapped[int | None] = mapped_column(BigInteger)
 
 
+class SchemaRevisionRow(Base):
+    """An applied schema revision and its ``backward_compatible`` marker."""
+
+    __tablename__ = "chatledger_schema_revisions"
+
+    revision: Mapped[str] = mapped_column(String(32), primary_key=True)
+    down_revision: Mapped[str | None] = mapped_column(String(32))
+    backward_compatible: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    """A process whose newest revision is :attr:`down_revision` keeps working with it."""
+
+
 SESSIONS = cast(Table, SessionRow.__table__)
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 OPEN_CALLS = cast(Table, OpenCallRow.__table__)
+EARLY_RESULTS = cast(Table, EarlyResultRow.__table__)
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
+SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)

@@ -24,7 +24,15 @@ from sqlalchemy.sql import Insert, Select, Update
 from sqlalchemy.sql.elements import Null
 
 from store.sql import dialect
-from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from store.sql.schema import (
+    EARLY_RESULTS,
+    EVENT_GROUPS,
+    EVENTS,
+    GROUPS,
+    MESSAGES,
+    OPEN_CALLS,
+    SESSIONS,
+)
 
 __all__ = [
     "CHUNK",
@@ -56,6 +64,7 @@ _TABLES: Mapping[str, Table] = {
     "events": EVENTS,
     "event_groups": EVENT_GROUPS,
     "open_calls": OPEN_CALLS,
+    "early_results": EARLY_RESULTS,
 }
 """The tables by the short names the functions here take."""
 
