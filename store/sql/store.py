@@ -108,6 +108,7 @@ from store.sql.append.writer import Appended, append_messages, stored_hashes
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
+from store.sql.doctor import DoctorReport, Finding, diagnose, repair, session_ids
 from store.sql.engine import (
     DEFAULT_TIMEOUT,
     create_engine,
@@ -1014,6 +1015,49 @@ class HistoryStore:
         what it does not erase). SQL backend only; takes the whole database's lock on
         SQLite while it runs."""
         await erasure.vacuum(self._engine)
+
+    # -- repair -----------------------------------------------------------------------
+
+    @_call
+    async def doctor(self, session_id: str | None = None, *, fix: bool = False) -> DoctorReport:
+        """Check one session, or every session of the tenant, for what
+        :mod:`store.sql.doctor` lists; with ``fix``, repair what can be repaired (one
+        write transaction per session, each fix audited). SQL backend only."""
+        if session_id is not None:
+            check_session_id(session_id, self._limits)
+        if not isinstance(fix, bool):
+            raise InvalidInput(f"fix must be a bool, got {type(fix).__name__}")
+        findings: list[Finding] = []
+        checked = 0
+        after: str | None = None
+        while True:
+            if session_id is not None:
+                page = [session_id]
+            else:
+                async with self._engine.connect() as conn:
+                    page = await session_ids(conn, self._tenant, after)
+            for sid in page:
+                findings.extend(await self._doctor_session(sid, fix=fix))
+                checked += 1
+            if session_id is not None or not page:
+                break
+            after = page[-1]
+        return DoctorReport(
+            tenant=self._tenant, sessions=checked, fix=fix, findings=tuple(findings)
+        )
+
+    async def _doctor_session(self, session_id: str, *, fix: bool) -> list[Finding]:
+        async with self._engine.connect() as conn:
+            found = await diagnose(conn, self._tenant, session_id, self._limits)
+        if not fix or not any(f.fixable for f in found):
+            return found
+
+        async def operation(conn: AsyncConnection) -> list[Finding]:
+            return await repair(conn, self._tenant, session_id, self.count_tokens, self._limits)
+
+        repaired = await self._write(operation)
+        self._cache.discard(session_id)
+        return repaired
 
 
 @dataclass(frozen=True, slots=True)
