@@ -14,6 +14,9 @@
     chatledger delete SESSION                 delete a session (asks first)
     chatledger recount SESSION --tokenizer T  recount with another tokenizer
     chatledger tenants                        every tenant of the database
+    chatledger purge --older-than 30d         remove old sessions for good (asks first)
+    chatledger redact SESSION MESSAGE... --reason R   replace messages by tombstones
+    chatledger doctor [SESSION] [--fix]       check for damage; repair what can be
     chatledger db upgrade|downgrade|current|check|history
     chatledger demo                           a long, tool-heavy scripted conversation
 
@@ -40,7 +43,9 @@ from store.cli._change import compact, delete, pin, recount, restore, unpin
 from store.cli._common import CliError
 from store.cli._db import db
 from store.cli._demo import demo
+from store.cli._doctor import doctor
 from store.cli._read import sessions, show, stats, tenants
+from store.cli._retention import purge, redact
 
 __all__ = ["cli", "main"]
 
@@ -94,6 +99,9 @@ for _command in (
     delete,
     recount,
     tenants,
+    purge,
+    redact,
+    doctor,
     db,
     demo,
 ):
