@@ -10,20 +10,22 @@ metadata dropped, and the redaction recorded in the metadata under
 loses its result, no result its call.
 
 The row keeps the content hash of the message it replaced, so that appending or
-importing that message again is a replay (already stored), never a restore.
+importing that message again is a replay (already stored), never a restore; appending a
+tombstone over a stored message (an exported session imported back) is a replay too
+(see :func:`~store.rules.identity.dedupe`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
 from store.errors import InvalidInput
 from store.rules.checks import check_text, checked_ids
 from store.rules.limits import Limits, check_json
-from store.rules.records import Counter, MessageRecord, SessionRecord
 from strategies.messages import (
     Content,
     FunctionCallContent,
@@ -33,6 +35,9 @@ from strategies.messages import (
     ReasoningContent,
     TextContent,
 )
+
+if TYPE_CHECKING:
+    from store.rules.records import Counter, MessageRecord, SessionRecord
 
 __all__ = [
     "REDACTED_SUMMARY_TEXT",

@@ -112,6 +112,8 @@ async def test_redacted_messages_are_never_restored(any_store: HistoryBackend) -
     imported = await any_store.import_messages("s", original, source="openai_jsonl")
     assert imported.message_ids == tuple(m.message_id for m in original)
     assert imported.event is None
+    tombstones = list((await _by_id(any_store)).values())
+    assert await any_store.append("s", tombstones) == [m.message_id for m in tombstones]
     stored = await _by_id(any_store)
     assert len(stored) == len(original)
     assert stored["u1"].text == REDACTED_TEXT
