@@ -24,7 +24,7 @@ written), :class:`~store.errors.SessionNotFound` where a session must exist.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Literal, Protocol, Self, overload, runtime_checkable
 
@@ -36,6 +36,8 @@ from store.models import (
     ImportResult,
     Phase,
     Provenance,
+    PurgeReport,
+    RedactReport,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -430,5 +432,33 @@ class HistoryBackend(Protocol):
         one ``import`` event, so that the projection never holds both a summary and what
         it replaced. Every message is recorded with ``source`` as its provenance.
         Importing the same messages again changes nothing.
+        """
+        ...
+
+    # -- retention and erasure ----------------------------------------------------
+
+    async def purge(
+        self, *, older_than: datetime | timedelta, dry_run: bool = False
+    ) -> PurgeReport:
+        """Remove the tenant's sessions last updated before ``older_than`` (an aware
+        datetime, or a timedelta back from now) with their messages, groups and audit
+        events; with ``dry_run``, report what would go and remove nothing.
+
+        The SQL backend erases in the bytes where the database can (see
+        :mod:`store.sql.erasure` and ``docs/retention.md``).
+        """
+        ...
+
+    async def redact(
+        self, session_id: str, message_ids: Iterable[str], *, reason: str
+    ) -> RedactReport:
+        """Replace the messages by tombstones that keep their id, role, call ids and
+        pairing (see :mod:`store.rules.erasure`); recount their tokens, redact the
+        summaries that cover them, clear their reductions, and audit it as a ``manual``
+        event of strategy ``redact``.
+
+        Unknown ids raise :class:`~store.errors.InvalidInput` and redact nothing; an
+        already redacted message is left as it is. Appending or importing a redacted
+        message again is a replay: reported as stored, never restored.
         """
         ...

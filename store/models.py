@@ -10,6 +10,7 @@
 * :class:`WhyResult`: whether one message is in the request context, and why (not).
 * :class:`Stats`: stored versus active messages, groups and tokens.
 * :class:`ImportResult`: what an import of already-compacted history did.
+* :class:`PurgeReport` and :class:`RedactReport`: what a purge or a redaction erased.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ __all__ = [
     "ImportResult",
     "Phase",
     "Provenance",
+    "PurgeReport",
+    "RedactReport",
     "SessionInfo",
     "SessionOrder",
     "Stats",
@@ -245,3 +248,42 @@ class SessionInfo(BaseModel):
     active_messages: int = 0
     active_groups: int = 0
     active_tokens: int = 0
+
+
+class PurgeReport(BaseModel):
+    """What a purge removed (or, with ``dry_run``, would remove)."""
+
+    model_config = _FROZEN
+
+    tenant: str
+    older_than: datetime
+    """Sessions last updated before this instant were removed."""
+    dry_run: bool
+    sessions: tuple[str, ...]
+    """The removed sessions' ids, in id order."""
+    messages: int
+    """Stored messages removed with them (summaries included)."""
+    groups: int
+    events: int
+    """Audit events removed with them."""
+
+
+class RedactReport(BaseModel):
+    """What a redaction replaced by tombstones."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    tenant: str
+    reason: str
+    redacted: tuple[str, ...]
+    """The messages replaced by their tombstones (already redacted ones left out)."""
+    summaries: tuple[str, ...] = ()
+    """Summary messages redacted because they covered a redacted message."""
+    reductions_cleared: tuple[str, ...] = ()
+    """Messages whose reduced version was dropped."""
+    tokens_before: int
+    """Stored tokens of the session before the redaction."""
+    tokens_after: int
+    event: CompactionEvent | None = None
+    """The audit event (strategy ``redact``), None when nothing changed."""

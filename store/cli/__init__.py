@@ -14,6 +14,9 @@
     chatledger delete SESSION                 delete a session (asks first)
     chatledger recount SESSION --tokenizer T  recount with another tokenizer
     chatledger tenants                        every tenant of the database
+    chatledger purge --older-than 30d         remove old sessions for good (asks first)
+    chatledger redact SESSION MESSAGE... --reason R   replace messages by tombstones
+    chatledger doctor [SESSION] [--fix]       check for damage; repair what can be
     chatledger db upgrade|downgrade|current|check|history
     chatledger demo                           a long, tool-heavy scripted conversation
     chatledger import SOURCE...               chat logs of other systems, idempotently
@@ -44,7 +47,9 @@ from store.cli._db import db
 from store.cli._demo import demo
 from store.cli._export import export
 from store.cli._import import import_
+from store.cli._doctor import doctor
 from store.cli._read import sessions, show, stats, tenants
+from store.cli._retention import purge, redact
 
 __all__ = ["cli", "main"]
 
@@ -98,6 +103,9 @@ for _command in (
     delete,
     recount,
     tenants,
+    purge,
+    redact,
+    doctor,
     db,
     demo,
     import_,

@@ -20,7 +20,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Self, TypeVar, overload
 
@@ -34,6 +34,8 @@ from store.models import (
     ImportResult,
     Phase,
     Provenance,
+    PurgeReport,
+    RedactReport,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -77,6 +79,7 @@ from store.rules.conflicts import (
     changed_under,
     plan_and_apply,
 )
+from store.rules.erasure import check_redaction, purge_cutoff, redact_records
 from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
@@ -759,6 +762,69 @@ class InMemoryHistoryStore:
                     row.source_id = provenance.source_ids.get(message.message_id)
                     row.imported_at = row.stored_at
         return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
+
+    # -- retention and erasure --------------------------------------------------------
+
+    @_open
+    async def purge(
+        self, *, older_than: datetime | timedelta, dry_run: bool = False
+    ) -> PurgeReport:
+        """Remove the tenant's sessions last updated before ``older_than`` (see the
+        contract)."""
+        cutoff = purge_cutoff(older_than, now())
+        if not isinstance(dry_run, bool):
+            raise InvalidInput(f"dry_run must be a bool, got {type(dry_run).__name__}")
+        doomed = [s for s in self._all() if s.updated_at < cutoff]
+        if not dry_run:
+            for session in doomed:
+                del self._db.sessions[(self._tenant, session.session_id)]
+                self._pending.forget(self._tenant, session.session_id)
+        return PurgeReport(
+            tenant=self._tenant,
+            older_than=cutoff,
+            dry_run=dry_run,
+            sessions=tuple(s.session_id for s in doomed),
+            messages=sum(len(s.rows) for s in doomed),
+            groups=sum(len(s.groups) for s in doomed),
+            events=sum(len(s.events) for s in doomed),
+        )
+
+    @_open
+    async def redact(
+        self, session_id: str, message_ids: Iterable[str], *, reason: str
+    ) -> RedactReport:
+        """Replace the messages by tombstones (see the contract)."""
+        check_session_id(session_id, self._limits)
+        ids = check_redaction(message_ids, reason, self._limits)
+        session = self._counted(session_id)
+        unknown = [m for m in ids if m not in session.rows]
+        if unknown:
+            raise InvalidInput(f"unknown message ids in session {session_id!r}: {unknown}")
+        tokens_before = session.info().stored_tokens
+        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        redacted, summaries, cleared = redact_records(
+            session, ids, reason=reason, event_id=out.event_id, count=self.count_tokens
+        )
+        event = None
+        if redacted or summaries:
+            params: dict[str, object] = {
+                "reason": reason,
+                "message_ids": redacted,
+                "summaries": summaries,
+                "reductions_cleared": cleared,
+            }
+            event = out.record(session, phase="manual", strategy="redact", params=params)
+        return RedactReport(
+            session_id=session_id,
+            tenant=self._tenant,
+            reason=reason,
+            redacted=tuple(redacted),
+            summaries=tuple(summaries),
+            reductions_cleared=tuple(cleared),
+            tokens_before=tokens_before,
+            tokens_after=session.info().stored_tokens,
+            event=event,
+        )
 
 
 if TYPE_CHECKING:

@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from store.errors import InvalidInput
+from store.rules.erasure import is_tombstone
 from strategies.messages import (
     DataContent,
     FunctionCallContent,
@@ -388,7 +389,7 @@ def dedupe(session_id: str, messages: Sequence[Message], stored: Mapping[str, st
     Raises :class:`~store.errors.InvalidInput` for an id reused with other content, in
     the batch or against ``stored`` (the session's hashes of the batch's ids); a
     message stored with the same content is a replay, which :func:`new_messages` leaves
-    out.
+    out, and so is a redaction's tombstone of a stored id (it never overwrites).
     """
     hashes: dict[str, str] = {}
     contents: dict[str, str] = {}
@@ -401,7 +402,7 @@ def dedupe(session_id: str, messages: Sequence[Message], stored: Mapping[str, st
             if text is not None:
                 contents[message_id] = text
             known = stored.get(message_id)
-            if known is not None and known != digest:
+            if known is not None and known != digest and not is_tombstone(message):
                 raise InvalidInput(
                     f"message id {message_id!r} is already stored in session "
                     f"{session_id!r} with different content"

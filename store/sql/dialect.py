@@ -17,6 +17,9 @@ capability                  SQLite    PostgreSQL  used by
 ``naive_timestamps``        yes       no          :class:`~store.sql.schema.UTCDateTime`
 ``planner_statistics``      no        yes         ``ANALYZE`` after bulk writes
 ``copy_rows``               no        yes         bulk appends by ``COPY``
+``secure_delete``           yes       no          erasure: freed content zeroed
+``wal_checkpoint``          yes       no          erasure: the log truncated
+``vacuum_tables``           no        yes         ``VACUUM`` of the tables, not the file
 ==========================  ========  ==========  ==============================
 """
 
@@ -78,6 +81,16 @@ class Capabilities:
     loop_bound_connections: bool
     """A connection works only in the event loop it was made in, and cannot be closed
     from another (asyncpg's). aiosqlite's run in their own thread: any loop closes them."""
+    secure_delete: bool
+    """A transaction can ask the database to overwrite with zeros the content its
+    deletes and updates free (``PRAGMA secure_delete``); PostgreSQL keeps dead row
+    versions until ``VACUUM``, which never zeroes them."""
+    wal_checkpoint: bool
+    """Old page images stay in a write-ahead log file beside the database until a
+    checkpoint copies it back and truncates it (``PRAGMA wal_checkpoint(TRUNCATE)``)."""
+    vacuum_tables: bool
+    """``VACUUM`` names tables and reclaims their dead rows in place (PostgreSQL);
+    without it ``VACUUM`` rebuilds the whole database file (SQLite)."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -95,6 +108,9 @@ SUPPORTED: dict[str, Capabilities] = {
         copy_rows=False,
         planner_statistics=False,
         loop_bound_connections=False,
+        secure_delete=True,
+        wal_checkpoint=True,
+        vacuum_tables=False,
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -109,6 +125,9 @@ SUPPORTED: dict[str, Capabilities] = {
         copy_rows=True,
         planner_statistics=True,
         loop_bound_connections=True,
+        secure_delete=False,
+        wal_checkpoint=False,
+        vacuum_tables=True,
         insert=postgresql_insert,
     ),
 }

@@ -19,7 +19,7 @@ from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import lock_session
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
 
-__all__ = ["recount_session"]
+__all__ = ["rebuild_totals", "recount_session"]
 
 
 async def _recount_messages(
@@ -69,7 +69,9 @@ def _effective_tokens() -> Any:
     return func.coalesce(MESSAGES.c.reduced_token_count, MESSAGES.c.token_count)
 
 
-async def _rebuild_totals(conn: AsyncConnection, tenant: str, session_id: str) -> None:
+async def rebuild_totals(conn: AsyncConnection, tenant: str, session_id: str) -> None:
+    """Rebuild every group's and the session's totals (messages, groups and tokens,
+    stored and active) from the message rows, and record the write (revision, time)."""
     same_group = and_(
         MESSAGES.c.tenant == GROUPS.c.tenant,
         MESSAGES.c.session_id == GROUPS.c.session_id,
@@ -78,29 +80,42 @@ async def _rebuild_totals(conn: AsyncConnection, tenant: str, session_id: str) -
     group_tokens = (
         select(func.coalesce(func.sum(_effective_tokens()), 0)).where(same_group).scalar_subquery()
     )
+    group_messages = select(func.count()).where(same_group).scalar_subquery()
     await conn.execute(
         update(GROUPS)
         .where(GROUPS.c.tenant == tenant, GROUPS.c.session_id == session_id)
-        .values(token_count=group_tokens)
+        .values(token_count=group_tokens, message_count=group_messages)
     )
     in_session = (MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id)
-    stored = (
+    stored_messages, stored = (
         await conn.execute(
-            select(func.coalesce(func.sum(MESSAGES.c.token_count), 0)).where(*in_session)
-        )
-    ).scalar_one()
-    active = (
-        await conn.execute(
-            select(func.coalesce(func.sum(_effective_tokens()), 0)).where(
-                *in_session, MESSAGES.c.excluded.is_(False)
+            select(func.count(), func.coalesce(func.sum(MESSAGES.c.token_count), 0)).where(
+                *in_session
             )
         )
+    ).one()
+    groups_in_session = (GROUPS.c.tenant == tenant, GROUPS.c.session_id == session_id)
+    stored_groups = (
+        await conn.execute(select(func.count()).where(*groups_in_session))
     ).scalar_one()
+    active_groups, active_messages, active = (
+        await conn.execute(
+            select(
+                func.count(),
+                func.coalesce(func.sum(GROUPS.c.message_count), 0),
+                func.coalesce(func.sum(GROUPS.c.token_count), 0),
+            ).where(*groups_in_session, GROUPS.c.excluded.is_(False))
+        )
+    ).one()
     await conn.execute(
         update(SESSIONS)
         .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
         .values(
+            stored_messages=int(stored_messages),
+            stored_groups=int(stored_groups),
             stored_tokens=int(stored),
+            active_messages=int(active_messages),
+            active_groups=int(active_groups),
             active_tokens=int(active),
             revision=SESSIONS.c.revision + 1,
             updated_at=now(),
@@ -119,7 +134,7 @@ async def recount_session(
     """Recount every message of the session and record ``tokenizer`` as its tokenizer."""
     await lock_session(conn, tenant, session_id)
     await _recount_messages(conn, tenant, session_id, tokenizer, policy)
-    await _rebuild_totals(conn, tenant, session_id)
+    await rebuild_totals(conn, tenant, session_id)
     await conn.execute(
         update(SESSIONS)
         .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)

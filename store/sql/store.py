@@ -37,7 +37,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
 from typing import (
@@ -66,12 +66,15 @@ from store.models import (
     ImportResult,
     Phase,
     Provenance,
+    PurgeReport,
+    RedactReport,
     SessionInfo,
     SessionOrder,
     Stats,
     StoredMessage,
     WhyResult,
 )
+from store.rules.changes import new_event_id
 from store.rules.checks import (
     check_bound,
     check_limit,
@@ -93,18 +96,20 @@ from store.rules.checks import (
     resolve_tokenizer,
 )
 from store.rules.conflicts import plan_and_apply
+from store.rules.erasure import check_redaction, purge_cutoff
 from store.rules.identity import dedupe, new_messages
 from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
-from store.sql import audit, dialect
+from store.sql import audit, dialect, erasure
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, stored_hashes
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
+from store.sql.doctor import DoctorReport, Finding, diagnose, repair, session_ids
 from store.sql.engine import (
     DEFAULT_TIMEOUT,
     create_engine,
@@ -960,6 +965,114 @@ class HistoryStore:
             return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
 
         return await self._write(operation)
+
+    # -- retention and erasure --------------------------------------------------------
+
+    @_call
+    async def purge(
+        self, *, older_than: datetime | timedelta, dry_run: bool = False
+    ) -> PurgeReport:
+        """Remove the tenant's sessions last updated before ``older_than`` (see the
+        contract), :data:`~store.sql.erasure.PURGE_BATCH` sessions a transaction, with
+        the erasure step of :mod:`store.sql.erasure`."""
+        cutoff = purge_cutoff(older_than, now())
+        if not isinstance(dry_run, bool):
+            raise InvalidInput(f"dry_run must be a bool, got {type(dry_run).__name__}")
+
+        async def read(operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
+            async with self._engine.connect() as conn:
+                return await operation(conn)
+
+        report = await erasure.purge_sessions(
+            read if dry_run else self._write, self._tenant, cutoff, dry_run=dry_run
+        )
+        if not dry_run:
+            for session_id in report.sessions:
+                self._pending.forget(self._tenant, session_id)
+                self._cache.discard(session_id)
+            if report.sessions:
+                await erasure.checkpoint(self._engine)
+        return report
+
+    @_call
+    async def redact(
+        self, session_id: str, message_ids: Iterable[str], *, reason: str
+    ) -> RedactReport:
+        """Replace the messages by tombstones (see the contract), with the erasure step
+        of :mod:`store.sql.erasure`."""
+        check_session_id(session_id, self._limits)
+        ids = check_redaction(message_ids, reason, self._limits)
+        request = erasure.Redaction(
+            tenant=self._tenant,
+            session_id=session_id,
+            message_ids=ids,
+            reason=reason,
+            event_id=new_event_id(),
+            now=now(),
+            count=self.count_tokens,
+            tokenizer=self._tokenizer_name,
+        )
+
+        async def operation(conn: AsyncConnection) -> RedactReport:
+            return await erasure.redact_messages(conn, request)
+
+        report = await self._write(operation)
+        self._cache.discard(session_id)
+        if report.event is not None:
+            await erasure.checkpoint(self._engine)
+        return report
+
+    @_call
+    async def vacuum(self) -> None:
+        """Return the space of what was deleted to the system and leave no old page
+        behind: ``VACUUM`` of the database file and a truncated write-ahead log (SQLite),
+        ``VACUUM`` of the chatledger tables (PostgreSQL; see ``docs/retention.md`` for
+        what it does not erase). SQL backend only; takes the whole database's lock on
+        SQLite while it runs."""
+        await erasure.vacuum(self._engine)
+
+    # -- repair -----------------------------------------------------------------------
+
+    @_call
+    async def doctor(self, session_id: str | None = None, *, fix: bool = False) -> DoctorReport:
+        """Check one session, or every session of the tenant, for what
+        :mod:`store.sql.doctor` lists; with ``fix``, repair what can be repaired (one
+        write transaction per session, each fix audited). SQL backend only."""
+        if session_id is not None:
+            check_session_id(session_id, self._limits)
+        if not isinstance(fix, bool):
+            raise InvalidInput(f"fix must be a bool, got {type(fix).__name__}")
+        findings: list[Finding] = []
+        checked = 0
+        after: str | None = None
+        while True:
+            if session_id is not None:
+                page = [session_id]
+            else:
+                async with self._engine.connect() as conn:
+                    page = await session_ids(conn, self._tenant, after)
+            for sid in page:
+                findings.extend(await self._doctor_session(sid, fix=fix))
+                checked += 1
+            if session_id is not None or not page:
+                break
+            after = page[-1]
+        return DoctorReport(
+            tenant=self._tenant, sessions=checked, fix=fix, findings=tuple(findings)
+        )
+
+    async def _doctor_session(self, session_id: str, *, fix: bool) -> list[Finding]:
+        async with self._engine.connect() as conn:
+            found = await diagnose(conn, self._tenant, session_id, self._limits)
+        if not fix or not any(f.fixable for f in found):
+            return found
+
+        async def operation(conn: AsyncConnection) -> list[Finding]:
+            return await repair(conn, self._tenant, session_id, self.count_tokens, self._limits)
+
+        repaired = await self._write(operation)
+        self._cache.discard(session_id)
+        return repaired
 
 
 @dataclass(frozen=True, slots=True)

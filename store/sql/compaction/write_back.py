@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import null
+from sqlalchemy import null, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -25,8 +25,10 @@ from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord, SessionRecord
 from store.sql import dialect
-from store.sql.compaction.mirror import Mirror
+from store.sql.compaction.mirror import Mirror, mirror_of
 from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
+from store.sql.schema import SESSIONS
+from store.sql.sessions import read_session
 from store.sql.statements import (
     EACH_KEY,
     among_params,
@@ -41,7 +43,7 @@ from store.sql.statements import (
 from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["Written", "event_note", "write_back", "write_event"]
+__all__ = ["Written", "event_note", "record_event", "write_back", "write_event"]
 
 
 @dataclass
@@ -420,3 +422,46 @@ async def write_event(
     ]
     for part in chunks(rows):
         await conn.execute(insert_rows("event_groups"), list(part))
+
+
+async def record_event(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    before: RowMapping,
+    *,
+    event_id: str,
+    strategy: str,
+    params: dict[str, Any],
+    now: datetime,
+) -> CompactionEvent:
+    """Audit a write made outside a change set (a redaction, a repair) as a ``manual``
+    event: ``before`` is the session row before the write, which is read again for the
+    counts after; the session's event count is bumped."""
+    after = await read_session(conn, tenant, session_id)
+    event = CompactionEvent(
+        id=event_id,
+        session_id=session_id,
+        tenant=tenant,
+        phase="manual",
+        strategy=strategy,
+        params=params,
+        messages_before=before["active_messages"],
+        messages_after=after["active_messages"],
+        groups_before=before["active_groups"],
+        groups_after=after["active_groups"],
+        tokens_before=before["active_tokens"],
+        tokens_after=after["active_tokens"],
+        created_at=now,
+    )
+    record = mirror_of(after).session
+    await write_event(
+        conn, record, event, number=after["event_count"] + 1, revision=after["revision"]
+    )
+    await conn.execute(
+        update(SESSIONS)
+        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+        .values(event_count=SESSIONS.c.event_count + 1)
+    )
+    log_event(event)
+    return event

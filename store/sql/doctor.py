@@ -1,0 +1,577 @@
+"""Checking a database and repairing what can be repaired: ``chatledger doctor``.
+
+Each session is read whole, row by row, without trusting any row to parse, and checked
+for:
+
+========================  =========================================================  ========
+check                     what it finds                                              ``--fix``
+========================  =========================================================  ========
+``unparsable_row``        a message row no read can map, or holding what no write    quarantine
+                          accepts (an older version let in a lone surrogate, a NaN,
+                          a bad timestamp, contents of an unknown shape)
+``orphan_result``         a tool result whose call was never stored                  no
+``stale_call``            a call left unanswered before a later user message         no
+``duplicate_call_id``     a call id declared by more than one call of the session    no
+``audit_mismatch``        a group's messages whose exclusion flags disagree with     yes
+                          the group's; an event link or exclusion naming a group or
+                          an event that does not exist
+``totals_mismatch``       group or session totals (messages, groups, tokens, the     yes
+                          next ``seq``, the event count) that disagree with the rows
+========================  =========================================================  ========
+
+A fix runs in one write transaction per session, on a fresh scan made under the
+session's lock, and each kind of fix is recorded as one audit event (phase ``manual``,
+strategy ``doctor``, the check and what was done in its parameters). A quarantined row
+is not deleted: its raw columns are kept verbatim (as JSON-escaped text) in the event's
+parameters, and the row becomes a placeholder of the same id and ``seq`` in a group
+excluded with reason ``quarantined``, so the session reads again and the projection
+stays whole. Orphan results, stale calls and duplicate call ids are reported: they are
+states the store itself leaves out of every projection, not damage.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+from sqlalchemy import null, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.errors import CorruptRowError, InvalidInput
+from store.rules.changes import new_event_id
+from store.rules.limits import Limits, check_stored_message
+from store.rules.records import now
+from store.sql.compaction.write_back import record_event
+from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
+from store.sql.recount import rebuild_totals
+from store.sql.schema import EVENT_GROUPS, EVENTS, FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import lock_session, read_session
+from strategies.messages import (
+    FunctionCallContent,
+    Message,
+    OtherContent,
+    TextContent,
+)
+
+__all__ = [
+    "CHECKS",
+    "QUARANTINED_REASON",
+    "QUARANTINE_KEY",
+    "Check",
+    "DoctorReport",
+    "Finding",
+    "diagnose",
+    "repair",
+    "session_ids",
+]
+
+Check = Literal[
+    "unparsable_row",
+    "orphan_result",
+    "stale_call",
+    "duplicate_call_id",
+    "audit_mismatch",
+    "totals_mismatch",
+]
+"""What a finding is about (see the module docstring)."""
+
+CHECKS: tuple[Check, ...] = (
+    "unparsable_row",
+    "orphan_result",
+    "stale_call",
+    "duplicate_call_id",
+    "audit_mismatch",
+    "totals_mismatch",
+)
+
+QUARANTINED_REASON = "quarantined"
+"""The exclusion reason of a group holding a quarantined row."""
+
+QUARANTINE_KEY = "chatledger_quarantine"
+"""The metadata key of a quarantined row's placeholder: ``{"event_id": ...}``."""
+
+_PAGE = 500
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+class Finding(BaseModel):
+    """One problem found in one session."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    check: Check
+    detail: str
+    """One sentence for people."""
+    seq: int | None = None
+    """The message row concerned, if one."""
+    group_id: str | None = None
+    """The group concerned, if one."""
+    fixable: bool
+    """Whether ``--fix`` repairs it."""
+    fixed: bool = False
+    """Whether this run repaired it."""
+    event_id: str | None = None
+    """The audit event of the repair."""
+
+
+class DoctorReport(BaseModel):
+    """What ``doctor`` found (and, with ``fix``, repaired)."""
+
+    model_config = _FROZEN
+
+    tenant: str
+    sessions: int
+    """Sessions checked."""
+    fix: bool
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        """Whether nothing is left to repair (what cannot be repaired counts)."""
+        return all(f.fixed for f in self.findings)
+
+
+@dataclass
+class _Group:
+    row: RowMapping
+    messages: int = 0
+    tokens: int = 0
+    mixed_flags: bool = False
+
+
+@dataclass
+class _Scan:
+    """One pass over a session: what it found, and what a repair needs."""
+
+    session: RowMapping
+    limits: Limits
+    findings: list[Finding] = field(default_factory=list)
+    bad_rows: list[tuple[Sequence[Any], str]] = field(default_factory=list)
+    flagged_groups: list[str] = field(default_factory=list)
+    totals: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Column to (stored value, value from the rows), for those that disagree."""
+
+    def add(self, check: Check, detail: str, *, fixable: bool, **where: Any) -> None:
+        self.findings.append(
+            Finding(
+                session_id=self.session["session_id"],
+                check=check,
+                detail=detail,
+                fixable=fixable,
+                **where,
+            )
+        )
+
+
+async def _groups(conn: AsyncConnection, tenant: str, session_id: str) -> dict[str, _Group]:
+    query = (
+        select(GROUPS)
+        .where(GROUPS.c.tenant == tenant, GROUPS.c.session_id == session_id)
+        .order_by(GROUPS.c.anchor, GROUPS.c.slot)
+    )
+    return {row["group_id"]: _Group(row) for row in (await conn.execute(query)).mappings()}
+
+
+async def _message_rows(
+    conn: AsyncConnection, tenant: str, session_id: str, after: int
+) -> list[Any]:
+    query = (
+        select(*message_columns())
+        .where(MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id)
+        .where(MESSAGES.c.seq > after)
+        .order_by(MESSAGES.c.seq)
+        .limit(_PAGE)
+    )
+    return list(await conn.execute(query))
+
+
+def _declared_calls(message: Message) -> list[str]:
+    found: list[str] = []
+    for content in message.contents:
+        if isinstance(content, FunctionCallContent):
+            found.append(content.call_id)
+        elif isinstance(content, OtherContent) and content.pairing == "call" and content.call_id:
+            found.append(content.call_id)
+    return found
+
+
+@dataclass
+class _Rows:
+    """What the message rows add up to."""
+
+    count: int = 0
+    tokens: int = 0
+    max_seq: int = FIRST_SEQ - 1
+    calls: dict[str, list[int]] = field(default_factory=dict)
+
+
+async def _scan_messages(
+    conn: AsyncConnection, scan: _Scan, groups: dict[str, _Group], rows: _Rows
+) -> None:
+    s = scan.session
+    tenant, session_id = s["tenant"], s["session_id"]
+    i = COLUMN_INDEX
+    after = FIRST_SEQ - 1
+    while page := await _message_rows(conn, tenant, session_id, after):
+        for row in page:
+            after = seq = row[i["seq"]]
+            rows.count += 1
+            rows.max_seq = max(rows.max_seq, seq)
+            rows.tokens += row[i["token_count"]] or 0
+            group = groups.get(row[i["group_id"]])
+            if group is not None:
+                group.messages += 1
+                reduced = row[i["reduced_token_count"]]
+                group.tokens += reduced if reduced is not None else row[i["token_count"]] or 0
+                if bool(row[i["excluded"]]) != bool(group.row["excluded"]):
+                    group.mixed_flags = True
+            kind = group.row["kind"] if group is not None else None
+            try:
+                stored = stored_message(row, kind, tenant=tenant, session_id=session_id)
+                check_stored_message(stored.message, scan.limits)
+                if stored.reduced is not None:
+                    check_stored_message(stored.reduced, scan.limits)
+            except (CorruptRowError, InvalidInput) as error:
+                scan.bad_rows.append((row, str(error)))
+                scan.add(
+                    "unparsable_row",
+                    f"message {row[i['message_id']]!r} (seq {seq}) does not parse: {error}",
+                    fixable=True,
+                    seq=seq,
+                    group_id=row[i["group_id"]],
+                )
+                continue
+            for call_id in _declared_calls(stored.message):
+                rows.calls.setdefault(call_id, []).append(seq)
+
+
+def _check_groups(scan: _Scan, groups: dict[str, _Group], events: set[str]) -> None:
+    later_user = False
+    for group in reversed(list(groups.values())):  # newest first
+        g = group.row
+        if g["kind"] == "user" and not g["excluded"]:
+            later_user = True
+        if g["orphan"]:
+            scan.add(
+                "orphan_result",
+                f"group {g['group_id']!r} holds a tool result whose call was never stored",
+                fixable=False,
+                group_id=g["group_id"],
+            )
+        elif g["pending_calls"] and later_user and g["kind"] != "user":
+            scan.add(
+                "stale_call",
+                f"group {g['group_id']!r} has {g['pending_calls']} call(s) never answered "
+                "before a later user message",
+                fixable=False,
+                group_id=g["group_id"],
+            )
+        if group.mixed_flags:
+            scan.flagged_groups.append(g["group_id"])
+            scan.add(
+                "audit_mismatch",
+                f"the messages of group {g['group_id']!r} disagree with its exclusion flag",
+                fixable=True,
+                group_id=g["group_id"],
+            )
+        if g["excluded_event_id"] is not None and g["excluded_event_id"] not in events:
+            scan.add(
+                "audit_mismatch",
+                f"group {g['group_id']!r} is excluded by event {g['excluded_event_id']!r}, "
+                "which is not in the audit",
+                fixable=False,
+                group_id=g["group_id"],
+            )
+        summary = g["summarized_by"]
+        if summary is not None and summary not in groups:
+            scan.add(
+                "audit_mismatch",
+                f"group {g['group_id']!r} is summarized by {summary!r}, which does not exist",
+                fixable=False,
+                group_id=g["group_id"],
+            )
+
+
+async def _check_events(conn: AsyncConnection, scan: _Scan, groups: dict[str, _Group]) -> set[str]:
+    s = scan.session
+    keys = (EVENTS.c.tenant == s["tenant"], EVENTS.c.session_id == s["session_id"])
+    events = set((await conn.execute(select(EVENTS.c.event_id).where(*keys))).scalars())
+    links = select(EVENT_GROUPS.c.event_id, EVENT_GROUPS.c.group_id, EVENT_GROUPS.c.action).where(
+        EVENT_GROUPS.c.tenant == s["tenant"], EVENT_GROUPS.c.session_id == s["session_id"]
+    )
+    for event_id, group_id, action in await conn.execute(links):
+        if group_id not in groups:
+            scan.add(
+                "audit_mismatch",
+                f"event {event_id!r} says it {action} group {group_id!r}, which does not exist",
+                fixable=False,
+                group_id=group_id,
+            )
+    return events
+
+
+def _check_totals(scan: _Scan, groups: dict[str, _Group], rows: _Rows, events: int) -> None:
+    s = scan.session
+    active = [g for g in groups.values() if not g.row["excluded"]]
+    expected = {
+        "stored_messages": rows.count,
+        "stored_groups": len(groups),
+        "stored_tokens": rows.tokens,
+        "active_messages": sum(g.messages for g in active),
+        "active_groups": len(active),
+        "active_tokens": sum(g.tokens for g in active),
+        "event_count": events,
+    }
+    for column, value in expected.items():
+        if s[column] != value:
+            scan.totals[column] = (s[column], value)
+    if s["next_seq"] <= rows.max_seq:
+        scan.totals["next_seq"] = (s["next_seq"], rows.max_seq + 1)
+    for group in groups.values():
+        g = group.row
+        if (g["message_count"], g["token_count"]) != (group.messages, group.tokens):
+            scan.totals[f"group {g['group_id']}"] = (g["token_count"], group.tokens)
+    for column, (stored, found) in scan.totals.items():
+        scan.add(
+            "totals_mismatch",
+            f"{column}: {stored} recorded, {found} in the rows"
+            if not column.startswith("group ")
+            else f"{column}: its message and token totals disagree with its rows",
+            fixable=True,
+            group_id=column.removeprefix("group ") if column.startswith("group ") else None,
+        )
+
+
+def _duplicates(scan: _Scan, rows: _Rows) -> None:
+    for call_id, seqs in rows.calls.items():
+        if len(seqs) > 1:
+            scan.add(
+                "duplicate_call_id",
+                f"call id {call_id!r} is declared {len(seqs)} times, at seq "
+                + ", ".join(map(str, sorted(set(seqs)))),
+                fixable=False,
+                seq=seqs[0],
+            )
+
+
+async def _scan(conn: AsyncConnection, session: RowMapping, limits: Limits) -> _Scan:
+    scan = _Scan(session=session, limits=limits)
+    groups = await _groups(conn, session["tenant"], session["session_id"])
+    rows = _Rows()
+    await _scan_messages(conn, scan, groups, rows)
+    events = await _check_events(conn, scan, groups)
+    _check_groups(scan, groups, events)
+    _duplicates(scan, rows)
+    _check_totals(scan, groups, rows, len(events))
+    return scan
+
+
+async def diagnose(
+    conn: AsyncConnection, tenant: str, session_id: str, limits: Limits
+) -> list[Finding]:
+    """Every finding of one session (see the module docstring); reads only. A row that
+    parses but holds what ``limits`` refuse (a lone surrogate, a NaN, JSON too deep)
+    counts as unparsable: nothing could write it back or send it on."""
+    session = await read_session(conn, tenant, session_id)
+    return (await _scan(conn, session, limits)).findings
+
+
+# --- repair --------------------------------------------------------------------------
+
+
+def _verbatim(value: Any) -> Any:
+    """A raw column as JSON-safe ASCII text (lone surrogates and NUL escaped)."""
+    return value if value is None or isinstance(value, int | bool) else json.dumps(str(value))
+
+
+def _placeholder(row: Sequence[Any], event_id: str) -> Message:
+    role = row[COLUMN_INDEX["role"]]
+    text = f"[quarantined by chatledger doctor: this row did not parse; see event {event_id}]"
+    return Message.model_construct(
+        role=role if role in _ROLES else "assistant",
+        contents=[TextContent(text=text)],
+        message_id=str(row[COLUMN_INDEX["message_id"]]),
+        author_name=None,
+        created_at=None,
+        metadata={QUARANTINE_KEY: {"event_id": event_id}},
+    )
+
+
+async def _quarantine(
+    conn: AsyncConnection, scan: _Scan, count: Callable[[Message], int], event_id: str
+) -> dict[str, Any]:
+    s = scan.session
+    keys = (MESSAGES.c.tenant == s["tenant"], MESSAGES.c.session_id == s["session_id"])
+    kept: list[dict[str, Any]] = []
+    groups: set[str] = set()
+    for row, error in scan.bad_rows:
+        kept.append(
+            {
+                "seq": row[COLUMN_INDEX["seq"]],
+                "error": error,
+                "columns": {
+                    column: _verbatim(row[COLUMN_INDEX[column]])
+                    for column in (
+                        "message_id",
+                        "role",
+                        "contents",
+                        "author_name",
+                        "created_at",
+                        "metadata",
+                        "reduced_contents",
+                    )
+                },
+            }
+        )
+        placeholder = _placeholder(row, event_id)
+        await conn.execute(
+            update(MESSAGES)
+            .where(*keys, MESSAGES.c.seq == row[COLUMN_INDEX["seq"]])
+            .values(
+                role=placeholder.role,
+                contents=[c.model_dump(mode="json") for c in placeholder.contents],
+                metadata=placeholder.metadata,
+                author_name=None,
+                created_at=None,
+                token_count=count(placeholder),
+                reduced_contents=null(),  # SQL NULL, not JSON null
+                reduced_token_count=None,
+                reduced_event_id=None,
+            )
+        )
+        groups.add(row[COLUMN_INDEX["group_id"]])
+    for group_id in sorted(groups):
+        flags = {
+            "excluded": True,
+            "excluded_reason": QUARANTINED_REASON,
+            "excluded_event_id": event_id,
+        }
+        await conn.execute(
+            update(GROUPS)
+            .where(
+                GROUPS.c.tenant == s["tenant"],
+                GROUPS.c.session_id == s["session_id"],
+                GROUPS.c.group_id == group_id,
+                GROUPS.c.excluded.is_(False),
+            )
+            .values(**flags)
+        )
+        await conn.execute(
+            update(MESSAGES)
+            .where(*keys, MESSAGES.c.group_id == group_id, MESSAGES.c.excluded.is_(False))
+            .values(**flags)
+        )
+    return {"check": "unparsable_row", "groups": sorted(groups), "quarantined": kept}
+
+
+async def _align_flags(conn: AsyncConnection, scan: _Scan) -> dict[str, Any]:
+    s = scan.session
+    for group_id in scan.flagged_groups:
+        group = (
+            (
+                await conn.execute(
+                    select(
+                        GROUPS.c.excluded, GROUPS.c.excluded_reason, GROUPS.c.excluded_event_id
+                    ).where(
+                        GROUPS.c.tenant == s["tenant"],
+                        GROUPS.c.session_id == s["session_id"],
+                        GROUPS.c.group_id == group_id,
+                    )
+                )
+            )
+            .mappings()
+            .one()
+        )
+        await conn.execute(
+            update(MESSAGES)
+            .where(
+                MESSAGES.c.tenant == s["tenant"],
+                MESSAGES.c.session_id == s["session_id"],
+                MESSAGES.c.group_id == group_id,
+            )
+            .values(**group)
+        )
+    return {"check": "audit_mismatch", "groups": list(scan.flagged_groups)}
+
+
+async def _fix_totals(conn: AsyncConnection, scan: _Scan) -> None:
+    s = scan.session
+    values: dict[str, int] = {}
+    if "next_seq" in scan.totals:
+        values["next_seq"] = scan.totals["next_seq"][1]
+    if "event_count" in scan.totals:
+        values["event_count"] = scan.totals["event_count"][1]
+    if values:
+        await conn.execute(
+            update(SESSIONS)
+            .where(SESSIONS.c.tenant == s["tenant"], SESSIONS.c.session_id == s["session_id"])
+            .values(**values)
+        )
+
+
+def _mark(scan: _Scan, check: Check, event_id: str) -> None:
+    scan.findings = [
+        f.model_copy(update={"fixed": True, "event_id": event_id})
+        if f.check == check and f.fixable
+        else f
+        for f in scan.findings
+    ]
+
+
+async def repair(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    count: Callable[[Message], int],
+    limits: Limits,
+) -> list[Finding]:
+    """Repair one session in the caller's write transaction: scan it under its lock, fix
+    what can be fixed (one audit event per kind of fix), and return the findings, those
+    repaired marked ``fixed``."""
+    session = await lock_session(conn, tenant, session_id)
+    scan = await _scan(conn, session, limits)
+    fixes: list[tuple[Check, dict[str, Any]]] = []
+    ids: dict[Check, str] = {}
+    if scan.bad_rows:
+        ids["unparsable_row"] = event_id = new_event_id()
+        fixes.append(("unparsable_row", await _quarantine(conn, scan, count, event_id)))
+    if scan.flagged_groups:
+        fixes.append(("audit_mismatch", await _align_flags(conn, scan)))
+    if scan.totals:
+        await _fix_totals(conn, scan)
+        fixed = {k: {"recorded": v[0], "rows": v[1]} for k, v in scan.totals.items()}
+        fixes.append(("totals_mismatch", {"check": "totals_mismatch", "totals": fixed}))
+    if not fixes:
+        return scan.findings
+    await rebuild_totals(conn, tenant, session_id)
+    for check, params in fixes:
+        event_id = ids.get(check) or new_event_id()
+        before = await read_session(conn, tenant, session_id)
+        if check == "unparsable_row":
+            before = session
+        await record_event(
+            conn,
+            tenant,
+            session_id,
+            before,
+            event_id=event_id,
+            strategy="doctor",
+            params=params,
+            now=now(),
+        )
+        _mark(scan, check, event_id)
+    return scan.findings
+
+
+async def session_ids(conn: AsyncConnection, tenant: str, after: str | None) -> list[str]:
+    """The next page of the tenant's session ids, in id order."""
+    query = select(SESSIONS.c.session_id).where(SESSIONS.c.tenant == tenant)
+    if after is not None:
+        query = query.where(SESSIONS.c.session_id > after)
+    return list((await conn.execute(query.order_by(SESSIONS.c.session_id).limit(_PAGE))).scalars())
