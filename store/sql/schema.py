@@ -18,7 +18,8 @@ with a CHECK constraint), so the schema shares a database with other application
   exclusion and summary links.
 * ``chatledger_open_calls``: unanswered calls, so that a late result finds its call by
   ``call_id`` without scanning history.
-* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit.
+* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit (every
+  outcome: applied change sets, and compactions that failed, were blocked or abandoned).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Enum,
+    Float,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -301,6 +303,7 @@ class EventRow(Base):
         _session_fk(),
         Index("chatledger_events_number_idx", "tenant", "session_id", "number", unique=True),
         Index("chatledger_events_created_idx", "tenant", "created_at"),
+        Index("chatledger_events_outcome_idx", "tenant", "outcome", "created_at"),
     )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
@@ -321,6 +324,13 @@ class EventRow(Base):
     """The session's revision once the event was applied."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     note: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(32), server_default=text("'applied'"))
+    """``applied``, ``failed``, ``blocked`` or ``abandoned``: a plain string (no CHECK), so
+    that a later release can add an outcome without rewriting the table."""
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    summarizer: Mapped[str | None] = mapped_column(String(255))
+    summarizer_model: Mapped[str | None] = mapped_column(String(255))
 
 
 class EventGroupRow(Base):

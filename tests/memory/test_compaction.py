@@ -272,9 +272,10 @@ async def test_conflict_twice_gives_up_with_a_warning(
     strategy = Interfering(ExcludeOldest(1), touch_oldest)
     with caplog.at_level(logging.WARNING, logger="chatledger.store"):
         event = await store.compact("s", strategy)
-    assert event is None and strategy.plans == 2
+    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
+    assert event.attempts == 2 and event.excluded == () and event.tokens_saved == 0
     assert "abandoned" in caplog.text
-    assert await store.audit("s") == [] and await store.excluded("s") == []
+    assert await store.audit("s") == [event] and await store.excluded("s") == []
 
 
 async def test_appends_meanwhile_are_never_excluded(store: InMemoryHistoryStore) -> None:

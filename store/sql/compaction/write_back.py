@@ -25,7 +25,7 @@ from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord, SessionRecord
 from store.sql import dialect
-from store.sql.compaction.mirror import Mirror
+from store.sql.compaction.mirror import Mirror, mirror_of
 from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
 from store.sql.statements import (
     EACH_KEY,
@@ -41,7 +41,7 @@ from store.sql.statements import (
 from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["Written", "event_note", "write_back", "write_event"]
+__all__ = ["Written", "event_note", "write_back", "write_event", "write_outcome"]
 
 
 @dataclass
@@ -302,6 +302,32 @@ async def write_back(
     return event
 
 
+_EVENT_COUNTED = session_update((), (), counters=("event_count",), revision=False)
+"""The session row after recording an outcome that changed nothing: one more event."""
+
+
+async def write_outcome(
+    conn: AsyncConnection,
+    session: RowMapping,
+    out: Outcome,
+    totals: Totals,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent:
+    """Write the event of a compaction that changed nothing (``out.result`` says why);
+    the session's revision and aggregates stay as they are."""
+    record = mirror_of(session).session
+    event = build_event(record, out, totals, phase=phase, strategy=strategy, params=params)
+    await write_event(
+        conn, record, event, number=session["event_count"] + 1, revision=session["revision"]
+    )
+    await conn.execute(_EVENT_COUNTED, key_params(record.tenant, record.session_id))
+    log_event(event)
+    return event
+
+
 _GROUP_DEFAULTS = {"has_reasoning": False, "pending_calls": 0, "orphan": False}
 """The group columns a summary's insert leaves to their server defaults."""
 
@@ -364,6 +390,7 @@ def event_note(event: CompactionEvent) -> str:
             "reduced": list(event.reduced),
             "restored": list(event.restored),
             "reasons": event.reasons,
+            "diagnostics": [d.as_json() for d in event.diagnostics],
         }
     )
 
@@ -406,6 +433,11 @@ async def write_event(
             "revision": revision,
             "created_at": event.created_at,
             "note": event_note(event),
+            "outcome": event.outcome,
+            "duration_seconds": event.duration_seconds,
+            "attempts": event.attempts,
+            "summarizer": event.summarizer,
+            "summarizer_model": event.summarizer_model,
         },
     )
     rows = [
