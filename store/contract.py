@@ -32,6 +32,7 @@ from pydantic import JsonValue
 
 from store.models import (
     CompactionEvent,
+    EventOutcome,
     ExcludedGroup,
     ImportResult,
     Phase,
@@ -358,9 +359,12 @@ class HistoryBackend(Protocol):
 
         The plan is made outside any write transaction; it applies only if the groups it
         touches are unchanged since the snapshot, else it is planned again once, and on a
-        second conflict nothing is applied and a warning is logged. Returns the audit
-        event, or None when nothing changed; with ``dry_run`` the change set, writing
-        nothing.
+        second conflict nothing is applied, a warning is logged and an ``abandoned``
+        event is recorded. A plan that changes nothing but reports a failed step (a
+        summarizer that raised or returned nothing) or protected groups above the budget
+        records a ``failed`` or ``blocked`` event. Returns the event of the recorded
+        outcome, or None when nothing changed and nothing was reported (no row); with
+        ``dry_run`` the change set, writing nothing.
         """
         ...
 
@@ -374,8 +378,11 @@ class HistoryBackend(Protocol):
         strategy: str | None = None,
         phase: Phase | None = None,
         limit: int | None = None,
+        outcome: EventOutcome | None = None,
     ) -> list[CompactionEvent]:
-        """Compaction events, newest first, of one session or of the whole tenant."""
+        """Compaction events, newest first, of one session or of the whole tenant:
+        every recorded outcome (``applied``, ``failed``, ``blocked``, ``abandoned``), or
+        only ``outcome``'s."""
         ...
 
     async def excluded(self, session_id: str) -> list[ExcludedGroup]:
@@ -404,8 +411,9 @@ class HistoryBackend(Protocol):
 
         Restoring an event re-includes the groups it excluded or summarized, excludes the
         summaries it inserted and drops its reductions. Restoring a group replaced by a
-        summary restores every group of that summary and excludes the summary. Returns
-        None when nothing changed.
+        summary restores every group of that summary and excludes the summary. Only
+        ``applied`` events can be restored (another outcome is :class:`InvalidInput`).
+        Returns None when nothing changed.
         """
         ...
 

@@ -129,6 +129,8 @@ def compact(
         emit_json(event)
     elif event is None:
         echo(f"Nothing to compact: {short_strategy(spec.split(':')[0])} changes nothing now.")
+    elif event.outcome != "applied":
+        echo(f"event {event.id}: {event_outcome(event)}; nothing changed")
     else:
         echo(
             f"event {event.id}: {event_outcome(event)}; tokens {number(event.tokens_before)} → "

@@ -26,10 +26,12 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Self, Ty
 
 from pydantic import JsonValue
 
+from store import telemetry
 from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
 from store.errors import InvalidInput, SessionNotFound, StoreClosed, strategy_errors
 from store.models import (
     CompactionEvent,
+    EventOutcome,
     ExcludedGroup,
     ImportResult,
     Phase,
@@ -43,9 +45,11 @@ from store.models import (
     WhyResult,
 )
 from store.rules.changes import (
+    Attempt,
     Outcome,
     apply_changes,
     check_groups,
+    check_restorable,
     event_label,
     new_event_id,
     restore,
@@ -56,6 +60,7 @@ from store.rules.checks import (
     check_limit,
     check_message,
     check_metadata,
+    check_outcome,
     check_page_size,
     check_phase,
     check_provenance,
@@ -91,6 +96,7 @@ from store.rules.retract import (
     plan_retraction,
 )
 from store.rules.why import GroupFacts, explain, not_stored
+from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -310,7 +316,9 @@ class InMemoryHistoryStore:
             stamp = provenance.imported_at or stamp
             source = (provenance.system, dict(provenance.source_ids))
         count = self._pending.counter(self._tenant, session_id, keep=False)
-        session.append(fresh, count, stamp, source=source)
+        with telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced:
+            session.append(fresh, count, stamp, source=source)
+            traced.stored(len(fresh), sum(session.rows[m.message_id].tokens for m in fresh))
         return [m.message_id for m in batch]
 
     @_open
@@ -495,11 +503,13 @@ class InMemoryHistoryStore:
             session = session.clone()
         fresh = session.new_messages(batch)
         session.append(fresh, self._pending.counter(self._tenant, session_id, keep=True), now())
-        view = self._view_of(session)
-        if chosen is not None:
-            with strategy_errors():
-                view = view.apply(await chosen.plan(view))
-        return await view.project()
+        with telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced:
+            view = self._view_of(session)
+            if chosen is not None:
+                with strategy_errors():
+                    view = view.apply(await chosen.plan(view))
+            traced.sent(view)
+            return await view.project()
 
     # -- compaction -------------------------------------------------------------------
 
@@ -548,7 +558,7 @@ class InMemoryHistoryStore:
             return _Snapshot(view=view, revision=session.revision, fingerprints=fingerprints)
 
         async def apply(
-            snapshot: _Snapshot, changes: ChangeSet
+            snapshot: _Snapshot, changes: ChangeSet, attempt: Attempt
         ) -> CompactionEvent | Conflict | None:
             session = self._counted(session_id)
             if session.revision != snapshot.revision:
@@ -559,10 +569,27 @@ class InMemoryHistoryStore:
                 }
                 if changed_under(changes.touched_group_ids, snapshot.fingerprints, current):
                     return CONFLICT
-            return self._apply(session, changes, phase, strategy)
+            return self._apply(session, changes, phase, strategy, attempt)
 
-        compaction = Compaction(snapshot=snapshot, apply=apply)
-        return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
+        async def record(
+            changes: ChangeSet, attempt: Attempt, outcome: EventOutcome
+        ) -> CompactionEvent:
+            session = self._counted(session_id)
+            out = Outcome(
+                event_id=new_event_id(),
+                now=now(),
+                before=session.totals(),
+                result=outcome,
+                attempt=attempt,
+                changes=changes,
+            )
+            name, params = event_label(changes, strategy)
+            return out.record(session, phase=phase, strategy=name, params=params)
+
+        compaction = Compaction(snapshot=snapshot, apply=apply, record=record)
+        return await plan_and_apply(
+            session_id, strategy, compaction, tenant=self._tenant, phase=phase, dry_run=dry_run
+        )
 
     def _apply(
         self,
@@ -570,8 +597,15 @@ class InMemoryHistoryStore:
         changes: ChangeSet,
         phase: Phase,
         strategy: CompactionStrategy | None,
+        attempt: Attempt | None = None,
     ) -> CompactionEvent | None:
-        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        out = Outcome(
+            event_id=new_event_id(),
+            now=now(),
+            before=session.totals(),
+            attempt=attempt,
+            changes=changes,
+        )
         count = self._pending.counter(self._tenant, session.session_id, keep=False)
         apply_changes(session, changes, count, out)
         if not out.changed:
@@ -590,6 +624,7 @@ class InMemoryHistoryStore:
         strategy: str | None = None,
         phase: Phase | None = None,
         limit: int | None = None,
+        outcome: EventOutcome | None = None,
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
         if session_id is not None:
@@ -599,6 +634,8 @@ class InMemoryHistoryStore:
         check_text(strategy, "strategy", optional=True)
         if phase is not None:
             check_phase(phase)
+        if outcome is not None:
+            check_outcome(outcome)
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         found = [
             (event, number)
@@ -607,6 +644,7 @@ class InMemoryHistoryStore:
             if (since is None or event.created_at >= since)
             and (strategy is None or event.strategy == strategy)
             and (phase is None or event.phase == phase)
+            and (outcome is None or event.outcome == outcome)
         ]
         found.sort(key=lambda item: (item[0].created_at, item[0].session_id, item[1]), reverse=True)
         events = [event for event, _ in found]
@@ -699,6 +737,7 @@ class InMemoryHistoryStore:
             event = next((e for e in session.events if e.id == event_id), None)
             if event is None:
                 raise InvalidInput(f"no event {event_id!r} in session {session_id!r}")
+            check_restorable(event)
             undo_event(session, out, event)
             params = {"event_id": event.id}
         if not out.changed:
@@ -746,6 +785,12 @@ class InMemoryHistoryStore:
         batch = checked_messages(messages)
         for message in batch:
             check_message(message, self._limits)
+        with telemetry.operation(SPAN_IMPORT, self._tenant, session_id) as traced:
+            result = await self._import(session_id, batch, source)
+            traced.event(result.event)
+            return result
+
+    async def _import(self, session_id: str, batch: list[Message], source: str) -> ImportResult:
         plan = plan_import(self._find(session_id), batch)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         await self.append(session_id, plan.append, provenance=provenance)

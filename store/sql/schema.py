@@ -20,7 +20,8 @@ with a CHECK constraint), so the schema shares a database with other application
   ``call_id`` without scanning history.
 * ``chatledger_early_results``: results stored before any call with their ``call_id``,
   so that the call, when it arrives, finds the orphan group to join without a scan.
-* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit.
+* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit (every
+  outcome: applied change sets, and compactions that failed, were blocked or abandoned).
 * ``chatledger_schema_revisions``: bookkeeping of the migrations (like Alembic's version
   table, not a session's data): each applied revision, its parent and whether it is
   backward-compatible.
@@ -38,6 +39,7 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Enum,
+    Float,
     ForeignKeyConstraint,
     Index,
     Integer,
@@ -334,6 +336,7 @@ class EventRow(Base):
         _session_fk(),
         Index("chatledger_events_number_idx", "tenant", "session_id", "number", unique=True),
         Index("chatledger_events_created_idx", "tenant", "created_at"),
+        Index("chatledger_events_outcome_idx", "tenant", "outcome", "created_at"),
     )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
@@ -354,6 +357,13 @@ class EventRow(Base):
     """The session's revision once the event was applied."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     note: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(32), server_default=text("'applied'"))
+    """``applied``, ``failed``, ``blocked`` or ``abandoned``: a plain string (no CHECK), so
+    that a later release can add an outcome without rewriting the table."""
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    summarizer: Mapped[str | None] = mapped_column(String(255))
+    summarizer_model: Mapped[str | None] = mapped_column(String(255))
 
 
 class EventGroupRow(Base):

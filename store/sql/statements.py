@@ -177,14 +177,15 @@ def each_params(
 
 
 def session_update(
-    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str]
+    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str], revision: bool = True
 ) -> Update:
     """``UPDATE`` of the session row: ``v_<column>`` sets a column, ``d_<column>`` adds to
-    one, each of ``counters`` (and ``revision``) goes up by one."""
+    one, each of ``counters`` (and ``revision``, unless ``revision=False``) goes up by one."""
     c = _TABLES["sessions"].c
     sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in values}
     sets.update((name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in added)
-    sets.update((name, c[name] + 1) for name in ("revision", *counters))
+    bumped = ("revision", *counters) if revision else tuple(counters)
+    sets.update((name, c[name] + 1) for name in bumped)
     return update(_TABLES["sessions"]).where(*_keys(_TABLES["sessions"])).values(sets)
 
 

@@ -280,10 +280,11 @@ async def test_conflict_twice_gives_up_with_a_warning(
     strategy = Interfering(ExcludeOldest(1), pin_the_oldest)
     with caplog.at_level(logging.WARNING, logger="chatledger.store"):
         event = await store.compact("s", strategy)
-    assert event is None and strategy.plans == 2
+    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
+    assert event.attempts == 2 and event.excluded == () and event.tokens_saved == 0
     assert pinned == ["group_u1", "group_a1"]
     assert "abandoned" in caplog.text
-    assert await store.audit("s") == [] and await store.excluded("s") == []
+    assert await store.audit("s") == [event] and await store.excluded("s") == []
 
 
 async def test_a_group_pinned_and_unpinned_meanwhile_is_unchanged(

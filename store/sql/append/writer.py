@@ -359,6 +359,8 @@ class Appended:
     """The session's cache key when the transaction began (the write adds one revision)."""
     touched: frozenset[str]
     """Groups whose messages changed: those that gained messages or absorbed others."""
+    tokens: int = 0
+    """Tokens of the messages stored."""
 
 
 async def append_messages(
@@ -419,4 +421,4 @@ async def _store_fresh(
     await _write_calls(conn, ctx, annotation.state, loaded)
     await _write_session(conn, ctx, session, annotation.state, totals)
     touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
-    return Appended(len(fresh), session_key(session), frozenset(touched))
+    return Appended(len(fresh), session_key(session), frozenset(touched), totals.tokens)
