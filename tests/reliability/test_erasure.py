@@ -22,7 +22,7 @@ from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.groups.conversations import assistant, result, system, tool, user
-from tests.memory.helpers import Fixed, ReduceResults
+from tests.conformance.toy_strategies import Fixed, ReduceResults
 from tests.strategies.invariants import assert_projection_invariants
 
 SECRET = "card 4111-1111-1111-1111 exp 12/29"
