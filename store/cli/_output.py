@@ -78,7 +78,9 @@ def _collapsed(table: Table) -> tuple[str, list[int]]:
     for index, column in enumerate(table.columns):
         values = {row[index] for row in table.rows}
         if column.constant and len(table.rows) > 1 and len(values) == 1:
-            stated.append(f"{column.header} {values.pop()}")
+            said = f"{column.header} {values.pop()}"
+            if said not in table.title:  # "events of session S" says it already
+                stated.append(said)
         else:
             keep.append(index)
     title = table.title + (f" ({'; '.join(stated)})" if stated else "")

@@ -51,6 +51,9 @@ async def test_events_and_stats_tables_show_the_api_figures(
 ) -> None:
     store, report = played
     events = _text(events_table(report.events, "events"))
+    assert len(report.events) > 1
+    title, _ = render(events_table(report.events, "Events of session r"), None)
+    assert title == "Events of session r (phase after_run; strategy context-window)"
     for event in report.events:
         assert f"{event.tokens_before:,} → {event.tokens_after:,}" in events
     stats = await store.stats("r")
