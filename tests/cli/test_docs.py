@@ -18,14 +18,18 @@ import pytest
 from store.admin import TenantInfo
 from store.cli import cli
 from store.demo import TurnRecord
+from store.importing import ImportReport
 from store.models import (
     CompactionEvent,
     ExcludedGroup,
+    PurgeReport,
+    RedactReport,
     SessionInfo,
     Stats,
     StoredMessage,
     WhyResult,
 )
+from store.sql.doctor import DoctorReport
 from strategies.messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,6 +46,10 @@ SHAPES = [
     WhyResult,
     Stats,
     TurnRecord,
+    ImportReport,
+    PurgeReport,
+    RedactReport,
+    DoctorReport,
 ]
 
 
