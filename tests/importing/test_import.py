@@ -270,3 +270,17 @@ async def test_compact_after_import(store: HistoryStore, tmp_path: Path) -> None
     events = await store.audit("c")
     assert [event.phase for event in events] == ["import"]
     assert len(await store.history("c")) < len(await store.history("c", include_excluded=True))
+
+
+async def test_responses_items_one_a_line_are_one_session(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "items.jsonl"
+    items = responses_items(3)
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    assert detect_format(path) == "openai-responses"
+    report = await import_sources(store, [path])
+    (session_id,) = report.session_ids
+    await _check(store, responses_expected(session_id, items))
+    rows = await store.history(session_id)
+    assert [row.source_id for row in rows] == [f"line {n}" for n in range(1, len(items) + 1)]
