@@ -7,8 +7,9 @@ The rules, in order:
    has a ``message_data`` column and ``langchain`` with a ``message`` column; otherwise
    an ``agent_messages`` table means ``openai-agents`` and a ``message_store`` table
    ``langchain``; any other database is refused.
-3. A text file, by its first record (the first line of JSONL, or the first element of a
-   ``.json`` document):
+3. A text file, by its first records (the first 50 lines of JSONL, or the first 50
+   elements of a ``.json`` list: the first of them that says more than Chat
+   Completions):
 
    - ``"format": "chatledger"``: ``jsonl``;
    - ``"type": "session"``, or a message with ``contents``: ``agent-framework``;
@@ -37,6 +38,8 @@ __all__ = ["detect_format", "detect_path"]
 
 _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 _RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
+_SCAN = 50
+"""Elements of a JSON list looked at to place it."""
 
 
 def _block_types(message: Any) -> set[str]:
@@ -69,9 +72,19 @@ def _of_messages(record: dict[str, Any]) -> str | None:
     return None
 
 
+def _of_list(records: list[Any]) -> str | None:
+    """The first specific verdict among a list's first elements (a list of messages is
+    Chat Completions only when nothing in it says otherwise)."""
+    verdicts = [_of_record(item) for item in records[:_SCAN]]
+    specific = [v for v in verdicts if v not in (None, "openai-chat")]
+    if specific:
+        return specific[0]
+    return "openai-chat" if "openai-chat" in verdicts else None
+
+
 def _of_record(record: Any) -> str | None:
     if isinstance(record, list):
-        return _of_record(record[0]) if record else None
+        return _of_list(record)
     if not isinstance(record, dict):
         return None
     if record.get("format") == "chatledger":
@@ -111,12 +124,14 @@ def detect_path(path: Path, source: str, table: str | None = None) -> str:
         raise InvalidSource(source, None, "no such file or folder")
     if is_sqlite(path):
         return _database(path, source, table)
-    for where, record in itertools.islice(records(path, source), 1):
-        if isinstance(record, InvalidSource):
-            raise record
-        kind = _of_record(record)
+    found = list(itertools.islice(records(path, source), _SCAN))
+    if found and isinstance(found[0][1], InvalidSource):
+        raise found[0][1]
+    values = [value for _, value in found if not isinstance(value, InvalidSource)]
+    if found:
+        kind = _of_record(values[0]) if found[0][0] == "document" else _of_list(values)
         if kind is None:
-            raise InvalidSource(source, where, "not a chat log of any known format")
+            raise InvalidSource(source, found[0][0], "not a chat log of any known format")
         return kind
     raise InvalidSource(source, None, "the file is empty")
 

@@ -270,3 +270,31 @@ async def test_compact_after_import(store: HistoryStore, tmp_path: Path) -> None
     events = await store.audit("c")
     assert [event.phase for event in events] == ["import"]
     assert len(await store.history("c")) < len(await store.history("c", include_excluded=True))
+
+
+async def test_responses_items_one_a_line_are_one_session(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "items.jsonl"
+    items = responses_items(3)
+    path.write_text("".join(json.dumps(item) + "\n" for item in items), encoding="utf-8")
+    assert detect_format(path) == "openai-responses"
+    report = await import_sources(store, [path])
+    (session_id,) = report.session_ids
+    await _check(store, responses_expected(session_id, items))
+    rows = await store.history(session_id)
+    assert [row.source_id for row in rows] == [f"line {n}" for n in range(1, len(items) + 1)]
+
+
+async def test_damaged_database_row_writes_nothing(store: HistoryStore, tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "agents.db"
+    await write_openai_agents(path, {"s1": responses_items(1), "s2": responses_items(1)})
+    with sqlite3.connect(path) as connection:
+        (last,) = connection.execute("SELECT max(id) FROM agent_messages").fetchone()
+        connection.execute("UPDATE agent_messages SET message_data = '{\"ty' WHERE id = ?", (last,))
+    connection.close()
+    with pytest.raises(InvalidSource, match=rf"row {last}: message_data is not JSON"):
+        await import_sources(store, [path])
+    assert await _session_ids(store) == []
