@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from store.memory import InMemoryHistoryStore
+from store.contract import HistoryBackend
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import FakeSummarizer
 from strategies.truncation import TruncationStrategy
@@ -12,7 +12,7 @@ from tests.strategies.conversations import say, turns
 from tests.strategies.invariants import assert_invariants, assert_projection_invariants
 
 
-async def test_truncation_applies_what_the_view_would(store: InMemoryHistoryStore) -> None:
+async def test_truncation_applies_what_the_view_would(store: HistoryBackend) -> None:
     await store.append("s", turns(5))
     strategy = TruncationStrategy(max_n=6, compact_to=3)
     view = await store.view("s")
@@ -26,7 +26,7 @@ async def test_truncation_applies_what_the_view_would(store: InMemoryHistoryStor
 
 
 async def test_slow_summarizer_never_excludes_concurrent_appends(
-    store: InMemoryHistoryStore,
+    store: HistoryBackend,
 ) -> None:
     await store.append("s", turns(6))
     summarizer = FakeSummarizer(delay=0.01)
