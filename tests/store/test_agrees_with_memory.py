@@ -9,6 +9,7 @@ their code differs most (write-back through the mirror, late results, nested res
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -16,8 +17,12 @@ import pytest
 
 from store import HistoryStore
 from store.errors import InvalidInput
+from store.formats import from_agent_framework
 from store.memory import InMemoryHistoryStore
 from tests.conformance.test_compaction import _chat
+from tests.conformance.test_import import _reference_history
+from tests.conformance.test_library_strategies import STRATEGIES, restore_unpin_compact
+from tests.conformance.test_restore import _chat as _restore_chat
 from tests.conformance.toy_strategies import (
     TOKENIZER,
     ExcludeOldest,
@@ -115,3 +120,44 @@ async def test_stats_excluded_and_why_match_memory(store: HistoryStore) -> None:
     assert tenant.model_dump() == (await memory.stats()).model_dump()
     assert tenant.sessions == 2 and tenant.events == 6
     assert tenant.excluded_messages > 0
+
+
+async def test_restores_match_memory(store: HistoryStore) -> None:
+    memory = InMemoryHistoryStore(tokenizer=TOKENIZER)
+    for target in (store, memory):
+        await target.append("s", _restore_chat())
+        await target.compact("s", ReduceResults())
+        await target.compact("s", SummarizeOldest(2))
+        await target.compact("s", SummarizeOldest(2))  # nests the first summary
+        await target.compact("s", ExcludeOldest(1))
+    assert await observed(store, "s") == await observed(memory, "s")
+    for index in (-1, 0):
+        for target in (store, memory):
+            excluded = await target.excluded("s")
+            await target.restore("s", group_ids=[excluded[index].group_id])
+        assert await observed(store, "s") == await observed(memory, "s")
+    for target in (store, memory):
+        oldest = (await target.audit("s"))[-1]
+        await target.restore("s", event_id=oldest.id)
+    assert await observed(store, "s") == await observed(memory, "s")
+
+
+async def test_import_matches_memory_and_is_idempotent(store: HistoryStore) -> None:
+    messages = from_agent_framework(await asyncio.to_thread(_reference_history))
+    memory = InMemoryHistoryStore(tokenizer=TOKENIZER)
+    for target in (store, memory):
+        result = await target.import_messages("s", messages)
+        assert result.event is not None and result.event.strategy == "import:agent_framework"
+        again = await target.import_messages("s", messages)
+        assert again.event is None
+    assert await observed(store, "s") == await observed(memory, "s")
+    imported = await store.history("s", include_excluded=True)
+    assert {m.source_system for m in imported} == {"agent_framework"}
+
+
+@pytest.mark.parametrize("name", sorted(STRATEGIES))
+async def test_the_sql_store_agrees_with_the_model(store: HistoryStore, name: str) -> None:
+    model = InMemoryHistoryStore(tokenizer=TOKENIZER)
+    for s in (store, model):
+        await restore_unpin_compact(s, STRATEGIES[name]())
+    assert await observed(store, "s") == await observed(model, "s")
