@@ -51,9 +51,9 @@ async def test_slow_summarizer_never_excludes_concurrent_appends(
             await asyncio.sleep(0)
         return ids
 
-    event, *written = await asyncio.gather(
-        store.compact("s", strategy, phase="after_run"), *(writer(n) for n in range(4))
-    )
+    compaction = asyncio.create_task(store.compact("s", strategy, phase="after_run"))
+    written = await asyncio.gather(*(writer(n) for n in range(4)))
+    event = await compaction
     assert event is not None and event.summarized
     stored = {m.message_id: m for m in await store.history("s", include_excluded=True)}
     new_ids = [i for ids in written for i in ids]
@@ -77,21 +77,6 @@ def long_result_chat() -> list[Message]:
         tool("t9", result("c9", "x")),
         user("u9", "ok"),
     ]
-
-
-STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
-    "tool_result": lambda: ToolResultCompactionStrategy(keep_last_tool_call_groups=1),
-    "context_window": lambda: ContextWindowCompactionStrategy(
-        # the first call's summary (capped at 4096 characters) is smaller than its result,
-        # so it is collapsed; the history then stays under the truncation threshold
-        max_context_window_tokens=2010,
-        max_output_tokens=10,
-        keep_last_tool_call_groups=1,
-    ),
-    "summarization": lambda: SummarizationStrategy(
-        client=FakeSummarizer(), target_count=2, threshold=0
-    ),
-}
 
 
 STRATEGIES: dict[str, Callable[[], CompactionStrategy]] = {
