@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,7 @@ __all__ = [
     "ExcludeOldest",
     "Fixed",
     "Gated",
+    "Interfering",
     "ReduceResults",
     "SummarizeOldest",
 ]
@@ -163,3 +165,25 @@ class Gated:
         self.entered.set()
         await self.gate.wait()
         return await self.inner.plan(view)
+
+
+@dataclass
+class Interfering:
+    """Plans with ``inner``, then runs ``hook`` (a concurrent writer) before returning."""
+
+    inner: ExcludeOldest | Fixed
+    hook: Callable[[], Awaitable[None]]
+    plans: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def params(self) -> dict[str, Any]:
+        return self.inner.params()
+
+    async def plan(self, view: View) -> ChangeSet:
+        self.plans += 1
+        changes = await self.inner.plan(view)
+        await self.hook()
+        return changes

@@ -1,13 +1,10 @@
-"""Run the same operations on the SQL store and the in-memory store, and compare."""
+"""What a user can see of a session, comparable across stores and backends."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from store import HistoryStore
-from store.memory import InMemoryHistoryStore
-
-Store = HistoryStore | InMemoryHistoryStore
+from store.contract import HistoryBackend
 
 
 def _event_view(event: Any, ids: dict[str, str]) -> Any:
@@ -17,7 +14,7 @@ def _event_view(event: Any, ids: dict[str, str]) -> Any:
     return data
 
 
-async def observed(store: Store, session_id: str) -> dict[str, Any]:
+async def observed(store: HistoryBackend, session_id: str) -> dict[str, Any]:
     """What a user can see of a session, with random ids and times left out."""
     events = await store.audit(session_id)
     ids = {e.id: f"event{n}" for n, e in enumerate(reversed(events))}

@@ -21,6 +21,7 @@ from store.sql.engine import (
     write_connection,
 )
 from strategies.messages import Message
+from tests.conformance.test_library_strategies import long_result_chat
 from tests.conftest import PgServer
 
 
@@ -126,3 +127,13 @@ async def test_driver_errors_are_translated(tmp_path: Path) -> None:
             await store.history("s")
         assert not isinstance(info.value, DBAPIError)
         assert isinstance(info.value.__cause__, DBAPIError)
+
+
+async def test_a_returned_view_translates_driver_errors(store: HistoryStore) -> None:
+    await store.append("s", long_result_chat())
+    view = await store.view("s")
+    async with store.engine.begin() as conn:
+        await conn.execute(text("ALTER TABLE chatledger_messages RENAME TO chatledger_gone"))
+    with pytest.raises(StoreError) as info:
+        await view.project()
+    assert info.value.__cause__ is not None

@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import event
 
 from store import HistoryStore
+from tests.conformance.test_compaction import _chat
 from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults
-from tests.memory.test_compaction import _chat
 
 FEW, MANY = 3, 60
 """Chats per session (each has six groups that may be excluded and one tool result)."""

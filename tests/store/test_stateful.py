@@ -7,7 +7,8 @@ compactions with random strategies (every strategy class with small parameters,
 pipelines, token budgets and a fake summarizer), restores by group and by event, pins,
 and reads (history, context with pending messages, excluded, why, stats, audit). After
 every step both stores must give the same answers (timestamps dropped, event ids mapped
-by order of creation) and DESIGN.md's invariants must hold on the store under test.
+by order of creation) and the invariants of ``docs/architecture.md`` must hold on the
+store under test.
 
 Each machine runs its own event loop and its own tenant (so examples never see each
 other's rows) and closes both in ``teardown``.
@@ -20,7 +21,6 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -57,7 +57,6 @@ from tests.strategies.invariants import assert_projection_invariants
 
 SESSION = "s"
 TOKENIZER = CharacterEstimatorTokenizer()
-SQL_METHODS = ("context", "compact", "audit", "excluded", "why", "stats", "restore", "pin")
 SETTINGS = settings(
     max_examples=40,
     stateful_step_count=20,
@@ -432,7 +431,7 @@ class StoreMachine(RuleBasedStateMachine):
 
     @invariant()
     def design_invariants(self) -> None:
-        """DESIGN.md's invariants on the store under test."""
+        """The invariants of ``docs/architecture.md`` on the store under test."""
         if not self.appended:
             return
         store = self.stores[0]
@@ -491,9 +490,6 @@ def test_memory_model_keeps_the_invariants() -> None:
 
 def test_sql_store_matches_memory_model(db_url: str) -> None:
     """The SQL store gives the in-memory model's answers and keeps every invariant."""
-    missing = [name for name in SQL_METHODS if not hasattr(HistoryStore, name)]
-    if missing:
-        pytest.skip(f"HistoryStore lacks issue #5's {', '.join(missing)} (being written)")
 
     async def open_sql(tenant: str) -> HistoryStore:
         return await HistoryStore.open(db_url, tenant=tenant, tokenizer=TOKENIZER)
@@ -504,8 +500,6 @@ def test_sql_store_matches_memory_model(db_url: str) -> None:
 async def test_reduced_version_keeps_its_marker(db_url: str) -> None:
     """Regression (found by the machine): the SQL store dropped the reduced version's
     metadata, so the reduction's marker was lost and the two stores disagreed."""
-    if not hasattr(HistoryStore, "compact"):
-        pytest.skip("HistoryStore lacks issue #5's compact (being written)")
     call = FunctionCallContent(call_id="c1", name="fetch")
     batch = [
         Message.text_message("user", "look it up", message_id="u1"),

@@ -15,8 +15,8 @@ from store.sql.mapping import message_from_row
 from store.sql.schema import GROUPS, MESSAGES
 from strategies.messages import Message
 from tests.conformance.test_append_read import every_content_message
+from tests.conformance.test_compaction import _chat
 from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults, SummarizeOldest
-from tests.memory.test_compaction import _chat
 
 
 def _stream(

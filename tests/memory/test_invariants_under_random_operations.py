@@ -1,4 +1,5 @@
-"""Generated conversations and random operations: DESIGN.md's invariants after every step."""
+"""Generated conversations and random operations on the in-memory store: the invariants of
+``docs/architecture.md`` after every step."""
 
 from __future__ import annotations
 

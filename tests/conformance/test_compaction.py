@@ -1,51 +1,22 @@
-"""Issue #5's compaction on write: exclusions, summaries, reductions, events, conflicts."""
+"""Compaction on write: exclusions, summaries, reductions, their events and the projection."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
 
+from store.contract import HistoryBackend
 from store.errors import InvalidInput
-from store.memory import InMemoryHistoryStore
 from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.messages import Message
-from strategies.view import View
 from tests.conformance.toy_strategies import (
     ExcludeOldest,
     Fixed,
-    Gated,
     ReduceResults,
     SummarizeOldest,
 )
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.strategies.invariants import assert_projection_invariants
-
-
-@dataclass
-class Interfering:
-    """Plans with ``inner``, then runs ``hook`` (a concurrent writer) before returning."""
-
-    inner: ExcludeOldest
-    hook: Callable[[], Awaitable[None]]
-    plans: int = 0
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def params(self) -> dict[str, Any]:
-        return self.inner.params()
-
-    async def plan(self, view: View) -> ChangeSet:
-        self.plans += 1
-        changes = await self.inner.plan(view)
-        await self.hook()
-        return changes
 
 
 def _chat(prefix: str = "") -> list[Message]:
@@ -62,11 +33,11 @@ def _chat(prefix: str = "") -> list[Message]:
     ]
 
 
-async def _ids(store: InMemoryHistoryStore, session: str = "s") -> list[str]:
+async def _ids(store: HistoryBackend, session: str = "s") -> list[str]:
     return [m.message_id for m in await store.context(session)]
 
 
-async def test_exclusion_event_counts_and_projection(store: InMemoryHistoryStore) -> None:
+async def test_exclusion_event_counts_and_projection(store: HistoryBackend) -> None:
     await store.append("s", _chat())
     before = await store.view("s")
     event = await store.compact("s", ExcludeOldest(2), phase="after_run")
@@ -91,7 +62,7 @@ async def test_exclusion_event_counts_and_projection(store: InMemoryHistoryStore
     assert len(await store.history("s", include_excluded=True)) == len(_chat())
 
 
-async def test_summary_takes_anchor_and_next_slot(store: InMemoryHistoryStore) -> None:
+async def test_summary_takes_anchor_and_next_slot(store: HistoryBackend) -> None:
     await store.append("s", _chat())
     event = await store.compact("s", SummarizeOldest(3))
     assert event is not None
@@ -117,7 +88,7 @@ async def test_summary_takes_anchor_and_next_slot(store: InMemoryHistoryStore) -
     assert view.group(second_id).order_key == (everything["u1"].anchor, 2)
 
 
-async def test_reductions_overlay_and_keep_original(store: InMemoryHistoryStore) -> None:
+async def test_reductions_overlay_and_keep_original(store: HistoryBackend) -> None:
     await store.append("s", _chat())
     event = await store.compact("s", ReduceResults())
     assert event is not None and event.reduced == ("group_a1",)
@@ -132,7 +103,7 @@ async def test_reductions_overlay_and_keep_original(store: InMemoryHistoryStore)
     assert await store.compact("s", ReduceResults()) is None  # idempotent
 
 
-async def test_empty_change_set_and_dry_run(store: InMemoryHistoryStore) -> None:
+async def test_empty_change_set_and_dry_run(store: HistoryBackend) -> None:
     await store.append("s", _chat())
     assert await store.compact("s", Fixed(ChangeSet())) is None
     planned = await store.compact("s", ExcludeOldest(1), dry_run=True)
@@ -142,7 +113,7 @@ async def test_empty_change_set_and_dry_run(store: InMemoryHistoryStore) -> None
         await store.compact("s", ExcludeOldest(1), phase="sometime")  # type: ignore[call-overload]
 
 
-async def test_unknown_and_stale_parts_are_skipped(store: InMemoryHistoryStore) -> None:
+async def test_unknown_and_stale_parts_are_skipped(store: HistoryBackend) -> None:
     await store.append("s", _chat())
     changes = ChangeSet(
         exclusions=(Exclusion("group_nope", "x"), Exclusion("group_u1", "x")),
@@ -154,7 +125,7 @@ async def test_unknown_and_stale_parts_are_skipped(store: InMemoryHistoryStore) 
 
 
 async def test_pinned_groups_are_never_excluded(
-    store: InMemoryHistoryStore, caplog: pytest.LogCaptureFixture
+    store: HistoryBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     await store.append("s", _chat())
     assert await store.pin("s", ["group_u1", "group_u1"]) == ["group_u1"]
@@ -182,7 +153,7 @@ async def test_pinned_groups_are_never_excluded(
 
 
 async def test_applied_events_are_logged(
-    store: InMemoryHistoryStore, caplog: pytest.LogCaptureFixture
+    store: HistoryBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     await store.append("s", _chat())
     with caplog.at_level(logging.INFO, logger="chatledger.store"):
@@ -194,7 +165,7 @@ async def test_applied_events_are_logged(
     assert f"tokens {event.tokens_before} -> {event.tokens_after}" in text
 
 
-async def test_summary_id_already_stored_gets_a_fresh_id(store: InMemoryHistoryStore) -> None:
+async def test_summary_id_already_stored_gets_a_fresh_id(store: HistoryBackend) -> None:
     await store.append("s", _chat())
     taken = Message.text_message("assistant", "sum", message_id="a3")
     changes = ChangeSet(summaries=(SummaryInsert(taken, ("group_u1", "group_a1")),))
@@ -208,117 +179,7 @@ async def test_summary_id_already_stored_gets_a_fresh_id(store: InMemoryHistoryS
     assert stored["a3"].message.text != "sum" and fresh.message.text == "sum"
 
 
-async def test_audit_filters(store: InMemoryHistoryStore) -> None:
-    await store.append("s", _chat())
-    await store.append("t", _chat("t"))
-    first = await store.compact("s", ExcludeOldest(1), phase="after_run")
-    second = await store.compact("s", ReduceResults())
-    third = await store.compact("t", ExcludeOldest(1))
-    assert first and second and third
-    assert [e.id for e in await store.audit("s")] == [second.id, first.id]
-    assert {e.id for e in await store.audit()} == {first.id, second.id, third.id}
-    assert [e.id for e in await store.audit(phase="after_run")] == [first.id]
-    assert [e.id for e in await store.audit(strategy="reduce_results")] == [second.id]
-    assert len(await store.audit(limit=1)) == 1
-    assert [e.id for e in await store.audit("s", since=second.created_at)] == [second.id]
-
-
-async def test_why_and_stats(store: InMemoryHistoryStore) -> None:
-    chat = [*_chat()[:5], assistant("late", call("cx", "never_answered")), *_chat()[5:]]
-    chat.append(tool("orphan", result("nobody", "?")))
-    await store.append("s", chat)
-    event = await store.compact("s", SummarizeOldest(2))
-    assert event is not None
-    summary_id = next(iter(event.summarized))
-    why = await store.why("s", "u1")
-    assert not why.in_context and why.reason == "summarized"
-    assert why.summary_group_id == summary_id and why.event_id == event.id
-    assert (await store.why("s", "a3")).in_context
-    assert (await store.why("s", "late")).reason == "stale_pending_call"
-    assert (await store.why("s", "orphan")).reason == "orphan_result"
-    with pytest.raises(InvalidInput):
-        await store.why("s", "missing")
-    stats = await store.stats("s")
-    view = await store.view("s")
-    assert stats.stored_messages == len(chat) + 1
-    assert (stats.active_messages, stats.active_groups, stats.active_tokens) == (
-        view.message_count,
-        view.group_count,
-        view.token_count,
-    )
-    assert stats.excluded_messages == view.excluded.messages
-    assert stats.events == 1
-
-
-async def test_conflict_recomputes_once(store: InMemoryHistoryStore) -> None:
-    await store.append("s", [user("u1", "a"), assistant("a1", call("c1", "f"))])
-    gated = Gated(ExcludeOldest(5))
-    task = asyncio.create_task(store.compact("s", gated))
-    await gated.entered.wait()
-    # meanwhile the result arrives: it joins the pending call's group, which changes
-    await store.append("s", [tool("t1", result("c1", "done")), user("u2", "next")])
-    gated.gate.set()
-    event = await task
-    assert gated.plans == 2 and event is not None
-    # the second plan saw the appended messages: u2 (newest user) stays, t1 went whole
-    assert set(event.excluded) == {"group_u1", "group_a1"}
-    assert await _ids(store) == ["u2"]
-
-
-async def test_conflict_twice_gives_up_with_a_warning(
-    store: InMemoryHistoryStore, caplog: pytest.LogCaptureFixture
-) -> None:
-    await store.append("s", _chat())
-    pinned: list[str] = []
-
-    async def pin_the_oldest() -> None:
-        # pin the group the plan excludes (the oldest not pinned yet): it changed
-        view = await store.view("s")
-        oldest = next(g.group_id for g in view.groups if g.kind != "system" and not g.pinned)
-        pinned.extend(await store.pin("s", [oldest]))
-
-    strategy = Interfering(ExcludeOldest(1), pin_the_oldest)
-    with caplog.at_level(logging.WARNING, logger="chatledger.store"):
-        event = await store.compact("s", strategy)
-    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
-    assert event.attempts == 2 and event.excluded == () and event.tokens_saved == 0
-    assert pinned == ["group_u1", "group_a1"]
-    assert "abandoned" in caplog.text
-    assert await store.audit("s") == [event] and await store.excluded("s") == []
-
-
-async def test_a_group_pinned_and_unpinned_meanwhile_is_unchanged(
-    store: InMemoryHistoryStore,
-) -> None:
-    """What a conflict compares is the group's state (messages, tokens, exclusion, pin,
-    pending calls), not how many writes touched it: back as it was, the plan applies."""
-    await store.append("s", _chat())
-
-    async def pin_and_unpin() -> None:
-        await store.pin("s", ["group_u1"])
-        await store.unpin("s", ["group_u1"])
-
-    strategy = Interfering(ExcludeOldest(1), pin_and_unpin)
-    event = await store.compact("s", strategy)
-    assert event is not None and strategy.plans == 1
-    assert event.excluded == ("group_u1",)
-
-
-async def test_appends_meanwhile_are_never_excluded(store: InMemoryHistoryStore) -> None:
-    await store.append("s", _chat())
-    gated = Gated(ExcludeOldest(3))
-    task = asyncio.create_task(store.compact("s", gated))
-    await gated.entered.wait()
-    await store.append("s", [user("u4", "new"), assistant("a4", "fresh")])
-    gated.gate.set()
-    event = await task
-    assert event is not None and gated.plans == 1  # untouched groups: applied as planned
-    sent = await _ids(store)
-    assert sent[-2:] == ["u4", "a4"]
-    assert_projection_invariants(await store.context("s"))
-
-
-async def test_a_late_result_joins_its_excluded_call_group(store: InMemoryHistoryStore) -> None:
+async def test_a_late_result_joins_its_excluded_call_group(store: HistoryBackend) -> None:
     await store.append("s", [user("u1", "a"), assistant("a1", call("c1", "f")), user("u2", "b")])
     event = await store.compact("s", ExcludeOldest(2))
     assert event is not None and event.excluded == ("group_u1", "group_a1")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from store.errors import InvalidInput
-from store.memory import InMemoryHistoryStore
+from store.contract import HistoryBackend
+from store.errors import InvalidInput, SessionNotFound
 from strategies.messages import Message
 from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.groups.conversations import assistant, call, result, system, tool, user
@@ -25,19 +25,19 @@ def _chat() -> list[Message]:
     ]
 
 
-async def _sent(store: InMemoryHistoryStore) -> list[str]:
+async def _sent(store: HistoryBackend) -> list[str]:
     messages = await store.context("s")
     assert_projection_invariants(messages)
     return [m.message_id for m in messages]
 
 
 @pytest.fixture
-async def chat_store(store: InMemoryHistoryStore) -> InMemoryHistoryStore:
+async def chat_store(store: HistoryBackend) -> HistoryBackend:
     await store.append("s", _chat())
     return store
 
 
-async def test_restore_groups_reincludes_and_pins(chat_store: InMemoryHistoryStore) -> None:
+async def test_restore_groups_reincludes_and_pins(chat_store: HistoryBackend) -> None:
     store = chat_store
     full = await _sent(store)
     excluded = await store.compact("s", ExcludeOldest(2))
@@ -56,7 +56,7 @@ async def test_restore_groups_reincludes_and_pins(chat_store: InMemoryHistorySto
 
 
 async def test_restore_event_undoes_exclusions_summaries_and_reductions(
-    chat_store: InMemoryHistoryStore,
+    chat_store: HistoryBackend,
 ) -> None:
     store = chat_store
     full = await _sent(store)
@@ -82,7 +82,7 @@ async def test_restore_event_undoes_exclusions_summaries_and_reductions(
 
 
 async def test_restoring_one_group_restores_its_summary_siblings(
-    chat_store: InMemoryHistoryStore,
+    chat_store: HistoryBackend,
 ) -> None:
     store = chat_store
     full = await _sent(store)
@@ -97,7 +97,7 @@ async def test_restoring_one_group_restores_its_summary_siblings(
     assert all(view.group(g).pinned for g in replaced)
 
 
-async def test_nested_summaries_restore_up_the_chain(chat_store: InMemoryHistoryStore) -> None:
+async def test_nested_summaries_restore_up_the_chain(chat_store: HistoryBackend) -> None:
     store = chat_store
     full = await _sent(store)
     inner = await store.compact("s", SummarizeOldest(2))
@@ -124,7 +124,7 @@ async def test_nested_summaries_restore_up_the_chain(chat_store: InMemoryHistory
 
 
 async def test_undoing_a_restore_of_nested_summaries_hides_what_they_replaced(
-    store: InMemoryHistoryStore,
+    store: HistoryBackend,
 ) -> None:
     """Found by the property test: restoring the inner summary's event, then undoing
     that restore, left the outer summary beside the inner one it replaced."""
@@ -146,7 +146,7 @@ async def test_undoing_a_restore_of_nested_summaries_hides_what_they_replaced(
 
 
 async def test_restoring_a_restore_brings_the_summary_back(
-    chat_store: InMemoryHistoryStore,
+    chat_store: HistoryBackend,
 ) -> None:
     store = chat_store
     event = await store.compact("s", SummarizeOldest(2))
@@ -162,7 +162,7 @@ async def test_restoring_a_restore_brings_the_summary_back(
     assert all(excluded[g].summary_group_id == summary_id for g in event.summarized[summary_id])
 
 
-async def test_restore_arguments_are_checked(chat_store: InMemoryHistoryStore) -> None:
+async def test_restore_arguments_are_checked(chat_store: HistoryBackend) -> None:
     store = chat_store
     with pytest.raises(InvalidInput):
         await store.restore("s")
@@ -174,7 +174,7 @@ async def test_restore_arguments_are_checked(chat_store: InMemoryHistoryStore) -
         await store.restore("s", event_id="evt_nope")
 
 
-async def test_every_restore_is_audited(chat_store: InMemoryHistoryStore) -> None:
+async def test_every_restore_is_audited(chat_store: HistoryBackend) -> None:
     store = chat_store
     event = await store.compact("s", ExcludeOldest(3))
     assert event is not None
@@ -184,3 +184,20 @@ async def test_every_restore_is_audited(chat_store: InMemoryHistoryStore) -> Non
     assert undo.params == {"event_id": event.id}
     stats = await store.stats("s")
     assert stats.active_messages == stats.stored_messages and stats.events == 2
+
+
+async def test_pin_and_unpin(store: HistoryBackend) -> None:
+    await store.append("s", _chat())
+    first = (await store.view("s")).groups[1].group_id
+    assert await store.pin("s", [first, first]) == [first]
+    assert await store.pin("s", [first]) == []
+    assert (await store.view("s")).groups[1].pinned
+    event = await store.compact("s", ExcludeOldest(1))
+    assert event is not None and first not in event.excluded
+    assert await store.unpin("s", [first]) == [first]
+    with pytest.raises(InvalidInput):
+        await store.pin("s", ["nope"])
+    with pytest.raises(SessionNotFound):
+        await store.pin("missing", [first])
+    with pytest.raises(InvalidInput):
+        await store.restore("s", event_id="evt_unknown")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from store.contract import HistoryBackend
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework
-from store.memory import InMemoryHistoryStore
 from strategies.messages import Message
 from tests.groups.conversations import assistant, call, result, tool, user
 from tests.strategies.invariants import assert_projection_invariants
@@ -42,7 +42,7 @@ def _reference_history() -> list[dict[str, Any]]:
     return [m.to_dict() for m in messages]
 
 
-async def test_reference_compaction_is_imported(store: InMemoryHistoryStore) -> None:
+async def test_reference_compaction_is_imported(store: HistoryBackend) -> None:
     dicts = await asyncio.to_thread(_reference_history)
     converted = from_agent_framework(dicts)
     sent_by_reference = [
@@ -76,7 +76,7 @@ async def test_reference_compaction_is_imported(store: InMemoryHistoryStore) -> 
     }
 
 
-async def test_plain_exclusions_exclude_whole_groups(store: InMemoryHistoryStore) -> None:
+async def test_plain_exclusions_exclude_whole_groups(store: HistoryBackend) -> None:
     messages = [
         _annotated(user("u1", "old"), _excluded=True, _exclude_reason="truncation"),
         _annotated(assistant("a1", call("c1", "f")), _excluded=True),
@@ -91,7 +91,7 @@ async def test_plain_exclusions_exclude_whole_groups(store: InMemoryHistoryStore
     assert [m.message_id for m in await store.context("s")] == ["u2"]
 
 
-async def test_nested_summaries_by_group_and_back_link(store: InMemoryHistoryStore) -> None:
+async def test_nested_summaries_by_group_and_back_link(store: HistoryBackend) -> None:
     messages = [
         _annotated(
             assistant("s1", "summary of the start"),
@@ -119,7 +119,7 @@ async def test_nested_summaries_by_group_and_back_link(store: InMemoryHistorySto
     assert why.summary_group_id == "group_s1" and not why.in_context
 
 
-async def test_unresolvable_summary_is_stored_as_a_message(store: InMemoryHistoryStore) -> None:
+async def test_unresolvable_summary_is_stored_as_a_message(store: HistoryBackend) -> None:
     messages = [
         _annotated(assistant("s1", "summary"), _group={"_summary_of_message_ids": ["gone"]}),
         user("u1", "hi"),
@@ -129,7 +129,7 @@ async def test_unresolvable_summary_is_stored_as_a_message(store: InMemoryHistor
     assert [m.message_id for m in await store.context("s")] == ["s1", "u1"]
 
 
-async def test_messages_without_annotations_are_appended(store: InMemoryHistoryStore) -> None:
+async def test_messages_without_annotations_are_appended(store: HistoryBackend) -> None:
     imported = await store.import_messages("s", [user("u1", "hi")], source="openai_jsonl")
     assert imported.event is None
     (stored,) = await store.history("s")

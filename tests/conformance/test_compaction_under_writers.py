@@ -1,42 +1,39 @@
 """Compaction on write while other writers append: nothing lost, nothing excluded stale.
 
 Slow compactions (a fake summarizer with a delay, and a truncation whose planning
-sleeps after taking its snapshot) run while writer tasks, and a writer process, append
-rounds to the same session. Afterwards: every appended message is stored once, in its
-writer's order, with gapless ``seq``; every exclusion comes from an audited event whose
-snapshot held the excluded group (so nothing appended after a snapshot was excluded by
-that snapshot's change set); the audit, ``excluded()`` and ``stats()`` agree.
+sleeps after taking its snapshot) run while writer tasks append rounds to the same
+session (on SQL, a writer process too: ``tests/store/test_compaction_with_a_writer_process``).
+Afterwards: every appended message is stored once, in its writer's order, with gapless
+``seq``; every exclusion comes from an audited event whose snapshot held the excluded
+group (so nothing appended after a snapshot was excluded by that snapshot's change
+set); the audit, ``excluded()`` and ``stats()`` agree.
 """
 
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from store import HistoryStore
-from store.memory import InMemoryHistoryStore
+from store.contract import HistoryBackend
 from store.models import CompactionEvent
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import FakeSummarizer
-from strategies.tokenizers import CharacterEstimatorTokenizer
 from strategies.truncation import TruncationStrategy
 from strategies.view import View
-from tests.store.writer import round_messages, run
+from tests.store.writer import round_messages
 
 SESSION = "s"
 TASK_WRITERS = ["w0", "w1", "w2"]
 PROCESS_WRITER = "p0"
 ROUNDS = 5
 COMPACTIONS = 4
-SQL_METHODS = ("compact", "audit", "excluded", "stats")
 
 
 class Snapshotting:
@@ -74,7 +71,7 @@ class Interfering(Snapshotting):
     """Appends a late result and a new request between its first ``times`` snapshots and
     their plans, so that those change sets are stale when the store applies them."""
 
-    def __init__(self, inner: CompactionStrategy, store: Any, *, times: int) -> None:
+    def __init__(self, inner: CompactionStrategy, store: HistoryBackend, *, times: int) -> None:
         super().__init__(inner)
         self.store = store
         self.times = times
@@ -118,7 +115,7 @@ def truncation() -> Snapshotting:
     return Snapshotting(TruncationStrategy(max_n=6, compact_to=3), delay=0.02)
 
 
-async def write(store: Any, writer: str) -> None:
+async def write(store: HistoryBackend, writer: str) -> None:
     """Append ``ROUNDS`` rounds as ``writer``, yielding between appends."""
     for index in range(ROUNDS):
         for batch in round_messages(writer, index):
@@ -126,14 +123,16 @@ async def write(store: Any, writer: str) -> None:
             await asyncio.sleep(0)
 
 
-async def compact(store: Any, make: Any, applied: Applied) -> None:
+async def compact(store: HistoryBackend, make: Any, applied: Applied) -> None:
     """Run ``COMPACTIONS`` compactions one after the other."""
     for _ in range(COMPACTIONS):
         strategy = make()
         applied.add(await store.compact(SESSION, strategy, phase="after_run"), strategy)
 
 
-async def exercise(store: Any, settle: Callable[[], Awaitable[None]] | None = None) -> Applied:
+async def exercise(
+    store: HistoryBackend, settle: Callable[[], Awaitable[None]] | None = None
+) -> Applied:
     """Seed the session, then compact twice over while the writer tasks append.
 
     ``settle`` waits for other writers (a process) before the last, undisturbed compaction.
@@ -157,7 +156,7 @@ async def exercise(store: Any, settle: Callable[[], Awaitable[None]] | None = No
     return applied
 
 
-async def check(store: Any, applied: Applied, writers: list[str]) -> None:
+async def check(store: HistoryBackend, applied: Applied, writers: list[str]) -> None:
     """Nothing lost or duplicated; every exclusion is audited and came from a snapshot."""
     stored = await store.history(SESSION, include_excluded=True)
     assert [m.seq for m in stored] == list(range(1, len(stored) + 1)), "seq has gaps"
@@ -187,7 +186,9 @@ async def check(store: Any, applied: Applied, writers: list[str]) -> None:
     await check_views(store, stored, events)
 
 
-async def check_views(store: Any, stored: list[Any], events: list[CompactionEvent]) -> None:
+async def check_views(
+    store: HistoryBackend, stored: list[Any], events: list[CompactionEvent]
+) -> None:
     """``excluded()`` and ``stats()`` agree with the stored rows and the audit."""
     by_event = {e.id: e for e in events}
     excluded_groups = {m.group_id for m in stored if m.excluded}
@@ -204,50 +205,6 @@ async def check_views(store: Any, stored: list[Any], events: list[CompactionEven
     assert stats.events == len(events)
 
 
-@pytest.fixture
-async def compacting_store(store: HistoryStore) -> AsyncIterator[HistoryStore]:
-    """The SQL store, once issue #5's methods exist."""
-    missing = [name for name in SQL_METHODS if not hasattr(store, name)]
-    if missing:
-        pytest.skip(f"HistoryStore lacks issue #5's {', '.join(missing)} (being written)")
-    yield store
-
-
-async def test_memory_store_compacts_under_concurrent_appends() -> None:
-    """The in-memory model under the same load (task writers only)."""
-    store = InMemoryHistoryStore(tokenizer=CharacterEstimatorTokenizer())
-    applied = await exercise(store)
-    await check(store, applied, ["seed", *TASK_WRITERS, "tail"])
-
-
-async def test_sql_store_compacts_under_concurrent_appends(
-    compacting_store: HistoryStore,
-) -> None:
-    """Task writers on the store's engine while compactions plan slowly."""
-    applied = await exercise(compacting_store)
-    await check(compacting_store, applied, ["seed", *TASK_WRITERS, "tail"])
-
-
-async def test_sql_store_compacts_while_a_process_appends(
-    compacting_store: HistoryStore, db_url: str
-) -> None:
-    """A writer process appends to the session too, through its own engine."""
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["tests.store.writer"])
-    proc = context.Process(target=run, args=(db_url, SESSION, PROCESS_WRITER, ROUNDS))
-
-    async def settle() -> None:
-        await asyncio.to_thread(proc.join, 120)
-        assert proc.exitcode == 0
-
-    proc.start()
-    try:
-        applied = await exercise(compacting_store, settle)
-    finally:
-        await asyncio.to_thread(proc.join, 120)
-    await check(compacting_store, applied, ["seed", PROCESS_WRITER, *TASK_WRITERS, "tail"])
-
-
 def stale_seed() -> list[Message]:
     """A session whose oldest groups include two calls still waiting for their results."""
     out: list[Message] = []
@@ -261,7 +218,7 @@ def stale_seed() -> list[Message]:
     return out
 
 
-async def stale_plan(store: Any, times: int) -> None:
+async def stale_plan(store: HistoryBackend, times: int) -> None:
     """A truncation whose plan goes stale ``times`` times: a late result joins a group it
     excludes. Once stale, the store plans again; twice stale, it applies nothing."""
     await store.append(SESSION, stale_seed())
@@ -281,15 +238,13 @@ async def stale_plan(store: Any, times: int) -> None:
     assert {m.excluded_event_id for m in stored if m.excluded} == {event.id}
 
 
-@pytest.mark.parametrize("times", [1, 2])
-async def test_memory_store_never_applies_a_stale_plan(times: int) -> None:
-    """The in-memory model redoes a stale plan once, then gives up."""
-    await stale_plan(InMemoryHistoryStore(tokenizer=CharacterEstimatorTokenizer()), times)
+async def test_compacts_under_concurrent_appends(store: HistoryBackend) -> None:
+    """Task writers on the store while compactions plan slowly."""
+    applied = await exercise(store)
+    await check(store, applied, ["seed", *TASK_WRITERS, "tail"])
 
 
 @pytest.mark.parametrize("times", [1, 2])
-async def test_sql_store_never_applies_a_stale_plan(
-    compacting_store: HistoryStore, times: int
-) -> None:
-    """The SQL store redoes a stale plan once, then gives up."""
-    await stale_plan(compacting_store, times)
+async def test_never_applies_a_stale_plan(store: HistoryBackend, times: int) -> None:
+    """A stale plan is redone once; stale twice, nothing is applied."""
+    await stale_plan(store, times)
