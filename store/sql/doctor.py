@@ -12,9 +12,11 @@ check                     what it finds                                         
 ``orphan_result``         a tool result whose call was never stored                  no
 ``stale_call``            a call left unanswered before a later user message         no
 ``duplicate_call_id``     a call id declared by more than one call of the session    no
-``audit_mismatch``        a group's messages whose exclusion flags disagree with     yes
-                          the group's; an event link or exclusion naming a group or
-                          an event that does not exist
+``audit_mismatch``        a group's messages whose exclusion flags disagree with     flags
+                          the group's (fixed); a group included although the last
+                          event that touched it excluded or summarized it; an event
+                          link or exclusion naming a group or an event that does not
+                          exist (reported)
 ``totals_mismatch``       group or session totals (messages, groups, tokens, the     yes
                           next ``seq``, the event count) that disagree with the rows
 ========================  =========================================================  ========
@@ -95,6 +97,8 @@ QUARANTINE_KEY = "chatledger_quarantine"
 """The metadata key of a quarantined row's placeholder: ``{"event_id": ...}``."""
 
 _PAGE = 500
+_EXCLUDING = ("excluded", "summarized")
+"""Event actions after which a group stays excluded until a later event says otherwise."""
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -301,10 +305,12 @@ def _check_groups(scan: _Scan, groups: dict[str, _Group], events: set[str]) -> N
 async def _check_events(conn: AsyncConnection, scan: _Scan, groups: dict[str, _Group]) -> set[str]:
     s = scan.session
     keys = (EVENTS.c.tenant == s["tenant"], EVENTS.c.session_id == s["session_id"])
-    events = set((await conn.execute(select(EVENTS.c.event_id).where(*keys))).scalars())
+    query = select(EVENTS.c.event_id, EVENTS.c.number).where(*keys)
+    numbers: dict[str, int] = {row[0]: row[1] for row in await conn.execute(query)}
     links = select(EVENT_GROUPS.c.event_id, EVENT_GROUPS.c.group_id, EVENT_GROUPS.c.action).where(
         EVENT_GROUPS.c.tenant == s["tenant"], EVENT_GROUPS.c.session_id == s["session_id"]
     )
+    latest: dict[str, tuple[int, str, str]] = {}
     for event_id, group_id, action in await conn.execute(links):
         if group_id not in groups:
             scan.add(
@@ -313,7 +319,20 @@ async def _check_events(conn: AsyncConnection, scan: _Scan, groups: dict[str, _G
                 fixable=False,
                 group_id=group_id,
             )
-    return events
+            continue
+        entry = (numbers.get(event_id, 0), action, event_id)
+        if group_id not in latest or entry[0] > latest[group_id][0]:
+            latest[group_id] = entry
+    for group_id, (_, action, event_id) in latest.items():
+        if action in _EXCLUDING and not groups[group_id].row["excluded"]:
+            scan.add(
+                "audit_mismatch",
+                f"the audit's last word on group {group_id!r} is that event {event_id!r} "
+                f"{action} it, but the group is included",
+                fixable=False,
+                group_id=group_id,
+            )
+    return set(numbers)
 
 
 def _check_totals(scan: _Scan, groups: dict[str, _Group], rows: _Rows, events: int) -> None:

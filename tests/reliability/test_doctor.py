@@ -162,6 +162,29 @@ async def test_totals_and_flags_are_repaired(store: HistoryStore) -> None:
     assert (await store.history("s"))[-1].message_id == "u4"
 
 
+async def test_an_audit_that_disagrees_with_the_flags_is_reported(store: HistoryStore) -> None:
+    await _compacted(store)
+    event = await store.compact("s", ExcludeOldest(1))
+    assert event is not None
+    (group_id,) = event.excluded
+    await _sql(
+        store,
+        "UPDATE chatledger_groups SET excluded = false, excluded_reason = NULL, "
+        "excluded_event_id = NULL WHERE group_id = :g",
+        g=group_id,
+    )
+    await _sql(
+        store,
+        "UPDATE chatledger_messages SET excluded = false, excluded_reason = NULL, "
+        "excluded_event_id = NULL WHERE group_id = :g",
+        g=group_id,
+    )
+    report = await store.doctor("s", fix=True)
+    (finding,) = [f for f in report.findings if f.check == "audit_mismatch"]
+    assert finding.group_id == group_id and event.id in finding.detail
+    assert not finding.fixable and not report.healthy
+
+
 async def test_doctor_names_a_missing_session(store: HistoryStore) -> None:
     with pytest.raises(SessionNotFound):
         await store.doctor("missing")
