@@ -185,6 +185,22 @@ async def test_an_audit_that_disagrees_with_the_flags_is_reported(store: History
     assert not finding.fixable and not report.healthy
 
 
+async def test_session_metadata_that_does_not_parse_is_quarantined(store: HistoryStore) -> None:
+    await store.append("s", _chat())
+    await store.set_metadata("s", {"owner": "ops"})
+    bad = "[1, 2]" if store.engine.dialect.name != "sqlite" else "{not json"
+    await _sql(store, "UPDATE chatledger_sessions SET metadata = :m", m=bad)
+    found = await store.doctor("s")
+    (finding,) = found.findings
+    assert finding.check == "unparsable_row" and finding.fixable and finding.seq is None
+    fixed = await store.doctor("s", fix=True)
+    assert fixed.healthy
+    assert await store.get_metadata("s") == {}
+    (event,) = await store.audit("s")
+    assert json.loads(event.params["session_metadata"]["metadata"]) == bad
+    assert len(await store.history("s")) == len(_chat())
+
+
 async def test_doctor_names_a_missing_session(store: HistoryStore) -> None:
     with pytest.raises(SessionNotFound):
         await store.doctor("missing")
