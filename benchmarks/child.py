@@ -6,6 +6,13 @@ JSON object: ``{"status": "ok", "metrics": {...}}``, ``{"status": "skipped", "re
 ``ru_maxrss``. Generating messages and converting them to a system's native objects
 happen outside the timed sections. A child with a ``source`` (a ``--baseline`` system)
 measures nothing unless ``store`` and ``strategies`` were imported from there.
+
+The workloads of scale: ``many_sessions`` runs one session's turns, its projection,
+``sessions()`` paging and the view cache's bound in a database of ``size`` sessions
+(built by ``build_sessions``); ``many_writers`` and ``shared_session`` start ``size``
+``writer`` children, on their own sessions or all on one, released together once each
+has opened its store; ``deferred_compaction`` times a provider's turns with a slow
+summarizer, compaction inline and deferred.
 """
 
 from __future__ import annotations
@@ -14,17 +21,18 @@ import asyncio
 import json
 import resource
 import statistics
+import subprocess
 import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from itertools import islice
 from typing import Any
 
 from benchmarks.baseline import imported_elsewhere
-from benchmarks.generator import ChatDict, ConversationGenerator
-from benchmarks.peers import System, Target, load_system
+from benchmarks.generator import ChatDict, ConversationGenerator, Dataset
+from benchmarks.peers import SESSION_ID, System, Target, load_system
 from benchmarks.tokenizing import CountingTokenizer, TokenCounter, Unavailable, load_tiktoken
 
 __all__ = ["ChildSpec", "main", "run_spec"]
@@ -48,6 +56,20 @@ class ChildSpec:
     source: str = ""
     """The worktree ``store`` and ``strategies`` must come from ('': wherever Python finds
     them, the working tree)."""
+    dataset: str = "mixed"
+    """The generator's data set (:data:`benchmarks.generator.DATASETS`)."""
+    start: int = 0
+    """``build_sessions``: sessions the database holds already."""
+    probe: int = 1_000
+    """``build_sessions``: messages of the measured session."""
+    filler: int = 20
+    """``build_sessions``: short messages of every other session."""
+    delay: float = 2.0
+    """``deferred_compaction``: seconds the summarizer takes."""
+    index: int = 0
+    """``writer``: which writer this is."""
+    session_id: str = ""
+    """``writer``: the session written ('': the writer's own)."""
 
     def target(self) -> Target:
         """The storage target."""
@@ -58,8 +80,12 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def _dataset(spec: ChildSpec) -> Dataset:
+    return spec.dataset  # type: ignore[return-value]  # checked by the generator
+
+
 def _batches(spec: ChildSpec) -> Iterator[list[ChatDict]]:
-    stream = ConversationGenerator(spec.seed).chat_dicts(spec.size)
+    stream = ConversationGenerator(spec.seed, dataset=_dataset(spec)).chat_dicts(spec.size)
     while batch := list(islice(stream, spec.batch)):
         yield batch
 
@@ -164,6 +190,11 @@ async def _repeat(system: System, spec: ChildSpec, call: Callable[[], Awaitable[
     return {"seconds": statistics.median(samples), "messages": count, "peak_rss_mb": _rss_mb()}
 
 
+def _percentile(samples: list[float], fraction: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
+
+
 async def _projection(system: System, spec: ChildSpec) -> Metrics:
     return await _repeat(system, spec, system.context)
 
@@ -214,13 +245,216 @@ async def _token_counting(system: System, spec: ChildSpec) -> Metrics:
     return metrics
 
 
+def _filler_id(index: int) -> str:
+    return f"s{index:07d}"
+
+
+async def _build_sessions(system: System, spec: ChildSpec) -> Metrics:
+    """Grow a database of ``spec.start`` sessions to ``spec.size``: the measured session
+    (``spec.probe`` messages, settled) first, then sessions of ``spec.filler`` short
+    messages, each one ``append`` (one transaction), as a fleet of agents fills it."""
+    start = time.perf_counter()
+    if spec.start == 0:
+        await _build(system, replace(spec, size=spec.probe))
+    await system.open(create=False)
+    try:
+        store = system.store  # type: ignore[attr-defined]
+        for index in range(max(spec.start, 1), spec.size):
+            generator = ConversationGenerator(spec.seed + index, dataset="short")
+            batch = system.prepare(list(generator.chat_dicts(spec.filler)))
+            await store.append(_filler_id(index), batch)
+    finally:
+        await system.close()
+    return {"seconds": time.perf_counter() - start}
+
+
+async def _timed(call: Callable[[], Awaitable[Any]], repeats: int) -> float:
+    await call()  # warm-up, not timed
+    samples: list[float] = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+async def _many_sessions(system: System, spec: ChildSpec) -> Metrics:
+    """The measured session's turns and projection, ``sessions()`` pages, and the view
+    cache's size while the store projects up to 2,000 other sessions."""
+    turns = [system.prepare(t) for t in _turns(spec, spec.turns + 1)]
+    await system.open(create=False)
+    try:
+        store = system.store  # type: ignore[attr-defined]
+        await _turn(system, turns[0])  # warm-up, not timed
+        samples: list[float] = []
+        for native in turns[1:]:
+            start = time.perf_counter()
+            await _turn(system, native)
+            samples.append(time.perf_counter() - start)
+        metrics: Metrics = {"per_turn_s": statistics.median(samples)}
+        metrics["projection_s"] = await _timed(system.context, spec.repeats)
+        deep = _filler_id(max(1, spec.size * 9 // 10))
+        pages: dict[str, Callable[[], Awaitable[Any]]] = {
+            "page_first_s": lambda: store.sessions(limit=100),
+            "page_deep_s": lambda: store.sessions(limit=100, after=deep),
+            "page_recent_s": lambda: store.sessions(limit=100, order="updated"),
+        }
+        for name, call in pages.items():
+            metrics[name] = await _timed(call, spec.repeats)
+        cache = store._cache  # the bound is the cache's own; no public view of its size
+        largest = cache.size
+        for index in range(1, min(spec.size, 2_001)):
+            await store.context(_filler_id(index))
+            largest = max(largest, cache.size)
+        metrics.update(
+            cache_max_messages=largest,
+            cache_bound=cache._max,
+            cache_within_bound=float(largest <= cache._max),
+        )
+    finally:
+        await system.close()
+    metrics["peak_rss_mb"] = _rss_mb()
+    return metrics
+
+
+async def _writer(system: System, spec: ChildSpec) -> Metrics:
+    """One writer process: a warm-up turn, then (once the parent says go) ``spec.turns``
+    turns, each timed; an error is counted and the writer goes on."""
+    system.session_id = spec.session_id or f"writer-{spec.index}"
+    generator = ConversationGenerator(spec.seed + spec.index, id_prefix=f"w{spec.index}")
+    turns = [system.prepare(t) for t in islice(generator.turns(), spec.turns + 1)]
+    await system.open(create=False)
+    errors = 0
+    first_error = ""
+    samples: list[float] = []
+    try:
+        await _turn(system, turns[0])
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent's go: every writer starts together
+        began = time.time()
+        for native in turns[1:]:
+            start = time.perf_counter()
+            try:
+                await _turn(system, native)
+            except Exception as exc:  # counted and reported: the workload expects none
+                errors += 1
+                first_error = first_error or f"{type(exc).__name__}: {exc}"
+            samples.append(time.perf_counter() - start)
+        ended = time.time()
+    finally:
+        await system.close()
+    if first_error:
+        print(first_error, file=sys.stderr)
+    return {"began": began, "ended": ended, "errors": errors, "latencies": samples}  # type: ignore[dict-item]
+
+
+def _writers(spec: ChildSpec, *, shared: bool) -> Metrics:
+    """Start ``spec.size`` writers, release them together, and add up what they did."""
+    children: list[subprocess.Popen[str]] = []
+    for index in range(spec.size):
+        writer = replace(
+            spec, workload="writer", index=index, session_id=SESSION_ID if shared else ""
+        )
+        command = [sys.executable, "-m", "benchmarks.child", json.dumps(asdict(writer))]
+        children.append(
+            subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        )
+    try:
+        for child in children:  # each has opened its store and run one turn
+            assert child.stdin is not None and child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError("a writer ended before it was ready")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.flush()
+        answers = []
+        for child in children:
+            out, _ = child.communicate()
+            answers.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+    failed = [a for a in answers if a["status"] != "ok"]
+    if failed:
+        raise RuntimeError(f"a writer failed: {failed[0].get('reason')}")
+    done = [a["metrics"] for a in answers]
+    latencies = [x for d in done for x in d["latencies"]]
+    wall = max(d["ended"] for d in done) - min(d["began"] for d in done)
+    return {
+        "turns_per_s": len(latencies) / wall,
+        "p50_s": _percentile(latencies, 0.5),
+        "p99_s": _percentile(latencies, 0.99),
+        "errors": sum(d["errors"] for d in done),
+        "turns": len(latencies),
+    }
+
+
+async def _many_writers(system: System, spec: ChildSpec) -> Metrics:
+    await system.open(create=True)  # the schema, made once before the writers start
+    await system.close()
+    return await asyncio.to_thread(_writers, spec, shared=False)
+
+
+async def _shared_session(system: System, spec: ChildSpec) -> Metrics:
+    await system.open(create=True)
+    await system.close()
+    return await asyncio.to_thread(_writers, spec, shared=True)
+
+
+async def _deferred_compaction(system: System, spec: ChildSpec) -> Metrics:
+    """A provider's ``save_turn`` with a summarizer that takes ``spec.delay`` seconds and
+    summarizes after every turn: compaction inline, then deferred (its own session);
+    ``flush_s`` is what the deferred mode's ``aclose`` waited for."""
+    from store.provider import TwoPhaseProvider
+    from strategies.summarization import SummarizationStrategy
+    from strategies.summarizers import FakeSummarizer
+
+    await system.open(create=True)
+    store = system.store  # type: ignore[attr-defined]
+    metrics: Metrics = {}
+    try:
+        for mode in ("inline", "deferred"):
+            strategy = SummarizationStrategy(
+                client=FakeSummarizer(delay=spec.delay),
+                target_count=2,
+                threshold=0,
+                tokenizer=store.tokenizer,
+            )
+            provider = TwoPhaseProvider(store, after_strategy=strategy, compaction=mode)
+            session = f"deferred-{mode}"
+            samples: list[float] = []
+            for turn in _turns(replace(spec, seed=spec.seed + len(mode)), spec.size):
+                native = system.prepare(turn)
+                start = time.perf_counter()
+                await provider.save_turn(session, native, end_of_turn=True, existing=())
+                samples.append(time.perf_counter() - start)
+            start = time.perf_counter()
+            await provider.aclose()
+            metrics[f"{mode}_turn_s"] = statistics.median(samples)
+            metrics[f"{mode}_max_s"] = max(samples)
+            metrics[f"{mode}_flush_s"] = time.perf_counter() - start
+            metrics[f"{mode}_compactions"] = len(await store.audit(session))
+    finally:
+        await system.close()
+    return metrics
+
+
 WORKLOADS: dict[str, Callable[[System, ChildSpec], Awaitable[Metrics]]] = {
     "build": _build,
     "bulk_import": _bulk_import,
     "per_turn": _per_turn,
     "projection": _projection,
     "full_read": _full_read,
+    "full_read_tools": _full_read,
     "token_counting": _token_counting,
+    "build_sessions": _build_sessions,
+    "many_sessions": _many_sessions,
+    "writer": _writer,
+    "many_writers": _many_writers,
+    "shared_session": _shared_session,
+    "deferred_compaction": _deferred_compaction,
 }
 
 

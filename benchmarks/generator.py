@@ -18,7 +18,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 
 from strategies.messages import (
     Content,
@@ -29,8 +29,10 @@ from strategies.messages import (
 )
 
 __all__ = [
+    "DATASETS",
     "ChatDict",
     "ConversationGenerator",
+    "Dataset",
     "message_size",
     "model_text",
     "to_message",
@@ -38,6 +40,10 @@ __all__ = [
 
 ChatDict = dict[str, Any]
 """A message in the OpenAI chat-completions format."""
+
+Dataset = Literal["mixed", "tools", "short"]
+"""Which conversations a generator produces (see the module docstring)."""
+DATASETS: tuple[Dataset, ...] = get_args(Dataset)
 
 _EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -82,8 +88,13 @@ class ConversationGenerator:
     collide within one session.
     """
 
-    def __init__(self, seed: int, *, id_prefix: str | None = None) -> None:
+    def __init__(
+        self, seed: int, *, id_prefix: str | None = None, dataset: Dataset = "mixed"
+    ) -> None:
+        if dataset not in DATASETS:
+            raise ValueError(f"unknown data set {dataset!r}: one of {', '.join(DATASETS)}")
         self.seed = seed
+        self.dataset = dataset
         self.id_prefix = id_prefix if id_prefix is not None else f"s{seed}"
         self._rng = random.Random(seed)
         self._index = 0
@@ -127,7 +138,13 @@ class ConversationGenerator:
 
     def _plan(self, limit: int | None) -> _TurnPlan:
         rng = self._rng
-        rounds = [rng.choices((1, 2, 3), weights=(6, 3, 1))[0] for _ in range(rng.randint(0, 2))]
+        if self.dataset == "tools":
+            rounds = [2]
+        elif self.dataset == "short":
+            rounds = []
+        else:
+            count = rng.randint(0, 2)
+            rounds = [rng.choices((1, 2, 3), weights=(6, 3, 1))[0] for _ in range(count)]
         plan = _TurnPlan(rounds)
         if limit is None:
             return plan
@@ -156,15 +173,18 @@ class ConversationGenerator:
         return " ".join(parts)[:chars]
 
     def _system(self) -> ChatDict:
-        text = "You are a careful operations assistant. " + self._words(_SYSTEM_PROMPT_WORDS)
+        words = 12 if self.dataset == "short" else _SYSTEM_PROMPT_WORDS
+        text = "You are a careful operations assistant. " + self._words(words)
         return {"role": "system", "content": text, **self._next_meta()}
 
     def _user(self) -> ChatDict:
-        text = self._paragraphs(self._rng.randint(80, 1100))
+        low, high = (60, 140) if self.dataset == "short" else (80, 1100)
+        text = self._paragraphs(self._rng.randint(low, high))
         return {"role": "user", "content": text, **self._next_meta()}
 
     def _assistant_text(self) -> ChatDict:
-        text = self._paragraphs(self._rng.randint(200, 2100))
+        low, high = (60, 140) if self.dataset == "short" else (200, 2100)
+        text = self._paragraphs(self._rng.randint(low, high))
         return {"role": "assistant", "content": text, **self._next_meta()}
 
     def _tool_round(self, calls: int) -> list[ChatDict]:
@@ -192,8 +212,10 @@ class ConversationGenerator:
         return [call_message, *results]
 
     def _tool_result(self, call_id: str) -> ChatDict:
-        # log-uniform between 200 and 4,000 characters: many short results, a few long
-        length = round(200 * 20 ** self._rng.random())
+        if self.dataset == "tools":  # uniform between 1 and 2 kB
+            length = self._rng.randint(1_000, 2_000)
+        else:  # log-uniform between 200 and 4,000 characters: many short, a few long
+            length = round(200 * 20 ** self._rng.random())
         return {
             "role": "tool",
             "tool_call_id": call_id,

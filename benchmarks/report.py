@@ -22,7 +22,7 @@ from benchmarks.peers import spec_for
 from benchmarks.runner import Case, CaseResult, Config
 from benchmarks.stats import Summary, summarize
 
-__all__ = ["TABLES", "build_report", "write_report"]
+__all__ = ["SCALE_TABLES", "TABLES", "build_report", "write_report"]
 
 # workload -> (metric, label, unit scale, unit)
 TABLES: dict[str, tuple[str, str, float, str]] = {
@@ -30,11 +30,73 @@ TABLES: dict[str, tuple[str, str, float, str]] = {
     "bulk_import": ("msgs_per_s", "Bulk import throughput (higher is better)", 1.0, "msg/s"),
     "projection": ("seconds", "Projection latency (next request context)", 1e3, "ms"),
     "full_read": ("seconds", "Full read of the stored history", 1e3, "ms"),
+    "full_read_tools": (
+        "seconds",
+        "Full read, tool-heavy data set (five-message turns, tool results of 1 to 2 kB)",
+        1e3,
+        "ms",
+    ),
     "build": (
         "seconds",
         "Template build (once per size; load only, settling reported in the JSON)",
         1.0,
         "s",
+    ),
+}
+
+
+# workload -> (title, what the size counts, [(metric, column, scale)])
+SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
+    "many_sessions": (
+        "Many sessions: one session of 1,000 messages in a database of N sessions "
+        "(20 short messages each); growth against the smallest database",
+        "sessions",
+        [
+            ("per_turn_s", "per turn ms", 1e3),
+            ("projection_s", "projection ms", 1e3),
+            ("page_first_s", "sessions() first page of 100 ms", 1e3),
+            ("page_deep_s", "page at 90% ms", 1e3),
+            ("page_recent_s", "newest-first page ms", 1e3),
+            ("cache_max_messages", "view cache, most messages held", 1.0),
+            ("cache_bound", "cache bound", 1.0),
+            ("peak_rss_mb", "peak MB", 1.0),
+        ],
+    ),
+    "many_writers": (
+        "Many writers: N writer processes, each on its own session (turn = append, "
+        "after-run compaction, next context)",
+        "writers",
+        [
+            ("turns_per_s", "turns/s", 1.0),
+            ("p50_s", "p50 ms", 1e3),
+            ("p99_s", "p99 ms", 1e3),
+            ("errors", "errors", 1.0),
+            ("turns", "turns", 1.0),
+        ],
+    ),
+    "shared_session": (
+        "Shared session: N writer processes on one session",
+        "writers",
+        [
+            ("turns_per_s", "turns/s", 1.0),
+            ("p50_s", "p50 ms", 1e3),
+            ("p99_s", "p99 ms", 1e3),
+            ("errors", "errors", 1.0),
+            ("turns", "turns", 1.0),
+        ],
+    ),
+    "deferred_compaction": (
+        "Deferred compaction: a provider's save_turn with a summarizer that takes "
+        "the configured delay, summarizing after every turn",
+        "turns",
+        [
+            ("inline_turn_s", "inline turn ms", 1e3),
+            ("deferred_turn_s", "deferred turn ms", 1e3),
+            ("deferred_max_s", "deferred slowest turn ms", 1e3),
+            ("deferred_flush_s", "deferred aclose ms", 1e3),
+            ("inline_compactions", "inline compactions", 1.0),
+            ("deferred_compactions", "deferred compactions", 1.0),
+        ],
     ),
 }
 
@@ -140,6 +202,34 @@ def _table(report: dict[str, Any], workload: str) -> list[str]:
             f"| {_fmt(row['vs_chatledger'])} | {_fmt(row['vs_limit'])} | {_fmt(row['growth'])} |"
             + (f" {_fmt(worst_turn * scale if worst_turn else None)} |" if worst else "")
         )
+    return [*lines, ""]
+
+
+def _scale_table(report: dict[str, Any], workload: str) -> list[str]:
+    """Medians of each metric of a workload of scale, with growth for the times."""
+    title, counts, metrics = SCALE_TABLES[workload]
+    cases = [c for c in report["cases"] if c["workload"] == workload and c["samples"]]
+    if not cases:
+        return []
+    header = " | ".join(label for _, label, _ in metrics)
+    lines = [f"### {title}", "", f"| system | {counts} | runs | {header} |"]
+    lines.append("|---|---:|---:|" + "---:|" * len(metrics))
+    smallest: dict[tuple[str, str], float] = {}
+    for case in sorted(cases, key=lambda c: (c["system"], c["size"])):
+        cells: list[str] = []
+        for metric, _, scale in metrics:
+            values = case["samples"].get(metric)
+            if not values:
+                cells.append("-")
+                continue
+            median = summarize(values).median
+            cell = _fmt(median * scale)
+            if metric.endswith("_s") and workload == "many_sessions":
+                base = smallest.setdefault((case["system"], metric), median)
+                cell += f" ({_fmt(median / base if base else None)}x)"
+            cells.append(cell)
+        runs = len(next(iter(case["samples"].values())))
+        lines.append(f"| {case['system']} | {case['size']:,} | {runs} | {' | '.join(cells)} |")
     return [*lines, ""]
 
 
@@ -254,6 +344,8 @@ def to_markdown(report: dict[str, Any], stamp: str) -> str:
     lines = _header(report, stamp)
     for workload in TABLES:
         lines += _table(report, workload)
+    for workload in SCALE_TABLES:
+        lines += _scale_table(report, workload)
     lines += _memory_table(report) + _token_table(report) + _extras(report) + _failures(report)
     return "\n".join(lines)
 

@@ -6,10 +6,17 @@ that a noisy neighbour slows every system alike, and each figure is a median wit
 its spread. With a baseline (``--baseline``), each chatledger system has a twin that runs
 another commit's ``store`` and ``strategies`` (:mod:`benchmarks.baseline`), planned and
 interleaved like any other system.
+
+The workloads of scale have their own sizes: ``many_sessions`` counts sessions (its
+databases, up to 2 million short messages, are built once with appends and kept
+between runs in the work directory's ``clbench-cache``, keyed by the schema and the
+generator), ``many_writers`` and ``shared_session`` count writer processes, and
+``deferred_compaction`` counts turns.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -31,8 +38,23 @@ from benchmarks.pg import PgAdmin
 __all__ = ["PRESETS", "Case", "CaseResult", "Config", "Runner"]
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATED = frozenset({"per_turn", "projection", "full_read"})
-ALL_WORKLOADS = ("per_turn", "bulk_import", "projection", "full_read", "token_counting")
+TEMPLATED = frozenset({"per_turn", "projection", "full_read", "full_read_tools"})
+ALL_WORKLOADS = (
+    "per_turn",
+    "bulk_import",
+    "projection",
+    "full_read",
+    "full_read_tools",
+    "token_counting",
+    "many_sessions",
+    "many_writers",
+    "shared_session",
+    "deferred_compaction",
+)
+SESSIONS_BUILD = 1
+"""Changes whenever ``build_sessions`` fills its databases differently."""
+DATASET = {"full_read_tools": "tools"}
+"""The generator's data set of a workload's stored sizes, where not ``"mixed"``."""
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
 
@@ -58,6 +80,23 @@ class Config:
     repeats: int = 5
     """Timed calls per projection or full-read run."""
     token_turns: int = 1_000
+    tool_sizes: tuple[int, ...] = (20_000, 100_000)
+    """Stored sizes of the tool-heavy data set (full reads)."""
+    session_counts: tuple[int, ...] = (1, 10_000, 100_000)
+    """Sessions in the databases of ``many_sessions`` (20 short messages each, plus the
+    measured session)."""
+    session_probe: int = 1_000
+    """Messages of the measured session of ``many_sessions``."""
+    writer_counts: tuple[int, ...] = (1, 2, 4, 8)
+    """Writer processes of ``many_writers``, each on its own session."""
+    shared_writers: int = 8
+    """Writer processes of ``shared_session``, all on one session."""
+    writer_turns: int = 50
+    """Timed turns of each writer."""
+    deferred_turns: int = 5
+    """Turns of ``deferred_compaction`` in each mode."""
+    summarizer_delay: float = 2.0
+    """Seconds the summarizer of ``deferred_compaction`` takes."""
     systems: tuple[str, ...] = tuple(REGISTRY)
     workloads: tuple[str, ...] = ALL_WORKLOADS
     pg_url: str | None = DEFAULT_PG_URL
@@ -87,6 +126,11 @@ PRESETS: dict[str, Config] = {
         turns=10,
         repeats=5,
         token_turns=200,
+        tool_sizes=(20_000,),
+        session_counts=(1, 10_000),
+        writer_counts=(1, 2, 4),
+        writer_turns=20,
+        deferred_turns=3,
     ),
     "smoke": Config(
         sizes=(200,),
@@ -96,6 +140,14 @@ PRESETS: dict[str, Config] = {
         turns=3,
         repeats=2,
         token_turns=10,
+        tool_sizes=(200,),
+        session_counts=(1, 50),
+        session_probe=200,
+        writer_counts=(1, 2),
+        shared_writers=2,
+        writer_turns=3,
+        deferred_turns=2,
+        summarizer_delay=0.2,
         pg_url=None,
         timeout=120.0,
     ),
@@ -141,9 +193,12 @@ class Runner:
         self.baseline = baseline
         self.specs: dict[str, SystemSpec] = {n: spec_for(n) for n in config.all_systems()}
         self.work_dir = Path(tempfile.mkdtemp(prefix="clbench-", dir=work_dir))
+        self.cache_dir = Path(work_dir or tempfile.gettempdir()) / "clbench-cache"
+        """Where the databases of many sessions stay between runs."""
         self.pg = PgAdmin(config.pg_url, prefix=f"clbench_{os.getpid()}") if config.pg_url else None
         self.skipped: dict[str, str] = {}
-        self.templates: dict[tuple[str, int], str] = {}
+        self.templates: dict[tuple[str, int, str], str] = {}
+        """Built stored sizes by (system, size, data set)."""
         self.pg_templates: list[str] = []
         """Every template database created, built or not: all dropped at the end."""
         self.results: dict[Case, CaseResult] = {}
@@ -196,14 +251,27 @@ class Runner:
                     continue
                 if workload not in spec.workloads:
                     continue
-                sizes = self.config.peer_sizes
-                if not spec.peer:
-                    pg = spec.backend == "postgresql"
-                    sizes = self.config.pg_sizes if pg else self.config.sizes
-                if workload == "full_read":
-                    sizes = tuple(s for s in sizes if s <= self.config.full_read_max)
-                cases.extend(Case(workload, name, size) for size in sizes)
+                cases.extend(Case(workload, name, size) for size in self._sizes(workload, spec))
         return sorted(cases, key=lambda c: (ALL_WORKLOADS.index(c.workload), c.size))
+
+    def _sizes(self, workload: str, spec: SystemSpec) -> tuple[int, ...]:
+        """A workload's sizes on a system (messages, sessions, writers or turns)."""
+        config = self.config
+        scale = {
+            "full_read_tools": config.tool_sizes,
+            "many_sessions": config.session_counts,
+            "many_writers": config.writer_counts,
+            "shared_session": (config.shared_writers,),
+            "deferred_compaction": (config.deferred_turns,),
+        }
+        if workload in scale:
+            return scale[workload]
+        sizes = config.peer_sizes
+        if not spec.peer:
+            sizes = config.pg_sizes if spec.backend == "postgresql" else config.sizes
+        if workload == "full_read":
+            sizes = tuple(s for s in sizes if s <= config.full_read_max)
+        return sizes
 
     def runs_for(self, case: Case) -> int:
         """How many fresh-process runs a case gets."""
@@ -226,6 +294,7 @@ class Runner:
         try:
             cases = self.plan(self.probe())
             self._build_templates(cases)
+            self._build_sessions(cases)
             rounds = max((self.runs_for(c) for c in cases), default=0)
             for index in range(rounds):
                 for case in cases:
@@ -240,32 +309,90 @@ class Runner:
         return result is None or result.status == "ok"
 
     def _build_templates(self, cases: list[Case]) -> None:
-        needed = sorted({(c.system, c.size) for c in cases if c.workload in TEMPLATED})
-        for name, size in needed:
+        needed = sorted(
+            {
+                (c.system, c.size, DATASET.get(c.workload, "mixed"))
+                for c in cases
+                if c.workload in TEMPLATED
+            }
+        )
+        for name, size, dataset in needed:
+            parts = _template_parts(size, dataset)
             if self.pg is not None and self.specs[name].backend == "postgresql":
-                self.pg_templates.append(self.pg.name(name, "tpl", size))
-            location = self._fresh_location(name, "tpl", size)
-            self._say(f"building {name} at {size:,} messages")
-            answer = self._child(self._spec("build", name, location, size))
-            build = Case("build", name, size)
+                self.pg_templates.append(self.pg.name(name, *parts))
+            location = self._fresh_location(name, *parts)
+            self._say(f"building {name} at {size:,} messages ({dataset})")
+            spec = replace(self._spec("build", name, location, size), dataset=dataset)
+            answer = self._child(spec)
+            build = Case("build" if dataset == "mixed" else f"build_{dataset}", name, size)
             self.results[build] = result = CaseResult(build)
             result.add(answer)
             if answer["status"] == "ok":
-                self.templates[(name, size)] = location
+                self.templates[(name, size, dataset)] = location
                 if self.specs[name].backend == "postgresql":
                     assert self.pg is not None
-                    self.pg.analyze(self.pg.name(name, "tpl", size))
+                    self.pg.analyze(self.pg.name(name, *parts))
+
+    def sessions_path(self, sessions: int) -> Path:
+        """The cached database of ``sessions`` sessions (its name changes with the
+        schema's migrations and with the generator, which make its content)."""
+        digest = hashlib.sha256()
+        for path in sorted((REPO / "migrations" / "versions").glob("*.py")):
+            digest.update(path.name.encode())
+        digest.update((REPO / "benchmarks" / "generator.py").read_bytes())
+        filler = ChildSpec("build_sessions", "", "", "").filler
+        digest.update(f"{SESSIONS_BUILD}:{self.config.session_probe}:{filler}".encode())
+        return self.cache_dir / f"sessions_{sessions}_{digest.hexdigest()[:12]}.sqlite"
+
+    def _build_sessions(self, cases: list[Case]) -> None:
+        """Build each missing database of many sessions from the largest smaller one."""
+        needed = sorted({(c.system, c.size) for c in cases if c.workload == "many_sessions"})
+        for name, size in needed:
+            final = self.sessions_path(size)
+            if final.exists():
+                continue
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            smaller = [n for n in self.config.session_counts if n < size]
+            cached = [n for n in sorted(smaller, reverse=True) if self.sessions_path(n).exists()]
+            start = cached[0] if cached else 0
+            partial = final.with_suffix(".building")
+            if start:
+                shutil.copyfile(self.sessions_path(start), partial)
+            else:
+                partial.unlink(missing_ok=True)
+            self._say(f"building {size:,} sessions (from {start:,}) in {final}")
+            spec = replace(self._spec("build_sessions", name, str(partial), size), start=start)
+            answer = self._child(spec, timeout=max(self.config.timeout, 0.05 * size))
+            build = Case("build_sessions", name, size)
+            self.results[build] = result = CaseResult(build)
+            result.add(answer)
+            if answer["status"] == "ok":
+                partial.replace(final)
+
+    def _template_key(self, case: Case) -> tuple[str, int, str]:
+        return (case.system, case.size, DATASET.get(case.workload, "mixed"))
+
+    def _missing(self, case: Case) -> str | None:
+        """Why a case has nothing stored to run on, or None."""
+        if case.workload in TEMPLATED and self._template_key(case) not in self.templates:
+            dataset = self._template_key(case)[2]
+            workload = "build" if dataset == "mixed" else f"build_{dataset}"
+            build = self.results.get(Case(workload, case.system, case.size))
+            return f"no stored template: {build.reason if build else '?'}"
+        if case.workload == "many_sessions" and not self.sessions_path(case.size).exists():
+            build = self.results.get(Case("build_sessions", case.system, case.size))
+            return f"no database of {case.size:,} sessions: {build.reason if build else '?'}"
+        return None
 
     def _run_once(self, case: Case, index: int) -> None:
         result = self.results.setdefault(case, CaseResult(case))
-        if case.workload in TEMPLATED and (case.system, case.size) not in self.templates:
-            build = self.results.get(Case("build", case.system, case.size))
-            result.status = "error"
-            result.reason = f"no stored template: {build.reason if build else '?'}"
+        if (reason := self._missing(case)) is not None:
+            result.status, result.reason = "error", reason
             return
         self._say(f"run {index + 1}: {case.workload} {case.system} {case.size:,}")
         with self._run_location(case, index) as location:
-            result.add(self._child(self._spec(case.workload, case.system, location, case.size)))
+            spec = self._spec(case.workload, case.system, location, case.size)
+            result.add(self._child(replace(spec, dataset=self._template_key(case)[2])))
 
     def _spec(self, workload: str, name: str, location: str, size: int) -> ChildSpec:
         spec = ChildSpec(workload, name, self.specs[name].backend, location, size)
@@ -274,6 +401,12 @@ class Runner:
         spec = replace(spec, source=self._source(name))
         if workload == "token_counting":
             spec = replace(spec, turns=size, size=0)
+        if workload in ("many_writers", "shared_session"):
+            spec = replace(spec, turns=config.writer_turns)
+        if workload == "deferred_compaction":
+            spec = replace(spec, delay=config.summarizer_delay)
+        if workload in ("build_sessions", "many_sessions"):
+            spec = replace(spec, probe=config.session_probe)
         return spec
 
     def _source(self, name: str) -> str:
@@ -294,12 +427,17 @@ class Runner:
     @contextmanager
     def _run_location(self, case: Case, index: int) -> Iterator[str]:
         """A fresh location for one run (a copy of the template when the case needs one)."""
-        template = self.templates.get((case.system, case.size))
-        copy = case.workload in TEMPLATED and template is not None
+        template = self.templates.get(self._template_key(case))
+        if case.workload == "many_sessions":
+            template = str(self.sessions_path(case.size))
+        copy = template is not None and (
+            case.workload in TEMPLATED or case.workload == "many_sessions"
+        )
         if self.specs[case.system].backend == "postgresql":
             assert self.pg is not None
             database = self.pg.name(case.system, "run", index)
-            source = self.pg.name(case.system, "tpl", case.size) if copy else None
+            parts = _template_parts(case.size, self._template_key(case)[2])
+            source = self.pg.name(case.system, *parts) if copy else None
             try:
                 yield self.pg.create(database, template=source)
             finally:
@@ -313,7 +451,7 @@ class Runner:
         finally:
             Path(location).unlink(missing_ok=True)
 
-    def _child(self, spec: ChildSpec) -> dict[str, Any]:
+    def _child(self, spec: ChildSpec, *, timeout: float | None = None) -> dict[str, Any]:
         command = [sys.executable, "-m", "benchmarks.child", json.dumps(asdict(spec))]
         env = None
         if spec.source:
@@ -329,11 +467,12 @@ class Runner:
                 env=env,
                 capture_output=True,
                 text=True,
-                timeout=self.config.timeout,
+                timeout=timeout or self.config.timeout,
                 check=False,
             )
         except subprocess.TimeoutExpired:
-            return {"status": "error", "reason": f"timed out after {self.config.timeout:.0f} s"}
+            seconds = timeout or self.config.timeout
+            return {"status": "error", "reason": f"timed out after {seconds:.0f} s"}
         lines = done.stdout.strip().splitlines()
         try:
             answer: dict[str, Any] = json.loads(lines[-1])
@@ -353,6 +492,11 @@ class Runner:
 
     def _say(self, text: str) -> None:
         print(text, file=self.log, flush=True)
+
+
+def _template_parts(size: int, dataset: str) -> tuple[object, ...]:
+    """What names a stored size's template (the data set, when not the default)."""
+    return ("tpl", size) if dataset == "mixed" else ("tpl", dataset, size)
 
 
 def iter_ok(results: dict[Case, CaseResult]) -> Iterator[CaseResult]:

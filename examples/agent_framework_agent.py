@@ -20,6 +20,7 @@ import asyncio
 import inspect
 import json
 import os
+import shlex
 import sys
 import uuid
 from pathlib import Path
@@ -107,7 +108,11 @@ async def main(turns: int, url: str | None, session_id: str, memory: bool) -> No
             info = await (await provider.store()).session(session_id)
             print(f"[{turn + 1}] > {request}\n    {response.text}")
             print(f"    stored {info.stored_tokens:,} tokens, active {info.active_tokens:,}")
-    print(f"\nsession {session_id}: chatledger show {session_id} --context")
+    if not memory:
+        where = f" --url {shlex.quote(url)}" if url else ""
+        sid = shlex.quote(session_id)
+        print(f"\nsession {session_id}: chatledger show {sid} --context{where}")
+        print(f"  what was excluded and why: chatledger audit {sid}{where}")
 
 
 def _arguments() -> argparse.Namespace:

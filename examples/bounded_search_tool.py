@@ -24,6 +24,7 @@ import asyncio
 import datetime as dt
 import json
 import random
+import shlex
 import sys
 import uuid
 from pathlib import Path
@@ -155,7 +156,8 @@ async def main(url: str | None, session_id: str, memory: bool) -> None:
                     tokens = backend.tokenizer.count_tokens(text)
                     print(f"  {content.call_id}: {_describe(text, tokens)}")
     if not memory:
-        print(f"\nsession {session_id}: chatledger show {session_id}")
+        where = f" --url {shlex.quote(url)}" if url else ""
+        print(f"\nsession {session_id}: chatledger show {shlex.quote(session_id)}{where}")
 
 
 def _arguments() -> argparse.Namespace:

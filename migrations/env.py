@@ -11,7 +11,9 @@ Two ways in:
 
 Only ``chatledger_`` tables are compared or touched, so the host application's own
 tables (and its own Alembic history) sharing the database are left alone. SQLite runs in
-batch mode, and the version table is ``chatledger_alembic_version``.
+batch mode, and the version table is ``chatledger_alembic_version``. After each step,
+the applied revision and its ``backward_compatible`` marker are recorded in
+``chatledger_schema_revisions`` (see ``store/sql/migrations.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from store.sql.engine import create_engine
+from store.sql.migrations import record_step
 from store.sql.schema import TABLE_PREFIX, metadata
 
 VERSION_TABLE = "chatledger_alembic_version"
@@ -51,6 +54,7 @@ def _configure(connection: Connection | None = None, **extra: Any) -> None:
         version_table=VERSION_TABLE,
         render_as_batch=True,
         compare_type=True,
+        on_version_apply=record_step,
         **extra,
     )
 

@@ -40,6 +40,7 @@ if _typing.TYPE_CHECKING:
     from store.sql.engine import create_engine, normalize_url
     from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
     from store.sql.store import HistoryStore
+    from store.sync.store import SyncHistoryStore
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "store.contract": ("DemoBackend", "HistoryBackend", "MetadataBackend", "ProviderBackend"),
@@ -67,6 +68,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "store.sql.engine": ("create_engine", "normalize_url"),
     "store.sql.migrations": ("downgrade", "ensure_schema", "migrate", "migrate_sync"),
     "store.sql.store": ("HistoryStore",),
+    "store.sync.store": ("SyncHistoryStore",),
 }
 """The module each public name is defined in."""
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
@@ -106,6 +108,7 @@ __all__ = [
     "Stats",
     "StoreError",
     "StoredMessage",
+    "SyncHistoryStore",
     "TwoPhaseProvider",
     "WhyResult",
     "create_engine",

@@ -32,6 +32,7 @@ from pydantic import JsonValue
 
 from store.models import (
     CompactionEvent,
+    EventOutcome,
     ExcludedGroup,
     ImportResult,
     Phase,
@@ -206,7 +207,8 @@ class HistoryBackend(Protocol):
         the same content is skipped; with different content it raises
         :class:`~store.errors.InvalidInput` and nothing of the batch is stored. An empty
         batch does nothing (and creates no session). ``provenance`` is recorded on every
-        message of the batch.
+        message of the batch. Reads give ``created_at`` back in UTC (a naive one is taken
+        as UTC).
         """
         ...
 
@@ -241,6 +243,20 @@ class HistoryBackend(Protocol):
         :class:`~store.errors.SessionNotFound` is raised at the first step when the
         session is absent, :class:`~store.errors.CorruptRowError` at a row that does not
         validate.
+        """
+        ...
+
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the session's newest appended message, for good, and return it as
+        it was stored (None when the session holds no appended message).
+
+        Unlike compaction this deletes: the message's group, the session's unanswered
+        calls (a retracted result's call is pending again), annotation and totals become
+        what they were before the message was appended, and its ``seq`` is given back
+        when no summary was stored after it. Audited as a ``manual`` event of strategy
+        ``retract``. Refused with :class:`~store.errors.InvalidInput` when the message is
+        excluded, summarized or reduced, or when it joined two groups into one.
+        Re-annotates the session's appended messages: O(history).
         """
         ...
 
@@ -343,9 +359,12 @@ class HistoryBackend(Protocol):
 
         The plan is made outside any write transaction; it applies only if the groups it
         touches are unchanged since the snapshot, else it is planned again once, and on a
-        second conflict nothing is applied and a warning is logged. Returns the audit
-        event, or None when nothing changed; with ``dry_run`` the change set, writing
-        nothing.
+        second conflict nothing is applied, a warning is logged and an ``abandoned``
+        event is recorded. A plan that changes nothing but reports a failed step (a
+        summarizer that raised or returned nothing) or protected groups above the budget
+        records a ``failed`` or ``blocked`` event. Returns the event of the recorded
+        outcome, or None when nothing changed and nothing was reported (no row); with
+        ``dry_run`` the change set, writing nothing.
         """
         ...
 
@@ -359,8 +378,11 @@ class HistoryBackend(Protocol):
         strategy: str | None = None,
         phase: Phase | None = None,
         limit: int | None = None,
+        outcome: EventOutcome | None = None,
     ) -> list[CompactionEvent]:
-        """Compaction events, newest first, of one session or of the whole tenant."""
+        """Compaction events, newest first, of one session or of the whole tenant:
+        every recorded outcome (``applied``, ``failed``, ``blocked``, ``abandoned``), or
+        only ``outcome``'s."""
         ...
 
     async def excluded(self, session_id: str) -> list[ExcludedGroup]:
@@ -389,8 +411,9 @@ class HistoryBackend(Protocol):
 
         Restoring an event re-includes the groups it excluded or summarized, excludes the
         summaries it inserted and drops its reductions. Restoring a group replaced by a
-        summary restores every group of that summary and excludes the summary. Returns
-        None when nothing changed.
+        summary restores every group of that summary and excludes the summary. Only
+        ``applied`` events can be restored (another outcome is :class:`InvalidInput`).
+        Returns None when nothing changed.
         """
         ...
 

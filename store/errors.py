@@ -7,7 +7,8 @@
     ├── CorruptRowError        a stored row failed to validate (names tenant, session, seq)
     ├── MigrationRequired      the database schema is behind: run ``chatledger db upgrade``
     ├── InvalidInput           the caller's input is invalid (ids, tokenizer mismatch, ...)
-    │                          (a strategy's TokenizerMismatch is translated to it)
+    │   │                      (a strategy's TokenizerMismatch is translated to it)
+    │   └── InvalidSource      an import source cannot be read (names file, line or row)
     ├── StoreClosed            the store was closed (``aclose``); open another
     └── StoreError             any other database failure (connection refused, ...)
 
@@ -29,6 +30,7 @@ __all__ = [
     "ConcurrentWriteError",
     "CorruptRowError",
     "InvalidInput",
+    "InvalidSource",
     "MigrationRequired",
     "SessionNotFound",
     "StoreClosed",
@@ -83,6 +85,21 @@ class MigrationRequired(ChatledgerError):
 
 class InvalidInput(ChatledgerError, ValueError):
     """The caller's input cannot be stored as given."""
+
+
+class InvalidSource(InvalidInput):
+    """An import source that cannot be read: the message names the source, the line or
+    row, and the reason."""
+
+    def __init__(self, source: str, where: str | None, reason: str) -> None:
+        self.source = source
+        """The file or database."""
+        self.where = where
+        """The line, row or item (``line 3``), when the problem has one."""
+        self.reason = reason
+        """What is wrong."""
+        place = f"{source}: {where}" if where else source
+        super().__init__(f"{place}: {reason}")
 
 
 class StoreError(ChatledgerError):

@@ -5,7 +5,8 @@
 * :class:`Provenance`: where imported messages came from.
 * :class:`CompactionEvent`: one audit row, written for every change set the store
   applies (``after_run`` and ``manual`` compactions, ``import`` of compacted history,
-  ``restore``), with the counts before and after and the groups it touched.
+  ``restore``), with the counts before and after and the groups it touched, and for
+  every compaction that did not apply (its :data:`EventOutcome`).
 * :class:`ExcludedGroup`: one group that the projection leaves out, and why.
 * :class:`WhyResult`: whether one message is in the request context, and why (not).
 * :class:`Stats`: stored versus active messages, groups and tokens.
@@ -21,12 +22,15 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from strategies.changeset import Diagnostic
 from strategies.groups import GroupKind
 from strategies.messages import Message
 
 __all__ = [
+    "OUTCOMES",
     "PHASES",
     "CompactionEvent",
+    "EventOutcome",
     "ExcludedGroup",
     "ImportResult",
     "Phase",
@@ -46,6 +50,16 @@ Phase = Literal["after_run", "manual", "import", "restore"]
 PHASES: tuple[Phase, ...] = get_args(Phase)
 """Every phase, in the order of :data:`Phase`."""
 
+EventOutcome = Literal["applied", "failed", "blocked", "abandoned"]
+"""What became of a compaction: ``applied`` (its change set was written), ``failed`` (a
+step of the strategy failed, e.g. the summarizer raised or returned nothing, and nothing
+else changed), ``blocked`` (protected or pinned groups alone keep the session above the
+budget, and nothing else changed), ``abandoned`` (the session changed under the plan
+twice; nothing was applied). Only ``applied`` events change history or can be restored."""
+
+OUTCOMES: tuple[EventOutcome, ...] = get_args(EventOutcome)
+"""Every outcome, in the order of :data:`EventOutcome`."""
+
 SessionOrder = Literal["id", "updated"]
 """How sessions are listed: by id, or by last update, newest first."""
 
@@ -53,7 +67,11 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class CompactionEvent(BaseModel):
-    """One applied change set: who did what to which groups, and what it saved."""
+    """One compaction outcome: who did what to which groups, and what it saved.
+
+    An ``applied`` event is a change set written (or a restore, or an import); the
+    other outcomes record a compaction that changed nothing, with why (``diagnostics``),
+    and have the same counts before and after."""
 
     model_config = _FROZEN
 
@@ -87,6 +105,20 @@ class CompactionEvent(BaseModel):
     reasons: dict[str, str] = Field(default_factory=dict)
     """The exclusion reason of each group the event excluded, summarized ones included
     (``summarized``); empty for events recorded before reasons were kept."""
+    outcome: EventOutcome = "applied"
+    """What became of the compaction (see :data:`EventOutcome`)."""
+    duration_seconds: float | None = None
+    """Wall time of the compaction, plans and applies of every attempt included (None
+    for restores, imports and events recorded before durations were kept)."""
+    attempts: int = 1
+    """How many times the change set was planned (2 after a conflict)."""
+    summarizer: str | None = None
+    """The summarizer that wrote the summaries, or failed to (qualified class name)."""
+    summarizer_model: str | None = None
+    """That summarizer's model, when it has one."""
+    diagnostics: tuple[Diagnostic, ...] = ()
+    """What the strategy reported it could not do (a ``failed`` or ``blocked`` event's
+    reason; an ``applied`` event may carry some too, from steps that did not apply)."""
 
     @property
     def tokens_saved(self) -> int:

@@ -20,7 +20,7 @@ from strategies.bounded import (
     paginate,
     select_fields,
 )
-from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
+from strategies.changeset import ChangeSet, Diagnostic, Exclusion, Reduction, SummaryInsert
 from strategies.context_window import ContextWindowCompactionStrategy
 from strategies.groups import GROUP_KINDS, AnnotationState, GroupInfo, GroupKind, annotate
 from strategies.messages import (
@@ -101,6 +101,7 @@ __all__ = [
     "ContextWindowCompactionStrategy",
     "CountingTokenizer",
     "DataContent",
+    "Diagnostic",
     "Exclusion",
     "FakeSummarizer",
     "FunctionCallContent",

@@ -26,9 +26,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, Literal, cast
 
-from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
+from strategies.changeset import ChangeSet, Diagnostic, Exclusion, Reduction, SummaryInsert
 from strategies.tokenizers import Tokenizer
 from strategies.triggers import (
     All,
@@ -327,20 +327,37 @@ def exclusions(groups: Iterable[GroupView], reason: str) -> tuple[Exclusion, ...
     return tuple(Exclusion(group_id=g.group_id, reason=reason) for g in groups)
 
 
-def warn_unreached(strategy: str, view: View, after: View, goal: Goal, protected: set[str]) -> None:
-    """Log a warning when protected groups keep the goal out of reach."""
+def warn_unreached(
+    strategy: str, view: View, after: View, goal: Goal, protected: set[str]
+) -> Diagnostic | None:
+    """When protected groups keep the goal out of reach: log a warning and return the
+    ``blocked`` diagnostic for the audit (None when the goal is reached)."""
     reached = goal.target(after) if goal.target is not None else goal.start(after) <= goal.limit
     if reached:
-        return
+        return None
     pinned = sum(1 for g in view.groups if g.pinned)
+    left = len(protected & {g.group_id for g in after.groups})
     logger.warning(
         "%s could not reach its target: %d protected groups (%d pinned) remain; "
         "%d tokens and %d messages left",
         strategy,
-        len(protected & {g.group_id for g in after.groups}),
+        left,
         pinned,
         after.token_count,
         after.message_count,
+    )
+    by_tokens = goal.metric is _tokens
+    amount = goal.start(after) if goal.target is None else after.token_count
+    budget = goal.limit if goal.target is None else None
+    unit: Literal["tokens", "messages"] = "tokens" if by_tokens or budget is None else "messages"
+    bound = "its target" if budget is None else f"{budget} {unit}"
+    return Diagnostic(
+        kind="blocked",
+        strategy=strategy,
+        message=(f"{left} protected groups ({pinned} pinned) keep {amount} {unit} above {bound}"),
+        tokens=amount,
+        budget=budget,
+        unit=unit,
     )
 
 

@@ -3,7 +3,10 @@
 A :class:`ChangeSet` lists groups to exclude (each with a reason), summaries to insert
 (each placed where the first group it replaces was, and replacing those groups), and
 reductions (a reduced version of a stored tool-result message that the projection shows
-instead of the original, which stays stored). Applying one is the store's job (in SQL)
+instead of the original, which stays stored). It also carries :class:`Diagnostic` notes:
+what a strategy could not do (a summarizer that failed, protected groups alone above the
+budget), for the store's audit; a strategy that reports none needs to do nothing.
+Applying one is the store's job (in SQL)
 or :meth:`strategies.view.View.apply`'s (in memory); both apply the parts in the same
 order: summaries in order, then exclusions, then reductions.
 """
@@ -11,13 +14,60 @@ order: summaries in order, then exclusions, then reductions.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Literal
 
 from strategies.groups import group_id_for
 from strategies.messages import Content, Message
 
-__all__ = ["ChangeSet", "Exclusion", "Reduction", "SummaryInsert"]
+__all__ = [
+    "ChangeSet",
+    "Diagnostic",
+    "DiagnosticKind",
+    "Exclusion",
+    "Reduction",
+    "SummaryInsert",
+]
+
+DiagnosticKind = Literal["failed", "blocked"]
+"""What went wrong: ``failed`` (the strategy's own step failed, e.g. a summarizer raised or
+returned nothing) or ``blocked`` (protected groups alone keep the view above its bound)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """What a strategy could not do, for the audit (pure data, JSON-friendly)."""
+
+    kind: DiagnosticKind
+    strategy: str
+    """Name of the strategy (the step, inside a pipeline or a budget) that reports it."""
+    message: str
+    """One sentence for people."""
+    error_type: str | None = None
+    """``failed``: the qualified name of the exception raised, if one was."""
+    error_message: str | None = None
+    """``failed``: the exception's message, if one was raised."""
+    tokens: int | None = None
+    """``blocked``: the view's active tokens (or messages, see ``unit``) left."""
+    budget: int | None = None
+    """``blocked``: the bound they stay above (None when the bound is a trigger)."""
+    unit: Literal["tokens", "messages"] = "tokens"
+    """What ``tokens`` and ``budget`` count."""
+    summarizer: str | None = None
+    """The summarizer's qualified class name, for a summarization step."""
+    model: str | None = None
+    """The summarizer's model, when it has one."""
+
+    def as_json(self) -> dict[str, Any]:
+        """The diagnostic as a JSON object (None fields left out)."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Diagnostic:
+        """The diagnostic :meth:`as_json` wrote (unknown keys ignored)."""
+        names = {f.name for f in fields(cls)}
+        known = {k: v for k, v in data.items() if k in names}
+        return cls(**known)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +88,10 @@ class SummaryInsert:
 
     message: Message
     replaces: tuple[str, ...]
+    summarizer: str | None = None
+    """Qualified class name of the summarizer that wrote it, when one did."""
+    model: str | None = None
+    """The summarizer's model, when it has one."""
 
     @property
     def group_id(self) -> str:
@@ -81,10 +135,12 @@ class ChangeSet:
     """Name of the strategy that planned it."""
     params: dict[str, Any] = field(default_factory=dict)
     """The strategy's parameters, JSON-serializable, for the audit row."""
+    diagnostics: tuple[Diagnostic, ...] = ()
+    """What the strategy (or its steps) could not do; they change nothing by themselves."""
 
     @property
     def is_empty(self) -> bool:
-        """Whether applying this change set would change nothing."""
+        """Whether applying this change set would change nothing (diagnostics aside)."""
         return not (self.exclusions or self.summaries or self.reductions)
 
     @property
@@ -104,6 +160,7 @@ class ChangeSet:
             reductions=_merge_reductions(self.reductions, other.reductions),
             strategy=self.strategy or other.strategy,
             params=self.params or other.params,
+            diagnostics=_merge_diagnostics(self.diagnostics, other.diagnostics),
         )
 
     @classmethod
@@ -120,7 +177,22 @@ class ChangeSet:
             reductions=out.reductions,
             strategy=strategy,
             params=params,
+            diagnostics=out.diagnostics,
         )
+
+    def with_diagnostics(self, *diagnostics: Diagnostic | None) -> ChangeSet:
+        """This change set with ``diagnostics`` added (None ones skipped)."""
+        added = tuple(d for d in diagnostics if d is not None)
+        if not added:
+            return self
+        return replace(self, diagnostics=_merge_diagnostics(self.diagnostics, added))
+
+
+def _merge_diagnostics(
+    first: tuple[Diagnostic, ...], second: tuple[Diagnostic, ...]
+) -> tuple[Diagnostic, ...]:
+    """Both, in order, each reported once (a step planned twice reports the same)."""
+    return tuple(dict.fromkeys(first + second))
 
 
 def _merge_reductions(

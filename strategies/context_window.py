@@ -42,7 +42,7 @@ from typing import Any
 
 from strategies._selection import changeset, combine, protected_ids, trigger_params
 from strategies.base import check_tokenizer
-from strategies.changeset import ChangeSet, SummaryInsert
+from strategies.changeset import ChangeSet, Diagnostic, SummaryInsert
 from strategies.tokenizers import Tokenizer
 from strategies.tool_result import ToolResultCompactionStrategy
 from strategies.triggers import Trigger
@@ -166,14 +166,31 @@ class ContextWindowCompactionStrategy:
         if self.start_at_user:
             parts.append(changeset(self.name, params, _before_first_user(current), "start_at_user"))
             current = current.apply(parts[-1])
-        if current.token_count > self.input_budget_tokens:
-            logger.warning(
-                "%s could not fit protected groups in the input budget: %d tokens left, budget %d",
-                self.name,
-                current.token_count,
-                self.input_budget_tokens,
-            )
-        return combine(parts, strategy=self.name, params=params)
+        # the inner truncation's own target is below the budget: only the budget counts
+        changes = replace(combine(parts, strategy=self.name, params=params), diagnostics=())
+        return changes.with_diagnostics(self._overflow(current))
+
+    def _overflow(self, after: View) -> Diagnostic | None:
+        """The ``blocked`` diagnostic (logged) when ``after`` is above the input budget."""
+        if after.token_count <= self.input_budget_tokens:
+            return None
+        logger.warning(
+            "%s could not fit protected groups in the input budget: %d tokens left, budget %d",
+            self.name,
+            after.token_count,
+            self.input_budget_tokens,
+        )
+        pinned = sum(1 for g in after.groups if g.pinned)
+        return Diagnostic(
+            kind="blocked",
+            strategy=self.name,
+            message=(
+                f"protected groups ({pinned} pinned) keep {after.token_count} tokens "
+                f"above the input budget of {self.input_budget_tokens}"
+            ),
+            tokens=after.token_count,
+            budget=self.input_budget_tokens,
+        )
 
     def _too_small(self, view: View, after: View) -> bool:
         """Whether going from ``view`` to ``after`` saves less than ``min_saving_tokens``

@@ -11,8 +11,9 @@ counter and the last group, never the earlier messages) and returns the group of
 each new message, the groups created or changed, groups merged away, and the new
 state. Annotating a prefix and then the rest gives exactly what annotating the whole
 gives. Settled groups change only when a late result joins its pending call's group
-(which may merge two call groups when one message answers both), or when a run of
-reasoning-only messages turns out to lead into a call.
+(which may merge two call groups when one message answers both), when a call arrives
+whose result was stored before it (the waiting orphan group joins the call's group), or
+when a run of reasoning-only messages turns out to lead into a call.
 
 Rules in short (``docs/groups.md`` has them in full, with the deliberate deviations
 from Agent Framework's ``group_messages`` and the tests that show both behaviours):
@@ -22,6 +23,11 @@ from Agent Framework's ``group_messages`` and the tests that show both behaviour
   ``call_id`` matches no unanswered call (an orphan), or matches two or more
   (ambiguous), is not linked; a tool message with no linked result is its own
   ``tool_call`` group, flagged ``orphan``.
+* A result stored before any call with its ``call_id`` waits for it: the next call
+  declaring the id is answered by it, and the orphan group joins the call's group,
+  which keeps the id, turn and place of its earliest call (:func:`in_call_order` shows
+  each call before its result). A waiting group that was compacted meanwhile
+  (``frozen``) joins nothing.
 * Consecutive reasoning-only assistant messages join the call they lead into, or
   else form one ``assistant_text`` group.
 * Messages with a custom role form ``assistant_text`` groups.
@@ -32,9 +38,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, cast, get_args
+from typing import Any, Literal, TypeVar, cast, get_args
 
 from strategies.messages import (
     FunctionCallContent,
@@ -57,6 +63,7 @@ __all__ = [
     "call_ids",
     "call_links",
     "group_id_for",
+    "in_call_order",
     "result_ids",
 ]
 
@@ -109,6 +116,11 @@ class AnnotationState:
     """Groups with unanswered calls, by id (those that a late result may still join)."""
     tail: Tail | None = None
     """The last group, when the next message may still join it."""
+    early_results: Mapping[str, str] = field(default_factory=dict)
+    """Results stored before any call with their ``call_id``: ``call_id`` to the id of the
+    group holding the first such result, which the next call declaring the id joins."""
+    waiting_groups: Mapping[str, GroupInfo] = field(default_factory=dict)
+    """The groups :attr:`early_results` point to, by id."""
 
     def to_json(self) -> str:
         """Serialize the state (for the store to persist between appends)."""
@@ -122,6 +134,8 @@ class AnnotationState:
             "tail": None
             if self.tail is None
             else {"group": asdict(self.tail.group), "mode": self.tail.mode},
+            "early_results": dict(self.early_results),
+            "waiting_groups": [asdict(g) for g in self.waiting_groups.values()],
         }
         return json.dumps(data, ensure_ascii=False, sort_keys=True)
 
@@ -156,8 +170,11 @@ def _state_from_data(data: Any) -> AnnotationState:
         tail = Tail(_group_from_data(tail_data["group"]), cast(TailMode, mode))
     pending = [_group_from_data(g) for g in data["pending_groups"]]
     open_calls = dict(data["open_calls"])
-    if not all(isinstance(k, str) and isinstance(v, str) for k, v in open_calls.items()):
-        raise ValueError("malformed annotation state: open_calls must map str to str")
+    early = dict(data.get("early_results", {}))  # absent from states written before it
+    for name, mapping in (("open_calls", open_calls), ("early_results", early)):
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in mapping.items()):
+            raise ValueError(f"malformed annotation state: {name} must map str to str")
+    waiting = [_group_from_data(g) for g in data.get("waiting_groups", [])]
     return AnnotationState(
         position=int(data["position"]),
         turn=int(data["turn"]),
@@ -165,6 +182,8 @@ def _state_from_data(data: Any) -> AnnotationState:
         ambiguous_calls=frozenset(str(c) for c in data["ambiguous_calls"]),
         pending_groups={g.group_id: g for g in pending},
         tail=tail,
+        early_results=early,
+        waiting_groups={g.group_id: g for g in waiting},
     )
 
 
@@ -258,7 +277,10 @@ def _evolve(
 class _Annotator:
     """Mutable working copy of a state; one instance per :func:`annotate` call."""
 
-    def __init__(self, state: AnnotationState) -> None:
+    def __init__(self, state: AnnotationState, frozen: Collection[str] = ()) -> None:
+        self.early = dict(state.early_results)
+        self.waiting = dict(state.waiting_groups)
+        self.frozen = frozenset(frozen)
         self.position = state.position
         self.turn = state.turn
         self.open_calls = dict(state.open_calls)
@@ -277,6 +299,8 @@ class _Annotator:
             ambiguous_calls=frozenset(self.ambiguous),
             pending_groups=dict(self.pending),
             tail=self.tail,
+            early_results=dict(self.early),
+            waiting_groups={g: self.waiting[g] for g in set(self.early.values())},
         )
 
     def _save(self, group: GroupInfo) -> GroupInfo:
@@ -285,6 +309,8 @@ class _Annotator:
             self.pending[group.group_id] = group
         else:
             self.pending.pop(group.group_id, None)
+        if group.group_id in self.waiting:
+            self.waiting[group.group_id] = group
         if self.tail is not None and self.tail.group.group_id == group.group_id:
             self.tail = Tail(group, self.tail.mode)
         return group
@@ -350,8 +376,14 @@ class _Annotator:
                 has_reasoning=_has_reasoning(message),
             )
         pending = group.pending_calls
+        joins: list[str] = []
         for call_id in call_ids(message):
             if call_id is None:
+                continue
+            waiting = self._answered_early(call_id)
+            if waiting is not None:
+                if waiting not in joins:
+                    joins.append(waiting)
                 continue
             pending += 1
             if call_id in self.open_calls:
@@ -363,6 +395,14 @@ class _Annotator:
                 self.open_calls[call_id] = group.group_id
         self.tail = Tail(group, "calls")
         group = self._save(_evolve(group, pending_calls=pending))
+        for waiting in joins:
+            if waiting == group.group_id:
+                continue
+            held = self._current(waiting)
+            if held.orphan:  # the result alone: it joins the call
+                group = self._merge(waiting, group)
+            else:  # it joined an earlier call already: the call joins that group
+                group = self._merge(group.group_id, held)
         # Results in the same message (hosted tools) answer calls at once.
         linked = self._link(message, group)
         return group if linked is None else linked
@@ -397,13 +437,35 @@ class _Annotator:
             target = self._save(_evolve(target, has_reasoning=True))
         return target
 
+    def _answered_early(self, call_id: str) -> str | None:
+        """The group whose result, stored before this call, answers it (the call is then
+        not pending); None when no result waits for it, or it waits in a frozen group
+        (which then waits no more: the call is pending as usual)."""
+        if call_id in self.open_calls or call_id in self.ambiguous:
+            return None
+        waiting = self.early.pop(call_id, None)
+        if waiting is None or waiting in self.frozen:
+            return None
+        return waiting
+
+    def _wait(self, message: Message, group: GroupInfo) -> None:
+        """Let the orphan ``group``'s results wait for calls declared later."""
+        for call_id in result_ids(message):
+            if call_id in self.open_calls or call_id in self.ambiguous or call_id in self.early:
+                continue
+            self.early[call_id] = group.group_id
+            self.waiting[group.group_id] = group
+
     def _current(self, group_id: str) -> GroupInfo:
         if group_id in self.changed:
             return self.changed[group_id]
-        return self.pending[group_id]
+        if group_id in self.pending:
+            return self.pending[group_id]
+        return self.waiting[group_id]
 
     def _merge(self, absorbed_id: str, target: GroupInfo) -> GroupInfo:
-        """Fold group ``absorbed_id`` into ``target`` (which starts earlier)."""
+        """Fold group ``absorbed_id`` into ``target``, which keeps its id, turn and
+        position (the earlier of the two, or the call an early result answers)."""
         absorbed = self._current(absorbed_id)
         merged = _evolve(
             target,
@@ -413,12 +475,17 @@ class _Annotator:
         for call_id, group_id in list(self.open_calls.items()):
             if group_id == absorbed_id:
                 self.open_calls[call_id] = target.group_id
+        for call_id, group_id in list(self.early.items()):
+            if group_id == absorbed_id:
+                self.early[call_id] = target.group_id
+                self.waiting[target.group_id] = merged
         for later, into in list(self.merged.items()):
             if into == absorbed_id:
                 self.merged[later] = target.group_id
         self.merged[absorbed_id] = target.group_id
         self.changed.pop(absorbed_id, None)
         self.pending.pop(absorbed_id, None)
+        self.waiting.pop(absorbed_id, None)
         if self.tail is not None and self.tail.group.group_id == absorbed_id:
             self.tail = Tail(merged, self.tail.mode)
         self.message_groups = [
@@ -429,19 +496,30 @@ class _Annotator:
     def _place_results(self, message: Message) -> GroupInfo:
         linked = self._link(message, None)
         if linked is None:
-            return self._new_group(message, "tool_call", orphan=True)
+            group = self._new_group(message, "tool_call", orphan=True)
+            self._wait(message, group)
+            return group
         return linked
 
 
-def annotate(messages: Iterable[Message], state: AnnotationState | None = None) -> Annotation:
+def annotate(
+    messages: Iterable[Message],
+    state: AnnotationState | None = None,
+    *,
+    frozen: Collection[str] = (),
+) -> Annotation:
     """Annotate ``messages``, appended after whatever ``state`` describes.
+
+    ``frozen`` names groups of :attr:`AnnotationState.waiting_groups` that compaction
+    excluded or summarized since: a call their early result answers does not join them
+    (it stays pending, and the orphan stays as compaction left it).
 
     To apply the result to stored annotations: first re-point every message of a group
     in :attr:`Annotation.merged` to the group that absorbed it (and drop the absorbed
     group), then record :attr:`Annotation.message_groups`, then upsert
     :attr:`Annotation.groups`.
     """
-    annotator = _Annotator(state or AnnotationState())
+    annotator = _Annotator(state or AnnotationState(), frozen)
     for message in messages:
         annotator.add(message)
     return Annotation(
@@ -455,3 +533,40 @@ def annotate(messages: Iterable[Message], state: AnnotationState | None = None) 
 def annotate_all(messages: Sequence[Message]) -> Annotation:
     """Annotate a whole conversation from the start."""
     return annotate(messages, AnnotationState())
+
+
+T = TypeVar("T")
+
+
+def in_call_order(items: Sequence[T], message: Callable[[T], Message]) -> list[T]:
+    """A group's items (``message`` gives each one's message) in the order a model needs:
+    stored order, except that a message holding a result stored before the call it
+    answers (a joined early result) follows the message declaring that call.
+
+    Only a group in which a tool message comes before an assistant message can need it;
+    any other group is returned as it is without looking at contents.
+    """
+    roles = [message(item).role for item in items]
+    if "tool" not in roles or "assistant" not in roles[roles.index("tool") :]:
+        return list(items)
+    declared: dict[str, int] = {}
+    links = [call_links(message(item)) for item in items]
+    for index, (calls, _) in enumerate(links):
+        for call_id in calls:
+            if call_id is not None:
+                declared.setdefault(call_id, index)
+    after: dict[int, list[int]] = {}
+    moved: set[int] = set()
+    for index, (_, results) in enumerate(links):
+        later = [declared[c] for c in results if declared.get(c, -1) > index]
+        if later:
+            after.setdefault(max(later), []).append(index)
+            moved.add(index)
+    if not moved:
+        return list(items)
+    out: list[T] = []
+    for index, item in enumerate(items):
+        if index not in moved:
+            out.append(item)
+        out.extend(items[i] for i in after.get(index, ()))
+    return out

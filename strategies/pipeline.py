@@ -35,7 +35,7 @@ from typing import Any, Final
 
 from strategies._selection import combine, stop_when, trigger_params
 from strategies.base import CompactionStrategy
-from strategies.changeset import ChangeSet
+from strategies.changeset import ChangeSet, Diagnostic
 from strategies.triggers import Trigger
 from strategies.view import View
 
@@ -83,14 +83,16 @@ class PipelineStrategy:
         """Plan the strategies pass after pass until none changes the view, and chain
         the results."""
         parts: list[ChangeSet] = []
+        notes: list[Diagnostic] = []
         if self.strategies and (self.trigger is None or self.trigger(view)):
-            parts = await self._settle(view)
-        return combine(parts, strategy=self.name, params=self.params())
+            parts = await self._settle(view, notes)
+        return combine(parts, strategy=self.name, params=self.params()).with_diagnostics(*notes)
 
-    async def _settle(self, view: View) -> list[ChangeSet]:
+    async def _settle(self, view: View, notes: list[Diagnostic]) -> list[ChangeSet]:
         """The change sets of the steps, in turn, each planned on the view the previous
         ones leave, until every strategy has been planned without a change on the view
-        as it is (a strategy is not planned again on a view it left unchanged)."""
+        as it is (a strategy is not planned again on a view it left unchanged); the
+        steps' diagnostics, empty steps' included, go to ``notes``."""
         target = stop_when(self.trigger, self.target)
         count = len(self.strategies)
         parts: list[ChangeSet] = []
@@ -103,6 +105,7 @@ class PipelineStrategy:
             if target is not None and target(current):
                 break
             changes = await self.strategies[position].plan(current)
+            notes.extend(changes.diagnostics)
             if changes.is_empty:
                 unchanged += 1
                 if unchanged == count:

@@ -23,7 +23,11 @@ Differences from Agent Framework, on purpose:
   summary counted as one message of unknown (zero) tokens.
 
 A failure of the summarizer (an exception) or an empty summary changes nothing and logs
-a warning; the third failure in a row also logs an error, once, until a success.
+a warning; the third failure in a row also logs an error, once, until a success. The
+empty change set then carries a ``failed`` :class:`~strategies.changeset.Diagnostic`
+(the error's type and message, the summarizer and its model), which the store audits;
+so does a run where no whole group fits the input bound. Each summary insert names the
+summarizer and model that wrote it.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from typing import Any, Final
 
 from strategies._selection import in_flight_ids, tokenizer_params, trigger_params
 from strategies.base import callable_name, check_tokenizer
-from strategies.changeset import ChangeSet, SummaryInsert
+from strategies.changeset import ChangeSet, Diagnostic, SummaryInsert
 from strategies.messages import Message
 from strategies.summarizers import AgentFrameworkSummarizer, Summarizer
 from strategies.tokenizers import Tokenizer
@@ -169,8 +173,33 @@ class SummarizationStrategy:
             **trigger_params(self.trigger, self.target),
         }
 
+    @property
+    def summarizer_name(self) -> str:
+        """The summarizer's qualified class name."""
+        return callable_name(type(self.client))
+
+    @property
+    def summarizer_model(self) -> str | None:
+        """The summarizer's model, when it names one (a string ``model`` attribute)."""
+        model = getattr(self.client, "model", None)
+        return model if isinstance(model, str) and model else None
+
     def _empty(self) -> ChangeSet:
         return ChangeSet(strategy=self.name, params=self.params())
+
+    def _failed(self, what: str, error: BaseException | None = None) -> ChangeSet:
+        """An empty change set with the ``failed`` diagnostic of ``what`` (and ``error``)."""
+        detail = f": {type(error).__name__}: {error}" if error is not None else ""
+        failure = Diagnostic(
+            kind="failed",
+            strategy=self.name,
+            message=f"{what}{detail}",
+            error_type=None if error is None else callable_name(type(error)),
+            error_message=None if error is None else str(error),
+            summarizer=self.summarizer_name,
+            model=self.summarizer_model,
+        )
+        return self._empty().with_diagnostics(failure)
 
     async def plan(self, view: View) -> ChangeSet:
         """Summarize the groups that should go, or change nothing."""
@@ -191,6 +220,9 @@ class SummarizationStrategy:
                     self.max_summary_input_tokens,
                 )
                 self._record_failure()
+                return self._failed(
+                    f"no whole group fits max_summary_input_tokens={self.max_summary_input_tokens}"
+                )
             return self._empty()
         if len(chosen) == 1 and chosen[0].kind == "summary":
             return self._empty()
@@ -278,11 +310,11 @@ class SummarizationStrategy:
         except Exception as exc:
             logger.warning("%s skipped: the summarizer failed (%r)", self.name, exc)
             self._record_failure()
-            return self._empty()
+            return self._failed("the summarizer raised", exc)
         if not text:
             logger.warning("%s skipped: the summarizer returned no text", self.name)
             self._record_failure()
-            return self._empty()
+            return self._failed("the summarizer returned no text")
         self._failures = 0
         self._error_logged = False
         summary = Message.text_message(
@@ -294,7 +326,12 @@ class SummarizationStrategy:
                 "summary_of_message_ids": [m.message_id for m in messages],
             },
         )
-        insert = SummaryInsert(message=summary, replaces=tuple(group_ids))
+        insert = SummaryInsert(
+            message=summary,
+            replaces=tuple(group_ids),
+            summarizer=self.summarizer_name,
+            model=self.summarizer_model,
+        )
         return ChangeSet(summaries=(insert,), strategy=self.name, params=self.params())
 
     def _record_failure(self) -> None:

@@ -27,7 +27,7 @@ from strategies._selection import (
     warn_unreached,
 )
 from strategies.base import CompactionStrategy, check_tokenizer
-from strategies.changeset import ChangeSet
+from strategies.changeset import ChangeSet, Diagnostic
 from strategies.tokenizers import Tokenizer
 from strategies.triggers import Not, TokensExceed, Trigger
 from strategies.view import View
@@ -91,20 +91,22 @@ class TokenBudgetComposedStrategy:
             return ChangeSet(strategy=self.name, params=params)
         goal = self._goal()
         parts: list[ChangeSet] = []
+        notes: list[Diagnostic | None] = []
         current = view
         for strategy in self.strategies:
             part = await strategy.plan(current)
+            notes.extend(part.diagnostics)
             if not part.is_empty:
                 parts.append(part)
                 current = current.apply(part)
             if self.early_stop and _holds(goal, current):
-                return combine(parts, strategy=self.name, params=params)
+                return combine(parts, strategy=self.name, params=params).with_diagnostics(*notes)
         if not _holds(goal, current):
             parts.extend(self._fallback(current, goal))
             current = view.apply(combine(parts, strategy=self.name, params=params))
             protected = protected_ids(current, preserve_system=not self.exclude_system_on_fallback)
-            warn_unreached(self.name, view, current, goal, protected)
-        return combine(parts, strategy=self.name, params=params)
+            notes.append(warn_unreached(self.name, view, current, goal, protected))
+        return combine(parts, strategy=self.name, params=params).with_diagnostics(*notes)
 
     def _fallback(self, view: View, goal: Goal) -> list[ChangeSet]:
         protected = protected_ids(view)

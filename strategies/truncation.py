@@ -105,5 +105,5 @@ class TruncationStrategy:
         goal = self._goal()
         chosen = exclude_oldest(view, candidates, goal)
         changes = changeset(self.name, params, chosen, self.reason)
-        warn_unreached(self.name, view, view.apply(changes), goal, protected)
-        return changes
+        blocked = warn_unreached(self.name, view, view.apply(changes), goal, protected)
+        return changes.with_diagnostics(blocked)

@@ -23,7 +23,7 @@ from functools import cached_property, partial
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
-from strategies.groups import GroupKind, annotate, call_links
+from strategies.groups import GroupKind, annotate, call_links, in_call_order
 from strategies.messages import (
     Content,
     FunctionResultContent,
@@ -388,6 +388,7 @@ class View:
         members: dict[str, list[Message]] = {}
         for message, (_, group_id) in zip(messages, annotation.message_groups, strict=True):
             members.setdefault(group_id, []).append(message)
+        members = {gid: in_call_order(msgs, _itself) for gid, msgs in members.items()}
         pinned_ids = set(pinned)
         groups = []
         for group_id, msgs in members.items():
@@ -413,6 +414,10 @@ class View:
             tokenizer=tokenizer,
             policy=policy,
         )
+
+
+def _itself(message: Message) -> Message:
+    return message
 
 
 def _without_unmatched_results(messages: Iterable[Message]) -> list[Message]:

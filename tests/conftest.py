@@ -31,6 +31,8 @@ T = TypeVar("T")
 PG_URL_ENV = "CHATLEDGER_TEST_PG_URL"
 PG_DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+ALL_BACKENDS = ["memory", *BACKENDS]
+"""The SQL backends and the in-memory store (``tests/conformance/`` runs on all three)."""
 _counter = itertools.count()
 
 

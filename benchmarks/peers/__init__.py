@@ -65,6 +65,8 @@ class System(ABC):
     def __init__(self, target: Target, *, tokenizer: TokenCounter | None = None) -> None:
         self.target = target
         self.tokenizer = tokenizer
+        self.session_id = SESSION_ID
+        """The session used (the workloads of many sessions or writers change it)."""
 
     @abstractmethod
     async def open(self, *, create: bool) -> None:
@@ -136,7 +138,9 @@ class SystemSpec:
     missing_reason: str = "optional peer not installed"
     """Why the system is skipped when its module cannot be imported."""
     workloads: frozenset[str] = field(
-        default_factory=lambda: frozenset({"per_turn", "bulk_import", "projection", "full_read"})
+        default_factory=lambda: frozenset(
+            {"per_turn", "bulk_import", "projection", "full_read", "full_read_tools"}
+        )
     )
 
 
@@ -151,6 +155,19 @@ REGISTRY: dict[str, SystemSpec] = {
         counts_tokens=True,
         description="chatledger HistoryStore on SQLite (aiosqlite)",
         missing_reason="store not yet available",
+        workloads=frozenset(
+            {
+                "per_turn",
+                "bulk_import",
+                "projection",
+                "full_read",
+                "full_read_tools",
+                "many_sessions",
+                "many_writers",
+                "shared_session",
+                "deferred_compaction",
+            }
+        ),
     ),
     "chatledger_pg": SystemSpec(
         "benchmarks.peers.chatledger",
@@ -159,7 +176,7 @@ REGISTRY: dict[str, SystemSpec] = {
         peer=False,
         description="chatledger HistoryStore on PostgreSQL (asyncpg)",
         missing_reason="store not yet available",
-        workloads=frozenset({"per_turn", "projection"}),
+        workloads=frozenset({"per_turn", "projection", "many_writers", "shared_session"}),
     ),
     "agent_framework": SystemSpec(
         "benchmarks.peers.af_list",
@@ -198,6 +215,12 @@ REGISTRY: dict[str, SystemSpec] = {
 }
 
 
+WORKING_TREE_ONLY = frozenset(
+    {"full_read_tools", "many_sessions", "many_writers", "shared_session", "deferred_compaction"}
+)
+"""Workloads a ``--baseline`` twin does not run (their harness needs today's store)."""
+
+
 def baseline_name(name: str, commit: str) -> str:
     """The name of chatledger system ``name`` run at ``commit`` (short hash)."""
     return f"{name}@{commit}"
@@ -209,7 +232,11 @@ def spec_for(name: str) -> SystemSpec:
     spec = REGISTRY[registered]
     if not commit:
         return spec
-    return replace(spec, description=f"{spec.description}, at commit {commit}")
+    return replace(
+        spec,
+        description=f"{spec.description}, at commit {commit}",
+        workloads=spec.workloads - WORKING_TREE_ONLY,
+    )
 
 
 def load_system(name: str, target: Target, *, tokenizer: TokenCounter | None = None) -> System:

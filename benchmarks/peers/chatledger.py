@@ -19,7 +19,7 @@ from contextlib import AsyncExitStack
 from typing import Any
 
 from benchmarks.generator import ChatDict, to_message
-from benchmarks.peers import CONTEXT_WINDOW, MAX_OUTPUT_TOKENS, SESSION_ID, System
+from benchmarks.peers import CONTEXT_WINDOW, MAX_OUTPUT_TOKENS, System
 from benchmarks.tokenizing import TokenCounter, Unavailable
 from store import HistoryStore
 from strategies import ContextWindowCompactionStrategy, TruncationStrategy
@@ -40,6 +40,11 @@ class ChatledgerSystem(System):
             max_context_window_tokens=CONTEXT_WINDOW, max_output_tokens=MAX_OUTPUT_TOKENS
         )
 
+    @property
+    def store(self) -> Any:
+        """The open :class:`~store.HistoryStore`."""
+        return self._store
+
     async def open(self, *, create: bool) -> None:
         """Open the store (it creates or upgrades its schema itself)."""
         url = self.target.sqlalchemy_url(
@@ -56,11 +61,11 @@ class ChatledgerSystem(System):
 
     async def load(self, native: list[Message]) -> None:
         """One ``append`` (one transaction) per batch."""
-        await self._store.append(SESSION_ID, native)
+        await self._store.append(self.session_id, native)
 
     async def append_turn(self, native: list[Message]) -> None:
         """Append the run's messages."""
-        await self._store.append(SESSION_ID, native)
+        await self._store.append(self.session_id, native)
 
     settle_every = 100_000
 
@@ -80,7 +85,7 @@ class ChatledgerSystem(System):
             compact_to=self._strategy.tool_eviction_tokens,
             tokenizer=self._store.tokenizer,
         )
-        await self._store.compact(SESSION_ID, truncation, phase="import")
+        await self._store.compact(self.session_id, truncation, phase="import")
         await self.after_run()
         return {"settle_s": time.perf_counter() - start}
 
@@ -92,23 +97,24 @@ class ChatledgerSystem(System):
 
     async def after_run(self) -> None:
         """The after-run compaction, with the 128k context-window strategy."""
-        await self._method("compact")(SESSION_ID, self._strategy, phase="after_run")
+        await self._method("compact")(self.session_id, self._strategy, phase="after_run")
 
     async def context(self) -> int:
         """The before-call projection."""
-        return len(await self._method("context")(SESSION_ID))
+        return len(await self._method("context")(self.session_id))
 
     async def full_read(self) -> int:
         """Every stored message, excluded ones too, streamed page by page (``aiter_history``)."""
         count = 0
-        async for _message in self._method("aiter_history")(SESSION_ID, include_excluded=True):
+        stream = self._method("aiter_history")(self.session_id, include_excluded=True)
+        async for _message in stream:
             count += 1
         return count
 
     async def count_stored_once(self, tokenizer: TokenCounter) -> int | None:
         """Count every stored message (summaries too) once, as the store counts them."""
         count = 0
-        async for stored in self._store.aiter_history(SESSION_ID, include_excluded=True):
+        async for stored in self._store.aiter_history(self.session_id, include_excluded=True):
             count_message_tokens(stored.message, tokenizer, policy=self._store.policy)  # type: ignore[arg-type]
             count += 1
         return count

@@ -19,6 +19,8 @@
     chatledger doctor [SESSION] [--fix]       check for damage; repair what can be
     chatledger db upgrade|downgrade|current|check|history
     chatledger demo                           a long, tool-heavy scripted conversation
+    chatledger import SOURCE...               chat logs of other systems, idempotently
+    chatledger export SESSION... --format ID  sessions out, in the formats import reads
 
 Commands take ``--url`` (a URL or a SQLite file's path; default ``$CHATLEDGER_URL``,
 else ``./chatledger.db``), those that read or change sessions ``--tenant``, and
@@ -43,6 +45,8 @@ from store.cli._change import compact, delete, pin, recount, restore, unpin
 from store.cli._common import CliError
 from store.cli._db import db
 from store.cli._demo import demo
+from store.cli._export import export
+from store.cli._import import import_
 from store.cli._doctor import doctor
 from store.cli._read import sessions, show, stats, tenants
 from store.cli._retention import purge, redact
@@ -104,6 +108,8 @@ for _command in (
     doctor,
     db,
     demo,
+    import_,
+    export,
 ):
     cli.add_command(_command)
 

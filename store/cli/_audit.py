@@ -26,12 +26,18 @@ __all__ = ["audit", "excluded", "why"]
 PHASES = ("after_run", "manual", "import", "restore")
 """The phases an event may have (``store.models.PHASES``, without importing the store)."""
 
+OUTCOMES = ("applied", "failed", "blocked", "abandoned")
+"""The outcomes an event may have (``store.models.OUTCOMES``, without importing the store)."""
+
 
 @click.command()
 @click.argument("session_id", metavar="[SESSION]", required=False)
 @click.option("--since", metavar="WHEN", help="Only events since: ISO time or 30m, 2h, 7d.")
 @click.option("--strategy", metavar="NAME", help="Only events of this strategy.")
 @click.option("--phase", type=click.Choice(PHASES), help="Only events of this phase.")
+@click.option(
+    "--outcome", type=click.Choice(OUTCOMES), help="Only events of this outcome (e.g. failed)."
+)
 @click.option("--limit", type=click.IntRange(min=1), metavar="N", help="At most N events.")
 @url_option
 @tenant_option
@@ -41,24 +47,28 @@ def audit(
     since: str | None,
     strategy: str | None,
     phase: str | None,
+    outcome: str | None,
     limit: int | None,
     url: str | None,
     tenant: str,
     as_json: bool,
 ) -> None:
-    """List compaction events: what each did, why, what it saved."""
+    """List compaction events: what each did (or why it did not), what it saved."""
     moment = parse_since(since) if since is not None else None
 
     async def action(store: HistoryBackend) -> list[CompactionEvent]:
+        from store.models import OUTCOMES as RESULTS
         from store.models import PHASES as KNOWN
 
         chosen = next((p for p in KNOWN if p == phase), None)
+        result = next((o for o in RESULTS if o == outcome), None)
         return await store.audit(
             session_id,
             since=moment,
             strategy=_strategy_name(strategy),
             phase=chosen,
             limit=limit,
+            outcome=result,
         )
 
     events = with_store(url, tenant, action)

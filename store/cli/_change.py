@@ -19,6 +19,7 @@ from store.cli._common import (
     emit_json,
     json_option,
     session_tokenizer,
+    strategy_option_value,
     tenant_option,
     tokenizer_option_value,
     url_option,
@@ -114,6 +115,7 @@ def compact(
     session_id: str, spec: str, dry_run: bool, url: str | None, tenant: str, as_json: bool
 ) -> None:
     """Compact a session now with a strategy, or see what it would do."""
+    strategy_option_value(spec)
     if dry_run:
         _dry_run(url, tenant, session_id, spec, as_json)
         return
@@ -127,6 +129,8 @@ def compact(
         emit_json(event)
     elif event is None:
         echo(f"Nothing to compact: {short_strategy(spec.split(':')[0])} changes nothing now.")
+    elif event.outcome != "applied":
+        echo(f"event {event.id}: {event_outcome(event)}; nothing changed")
     else:
         echo(
             f"event {event.id}: {event_outcome(event)}; tokens {number(event.tokens_before)} → "

@@ -32,6 +32,7 @@ __all__ = [
     "TENANT_ENV",
     "URL_ENV",
     "CliError",
+    "DeferredTokenizer",
     "confirm",
     "emit_json",
     "json_option",
@@ -39,6 +40,7 @@ __all__ = [
     "parse_since",
     "run",
     "session_tokenizer",
+    "strategy_option_value",
     "tenant_option",
     "tokenizer_option_value",
     "url_option",
@@ -122,7 +124,10 @@ def session_tokenizer(url: str | None, tenant: str, session_id: str) -> Tokenize
 
     name = with_store(url, tenant, action)
     from strategies.tokenizers import tokenizer_named
+    from strategies.tokenizers.bpe import SUPPORTED_ENCODINGS
 
+    if name in SUPPORTED_ENCODINGS:
+        return DeferredTokenizer(name)
     try:
         return tokenizer_named(name)
     except ValueError:
@@ -130,6 +135,28 @@ def session_tokenizer(url: str | None, tenant: str, session_id: str) -> Tokenize
             f"session {session_id!r} was counted with tokenizer {name!r}, which does not ship "
             "with chatledger: pass --tokenizer NAME"
         ) from None
+
+
+class DeferredTokenizer:
+    """A shipped tiktoken encoding, known by name and loaded on its first count: a
+    command that reads a session without counting (``show``) never loads tiktoken."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._loaded: Tokenizer | None = None
+
+    @property
+    def name(self) -> str:
+        """The encoding's name, as the session records it."""
+        return self._name
+
+    def count_tokens(self, text: str) -> int:
+        """Count with the encoding (loading it the first time)."""
+        if self._loaded is None:
+            from strategies.tokenizers import TiktokenTokenizer
+
+            self._loaded = TiktokenTokenizer(self._name)
+        return self._loaded.count_tokens(text)
 
 
 def tokenizer_option_value(name: str) -> Tokenizer:
@@ -140,6 +167,18 @@ def tokenizer_option_value(name: str) -> Tokenizer:
         return tokenizer_named(name)
     except ValueError as error:
         raise CliError(f"invalid --tokenizer: {error}", exit_code=2) from None
+
+
+def strategy_option_value(spec: str) -> str:
+    """A ``--strategy SPEC`` option's spec, checked before any database is opened (a
+    usage error when it does not parse)."""
+    from strategies.specs import InvalidStrategySpec, parse_strategy
+
+    try:
+        parse_strategy(spec)
+    except InvalidStrategySpec as error:
+        raise CliError(f"invalid --strategy: {error}", exit_code=2) from None
+    return spec
 
 
 def emit_json(value: BaseModel | list[Any] | dict[str, Any] | None) -> None:

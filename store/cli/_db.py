@@ -72,7 +72,7 @@ def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: b
 @url_option
 @json_option
 def downgrade(revision: str, url: str | None, as_json: bool) -> None:
-    """Downgrade the schema to REVISION (``base`` drops every chatledger table)."""
+    """Downgrade the schema to REVISION ('base' drops every chatledger table)."""
     from store.sql.migrations import downgrade as run_downgrade
 
     state = _state(url)

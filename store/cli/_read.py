@@ -17,6 +17,7 @@ from store.cli._common import (
     parse_since,
     run,
     session_tokenizer,
+    strategy_option_value,
     tenant_option,
     tokenizer_option_value,
     url_option,
@@ -99,7 +100,8 @@ def _show_stored(
     async def action(store: HistoryBackend) -> tuple[list[StoredMessage], frozenset[str]]:
         return await _stored(store, session_id, show_all=show_all, limit=limit)
 
-    messages, pinned = with_store(url, tenant, action)
+    counted = session_tokenizer(url, tenant, session_id)  # its view checks the tokenizer
+    messages, pinned = with_store(url, tenant, action, tokenizer=counted)
     if as_json:
         emit_json(messages)
         return
@@ -198,7 +200,8 @@ def show(
     if strategy is not None and not context:
         raise CliError("--strategy needs --context", exit_code=2)
     if context:
-        _show_context(url, tenant, session_id, strategy, limit, tokenizer, as_json)
+        spec = strategy_option_value(strategy) if strategy is not None else None
+        _show_context(url, tenant, session_id, spec, limit, tokenizer, as_json)
     else:
         _show_stored(url, tenant, session_id, show_all, limit, as_json)
 

@@ -198,7 +198,13 @@ def context_table(
 
 
 def event_outcome(event: CompactionEvent) -> str:
-    """What an event did, with the reasons of what it excluded."""
+    """What an event did, with the reasons of what it excluded; for a compaction that
+    applied nothing, its outcome and why."""
+    if event.outcome != "applied":
+        why = "; ".join(d.message for d in event.diagnostics)
+        if event.outcome == "abandoned":
+            why = why or f"the session changed under it {event.attempts} times"
+        return f"{event.outcome}: {why}" if why else event.outcome
     parts = []
     summarized = {g for replaced in event.summarized.values() for g in replaced}
     if event.excluded:

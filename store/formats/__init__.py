@@ -5,7 +5,13 @@ Each format has a pair of pure functions, list in and list out:
 - Agent Framework (``Message.to_dict()`` mappings): :func:`from_agent_framework`,
   :func:`to_agent_framework`, with :func:`af_annotations` to read its compaction
   annotations;
-- OpenAI Chat Completions messages: :func:`from_openai_chat`, :func:`to_openai_chat`.
+- Anthropic Messages API messages: :func:`from_anthropic`, :func:`to_anthropic`,
+  :func:`anthropic_request`;
+- OpenAI Chat Completions messages: :func:`from_openai_chat`, :func:`to_openai_chat`;
+- OpenAI Responses API input items: :func:`from_openai_responses`,
+  :func:`to_openai_responses`;
+- LangChain messages (objects or ``message_to_dict`` mappings): :func:`from_langchain`,
+  :func:`to_langchain`.
 
 Reading then writing the same format gives back exactly what was read. Input that
 cannot be read raises :class:`FormatError` (a :class:`ValueError`) naming the index of
@@ -23,26 +29,52 @@ from store.formats.agent_framework import (
     from_agent_framework,
     to_agent_framework,
 )
+from store.formats.anthropic import anthropic_request, from_anthropic, to_anthropic
+from store.formats.langchain import (
+    LANGCHAIN_EXTRA_KEY,
+    LANGCHAIN_FORM_KEY,
+    LANGCHAIN_TYPE_KEY,
+    from_langchain,
+    to_langchain,
+)
 from store.formats.openai_chat import (
     OPENAI_CONTENT_FORM_KEY,
     OPENAI_EXTRA_KEY,
     from_openai_chat,
     to_openai_chat,
 )
+from store.formats.openai_responses import (
+    RESPONSES_EXTRA_KEY,
+    RESPONSES_FORM_KEY,
+    from_openai_responses,
+    to_openai_responses,
+)
 
 __all__ = [
     "AF_ANNOTATIONS_KEY",
     "AF_EXTRA_KEY",
     "AF_PROPERTIES_KEY",
+    "LANGCHAIN_EXTRA_KEY",
+    "LANGCHAIN_FORM_KEY",
+    "LANGCHAIN_TYPE_KEY",
     "OPENAI_CONTENT_FORM_KEY",
     "OPENAI_EXTRA_KEY",
     "ORIGINAL_ID_KEY",
+    "RESPONSES_EXTRA_KEY",
+    "RESPONSES_FORM_KEY",
     "SOURCE_FORMAT_KEY",
     "AFAnnotations",
     "FormatError",
     "af_annotations",
+    "anthropic_request",
     "from_agent_framework",
+    "from_anthropic",
+    "from_langchain",
     "from_openai_chat",
+    "from_openai_responses",
     "to_agent_framework",
+    "to_anthropic",
+    "to_langchain",
     "to_openai_chat",
+    "to_openai_responses",
 ]

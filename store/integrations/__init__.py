@@ -4,4 +4,8 @@ Each adapter lives in its own module and imports its framework when that module 
 imported; nothing in the library imports an adapter. Install the matching extra:
 
 - :mod:`store.integrations.agent_framework`: ``pip install 'chatledger[agent-framework]'``.
+- :mod:`store.integrations.openai_agents`: ``pip install 'chatledger[openai-agents]'``.
+- :mod:`store.integrations.langchain`: ``pip install 'chatledger[langchain]'``.
+
+The adapters that open their own store share it through :mod:`store.integrations._shared`.
 """

@@ -10,7 +10,15 @@ plain model a stateful test compares the SQL backend against.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -18,10 +26,12 @@ from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Self, Ty
 
 from pydantic import JsonValue
 
+from store import telemetry
 from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
 from store.errors import InvalidInput, SessionNotFound, StoreClosed, strategy_errors
 from store.models import (
     CompactionEvent,
+    EventOutcome,
     ExcludedGroup,
     ImportResult,
     Phase,
@@ -35,9 +45,11 @@ from store.models import (
     WhyResult,
 )
 from store.rules.changes import (
+    Attempt,
     Outcome,
     apply_changes,
     check_groups,
+    check_restorable,
     event_label,
     new_event_id,
     restore,
@@ -48,6 +60,7 @@ from store.rules.checks import (
     check_limit,
     check_message,
     check_metadata,
+    check_outcome,
     check_page_size,
     check_phase,
     check_provenance,
@@ -76,7 +89,14 @@ from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
 from store.rules.records import SessionRecord, now
+from store.rules.retract import (
+    RETRACT_STRATEGY,
+    apply_retraction,
+    check_retractable,
+    plan_retraction,
+)
 from store.rules.why import GroupFacts, explain, not_stored
+from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -120,11 +140,11 @@ class MemoryDatabase:
 
 @dataclass(frozen=True)
 class _Snapshot:
-    """A plan's snapshot: the view, the session's revision and each group's version."""
+    """A plan's snapshot: the view, the session's revision and each group's fingerprint."""
 
     view: View
     revision: int
-    versions: dict[str, int]
+    fingerprints: dict[str, Hashable]
 
 
 class InMemoryHistoryStore:
@@ -296,7 +316,9 @@ class InMemoryHistoryStore:
             stamp = provenance.imported_at or stamp
             source = (provenance.system, dict(provenance.source_ids))
         count = self._pending.counter(self._tenant, session_id, keep=False)
-        session.append(fresh, count, stamp, source=source)
+        with telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced:
+            session.append(fresh, count, stamp, source=source)
+            traced.stored(len(fresh), sum(session.rows[m.message_id].tokens for m in fresh))
         return [m.message_id for m in batch]
 
     @_open
@@ -354,6 +376,33 @@ class InMemoryHistoryStore:
             if len(page) < page_size:
                 return
             cursor = page[-1].seq
+
+    @_open
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the newest appended message for good (see the contract)."""
+        check_session_id(session_id, self._limits)
+        session = self._get(session_id)
+        appended = sorted((r for r in session.rows.values() if r.slot == 0), key=lambda r: r.seq)
+        if not appended:
+            return None
+        row = appended[-1]
+        group = session.groups[row.group_id]
+        check_retractable(
+            session_id,
+            row.message.message_id,
+            excluded=group.excluded,
+            reason=group.reason,
+            reduced=row.reduced is not None,
+        )
+        plan = plan_retraction(
+            session_id, [r.message for r in appended], group.group_id, group.message_ids
+        )
+        stored = session.stored_message(row)
+        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        apply_retraction(session, plan, row.seq)
+        params = plan.params(row.seq, row.message.role)
+        out.record(session, phase="manual", strategy=RETRACT_STRATEGY, params=params)
+        return stored
 
     # -- sessions ---------------------------------------------------------------------
 
@@ -422,8 +471,6 @@ class InMemoryHistoryStore:
             row.tokens = self.count_tokens(row.message)
             if row.reduced is not None:
                 row.reduced_tokens = self.count_tokens(row.reduced)
-        for group in session.groups.values():
-            group.version += 1
         session.tokenizer = self._tokenizer_name
         session.touch(now())
         return session.info()
@@ -456,11 +503,13 @@ class InMemoryHistoryStore:
             session = session.clone()
         fresh = session.new_messages(batch)
         session.append(fresh, self._pending.counter(self._tenant, session_id, keep=True), now())
-        view = self._view_of(session)
-        if chosen is not None:
-            with strategy_errors():
-                view = view.apply(await chosen.plan(view))
-        return await view.project()
+        with telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced:
+            view = self._view_of(session)
+            if chosen is not None:
+                with strategy_errors():
+                    view = view.apply(await chosen.plan(view))
+            traced.sent(view)
+            return await view.project()
 
     # -- compaction -------------------------------------------------------------------
 
@@ -503,25 +552,44 @@ class InMemoryHistoryStore:
         async def snapshot() -> _Snapshot:
             session = self._counted(session_id)
             view = self._view_of(session)
-            versions = {g.group_id: session.groups[g.group_id].version for g in view.groups}
-            return _Snapshot(view=view, revision=session.revision, versions=versions)
+            fingerprints: dict[str, Hashable] = {
+                g.group_id: session.fingerprint(session.groups[g.group_id]) for g in view.groups
+            }
+            return _Snapshot(view=view, revision=session.revision, fingerprints=fingerprints)
 
         async def apply(
-            snapshot: _Snapshot, changes: ChangeSet
+            snapshot: _Snapshot, changes: ChangeSet, attempt: Attempt
         ) -> CompactionEvent | Conflict | None:
             session = self._counted(session_id)
             if session.revision != snapshot.revision:
                 current = {
-                    gid: GroupState(group.excluded, group.version)
+                    gid: GroupState(group.excluded, session.fingerprint(group))
                     for gid in changes.touched_group_ids
                     if (group := session.groups.get(gid)) is not None
                 }
-                if changed_under(changes.touched_group_ids, snapshot.versions, current):
+                if changed_under(changes.touched_group_ids, snapshot.fingerprints, current):
                     return CONFLICT
-            return self._apply(session, changes, phase, strategy)
+            return self._apply(session, changes, phase, strategy, attempt)
 
-        compaction = Compaction(snapshot=snapshot, apply=apply)
-        return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
+        async def record(
+            changes: ChangeSet, attempt: Attempt, outcome: EventOutcome
+        ) -> CompactionEvent:
+            session = self._counted(session_id)
+            out = Outcome(
+                event_id=new_event_id(),
+                now=now(),
+                before=session.totals(),
+                result=outcome,
+                attempt=attempt,
+                changes=changes,
+            )
+            name, params = event_label(changes, strategy)
+            return out.record(session, phase=phase, strategy=name, params=params)
+
+        compaction = Compaction(snapshot=snapshot, apply=apply, record=record)
+        return await plan_and_apply(
+            session_id, strategy, compaction, tenant=self._tenant, phase=phase, dry_run=dry_run
+        )
 
     def _apply(
         self,
@@ -529,8 +597,15 @@ class InMemoryHistoryStore:
         changes: ChangeSet,
         phase: Phase,
         strategy: CompactionStrategy | None,
+        attempt: Attempt | None = None,
     ) -> CompactionEvent | None:
-        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        out = Outcome(
+            event_id=new_event_id(),
+            now=now(),
+            before=session.totals(),
+            attempt=attempt,
+            changes=changes,
+        )
         count = self._pending.counter(self._tenant, session.session_id, keep=False)
         apply_changes(session, changes, count, out)
         if not out.changed:
@@ -549,6 +624,7 @@ class InMemoryHistoryStore:
         strategy: str | None = None,
         phase: Phase | None = None,
         limit: int | None = None,
+        outcome: EventOutcome | None = None,
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
         if session_id is not None:
@@ -558,6 +634,8 @@ class InMemoryHistoryStore:
         check_text(strategy, "strategy", optional=True)
         if phase is not None:
             check_phase(phase)
+        if outcome is not None:
+            check_outcome(outcome)
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         found = [
             (event, number)
@@ -566,6 +644,7 @@ class InMemoryHistoryStore:
             if (since is None or event.created_at >= since)
             and (strategy is None or event.strategy == strategy)
             and (phase is None or event.phase == phase)
+            and (outcome is None or event.outcome == outcome)
         ]
         found.sort(key=lambda item: (item[0].created_at, item[0].session_id, item[1]), reverse=True)
         events = [event for event, _ in found]
@@ -658,6 +737,7 @@ class InMemoryHistoryStore:
             event = next((e for e in session.events if e.id == event_id), None)
             if event is None:
                 raise InvalidInput(f"no event {event_id!r} in session {session_id!r}")
+            check_restorable(event)
             undo_event(session, out, event)
             params = {"event_id": event.id}
         if not out.changed:
@@ -683,7 +763,6 @@ class InMemoryHistoryStore:
         changed = [g for g in ids if session.groups[g].pinned != pinned]
         for group_id in changed:
             session.groups[group_id].pinned = pinned
-            session.groups[group_id].version += 1
         if changed:
             session.touch(now())
         return changed
@@ -706,6 +785,12 @@ class InMemoryHistoryStore:
         batch = checked_messages(messages)
         for message in batch:
             check_message(message, self._limits)
+        with telemetry.operation(SPAN_IMPORT, self._tenant, session_id) as traced:
+            result = await self._import(session_id, batch, source)
+            traced.event(result.event)
+            return result
+
+    async def _import(self, session_id: str, batch: list[Message], source: str) -> ImportResult:
         plan = plan_import(self._find(session_id), batch)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         await self.append(session_id, plan.append, provenance=provenance)

@@ -23,6 +23,7 @@ loads, :mod:`store.sql.compaction`):
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -30,8 +31,8 @@ from datetime import datetime
 from typing import Any
 
 from store.errors import InvalidInput
-from store.models import CompactionEvent, Phase
-from store.rules.records import Counter, GroupRecord, SessionRecord
+from store.models import CompactionEvent, EventOutcome, Phase
+from store.rules.records import Counter, GroupRecord, SessionRecord, as_stored
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
 from strategies.messages import Message
@@ -40,15 +41,18 @@ from strategies.view import Totals
 __all__ = [
     "RESTORED_REASON",
     "SUMMARIZED_REASON",
+    "Attempt",
     "Outcome",
     "apply_changes",
     "build_event",
     "check_groups",
+    "check_restorable",
     "event_label",
     "log_event",
     "new_event_id",
     "restore",
     "summary_id_candidates",
+    "unapplied_outcome",
     "undo_event",
 ]
 
@@ -68,6 +72,45 @@ def new_event_id() -> str:
     return f"evt_{uuid.uuid4().hex[:16]}"
 
 
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """Which attempt of a compaction is being applied or recorded, and when it began."""
+
+    number: int = 1
+    """1, or 2 after a conflict."""
+    started: float | None = None
+    """``time.perf_counter()`` when the compaction began (None: no duration)."""
+
+    def duration(self) -> float | None:
+        """Seconds since :attr:`started`."""
+        return None if self.started is None else time.perf_counter() - self.started
+
+
+def unapplied_outcome(changes: ChangeSet) -> EventOutcome | None:
+    """The outcome of a compaction whose ``changes`` applied nothing: ``failed`` when a
+    step failed, else ``blocked`` when protected groups kept it above its bound, else
+    None (nothing to record: a no-change run writes no row)."""
+    kinds = {d.kind for d in changes.diagnostics}
+    if "failed" in kinds:
+        return "failed"
+    if "blocked" in kinds:
+        return "blocked"
+    return None
+
+
+def _summarizer(changes: ChangeSet | None) -> tuple[str | None, str | None]:
+    """The summarizer (and its model) that wrote the summaries of ``changes``, or failed."""
+    if changes is None:
+        return None, None
+    for summary in changes.summaries:
+        if summary.summarizer is not None:
+            return summary.summarizer, summary.model
+    for note in changes.diagnostics:
+        if note.summarizer is not None:
+            return note.summarizer, note.model
+    return None, None
+
+
 @dataclass
 class Outcome:
     """What one change set or restore did, before it becomes an event."""
@@ -75,6 +118,12 @@ class Outcome:
     event_id: str
     now: datetime
     before: Totals
+    result: EventOutcome = "applied"
+    """The event's outcome."""
+    attempt: Attempt | None = None
+    """The compaction's attempt (None for restores and imports)."""
+    changes: ChangeSet | None = None
+    """The change set (for its diagnostics and summarizer)."""
     excluded: list[str] = field(default_factory=list)
     summarized: dict[str, tuple[str, ...]] = field(default_factory=dict)
     reduced: list[str] = field(default_factory=list)
@@ -90,12 +139,14 @@ class Outcome:
     def record(
         self, session: SessionRecord, *, phase: Phase, strategy: str, params: dict[str, Any]
     ) -> CompactionEvent:
-        """Append the audit event to ``session``, bump its revision, and log it."""
+        """Append the audit event to ``session``, bump its revision (when it applied:
+        an outcome that changed nothing leaves the revision as it is), and log it."""
         event = build_event(
             session, self, session.totals(), phase=phase, strategy=strategy, params=params
         )
         session.events.append(event)
-        session.touch(self.now)
+        if self.result == "applied":
+            session.touch(self.now)
         log_event(event)
         return event
 
@@ -110,6 +161,7 @@ def build_event(
     params: dict[str, Any],
 ) -> CompactionEvent:
     """The audit event of what ``out`` did to ``session``."""
+    summarizer, model = _summarizer(out.changes)
     return CompactionEvent(
         id=out.event_id,
         session_id=session.session_id,
@@ -129,11 +181,29 @@ def build_event(
         reasons=dict(out.reasons),
         reduced=tuple(out.reduced),
         restored=tuple(out.restored),
+        outcome=out.result,
+        duration_seconds=None if out.attempt is None else out.attempt.duration(),
+        attempts=1 if out.attempt is None else out.attempt.number,
+        summarizer=summarizer,
+        summarizer_model=model,
+        diagnostics=() if out.changes is None else out.changes.diagnostics,
     )
 
 
 def log_event(event: CompactionEvent) -> None:
-    """Log an applied event with its counts before and after."""
+    """Log an event with its counts before and after (a warning when it did not apply)."""
+    if event.outcome != "applied":
+        logger.warning(
+            "compaction %s on session %r (tenant %r, %s, phase %s, attempts %d): %s",
+            event.outcome,
+            event.session_id,
+            event.tenant,
+            event.strategy,
+            event.phase,
+            event.attempts,
+            "; ".join(d.message for d in event.diagnostics) or "nothing applied",
+        )
+        return
     logger.info(
         "compaction event %s on session %r (tenant %r, %s, phase %s): "
         "messages %d -> %d, groups %d -> %d, tokens %d -> %d",
@@ -160,7 +230,6 @@ def exclude(
     group.event_id = out.event_id
     group.excluded_at = out.now
     group.summarized_by = summarized_by
-    group.version += 1
     out.reasons[group.group_id] = reason
 
 
@@ -172,7 +241,6 @@ def include(group: GroupRecord) -> None:
     group.excluded_at = None
     group.summarized_by = None
     group.pinned = True
-    group.version += 1
 
 
 # --- change sets -------------------------------------------------------------------
@@ -290,10 +358,9 @@ def _apply_reduction(
     row = session.rows.get(message.message_id)
     if group is None or row is None or row.group_id != group.group_id:
         return
-    row.reduced = message
+    row.reduced = as_stored(message)
     row.reduced_tokens = count(message)
     row.reduced_event = out.event_id
-    group.version += 1
     if group.group_id not in out.reduced:
         out.reduced.append(group.group_id)
 
@@ -332,7 +399,6 @@ def restore(
             # stays its event (undoing this one must not bring it back)
             group.reason, group.summarized_by = reason, by
             group.pinned = False
-            group.version += 1
     if drop_reductions_of is not None:
         _drop_reductions(session, drop_reductions_of, out)
 
@@ -390,8 +456,6 @@ def _drop_reductions(session: SessionRecord, event_id: str, out: Outcome) -> Non
         row.reduced = None
         row.reduced_tokens = None
         row.reduced_event = None
-        group = session.groups[row.group_id]
-        group.version += 1
         if row.group_id not in out.restored:
             out.restored.append(row.group_id)
 
@@ -410,6 +474,15 @@ def undo_event(session: SessionRecord, out: Outcome, event: CompactionEvent) -> 
         drop_summaries=list(event.summarized),
         drop_reductions_of=event.id,
     )
+
+
+def check_restorable(event: CompactionEvent) -> None:
+    """Refuse to restore an event that applied nothing (only ``applied`` ones can be)."""
+    if event.outcome != "applied":
+        raise InvalidInput(
+            f"event {event.id!r} is {event.outcome}: it changed nothing, so there is "
+            f"nothing to restore"
+        )
 
 
 def check_groups(session: SessionRecord, group_ids: Iterable[str]) -> None:

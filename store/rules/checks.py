@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 from store.errors import InvalidInput
-from store.models import PHASES, Provenance, SessionOrder
+from store.models import OUTCOMES, PHASES, Provenance, SessionOrder
 from store.rules.limits import DEFAULT_LIMITS, Limits, check_json, check_stored_message
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
@@ -24,6 +24,7 @@ __all__ = [
     "check_limit",
     "check_message",
     "check_metadata",
+    "check_outcome",
     "check_page_size",
     "check_phase",
     "check_provenance",
@@ -188,6 +189,12 @@ def check_session_order(order: object) -> None:
     """Refuse a session order that is not ``"id"`` or ``"updated"``."""
     if order not in get_args(SessionOrder):
         raise InvalidInput(f"unknown order {order!r}: expected 'id' or 'updated'")
+
+
+def check_outcome(outcome: object) -> None:
+    """Refuse an outcome that is not one of :data:`~store.models.OUTCOMES`."""
+    if outcome not in OUTCOMES:
+        raise InvalidInput(f"unknown outcome {outcome!r}: expected one of {', '.join(OUTCOMES)}")
 
 
 def check_phase(phase: object) -> None:

@@ -5,19 +5,25 @@ write that applies the plan checks the groups it touches against the snapshot
 (:func:`changed_under`): it conflicts when one of them changed, vanished or was
 excluded since, or when a group absent from the snapshot (appended or restored since)
 is active. :func:`plan_and_apply` runs the whole loop: on a conflict the plan is made
-again once; a second conflict applies nothing and logs a warning. Every backend
-compacts through it, with its own snapshot and apply.
+again once; a second conflict applies nothing, logs a warning and records an
+``abandoned`` event. A plan that changes nothing but reports a failed or blocked step
+records a ``failed`` or ``blocked`` event; one that changes nothing and reports nothing
+records none. Every backend compacts through it, with its own snapshot, apply and
+record, and it reports every compaction to :mod:`store.telemetry`.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from store import telemetry
 from store.errors import strategy_errors
-from store.models import CompactionEvent
+from store.models import CompactionEvent, EventOutcome, Phase
+from store.rules.changes import Attempt, unapplied_outcome
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.view import View
@@ -86,8 +92,10 @@ class Compaction(Generic[S]):
     """One backend's way to snapshot a session and apply a plan made on the snapshot."""
 
     snapshot: Callable[[], Awaitable[S]]
-    apply: Callable[[S, ChangeSet], Awaitable[CompactionEvent | Conflict | None]]
+    apply: Callable[[S, ChangeSet, Attempt], Awaitable[CompactionEvent | Conflict | None]]
     """Apply in one write, returning :data:`CONFLICT` when the session changed under it."""
+    record: Callable[[ChangeSet, Attempt, EventOutcome], Awaitable[CompactionEvent]]
+    """Record, in one write, the event of a compaction that applied nothing."""
 
 
 async def plan_and_apply(
@@ -95,33 +103,54 @@ async def plan_and_apply(
     strategy: CompactionStrategy,
     compaction: Compaction[S],
     *,
+    tenant: str,
+    phase: Phase,
     dry_run: bool,
 ) -> CompactionEvent | ChangeSet | None:
     """Plan ``strategy`` on a snapshot and apply it if still valid, at most twice.
 
-    Returns the event, None when nothing changed (or the plan was abandoned), or with
+    Returns the event of the recorded outcome (``applied``, ``failed``, ``blocked`` or
+    ``abandoned``), None when nothing changed and nothing was reported, or with
     ``dry_run`` the change set, writing nothing.
     """
-    for attempt in (1, 2):
+    with telemetry.compaction(tenant, session_id, phase, strategy.name) as span:
+        result = await _plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
+        return span.finish(result)
+
+
+async def _plan_and_apply(
+    session_id: str,
+    strategy: CompactionStrategy,
+    compaction: Compaction[S],
+    *,
+    dry_run: bool,
+) -> CompactionEvent | ChangeSet | telemetry.Unchanged:
+    started = time.perf_counter()
+    changes = ChangeSet()
+    for number in (1, 2):
+        attempt = Attempt(number, started)
         snapshot = await compaction.snapshot()
         with strategy_errors():
             changes = await strategy.plan(snapshot.view)
         if dry_run:
             return changes
-        if changes.is_empty:
-            return None
-        result = await compaction.apply(snapshot, changes)
+        result = None if changes.is_empty else await compaction.apply(snapshot, changes, attempt)
+        if result is None:
+            outcome = unapplied_outcome(changes)
+            if outcome is None:
+                return telemetry.Unchanged(snapshot.view, attempt)
+            return await compaction.record(changes, attempt, outcome)
         if not isinstance(result, Conflict):
             return result
         logger.info(
             "compaction of session %r by %s conflicted with a concurrent write (try %d)",
             session_id,
             strategy.name,
-            attempt,
+            number,
         )
     logger.warning(
         "compaction of session %r by %s abandoned: the session kept changing under it",
         session_id,
         strategy.name,
     )
-    return None
+    return await compaction.record(changes, Attempt(2, started), "abandoned")

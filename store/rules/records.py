@@ -19,11 +19,11 @@ from pydantic import JsonValue
 
 from store.models import CompactionEvent, SessionInfo, StoredMessage
 from store.rules.identity import content_hash, dedupe, new_messages
-from strategies.groups import AnnotationState, GroupKind, annotate
+from strategies.groups import AnnotationState, GroupKind, annotate, in_call_order
 from strategies.messages import Message
 from strategies.view import GroupView, InMemorySource, Totals, View
 
-__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "now"]
+__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "as_stored", "now"]
 
 Counter = Callable[[Message], int]
 """Counts the tokens of one message (the store's tokenizer and policy)."""
@@ -32,6 +32,17 @@ Counter = Callable[[Message], int]
 def now() -> datetime:
     """The current time, timezone-aware (UTC): the clock of every backend."""
     return datetime.now(UTC)
+
+
+def as_stored(message: Message) -> Message:
+    """``message`` as every backend gives it back: ``created_at`` in UTC (a naive one
+    taken as UTC), as the SQL columns hold it."""
+    created = message.created_at
+    if created is None or created.tzinfo is UTC:
+        return message
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return message.model_copy(update={"created_at": created.astimezone(UTC)})
 
 
 @dataclass
@@ -85,8 +96,6 @@ class GroupRecord:
     excluded_at: datetime | None = None
     summarized_by: str | None = None
     summary_of: tuple[str, ...] = ()
-    version: int = 0
-    """Bumped on every change to the group (members, flags, reductions)."""
 
     @property
     def order_key(self) -> tuple[int, int]:
@@ -149,12 +158,12 @@ class SessionRecord:
         """Store ``messages`` (all new), annotating them incrementally."""
         if not messages:
             return
-        annotation = annotate(messages, self.state)
+        annotation = annotate(messages, self.state, frozen=self._frozen())
         groups_of = dict(annotation.message_groups)
         for message in messages:
             seq = self._take_seq()
             row = MessageRecord(
-                message=message,
+                message=as_stored(message),
                 seq=seq,
                 anchor=seq,
                 slot=0,
@@ -168,24 +177,35 @@ class SessionRecord:
                 row.source_id = source[1].get(message.message_id)
                 row.imported_at = now
             self.rows[message.message_id] = row
-        self._merge_groups(annotation.merged)
+        created: set[str] = set()
         for group_id, info in annotation.groups.items():
             group = self.groups.get(group_id)
             if group is None:
                 group = GroupRecord(group_id, info.kind, info.turn, 0, 0, now)
                 self.groups[group_id] = group
+                created.add(group_id)
             group.kind = info.kind
             group.turn = info.turn
             group.has_reasoning = info.has_reasoning
             group.pending_calls = info.pending_calls
             group.orphan = info.orphan
-            group.version += 1
+        self._merge_groups(annotation.merged)
         for message in messages:
             group = self.groups[groups_of[message.message_id]]
             group.message_ids.append(message.message_id)
-            group.anchor = min(self.rows[m].anchor for m in group.message_ids)
+            if group.group_id in created:  # placed at its first new message, for good
+                created.discard(group.group_id)
+                group.anchor = self.rows[message.message_id].anchor
         self.state = annotation.state
         self.touch(now)
+
+    def _frozen(self) -> set[str]:
+        """Groups holding early results that compaction excluded since: no call joins them."""
+        return {
+            gid
+            for gid in self.state.waiting_groups
+            if (group := self.groups.get(gid)) is None or group.excluded
+        }
 
     def _merge_groups(self, merged: dict[str, str]) -> None:
         for absorbed_id, target_id in merged.items():
@@ -199,7 +219,6 @@ class SessionRecord:
             target.pinned = target.pinned or absorbed.pinned
             for message_id in absorbed.message_ids:
                 self.rows[message_id].group_id = target_id
-            target.version += 1
 
     def _take_seq(self) -> int:
         seq = self.next_seq
@@ -214,7 +233,7 @@ class SessionRecord:
         slot = 1 + max(g.slot for g in self.groups.values() if g.anchor == first.anchor)
         group_id = f"group_{message.message_id}"
         self.rows[message.message_id] = MessageRecord(
-            message=message,
+            message=as_stored(message),
             seq=self._take_seq(),
             anchor=first.anchor,
             slot=slot,
@@ -239,12 +258,25 @@ class SessionRecord:
     # --- reading -------------------------------------------------------------------
 
     def group_rows(self, group: GroupRecord) -> list[MessageRecord]:
-        """The group's messages, in ``seq`` order."""
-        return [self.rows[m] for m in group.message_ids]
+        """The group's messages, in ``seq`` order (a joined early result after its call:
+        :func:`~strategies.groups.in_call_order`)."""
+        return in_call_order([self.rows[m] for m in group.message_ids], _message_of)
 
     def group_tokens(self, group: GroupRecord) -> int:
         """Tokens of the group as the projection shows it (reductions applied)."""
         return sum(r.effective_tokens for r in self.group_rows(group))
+
+    def fingerprint(self, group: GroupRecord) -> tuple[int, int, bool, bool, int]:
+        """What must not change in a group between a plan's snapshot and its apply: its
+        messages, tokens (reductions applied), exclusion, pin and pending calls, as the
+        SQL backend compares them (:func:`store.sql.compaction.compactor.fingerprint`)."""
+        return (
+            len(group.message_ids),
+            self.group_tokens(group),
+            group.excluded,
+            group.pinned,
+            group.pending_calls,
+        )
 
     def active_groups(self) -> list[GroupRecord]:
         """The groups not excluded, in projection order."""
@@ -321,6 +353,10 @@ class SessionRecord:
             active_groups=active.groups,
             active_tokens=active.tokens,
         )
+
+
+def _message_of(row: MessageRecord) -> Message:
+    return row.message
 
 
 def _order(group: GroupRecord) -> tuple[int, int]:

@@ -16,11 +16,12 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import ChatledgerError, CorruptRowError
-from store.models import CompactionEvent, ExcludedGroup, Phase, Stats, WhyResult
+from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
 from store.rules.why import GroupFacts, explain, not_stored
 from store.sql.schema import EVENTS, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
 from store.sql.statements import chunks
+from strategies.changeset import Diagnostic
 
 __all__ = ["event_from_row", "excluded_groups", "read_events", "stats", "why"]
 
@@ -66,6 +67,12 @@ def event_from_row(row: RowMapping) -> CompactionEvent:
             reduced=tuple(note.get("reduced", ())),
             restored=tuple(note.get("restored", ())),
             reasons=dict(note.get("reasons", {})),
+            outcome=row["outcome"],
+            duration_seconds=row["duration_seconds"],
+            attempts=row["attempts"],
+            summarizer=row["summarizer"],
+            summarizer_model=row["summarizer_model"],
+            diagnostics=tuple(Diagnostic.from_json(d) for d in note.get("diagnostics", ())),
         )
     except (ValueError, TypeError, KeyError) as error:
         raise CorruptRowError(
@@ -86,6 +93,7 @@ async def read_events(
     phase: Phase | None = None,
     limit: int | None = None,
     event_id: str | None = None,
+    outcome: EventOutcome | None = None,
 ) -> list[CompactionEvent]:
     """Events newest first by (created_at, session_id, ordinal)."""
     query = select(EVENTS).where(EVENTS.c.tenant == tenant)
@@ -99,6 +107,8 @@ async def read_events(
         query = query.where(EVENTS.c.phase == phase)
     if event_id is not None:
         query = query.where(EVENTS.c.event_id == event_id)
+    if outcome is not None:
+        query = query.where(EVENTS.c.outcome == outcome)
     query = query.order_by(
         EVENTS.c.created_at.desc(), EVENTS.c.session_id.desc(), EVENTS.c.number.desc()
     )

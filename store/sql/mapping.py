@@ -15,6 +15,11 @@ object, the text columns must hold text and the group's kind must be known; the 
 are then built from those values without validating them again (``model_construct``).
 A row that fails any of it raises :class:`~store.errors.CorruptRowError`. A row holding
 a reduced version takes the general, validating mapping (:func:`message_from_row`).
+
+Every message row carries the version of its JSON's format (``format_version``, the
+column's default: :data:`MESSAGE_FORMAT`, also what rows written before it existed
+hold). A row of a later format than this library reads is refused with
+:class:`~store.errors.CorruptRowError` saying so, never misread.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from strategies.messages import (
 
 __all__ = [
     "COLUMN_INDEX",
+    "MESSAGE_FORMAT",
     "inserted_message",
     "message_columns",
     "message_from_row",
@@ -61,6 +67,11 @@ __all__ = [
 ]
 
 M = TypeVar("M", Message, StoredMessage)
+
+MESSAGE_FORMAT = 1
+"""The version of the stored message JSON this library writes and the newest it reads:
+``contents`` and ``reduced_contents`` as :data:`~strategies.messages.CONTENTS_ADAPTER`
+dumps them, ``metadata`` a JSON object."""
 
 _JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
 _TIMESTAMP_COLUMNS = ("created_at", "stored_at", "imported_at")
@@ -151,6 +162,7 @@ _SOURCE_SYSTEM, _SOURCE_ID = _I["source_system"], _I["source_id"]
 _STORED, _IMPORTED = _I["stored_at"], _I["imported_at"]
 _ROLE, _CONTENTS, _ID = _I["role"], _I["contents"], _I["message_id"]
 _AUTHOR, _CREATED, _METADATA = _I["author_name"], _I["created_at"], _I["metadata"]
+_FORMAT = _I["format_version"]
 _TIMESTAMP_INDEX = tuple((key, _I[key]) for key in _TIMESTAMP_COLUMNS)
 
 
@@ -261,9 +273,20 @@ def _text(value: Any, name: str, *, optional: bool = False) -> Any:
     raise ValueError(f"{name} is {value!r}, not text")
 
 
+def check_format(version: Any) -> None:
+    """Refuse a row whose JSON is of a format this library does not read."""
+    if version is not None and version != MESSAGE_FORMAT:
+        raise ValueError(
+            f"its JSON is in format {version!r}, and this chatledger reads format "
+            f"{MESSAGE_FORMAT}: a newer chatledger wrote it (upgrade the package)"
+        )
+
+
 def _row_message(row: Sequence[Any]) -> Message:
     """The stored message of ``row`` (no reduction): contents validated straight from
     their JSON text, the rest checked, then built without validating it again."""
+    if row[_FORMAT] != MESSAGE_FORMAT:
+        check_format(row[_FORMAT])
     metadata_text = row[_METADATA]
     metadata = {} if metadata_text is None or metadata_text == "{}" else json.loads(metadata_text)
     if type(metadata) is not dict:
@@ -402,6 +425,7 @@ def _reduced_message(row: Mapping[str, Any]) -> Message:
 def message_from_row(row: Mapping[Any, Any], *, tenant: str, session_id: str) -> StoredMessage:
     """Build a :class:`StoredMessage` from a joined messages/groups row mapping."""
     try:
+        check_format(row.get("format_version"))
         reduced = None
         if row["reduced_contents"] is not None:
             reduced = _reduced_message(row)

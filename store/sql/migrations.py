@@ -8,6 +8,20 @@ doing the same (a transaction-scoped advisory lock on PostgreSQL, a ``BEGIN IMME
 transaction on SQLite). :func:`ensure_schema` is what opening a store does: create the
 schema on an empty database, and refuse (:class:`~store.errors.MigrationRequired`) a
 database whose schema is behind unless asked to upgrade it.
+
+A rolling deploy runs two releases against one database: the newer one upgrades it,
+the older one must keep working. Each revision script says whether it allows that with
+a module attribute, the *marker*::
+
+    backward_compatible: bool = True  # the previous head's code keeps working on this one
+
+(absent means False). The marker only helps a process that can read it, and that
+process lacks the newer script, so the migration environment records every applied
+revision, its parent and its marker in ``chatledger_schema_revisions``
+(:func:`record_step`). A database at a revision this library does not ship is then
+accepted when a chain of revisions marked backward-compatible leads from it down to
+this library's head (:func:`compatible_ahead`); otherwise it is refused as made by a
+newer chatledger.
 """
 
 from __future__ import annotations
@@ -21,9 +35,10 @@ from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from sqlalchemy import text
+from alembic.runtime.migration import MigrationContext, MigrationInfo
+from alembic.script import Script, ScriptDirectory
+from alembic.script.revision import Revision
+from sqlalchemy import delete, insert, inspect, select, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -39,13 +54,17 @@ from store.sql.engine import (
     write_connection,
 )
 from store.sql.errors import translate_errors
+from store.sql.schema import SCHEMA_REVISIONS
 
 __all__ = [
+    "MARKER",
     "VERSION_TABLE",
+    "Mark",
     "SchemaState",
     "alembic_config",
     "check_revisions",
     "check_sqlite_file",
+    "compatible_ahead",
     "create_schema",
     "current_revisions",
     "downgrade",
@@ -54,14 +73,20 @@ __all__ = [
     "known_revisions",
     "migrate",
     "migrate_sync",
+    "record_step",
     "revision_history",
+    "schema_marks",
     "schema_state",
     "script_location",
+    "sqlite_marks",
     "sqlite_revisions",
+    "unknown_revisions",
 ]
 
 VERSION_TABLE = "chatledger_alembic_version"
 ADVISORY_LOCK_KEY = 0x63686C6467  # "chldg": serializes chatledger migrations on PostgreSQL
+MARKER = "backward_compatible"
+"""The name of a revision script's backward-compatibility marker (a module attribute)."""
 UPGRADE_HINT = "run `chatledger db upgrade` (or open the store with upgrade=True)"
 
 
@@ -103,12 +128,87 @@ def known_revisions() -> frozenset[str]:
     return frozenset(script.revision for script in scripts.walk_revisions())
 
 
+@dataclass(frozen=True)
+class Mark:
+    """What the database records of one applied revision."""
+
+    down_revision: str | None
+    backward_compatible: bool
+
+
+Marks = dict[str, Mark]
+"""Applied revisions' records, by revision."""
+
+
+def is_backward_compatible(script: Revision) -> bool:
+    """The revision script's marker (False when it has none)."""
+    module = script.module if isinstance(script, Script) else None
+    return getattr(module, MARKER, False) is True
+
+
+def record_step(
+    ctx: MigrationContext, *, step: MigrationInfo, heads: set[str], run_args: dict[str, object]
+) -> None:
+    """Record (or, on a downgrade, forget) one applied revision and its marker in
+    ``chatledger_schema_revisions``; Alembic calls it after each step (the environment's
+    ``on_version_apply``). Nothing is recorded before the revision creating the table."""
+    connection = ctx.connection
+    if ctx.as_sql or connection is None or not inspect(connection).has_table(SCHEMA_REVISIONS.name):
+        return
+    for revision in step.up_revision_ids:
+        connection.execute(delete(SCHEMA_REVISIONS).where(SCHEMA_REVISIONS.c.revision == revision))
+    if not step.is_upgrade:
+        return
+    script = step.up_revision
+    parents = step.down_revision_ids
+    if script is None:
+        return
+    connection.execute(
+        insert(SCHEMA_REVISIONS).values(
+            revision=script.revision,
+            down_revision=parents[0] if len(parents) == 1 else None,
+            backward_compatible=is_backward_compatible(script),
+        )
+    )
+
+
+def _marks(connection: Connection) -> Marks:
+    if not inspect(connection).has_table(SCHEMA_REVISIONS.name):
+        return {}
+    rows = connection.execute(select(SCHEMA_REVISIONS)).mappings()
+    return {r["revision"]: Mark(r["down_revision"], bool(r["backward_compatible"])) for r in rows}
+
+
+async def schema_marks(engine: AsyncEngine) -> Marks:
+    """The applied revisions the database records, with their markers."""
+    with translate_errors():
+        async with engine.connect() as conn:
+            return await conn.run_sync(_marks)
+
+
+def compatible_ahead(revision: str, marks: Marks) -> bool:
+    """Whether this library keeps working against a database at ``revision``, which it
+    does not ship: a chain of revisions marked backward-compatible leads from it down to
+    this library's head."""
+    seen: set[str] = set()
+    while revision not in known_revisions():
+        mark = marks.get(revision)
+        if mark is None or not mark.backward_compatible or mark.down_revision is None:
+            return False
+        if revision in seen:
+            return False
+        seen.add(revision)
+        revision = mark.down_revision
+    return revision in head_revisions()
+
+
 def _current(connection: Connection) -> tuple[str, ...]:
     context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
     return tuple(context.get_current_heads())
 
 
 def _run(connection: Connection, revision: str, *, down: bool) -> None:
+    check_revisions(_current(connection), describe_url(connection.engine.url), create=True)
     config = alembic_config()
     config.attributes["connection"] = connection
     if down:
@@ -144,12 +244,21 @@ async def migrate(
     if isinstance(url, AsyncEngine):
         await _migrate_engine(url, revision)
         return
+    await _check_file(url, create=True)
     engine = create_engine(url, schema=schema)
     try:
         await create_schema(engine, schema)
         await _migrate_engine(engine, revision)
     finally:
         await engine.dispose()
+
+
+async def _check_file(url: str | URL | None, *, create: bool) -> None:
+    """Refuse a SQLite path that cannot hold the database (a directory, a missing
+    folder, a file that is not a database) in words that name it, before SQLite does."""
+    path = sqlite_file(url)
+    if path is not None:
+        await asyncio.to_thread(check_sqlite_file, path, create=create)
 
 
 def migrate_sync(url: str | URL | None = None, *, revision: str = "head") -> None:
@@ -162,6 +271,7 @@ async def downgrade(url: str | URL | AsyncEngine | None = None, *, revision: str
     if isinstance(url, AsyncEngine):
         await _migrate_engine(url, revision, down=True)
         return
+    await _check_file(url, create=False)
     engine = create_engine(url)
     try:
         await _migrate_engine(engine, revision, down=True)
@@ -182,11 +292,21 @@ async def create_schema(engine: AsyncEngine, schema: str | None) -> None:
             await conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
 
 
-def check_revisions(current: tuple[str, ...], where: str, *, create: bool) -> bool:
+def unknown_revisions(current: tuple[str, ...]) -> list[str]:
+    """The revisions of ``current`` this library does not ship."""
+    return [r for r in current if r not in known_revisions()]
+
+
+def check_revisions(
+    current: tuple[str, ...], where: str, *, create: bool, marks: Marks | None = None
+) -> bool:
     """Whether a database at ``current`` needs migrating; refuse what this library cannot
     use: no schema when nothing may be created, or a revision it does not know (a newer
-    chatledger made the database)."""
-    unknown = [r for r in current if r not in known_revisions()]
+    chatledger made the database) unless ``marks`` show it backward-compatible with
+    this library's head (:func:`compatible_ahead`), in which case nothing is migrated."""
+    unknown = unknown_revisions(current)
+    if unknown and all(compatible_ahead(r, marks or {}) for r in unknown):
+        return False
     if unknown:
         raise MigrationRequired(
             f"the database at {where} was created by a newer chatledger (revision "
@@ -210,10 +330,13 @@ async def ensure_schema(
     false), upgrade it if asked.
 
     Raises :class:`MigrationRequired` when the schema is absent and ``create`` is false,
-    behind and ``upgrade`` is false, or at a revision this library does not know.
+    behind and ``upgrade`` is false, or at a revision this library does not know and
+    that is not marked backward-compatible with its head (a database one compatible
+    revision ahead is used as it is, even with ``upgrade``).
     """
     current = await current_revisions(engine)
-    if not check_revisions(current, describe_url(engine.url), create=create):
+    marks = await schema_marks(engine) if unknown_revisions(current) else None
+    if not check_revisions(current, describe_url(engine.url), create=create, marks=marks):
         return
     if not current or upgrade:
         await create_schema(engine, schema)
@@ -233,23 +356,38 @@ def check_sqlite_file(path: str, *, create: bool, timeout: float = DEFAULT_TIMEO
     :class:`~store.errors.StoreTimeout`."""
     check_sqlite_path(path, create=create)
     if Path(path).exists():
-        check_revisions(sqlite_revisions(path, timeout=timeout), path, create=create)
+        current = sqlite_revisions(path, timeout=timeout)
+        marks = sqlite_marks(path, timeout=timeout) if unknown_revisions(current) else None
+        check_revisions(current, path, create=create, marks=marks)
 
 
 def sqlite_revisions(path: str, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[str, ...]:
     """The chatledger revisions recorded in the SQLite file at ``path`` (empty when it
     has no chatledger schema), read without writing anything to it."""
+    rows = _read_sqlite(path, VERSION_TABLE, "version_num", timeout=timeout)
+    return tuple(str(row[0]) for row in rows)
+
+
+def sqlite_marks(path: str, *, timeout: float = DEFAULT_TIMEOUT) -> Marks:
+    """:func:`schema_marks` of the SQLite file at ``path``, read without writing to it."""
+    columns = "revision, down_revision, backward_compatible"
+    rows = _read_sqlite(path, SCHEMA_REVISIONS.name, columns, timeout=timeout)
+    return {str(r[0]): Mark(None if r[1] is None else str(r[1]), bool(r[2])) for r in rows}
+
+
+def _read_sqlite(
+    path: str, table: str, columns: str, *, timeout: float
+) -> list[tuple[object, ...]]:
     uri = Path(path).resolve().as_uri() + "?mode=ro"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=timeout)
         try:
             found = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (VERSION_TABLE,)
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
             ).fetchone()
             if found is None:
-                return ()
-            rows = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchall()
-            return tuple(str(row[0]) for row in rows)
+                return []
+            return list(conn.execute(f"SELECT {columns} FROM {table}").fetchall())
         finally:
             conn.close()
     except sqlite3.OperationalError as error:

@@ -18,7 +18,13 @@ with a CHECK constraint), so the schema shares a database with other application
   exclusion and summary links.
 * ``chatledger_open_calls``: unanswered calls, so that a late result finds its call by
   ``call_id`` without scanning history.
-* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit.
+* ``chatledger_early_results``: results stored before any call with their ``call_id``,
+  so that the call, when it arrives, finds the orphan group to join without a scan.
+* ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit (every
+  outcome: applied change sets, and compactions that failed, were blocked or abandoned).
+* ``chatledger_schema_revisions``: bookkeeping of the migrations (like Alembic's version
+  table, not a session's data): each applied revision, its parent and whether it is
+  backward-compatible.
 """
 
 from __future__ import annotations
@@ -33,10 +39,12 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Enum,
+    Float,
     ForeignKeyConstraint,
     Index,
     Integer,
     MetaData,
+    SmallInteger,
     String,
     Table,
     Text,
@@ -52,6 +60,7 @@ from store.sql.dialect import capabilities
 from strategies.groups import GROUP_KINDS
 
 __all__ = [
+    "EARLY_RESULTS",
     "EVENTS",
     "EVENT_ACTIONS",
     "EVENT_GROUPS",
@@ -60,14 +69,17 @@ __all__ = [
     "GROUPS",
     "MESSAGES",
     "OPEN_CALLS",
+    "SCHEMA_REVISIONS",
     "SESSIONS",
     "TABLE_PREFIX",
     "Base",
+    "EarlyResultRow",
     "EventGroupRow",
     "EventRow",
     "GroupRow",
     "MessageRow",
     "OpenCallRow",
+    "SchemaRevisionRow",
     "SessionRow",
     "UTCDateTime",
     "metadata",
@@ -173,6 +185,10 @@ class SessionRow(Base):
     session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    incarnation: Mapped[str | None] = mapped_column(String(32))
+    """A random token drawn when the row is created, never repeated: a session deleted
+    and recreated is another incarnation even within one clock tick. None for a row
+    created by a release that predates it (such a session is never cached)."""
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
     tokenizer: Mapped[str] = mapped_column(String(128))
     revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
@@ -237,6 +253,9 @@ class MessageRow(Base):
     source_system: Mapped[str | None] = mapped_column(String(64))
     source_id: Mapped[str | None] = mapped_column(String(255))
     imported_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    format_version: Mapped[int] = mapped_column(SmallInteger, server_default=text("1"))
+    """The version of the stored JSON (``contents``, ``metadata``, ``reduced_contents``);
+    rows written before versions were recorded are version 1."""
 
 
 class GroupRow(Base):
@@ -293,6 +312,22 @@ class OpenCallRow(Base):
     """Declared by more than one unanswered call: results for it are never linked."""
 
 
+class EarlyResultRow(Base):
+    """A result stored before any call with its ``call_id``: the group it waits in."""
+
+    __tablename__ = "chatledger_early_results"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_early_results_group_idx", "tenant", "session_id", "group_id"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    call_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    group_id: Mapped[str] = mapped_column(KEY)
+    """The orphan group (or the group it has joined since) holding the result."""
+
+
 class EventRow(Base):
     """One compaction event: a change set applied (or a restore), with its counts."""
 
@@ -301,6 +336,7 @@ class EventRow(Base):
         _session_fk(),
         Index("chatledger_events_number_idx", "tenant", "session_id", "number", unique=True),
         Index("chatledger_events_created_idx", "tenant", "created_at"),
+        Index("chatledger_events_outcome_idx", "tenant", "outcome", "created_at"),
     )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
@@ -321,6 +357,13 @@ class EventRow(Base):
     """The session's revision once the event was applied."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     note: Mapped[str | None] = mapped_column(Text)
+    outcome: Mapped[str] = mapped_column(String(32), server_default=text("'applied'"))
+    """``applied``, ``failed``, ``blocked`` or ``abandoned``: a plain string (no CHECK), so
+    that a later release can add an outcome without rewriting the table."""
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    attempts: Mapped[int] = mapped_column(Integer, server_default=text("1"))
+    summarizer: Mapped[str | None] = mapped_column(String(255))
+    summarizer_model: Mapped[str | None] = mapped_column(String(255))
 
 
 class EventGroupRow(Base):
@@ -350,9 +393,22 @@ class EventGroupRow(Base):
     tokens_after: Mapped[int | None] = mapped_column(BigInteger)
 
 
+class SchemaRevisionRow(Base):
+    """An applied schema revision and its ``backward_compatible`` marker."""
+
+    __tablename__ = "chatledger_schema_revisions"
+
+    revision: Mapped[str] = mapped_column(String(32), primary_key=True)
+    down_revision: Mapped[str | None] = mapped_column(String(32))
+    backward_compatible: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    """A process whose newest revision is :attr:`down_revision` keeps working with it."""
+
+
 SESSIONS = cast(Table, SessionRow.__table__)
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
 OPEN_CALLS = cast(Table, OpenCallRow.__table__)
+EARLY_RESULTS = cast(Table, EarlyResultRow.__table__)
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
+SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)

@@ -7,6 +7,8 @@ transaction holds the database's write lock already (SQLite's ``BEGIN IMMEDIATE`
 
 from __future__ import annotations
 
+import secrets
+
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -16,10 +18,18 @@ from store.rules.records import now
 from store.sql import dialect
 from store.sql.schema import SESSIONS
 
-__all__ = ["KEYS", "create_session", "lock_session", "read_session"]
+__all__ = ["KEYS", "create_session", "incarnation", "lock_session", "read_session"]
 
 KEYS = (SESSIONS.c.tenant == bindparam("tenant"), SESSIONS.c.session_id == bindparam("session_id"))
 """The session key as bound parameters: prebuilt statements skip most per-call work."""
+
+
+def incarnation() -> str:
+    """A new session row's token: 128 random bits, so two rows never share one (the
+    view cache's key, where ``created_at`` repeats within a clock tick)."""
+    return secrets.token_hex(16)
+
+
 _READ_SESSION = select(SESSIONS).where(*KEYS)
 _LOCK_SESSION = _READ_SESSION.with_for_update()
 
@@ -36,11 +46,13 @@ async def read_session(conn: AsyncConnection, tenant: str, session_id: str) -> R
 async def create_session(
     conn: AsyncConnection, tenant: str, session_id: str, *, tokenizer: str
 ) -> None:
-    """Insert the session's row unless it exists (never fails on a concurrent create)."""
+    """Insert the session's row unless it exists (never fails on a concurrent create),
+    with a fresh :func:`incarnation`."""
     stamp = now()
     values = {
         "tenant": tenant,
         "session_id": session_id,
+        "incarnation": incarnation(),
         "created_at": stamp,
         "updated_at": stamp,
         "metadata": {},

@@ -24,7 +24,15 @@ from sqlalchemy.sql import Insert, Select, Update
 from sqlalchemy.sql.elements import Null
 
 from store.sql import dialect
-from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from store.sql.schema import (
+    EARLY_RESULTS,
+    EVENT_GROUPS,
+    EVENTS,
+    GROUPS,
+    MESSAGES,
+    OPEN_CALLS,
+    SESSIONS,
+)
 
 __all__ = [
     "CHUNK",
@@ -56,6 +64,7 @@ _TABLES: Mapping[str, Table] = {
     "events": EVENTS,
     "event_groups": EVENT_GROUPS,
     "open_calls": OPEN_CALLS,
+    "early_results": EARLY_RESULTS,
 }
 """The tables by the short names the functions here take."""
 
@@ -168,14 +177,15 @@ def each_params(
 
 
 def session_update(
-    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str]
+    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str], revision: bool = True
 ) -> Update:
     """``UPDATE`` of the session row: ``v_<column>`` sets a column, ``d_<column>`` adds to
-    one, each of ``counters`` (and ``revision``) goes up by one."""
+    one, each of ``counters`` (and ``revision``, unless ``revision=False``) goes up by one."""
     c = _TABLES["sessions"].c
     sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in values}
     sets.update((name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in added)
-    sets.update((name, c[name] + 1) for name in ("revision", *counters))
+    bumped = ("revision", *counters) if revision else tuple(counters)
+    sets.update((name, c[name] + 1) for name in bumped)
     return update(_TABLES["sessions"]).where(*_keys(_TABLES["sessions"])).values(sets)
 
 

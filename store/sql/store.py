@@ -58,10 +58,12 @@ from sqlalchemy.engine import URL, RowMapping
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from store import telemetry
 from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
 from store.errors import InvalidInput, SessionNotFound, StoreClosed, StoreTimeout
 from store.models import (
     CompactionEvent,
+    EventOutcome,
     ExcludedGroup,
     ImportResult,
     Phase,
@@ -80,6 +82,7 @@ from store.rules.checks import (
     check_limit,
     check_message,
     check_metadata,
+    check_outcome,
     check_page_size,
     check_phase,
     check_provenance,
@@ -103,6 +106,7 @@ from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
 from store.sql import audit, dialect, erasure
+from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, stored_hashes
 from store.sql.compaction.compactor import Compactor
@@ -128,6 +132,7 @@ from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS,
 from store.sql.sessions import lock_session, read_session
 from store.sql.sqlite_driver import short_statements
 from store.sql.statistics import Statistics
+from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -529,8 +534,10 @@ class HistoryStore:
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
-        with short_statements():  # see store.sql.sqlite_driver: what runs on the loop's thread
-            appended = await self._write(operation)
+        with telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced:
+            with short_statements():  # see store.sql.sqlite_driver: what runs on the loop's thread
+                appended = await self._write(operation)
+            traced.stored(appended.count, appended.tokens)
         if appended.count:
             before = appended.before
             after = (before[0], before[1] + 1)
@@ -612,6 +619,20 @@ class HistoryStore:
             page_size=page_size,
         ):
             yield message
+
+    @_call
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the newest appended message for good (see the contract)."""
+        check_session_id(session_id, self._limits)
+
+        async def operation(
+            conn: AsyncConnection,
+        ) -> tuple[StoredMessage, CompactionEvent] | None:
+            return await retract_last(conn, self._tenant, session_id)
+
+        retracted = await self._write(operation)
+        self._cache.discard(session_id)
+        return None if retracted is None else retracted[0]
 
     # -- sessions ----------------------------------------------------------------------
 
@@ -732,11 +753,13 @@ class HistoryStore:
         check_session_id(session_id, self._limits)
         chosen = resolve_strategy(strategy) if strategy is not None else None
         batch = checked_messages(pending)
-        with short_statements():  # the active view's rows, read once then cached
-            view = await self._pending_view(session_id, batch)
-        if chosen is not None:
-            view = view.apply(await chosen.plan(view))
-        return await view.project()
+        with telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced:
+            with short_statements():  # the active view's rows, read once then cached
+                view = await self._pending_view(session_id, batch)
+            if chosen is not None:
+                view = view.apply(await chosen.plan(view))
+            traced.sent(view)
+            return await view.project()
 
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
@@ -800,7 +823,9 @@ class HistoryStore:
         strategy = resolve_strategy(strategy)
         compaction = self._compactor().compaction(session_id, strategy, phase)
         with short_statements():
-            return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
+            return await plan_and_apply(
+                session_id, strategy, compaction, tenant=self._tenant, phase=phase, dry_run=dry_run
+            )
 
     # -- audit ------------------------------------------------------------------------
 
@@ -813,6 +838,7 @@ class HistoryStore:
         strategy: str | None = None,
         phase: Phase | None = None,
         limit: int | None = None,
+        outcome: EventOutcome | None = None,
     ) -> list[CompactionEvent]:
         """Compaction events, newest first, of one session or of the whole tenant."""
         if session_id is not None:
@@ -822,6 +848,8 @@ class HistoryStore:
         check_text(strategy, "strategy", optional=True)
         if phase is not None:
             check_phase(phase)
+        if outcome is not None:
+            check_outcome(outcome)
         async with self._engine.connect() as conn:
             if session_id is not None:
                 await read_session(conn, self._tenant, session_id)
@@ -833,6 +861,7 @@ class HistoryStore:
                 strategy=strategy,
                 phase=phase,
                 limit=limit,
+                outcome=outcome,
             )
 
     @_call
@@ -924,12 +953,14 @@ class HistoryStore:
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         ctx = self._append_context(session_id, provenance)
         compactor = self._compactor()
+        stored = [0, 0]  # messages and tokens the import appended
 
         async def operation(conn: AsyncConnection) -> ImportResult:
             # one write transaction: the plan, the appends and the import event
             plan = plan_import(await stored_rows(conn, self._tenant, session_id), batch)
             if plan.append:
-                await append_messages(conn, ctx, plan.append)
+                appended = await append_messages(conn, ctx, plan.append)
+                stored[:] = [appended.count, appended.tokens]
             rows = await stored_rows(conn, self._tenant, session_id)
             if rows is None:
                 return ImportResult(message_ids=())
@@ -949,7 +980,11 @@ class HistoryStore:
                 )
             return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
 
-        return await self._write(operation)
+        with telemetry.operation(SPAN_IMPORT, self._tenant, session_id) as traced:
+            result: ImportResult = await self._write(operation)
+            traced.stored(stored[0], stored[1])
+            traced.event(result.event)
+            return result
 
     # -- retention and erasure --------------------------------------------------------
 

@@ -1,13 +1,16 @@
-"""Run the real ``chatledger`` entry point in a subprocess, and seed databases through the API."""
+"""Run the real ``chatledger`` entry point (in a subprocess, or :func:`store.cli.main` in
+this process), and seed databases through the API."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -58,6 +61,42 @@ def chatledger(
         check=False,
     )
     return Result(tuple(args), done.returncode, done.stdout, done.stderr)
+
+
+@contextmanager
+def _environment(values: Mapping[str, str]) -> Iterator[None]:
+    saved = dict(os.environ)
+    for name in CLEARED_ENV:
+        os.environ.pop(name, None)
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def invoke(*args: str, env: Mapping[str, str] | None = None) -> Result:
+    """Run :func:`store.cli.main` (what the console script calls) in this process, with
+    stdout and stderr captured: streams that are not a terminal, as in a pipe."""
+    from store.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    code: int | str | None = 0
+    with _environment({"NO_COLOR": "1", **(env or {})}), redirect_stdout(out), redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exited:
+            code = exited.code
+    returncode = code if isinstance(code, int) else (0 if code is None else 1)
+    return Result(tuple(args), returncode, out.getvalue(), err.getvalue())
+
+
+def rows(output: str) -> list[list[str]]:
+    """The cells of a printed table's rows (the lines after its title and header), split
+    on the two-space gap between columns."""
+    lines = output.splitlines()
+    return [[cell.strip() for cell in line.split("  ") if cell.strip()] for line in lines[2:]]
 
 
 def assert_one_line_error(result: Result, *, contains: str = "") -> None:

@@ -18,7 +18,7 @@ def test_upgrade_creates_the_database_then_current_and_check_agree(tmp_path: Pat
         assert revision in upgraded.stdout
     current = chatledger("db", "current", "--url", url, "--json")
     assert current.returncode == 0, current.stderr
-    [status] = current.json()
+    status = current.json()
     assert status["current"] == list(head_revisions())
     assert status["up_to_date"] is True
     checked = chatledger("db", "check", "--url", url)
@@ -31,11 +31,11 @@ def test_check_fails_when_the_schema_is_behind(url: str) -> None:
     assert_one_line_error(chatledger("db", "check", "--url", url), contains="db upgrade")
     behind = chatledger("db", "check", "--url", url, "--json")
     assert behind.returncode == 1
-    [status] = behind.json()
+    status = behind.json()
     assert status["current"] == [] and status["up_to_date"] is False
-    # Opening the store on a database without chatledger's tables creates them.
-    assert chatledger("sessions", "--url", url).returncode == 0
-    assert chatledger("db", "check", "--url", url).returncode == 0
+    # A read refuses a database without chatledger's tables, and creates none.
+    assert_one_line_error(chatledger("sessions", "--url", url), contains="no chatledger schema")
+    assert chatledger("db", "check", "--url", url).returncode == 1
 
 
 def test_db_commands_take_the_url_from_the_environment(tmp_path: Path) -> None:

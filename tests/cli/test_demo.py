@@ -137,7 +137,7 @@ def test_demo_command_prints_turns_events_and_next_commands(tmp_path: Path) -> N
     assert (tmp_path / "chatledger.db").is_file()  # the default URL
     lines = [line for line in result.stdout.splitlines() if line.startswith("turn ")]
     assert len(lines) == 10
-    assert "Compaction events" in result.stdout
+    assert "compaction events" in result.stdout
     for command in ("chatledger sessions", "chatledger show d2 --context", "chatledger audit d2"):
         assert command in result.stdout
 

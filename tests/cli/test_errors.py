@@ -29,7 +29,7 @@ def test_unknown_session(seeded: str) -> None:
     [
         (("bogus",), "no such command", 2),
         (("audit", "--phase", "sometimes"), "--phase", 2),
-        (("audit", "--since", "last tuesday"), "--since", 1),
+        (("audit", "--since", "last tuesday"), "--since", 2),
         (("sessions", "--url", "nosuchdialect://x"), "unsupported database", 1),
         (("demo", "--window", "2048", "--output-tokens", "1500"), "--output-tokens", 2),
     ],
@@ -50,7 +50,7 @@ def test_unreachable_postgres_is_one_line(tmp_path: Path) -> None:
 
 def test_python_dash_m_is_the_same_entry_point(seeded: str) -> None:
     listed = chatledger("sessions", "--url", seeded, "--json", module=True)
-    assert [item["session_id"] for item in listed.json()] == ["alpha", "beta"]
+    assert [item["session_id"] for item in listed.json()] == ["beta", "alpha"]  # newest first
 
 
 def test_no_command_prints_help_and_exits_2() -> None:

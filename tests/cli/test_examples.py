@@ -42,6 +42,7 @@ def test_example_runs_offline_on_the_memory_store(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "error lines found." in done.stdout
     assert "p99 is" in done.stdout and "handlers." in done.stdout
+    assert "chatledger show" not in done.stdout  # nothing was kept to show
     assert not (tmp_path / "chatledger.db").exists()
 
 
@@ -50,6 +51,7 @@ def test_example_stores_every_message_in_sqlite(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/ex.db"
     done = _run("--url", url, "--turns", "7", "--session", "ex", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert f"chatledger show ex --context --url {url}" in done.stdout  # the hint reaches it
 
     async def read(store: HistoryStore) -> list[StoredMessage]:
         return [m async for m in store.aiter_history("ex", include_excluded=True)]
@@ -82,7 +84,7 @@ def test_search_example_stores_bounded_results_in_sqlite(tmp_path: Path) -> None
     url = f"sqlite:///{tmp_path}/search.db"
     done = _run("--url", url, "--session", "ex", cwd=tmp_path, example=SEARCH_EXAMPLE)
     assert done.returncode == 0, done.stderr
-    assert "chatledger show ex" in done.stdout
+    assert f"chatledger show ex --url {url}" in done.stdout
 
     async def read(store: HistoryStore) -> list[StoredMessage]:
         return [m async for m in store.aiter_history("ex", include_excluded=True)]

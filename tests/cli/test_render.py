@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import io
 from datetime import UTC, datetime
 
 import pytest
-from rich.console import Console
-from rich.table import Table
 
 from store.cli._demo import inspect_commands, turn_line
+from store.cli._output import Table, render
 from store.cli._read import parse_since
 from store.cli._render import (
+    PREVIEW_CHARS,
     content_preview,
     context_table,
     events_table,
@@ -25,9 +24,8 @@ from strategies.tokenizers import count_message_tokens
 
 
 def _text(table: Table) -> str:
-    console = Console(width=250, record=True, file=io.StringIO())
-    console.print(table)
-    return console.export_text()
+    title, lines = render(table, None)
+    return "\n".join([title, *lines])
 
 
 @pytest.fixture
@@ -44,7 +42,7 @@ async def test_history_table_marks_exactly_the_excluded_messages(
     store, _ = played
     stored = [m async for m in store.aiter_history("r", include_excluded=True)]
     lines = _text(history_table("t", stored)).splitlines()
-    marked = [line for line in lines if "EXCLUDED" in line]
+    marked = [line for line in lines if "excluded: " in line]
     assert len(marked) == sum(1 for m in stored if m.excluded) > 0
 
 
@@ -52,13 +50,16 @@ async def test_events_and_stats_tables_show_the_api_figures(
     played: tuple[InMemoryHistoryStore, DemoReport],
 ) -> None:
     store, report = played
-    events = _text(events_table(report.events))
+    events = _text(events_table(report.events, "events"))
     for event in report.events:
         assert f"{event.tokens_before:,} → {event.tokens_after:,}" in events
     stats = await store.stats("r")
     text = _text(stats_table(stats))
     assert f"{stats.stored_tokens:,}" in text and f"{stats.active_tokens:,}" in text
     assert "session r" in text
+    assert not any(line.startswith("sessions") for line in text.splitlines())
+    tenant = _text(stats_table(await store.stats()))
+    assert any(line.split()[:2] == ["sessions", "1"] for line in tenant.splitlines())
 
 
 async def test_context_table_counts_what_is_sent(
@@ -67,9 +68,8 @@ async def test_context_table_counts_what_is_sent(
     store, _ = played
     messages = await store.context("r")
     tokens = [count_message_tokens(m, store.tokenizer, policy=store.policy) for m in messages]
-    text = _text(context_table("ctx", messages, tokens))
-    rows = [line for line in text.splitlines() if line.startswith("│")]
-    assert len(rows) == len(messages)
+    text = _text(context_table("ctx", messages, tokens, frozenset()))
+    assert len(text.splitlines()) == 2 + len(messages)  # the title, the header, one a message
 
 
 def test_content_preview_names_calls_and_clips_long_text() -> None:
@@ -79,7 +79,7 @@ def test_content_preview_names_calls_and_clips_long_text() -> None:
     )
     assert content_preview(call) == 'call lookup({"q": 1})'
     long = content_preview(Message.text_message("user", "word " * 100))
-    assert len(long) <= 70 and long.endswith("…")
+    assert len(long) == PREVIEW_CHARS and long.endswith("…")
 
 
 def test_turn_line_flags_requests_over_budget() -> None:

@@ -270,9 +270,8 @@ def _aligned_step(draw: Any, b: _Aligned, step: str) -> None:
         b.answer(draw(st.lists(st.sampled_from(late), min_size=1, unique=True)))
         b.after = "lone_tool"
     elif step == "orphan" and b.after == "other":
-        orphan_id = b.fresh_id()
+        orphan_id = b.fresh_id()  # never declared later: a call would join it (deviation 10)
         b.add("tool", [result(orphan_id)])
-        b.reusable.append(orphan_id)
         b.after = "lone_tool"
     elif step == "calls":
         _aligned_call_group(draw, b)

@@ -170,18 +170,36 @@ def linked_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:
     """``(call message index, result message index)`` for every linked result.
 
     A result links when exactly one earlier call with its id is still unanswered (a
-    message's calls count as earlier than its own results). Each pair is one result.
+    message's calls count as earlier than its own results). Each pair is one result. A
+    tool message none of whose results links leaves each of its ids that no call holds
+    waiting (the first such message per id): the next call declaring a waiting id, when
+    no call holds it, pairs with that message instead (result index below call index).
     """
     unanswered: dict[str, list[int]] = {}
+    waiting: dict[str, int] = {}
     pairs: list[tuple[int, int]] = []
     for index, message in enumerate(messages):
         for call_id in _declared(message):
+            if call_id in waiting and not unanswered.get(call_id):
+                pairs.append((index, waiting.pop(call_id)))
+                continue
             unanswered.setdefault(call_id, []).append(index)
+        linked = False
         for call_id in _answers(message):
             candidates = unanswered.get(call_id, [])
             if len(candidates) == 1:
                 pairs.append((candidates.pop(), index))
+                linked = True
+        if message.role == "tool" and not linked:
+            for call_id in _answers(message):
+                if not unanswered.get(call_id):
+                    waiting.setdefault(call_id, index)
     return pairs
+
+
+def early_results(messages: Sequence[Message]) -> set[int]:
+    """Indexes of the messages holding a result that joined a call declared after it."""
+    return {result for call, result in linked_pairs(messages) if result < call}
 
 
 def declared_count(message: Message) -> int:

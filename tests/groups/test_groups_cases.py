@@ -175,11 +175,14 @@ def test_duplicated_call_id_in_one_message_is_ambiguous() -> None:
     assert info(msgs, "a").pending_calls == 2
 
 
-def test_result_before_its_call_is_an_orphan_and_the_call_stays_pending() -> None:
-    msgs = [user("u"), tool("t", result("c")), assistant("a", call("c"))]
-    assert partition(msgs) == [["u"], ["t"], ["a"]]
-    assert info(msgs, "t").orphan
-    assert info(msgs, "a").pending_calls == 1
+def test_result_before_its_call_is_an_orphan_until_the_call_joins_it() -> None:
+    before = [user("u"), tool("t", result("c"))]
+    assert partition(before) == [["u"], ["t"]]
+    assert info(before, "t").orphan
+    msgs = [*before, assistant("a", call("c"))]
+    assert partition(msgs) == [["u"], ["t", "a"]]
+    group = info(msgs, "a")
+    assert (group.group_id, group.orphan, group.pending_calls) == ("group_a", False, 0)
 
 
 @pytest.mark.parametrize("role", ["system", "user"])

@@ -21,6 +21,7 @@ from tests.groups.conversations import (
     linked_pairs,
     split_annotate,
 )
+from tests.groups.support import early_results
 
 # Together the properties below see 3300 generated conversations.
 PROPERTY = settings(max_examples=1000, deadline=None)
@@ -76,9 +77,11 @@ def check_well_formed(messages: list[Message], folded: Folded) -> None:
     for message in messages:
         turn += message.role == "user"
         turns.append(turn)
+    early = {messages[i].message_id for i in early_results(messages)}
     for group_id, ids in members.items():
         group = folded.groups[group_id]
-        first = ids[0]
+        # named and placed after its first message that is not an early result
+        first = next((m for m in ids if m not in early), ids[0])
         assert group_id == group.group_id == group_id_for(first)
         assert group.first_position == position[first]
         assert group.turn == turns[position[first]]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 
-from strategies.groups import annotate_all
+from strategies.groups import annotate_all, in_call_order
 from strategies.messages import (
     Content,
     FunctionCallContent,
@@ -178,6 +178,18 @@ def test_hosted_result_in_a_later_message() -> None:
     ]
     assert partition(reference(messages)[0]) == [["a"], ["u"], ["b"]]
     assert partition(ours(messages)[0]) == [["a", "b"], ["u"]]
+
+
+def test_result_stored_before_its_call() -> None:
+    """The reference leaves the result alone (a lone tool group) and the call unanswered;
+    here the call joins the waiting result, under the call's id, shown call first."""
+    messages = [user("u"), tool("t", result("c1")), user("v"), assistant("a", call("c1"))]
+    assert partition(reference(messages)[0]) == [["u"], ["t"], ["v"], ["a"]]
+    group_of, kinds = ours(messages)
+    assert partition(group_of) == [["u"], ["t", "a"], ["v"]]
+    assert group_of["t"] == "group_a" and kinds["group_a"] == {"tool_call"}
+    members = [m for m in messages if group_of[m.message_id] == "group_a"]
+    assert [m.message_id for m in in_call_order(members, lambda m: m)] == ["a", "t"]
 
 
 def test_every_hosted_call_makes_a_call_group() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from store.memory import InMemoryHistoryStore
-from tests.memory.helpers import TOKENIZER
+from tests.conformance.toy_strategies import TOKENIZER
 
 
 @pytest.fixture

@@ -15,8 +15,14 @@ from store.memory import InMemoryHistoryStore
 from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.messages import Message
 from strategies.view import View
+from tests.conformance.toy_strategies import (
+    ExcludeOldest,
+    Fixed,
+    Gated,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import ExcludeOldest, Fixed, Gated, ReduceResults, SummarizeOldest
 from tests.strategies.invariants import assert_projection_invariants
 
 
@@ -263,18 +269,39 @@ async def test_conflict_twice_gives_up_with_a_warning(
     store: InMemoryHistoryStore, caplog: pytest.LogCaptureFixture
 ) -> None:
     await store.append("s", _chat())
+    pinned: list[str] = []
 
-    async def touch_oldest() -> None:
-        # change the group the plan excludes (pinning and unpinning bumps its version)
+    async def pin_the_oldest() -> None:
+        # pin the group the plan excludes (the oldest not pinned yet): it changed
+        view = await store.view("s")
+        oldest = next(g.group_id for g in view.groups if g.kind != "system" and not g.pinned)
+        pinned.extend(await store.pin("s", [oldest]))
+
+    strategy = Interfering(ExcludeOldest(1), pin_the_oldest)
+    with caplog.at_level(logging.WARNING, logger="chatledger.store"):
+        event = await store.compact("s", strategy)
+    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
+    assert event.attempts == 2 and event.excluded == () and event.tokens_saved == 0
+    assert pinned == ["group_u1", "group_a1"]
+    assert "abandoned" in caplog.text
+    assert await store.audit("s") == [event] and await store.excluded("s") == []
+
+
+async def test_a_group_pinned_and_unpinned_meanwhile_is_unchanged(
+    store: InMemoryHistoryStore,
+) -> None:
+    """What a conflict compares is the group's state (messages, tokens, exclusion, pin,
+    pending calls), not how many writes touched it: back as it was, the plan applies."""
+    await store.append("s", _chat())
+
+    async def pin_and_unpin() -> None:
         await store.pin("s", ["group_u1"])
         await store.unpin("s", ["group_u1"])
 
-    strategy = Interfering(ExcludeOldest(1), touch_oldest)
-    with caplog.at_level(logging.WARNING, logger="chatledger.store"):
-        event = await store.compact("s", strategy)
-    assert event is None and strategy.plans == 2
-    assert "abandoned" in caplog.text
-    assert await store.audit("s") == [] and await store.excluded("s") == []
+    strategy = Interfering(ExcludeOldest(1), pin_and_unpin)
+    event = await store.compact("s", strategy)
+    assert event is not None and strategy.plans == 1
+    assert event.excluded == ("group_u1",)
 
 
 async def test_appends_meanwhile_are_never_excluded(store: InMemoryHistoryStore) -> None:

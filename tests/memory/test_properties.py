@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 from store.memory import InMemoryHistoryStore
 from strategies.groups import annotate
 from strategies.messages import Message
+from tests.conformance.toy_strategies import (
+    TOKENIZER,
+    ExcludeOldest,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.groups.conversations import conversations
-from tests.memory.helpers import TOKENIZER, ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.strategies.conversations import Chat, chats
 from tests.strategies.invariants import assert_projection_invariants
 

@@ -7,8 +7,8 @@ import pytest
 from store.errors import InvalidInput
 from store.memory import InMemoryHistoryStore
 from strategies.messages import Message
+from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.strategies.invariants import assert_projection_invariants
 
 

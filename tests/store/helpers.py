@@ -46,7 +46,7 @@ def expected_groups(store: HistoryStore, messages: Sequence[Message]) -> dict[st
         out[group_id] = {
             "kind": info.kind,
             "turn": info.turn,
-            "anchor": indexes[0] + 1,
+            "anchor": info.first_position + 1,  # a joined early result is not first
             "message_count": len(indexes),
             "token_count": sum(
                 count_message_tokens(messages[i], store.tokenizer, policy=store.policy)

@@ -11,7 +11,7 @@ Store = HistoryStore | InMemoryHistoryStore
 
 
 def _event_view(event: Any, ids: dict[str, str]) -> Any:
-    data = event.model_dump(exclude={"id", "created_at"})
+    data = event.model_dump(exclude={"id", "created_at", "duration_seconds"})
     if "event_id" in data["params"]:
         data["params"] = {**data["params"], "event_id": ids.get(data["params"]["event_id"])}
     return data

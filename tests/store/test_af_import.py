@@ -10,7 +10,7 @@ import asyncio
 from store import HistoryStore
 from store.formats import from_agent_framework
 from store.memory import InMemoryHistoryStore
-from tests.memory.helpers import TOKENIZER
+from tests.conformance.toy_strategies import TOKENIZER
 from tests.memory.test_import import (  # noqa: F401  (collected here, run on SQL)
     _reference_history,
     test_messages_without_annotations_are_appended,

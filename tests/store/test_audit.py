@@ -9,7 +9,12 @@ import pytest
 from store import HistoryStore
 from store.errors import InvalidInput, SessionNotFound
 from store.memory import InMemoryHistoryStore
-from tests.memory.helpers import TOKENIZER, ExcludeOldest, ReduceResults, SummarizeOldest
+from tests.conformance.toy_strategies import (
+    TOKENIZER,
+    ExcludeOldest,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.memory.test_compaction import _chat
 from tests.store.parity import observed
 

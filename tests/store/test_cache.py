@@ -19,7 +19,7 @@ from sqlalchemy import event
 from store import HistoryStore
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.reduction import ToolResultReductionStrategy
-from tests.memory.helpers import ExcludeOldest, SummarizeOldest
+from tests.conformance.toy_strategies import ExcludeOldest, SummarizeOldest
 from tests.store.test_stateful import SETTINGS, TOKENIZER, StoreMachine
 
 SESSION = "s"

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import event
 
 from store import HistoryStore
-from tests.memory.helpers import ExcludeOldest, ReduceResults
+from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults
 from tests.memory.test_compaction import _chat
 
 FEW, MANY = 3, 60

@@ -7,7 +7,12 @@ import pytest
 from store import HistoryStore
 from store.errors import InvalidInput, SessionNotFound
 from store.memory import InMemoryHistoryStore
-from tests.memory.helpers import TOKENIZER, ExcludeOldest, ReduceResults, SummarizeOldest
+from tests.conformance.toy_strategies import (
+    TOKENIZER,
+    ExcludeOldest,
+    ReduceResults,
+    SummarizeOldest,
+)
 from tests.memory.test_restore import (  # noqa: F401  (collected here, run on SQL)
     _chat,
     chat_store,

@@ -27,8 +27,8 @@ from strategies.messages import Message
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import FakeSummarizer
 from strategies.tool_result import ToolResultCompactionStrategy
+from tests.conformance.toy_strategies import TOKENIZER, ExcludeOldest
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import TOKENIZER, ExcludeOldest
 from tests.store.parity import observed
 
 Store = HistoryStore | InMemoryHistoryStore

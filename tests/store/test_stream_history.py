@@ -14,9 +14,9 @@ from store.sql.history import stream_history
 from store.sql.mapping import message_from_row
 from store.sql.schema import GROUPS, MESSAGES
 from strategies.messages import Message
-from tests.memory.helpers import ExcludeOldest, ReduceResults, SummarizeOldest
+from tests.conformance.test_append_read import every_content_message
+from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults, SummarizeOldest
 from tests.memory.test_compaction import _chat
-from tests.store.test_conformance import every_content_message
 
 
 def _stream(

@@ -1,9 +1,11 @@
 """The append transaction: dedupe, incremental annotation, the rows, one write.
 
 An append never scans a session's history. It reads the session row (annotation
-position, turn and tail), the unanswered calls whose ``call_id`` appears in the new
-messages, and the groups those calls and the tail point to; everything else is written
-from what :func:`strategies.groups.annotate` returns.
+position, turn and tail), the unanswered calls and the early results (results stored
+before their call) whose ``call_id`` appears in the new messages, and the groups those
+and the tail point to; everything else is written from what
+:func:`strategies.groups.annotate` returns. An early result's group that compaction
+excluded (or summarized) since is *frozen*: its call does not join it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from store.sql.append.counting import BackgroundCounts, count_in_background
 from store.sql.append.pipeline import insert_messages
 from store.sql.append.rows import AppendContext, AppendTotals, NewGroups, RowBuilder
 from store.sql.projection.cache import Key, session_key
-from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
+from store.sql.schema import EARLY_RESULTS, FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
 from store.sql.sessions import lock_session
 from store.sql.statements import among_params, chunks, key_params, select_among, session_update
 from strategies.groups import (
@@ -49,6 +51,10 @@ class _Loaded:
     groups: dict[str, RowMapping]
     call_rows: set[str]
     wanted_calls: set[str]
+    early_rows: set[str]
+    """The call ids of the early results read."""
+    frozen: frozenset[str]
+    """Groups of early results that compaction excluded: no call joins them."""
 
 
 async def stored_hashes(
@@ -104,7 +110,12 @@ async def load_state(
                 ambiguous.add(row["call_id"])
             else:
                 open_calls[row["call_id"]] = row["group_id"]
-    group_ids = set(open_calls.values())
+    early: dict[str, str] = {}
+    results = select_among(conn, "early_results", "call_id")
+    for bound in [] if blank else among_params(conn, params, wanted):
+        rows = (await conn.execute(results, bound)).mappings()
+        early.update((row["call_id"], row["group_id"]) for row in rows)
+    group_ids = set(open_calls.values()) | set(early.values())
     if session["tail_group_id"] is not None:
         group_ids.add(session["tail_group_id"])
     groups: dict[str, RowMapping] = {}
@@ -124,8 +135,11 @@ async def load_state(
         ambiguous_calls=frozenset(ambiguous),
         pending_groups={gid: info for gid, info in infos.items() if info.pending_calls > 0},
         tail=tail,
+        early_results={c: g for c, g in early.items() if g in infos},
+        waiting_groups={g: infos[g] for g in early.values() if g in infos},
     )
-    return _Loaded(state, groups, set(open_calls) | ambiguous, wanted)
+    frozen = frozenset(g for g in early.values() if g in groups and groups[g]["excluded"])
+    return _Loaded(state, groups, set(open_calls) | ambiguous, wanted, set(early), frozen)
 
 
 async def _apply_merges(
@@ -134,8 +148,11 @@ async def _apply_merges(
     annotation: Annotation,
     loaded: _Loaded,
     totals: AppendTotals,
+    pins: set[str],
 ) -> dict[str, list[int]]:
-    """Move the messages and calls of absorbed stored groups; return what each target gains."""
+    """Move the messages, calls and early results of absorbed stored groups; return what
+    each target gains. A pinned group's pin passes to the group absorbing it (recorded in
+    ``pins`` when that group is new)."""
     gains: dict[str, list[int]] = {}
     for absorbed, target in annotation.merged.items():
         row = loaded.groups.get(absorbed)
@@ -153,6 +170,8 @@ async def _apply_merges(
                 excluded_event_id=into["excluded_event_id"] if into is not None else None,
             )
         )
+        if row["pinned"] and into is None:
+            pins.add(target)
         if row["pinned"] and into is not None and not into["pinned"]:
             await conn.execute(
                 update(GROUPS)
@@ -164,11 +183,12 @@ async def _apply_merges(
             sign = -1 if hidden else 1
             totals.active_messages += sign * row["message_count"]
             totals.active_tokens += sign * row["token_count"]
-        await conn.execute(
-            update(OPEN_CALLS)
-            .where(*_keys(OPEN_CALLS, ctx), OPEN_CALLS.c.group_id == absorbed)
-            .values(group_id=target)
-        )
+        for table in (OPEN_CALLS, EARLY_RESULTS):
+            await conn.execute(
+                update(table)
+                .where(*_keys(table, ctx), table.c.group_id == absorbed)
+                .values(group_id=target)
+            )
         await conn.execute(delete(GROUPS).where(*_keys(GROUPS, ctx), GROUPS.c.group_id == absorbed))
         gain = gains.setdefault(target, [0, 0, 0])
         gain[0] += row["message_count"]
@@ -259,6 +279,31 @@ async def _write_calls(
         )
     for batch in chunks(rows):
         await conn.execute(insert(OPEN_CALLS), list(batch))
+    await _write_early(conn, ctx, state, loaded)
+
+
+async def _write_early(
+    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
+) -> None:
+    """Replace the early results of the call ids the append referenced by the state's."""
+    for part in chunks(sorted(loaded.early_rows)):
+        await conn.execute(
+            delete(EARLY_RESULTS).where(
+                *_keys(EARLY_RESULTS, ctx), EARLY_RESULTS.c.call_id.in_(part)
+            )
+        )
+    rows = [
+        {
+            "tenant": ctx.tenant,
+            "session_id": ctx.session_id,
+            "call_id": call_id,
+            "group_id": state.early_results[call_id],
+        }
+        for call_id in sorted(loaded.wanted_calls)
+        if call_id in state.early_results
+    ]
+    for batch in chunks(rows):
+        await conn.execute(insert(EARLY_RESULTS), list(batch))
 
 
 _WRITE_SESSION = session_update(
@@ -314,6 +359,8 @@ class Appended:
     """The session's cache key when the transaction began (the write adds one revision)."""
     touched: frozenset[str]
     """Groups whose messages changed: those that gained messages or absorbed others."""
+    tokens: int = 0
+    """Tokens of the messages stored."""
 
 
 async def append_messages(
@@ -347,7 +394,7 @@ async def _store_fresh(
     counts: BackgroundCounts | None,
 ) -> Appended:
     loaded = await load_state(conn, ctx, session, fresh)
-    annotation = annotate(fresh, loaded.state)
+    annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
     totals = AppendTotals()
     group_ids = [group_id for _, group_id in annotation.message_groups]
     builder = RowBuilder(
@@ -360,11 +407,18 @@ async def _store_fresh(
         totals,
         contents=deduped.contents,
     )
-    gains = await _apply_merges(conn, ctx, annotation, loaded, totals)
+    pins: set[str] = set()
+    gains = await _apply_merges(conn, ctx, annotation, loaded, totals, pins)
     created = _new_groups(ctx, session, annotation, loaded, totals, gains)
     await insert_messages(conn, builder, created, counts)
+    if pins:
+        await conn.execute(
+            update(GROUPS)
+            .where(*_keys(GROUPS, ctx), GROUPS.c.group_id.in_(sorted(pins)))
+            .values(pinned=True)
+        )
     await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
     await _write_calls(conn, ctx, annotation.state, loaded)
     await _write_session(conn, ctx, session, annotation.state, totals)
     touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
-    return Appended(len(fresh), session_key(session), frozenset(touched))
+    return Appended(len(fresh), session_key(session), frozenset(touched), totals.tokens)

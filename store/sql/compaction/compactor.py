@@ -24,8 +24,9 @@ from sqlalchemy import select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store.models import CompactionEvent, Phase
+from store.models import CompactionEvent, EventOutcome, Phase
 from store.rules.changes import (
+    Attempt,
     Outcome,
     apply_changes,
     event_label,
@@ -41,7 +42,7 @@ from store.sql.compaction.mirror import (
     load_rows_by_id,
     mirror_of,
 )
-from store.sql.compaction.write_back import Written, write_back
+from store.sql.compaction.write_back import Written, write_back, write_outcome
 from store.sql.projection.cache import Key, SessionCache, session_key
 from store.sql.projection.views import SqlSource, group_view, read_view
 from store.sql.schema import GROUPS
@@ -132,20 +133,60 @@ class Compactor:
             return await self.snapshot(session_id)
 
         async def apply(
-            snapshot: Snapshot, changes: ChangeSet
+            snapshot: Snapshot, changes: ChangeSet, attempt: Attempt
         ) -> CompactionEvent | Conflict | None:
             seen = Applied()
 
             async def operation(conn: AsyncConnection) -> CompactionEvent | Conflict | None:
                 seen.key = seen.written = None
-                return await self.apply(conn, session_id, changes, phase, strategy, snapshot, seen)
+                return await self.apply(
+                    conn, session_id, changes, phase, strategy, snapshot, seen, attempt
+                )
 
             result: CompactionEvent | Conflict | None = await self.write(operation)
             if isinstance(result, CompactionEvent) and seen.key is not None:
                 self._advance(session_id, seen, changes, result)
             return result
 
-        return Compaction(snapshot=snapshot, apply=apply)
+        async def record(
+            changes: ChangeSet, attempt: Attempt, outcome: EventOutcome
+        ) -> CompactionEvent:
+            async def operation(conn: AsyncConnection) -> CompactionEvent:
+                return await self.record(
+                    conn, session_id, changes, phase, strategy, attempt, outcome
+                )
+
+            event: CompactionEvent = await self.write(operation)
+            return event
+
+        return Compaction(snapshot=snapshot, apply=apply, record=record)
+
+    async def record(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        changes: ChangeSet,
+        phase: Phase,
+        strategy: CompactionStrategy,
+        attempt: Attempt,
+        outcome: EventOutcome,
+    ) -> CompactionEvent:
+        """Record the event of a compaction that applied nothing, in the caller's write
+        transaction (the session's revision stays: its history did not change)."""
+        session = await lock_session(conn, self.tenant, session_id)
+        before = before_totals(session)
+        out = Outcome(
+            event_id=new_event_id(),
+            now=now(),
+            before=before,
+            result=outcome,
+            attempt=attempt,
+            changes=changes,
+        )
+        name, params = event_label(changes, strategy)
+        return await write_outcome(
+            conn, session, out, before, strategy=name, params=params, phase=phase
+        )
 
     def _advance(
         self, session_id: str, applied: Applied, changes: ChangeSet, event: CompactionEvent
@@ -191,6 +232,7 @@ class Compactor:
         strategy: CompactionStrategy | None,
         snapshot: Snapshot | None = None,
         seen: Applied | None = None,
+        attempt: Attempt | None = None,
     ) -> CompactionEvent | Conflict | None:
         """Apply ``changes`` in the caller's write transaction (None when nothing changed).
 
@@ -215,7 +257,13 @@ class Compactor:
         wanted = summary_id_candidates(changes, session["next_seq"])
         wanted += [r.message_id for r in changes.reductions]
         await load_rows_by_id(conn, mirror, set(wanted))
-        out = Outcome(event_id=new_event_id(), now=now(), before=before_totals(session))
+        out = Outcome(
+            event_id=new_event_id(),
+            now=now(),
+            before=before_totals(session),
+            attempt=attempt,
+            changes=changes,
+        )
         apply_changes(mirror.session, changes, self.counter(session_id), out)
         if not out.changed:
             return None

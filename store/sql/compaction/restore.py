@@ -14,7 +14,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import InvalidInput
 from store.models import CompactionEvent
-from store.rules.changes import Outcome, check_groups, new_event_id, restore, undo_event
+from store.rules.changes import (
+    Outcome,
+    check_groups,
+    check_restorable,
+    new_event_id,
+    restore,
+    undo_event,
+)
 from store.rules.records import now
 from store.sql.audit import read_events
 from store.sql.compaction.mirror import before_totals, load_groups, load_rows, mirror_of
@@ -48,6 +55,7 @@ async def restore_groups(
         if not found:
             raise InvalidInput(f"no event {event_id!r} in session {session_id!r}")
         event = found[0]
+        check_restorable(event)
         await load_rows(conn, mirror, MESSAGES.c.reduced_event_id == event.id)
         undo_event(mirror.session, out, event)
         params = {"event_id": event.id}

@@ -43,7 +43,7 @@ from store.sql.statements import (
 from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["Written", "event_note", "record_event", "write_back", "write_event"]
+__all__ = ["Written", "event_note", "record_event", "write_back", "write_event", "write_outcome"]
 
 
 @dataclass
@@ -304,6 +304,32 @@ async def write_back(
     return event
 
 
+_EVENT_COUNTED = session_update((), (), counters=("event_count",), revision=False)
+"""The session row after recording an outcome that changed nothing: one more event."""
+
+
+async def write_outcome(
+    conn: AsyncConnection,
+    session: RowMapping,
+    out: Outcome,
+    totals: Totals,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent:
+    """Write the event of a compaction that changed nothing (``out.result`` says why);
+    the session's revision and aggregates stay as they are."""
+    record = mirror_of(session).session
+    event = build_event(record, out, totals, phase=phase, strategy=strategy, params=params)
+    await write_event(
+        conn, record, event, number=session["event_count"] + 1, revision=session["revision"]
+    )
+    await conn.execute(_EVENT_COUNTED, key_params(record.tenant, record.session_id))
+    log_event(event)
+    return event
+
+
 _GROUP_DEFAULTS = {"has_reasoning": False, "pending_calls": 0, "orphan": False}
 """The group columns a summary's insert leaves to their server defaults."""
 
@@ -366,6 +392,7 @@ def event_note(event: CompactionEvent) -> str:
             "reduced": list(event.reduced),
             "restored": list(event.restored),
             "reasons": event.reasons,
+            "diagnostics": [d.as_json() for d in event.diagnostics],
         }
     )
 
@@ -408,6 +435,11 @@ async def write_event(
             "revision": revision,
             "created_at": event.created_at,
             "note": event_note(event),
+            "outcome": event.outcome,
+            "duration_seconds": event.duration_seconds,
+            "attempts": event.attempts,
+            "summarizer": event.summarizer,
+            "summarizer_model": event.summarizer_model,
         },
     )
     rows = [

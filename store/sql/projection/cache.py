@@ -3,11 +3,14 @@
 A turn reads the same active groups and messages several times: the after-run
 compaction plans on them and the next projection sends them. The store keeps, per
 session, the active group rows and the parsed messages of the groups it loaded, under
-the *key* of the session row they were read at: its ``created_at`` and ``revision``.
-Every write bumps ``revision`` (a deleted and recreated session gets a new
-``created_at``), so a key equal to the session row's means nothing changed since. Every
-view reads the session row first and uses the cache only on a match; what a read adds
-to the cache is added only if the session row read after it still has the entry's key.
+the *key* of the session row they were read at: its ``incarnation`` and ``revision``.
+Every write bumps ``revision``, and a deleted and recreated session draws a new
+``incarnation`` (a random token: unlike ``created_at``, it cannot repeat within a clock
+tick), so a key equal to the session row's means nothing changed since. Every view
+reads the session row first and uses the cache only on a match; what a read adds to the
+cache is added only if the session row read after it still has the entry's key. A
+session row without an incarnation (created by a release that predates it) is never
+cached.
 
 Writes made through the same store advance the key instead of discarding the entry: an
 append knows which groups it touched, so those groups' messages are dropped and the
@@ -44,8 +47,8 @@ __all__ = ["DEFAULT_CACHE_MESSAGES", "CachedView", "Key", "SessionCache", "read_
 DEFAULT_CACHE_MESSAGES = 20_000
 """Parsed messages a store keeps by default (a few tens of MB at about 1 kB each)."""
 
-Key = tuple[Any, int]
-"""A session row's ``(created_at, revision)``."""
+Key = tuple[str | None, int]
+"""A session row's ``(incarnation, revision)``."""
 
 Pairs = tuple[tuple[int, Message], ...]
 """A group's ``(seq, message)`` pairs in ``seq`` order."""
@@ -53,10 +56,10 @@ Pairs = tuple[tuple[int, Message], ...]
 
 def session_key(row: RowMapping | Mapping[str, Any]) -> Key:
     """The cache key of a session row."""
-    return (row["created_at"], row["revision"])
+    return (row["incarnation"], row["revision"])
 
 
-_READ_KEY = select(SESSIONS.c.created_at, SESSIONS.c.revision).where(*KEYS)
+_READ_KEY = select(SESSIONS.c.incarnation, SESSIONS.c.revision).where(*KEYS)
 
 
 async def read_key(conn: AsyncConnection, tenant: str, session_id: str) -> Key | None:
@@ -119,8 +122,10 @@ class SessionCache:
         return self._size
 
     def entry(self, session_id: str, key: Key) -> CachedView | None:
-        """The session's entry at ``key``, started empty when absent or at another key."""
-        if self._max == 0:
+        """The session's entry at ``key``, started empty when absent or at another key
+        (None: not cached, when the cache is off or the row has no incarnation)."""
+        if self._max == 0 or key[0] is None:
+            self.discard(session_id)
             return None
         entry = self._entries.get(session_id)
         if entry is not None and entry.key == key:

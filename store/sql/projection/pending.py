@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import load_state
 from store.sql.projection.views import SqlSource
-from strategies.groups import GroupInfo, annotate
+from strategies.groups import GroupInfo, annotate, in_call_order
 from strategies.messages import Message
 from strategies.view import GroupView, MessageSource, View
 
@@ -44,7 +44,7 @@ class _PendingSource:
                 pairs.extend(stored.get(absorbed, []))
             pairs.extend(self.extra.get(gid, []))
             pairs.sort(key=lambda p: p[0])
-            out[gid] = [m for _, m in pairs]
+            out[gid] = [m for _, m in in_call_order(pairs, lambda p: p[1])]
         return out
 
 
@@ -69,10 +69,15 @@ async def with_pending(
     if not fresh:
         return view
     loaded = await load_state(conn, ctx, session, fresh)
-    annotation = annotate(fresh, loaded.state)
+    annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
     work = _Pending(groups={g.group_id: g for g in view.groups})
     base_seq = session["next_seq"]
     stored_groups = loaded.groups
+    hidden = {gid for gid, row in stored_groups.items() if row["excluded"]}
+    for gid, info in annotation.groups.items():
+        if gid in hidden:
+            continue
+        _update(work, gid, info, base_seq + info.first_position - session["position"])
     for absorbed, target in annotation.merged.items():
         row = stored_groups.get(absorbed)
         work.groups.pop(absorbed, None)
@@ -86,11 +91,6 @@ async def with_pending(
             token_count=g.token_count + row["token_count"],
             pinned=g.pinned or row["pinned"],
         )
-    hidden = {gid for gid, row in stored_groups.items() if row["excluded"]}
-    for gid, info in annotation.groups.items():
-        if gid in hidden:
-            continue
-        _update(work, gid, info, base_seq + info.first_position - session["position"])
     for index, (message, (_, gid)) in enumerate(zip(fresh, annotation.message_groups, strict=True)):
         if gid in hidden or gid not in work.groups:
             continue

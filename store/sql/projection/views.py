@@ -30,6 +30,7 @@ from store.sql.projection.cache import (
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import KEYS
 from store.sql.statements import chunks
+from strategies.groups import in_call_order
 from strategies.messages import Message
 from strategies.view import GroupView, Totals, View
 
@@ -77,7 +78,7 @@ _EXCLUDED_TOTALS = select(
     SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
     SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
     SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
-    SESSIONS.c.created_at,
+    SESSIONS.c.incarnation,
     SESSIONS.c.revision,
 ).where(*KEYS)
 _MESSAGES_BY_GROUP = select(*message_columns()).where(
@@ -107,9 +108,9 @@ async def excluded_totals(
     row = (await conn.execute(_EXCLUDED_TOTALS, params)).one_or_none()
     if row is None:
         return Totals(), None
-    messages, groups, tokens, created_at, revision = row
+    messages, groups, tokens, incarnation, revision = row
     totals = Totals(messages=int(messages), groups=int(groups), tokens=int(tokens))
-    return totals, (created_at, revision)
+    return totals, (incarnation, revision)
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,8 @@ class SqlSource:
     entry: CachedView | None = None
 
     async def load_rows(self, group_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
-        """Each group's ``(seq, message)`` pairs in ``seq`` order."""
+        """Each group's ``(seq, message)`` pairs in ``seq`` order (a joined early result
+        after its call: :func:`~strategies.groups.in_call_order`)."""
         held = self.entry.messages if self.entry is not None else {}
         out = {gid: list(held.get(gid, ())) for gid in group_ids}
         missing = sorted({gid for gid in group_ids if gid not in held})
@@ -161,8 +163,9 @@ class SqlSource:
             for row in (await conn.execute(_MESSAGES_BY_GROUP, {**params, "ids": part})).all():
                 shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
                 loaded[row[_GROUP]].append((row[_SEQ], shown))
-        for pairs in loaded.values():
+        for gid, pairs in loaded.items():
             pairs.sort(key=_seq_of)
+            loaded[gid] = in_call_order(pairs, _message_of)
         if self.cache is not None and self.entry is not None:
             if key is None:
                 key = await read_key(conn, self.tenant, self.session_id)
@@ -192,6 +195,10 @@ def _excluded_of(session: RowMapping) -> Totals:
 
 def _seq_of(pair: tuple[int, Message]) -> int:
     return pair[0]
+
+
+def _message_of(pair: tuple[int, Message]) -> Message:
+    return pair[1]
 
 
 async def read_view(

@@ -1,16 +1,22 @@
-"""The before-call projection: active groups plus pending messages, persisting nothing."""
+"""The before-call projection: active groups plus pending messages, persisting nothing;
+the token counts of pending messages cached for their append."""
 
 from __future__ import annotations
 
 import pytest
 
+from store.contract import HistoryBackend
 from store.errors import InvalidInput
-from store.memory import InMemoryHistoryStore
 from strategies.messages import Message
-from strategies.tokenizers import CharacterEstimatorTokenizer, CountingTokenizer
+from strategies.tokenizers import (
+    CharacterEstimatorTokenizer,
+    CountingTokenizer,
+    count_message_tokens,
+)
 from strategies.view import View
+from tests.conformance.conftest import Stores
+from tests.conformance.toy_strategies import TOKENIZER, ExcludeOldest, SummarizeOldest
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import ExcludeOldest, SummarizeOldest
 from tests.strategies.invariants import assert_projection_invariants
 
 
@@ -22,7 +28,7 @@ def _stored() -> list[Message]:
     ]
 
 
-async def test_pending_result_joins_stored_call(store: InMemoryHistoryStore) -> None:
+async def test_pending_result_joins_stored_call(store: HistoryBackend) -> None:
     await store.append("s", _stored())
     pending = [tool("t1", result("c1", "sunny")), assistant("a2", "it is sunny")]
     sent = await store.context("s", pending=pending)
@@ -33,14 +39,14 @@ async def test_pending_result_joins_stored_call(store: InMemoryHistoryStore) -> 
     assert (await store.session("s")).revision == 1
 
 
-async def test_pending_call_after_last_user_is_sent(store: InMemoryHistoryStore) -> None:
+async def test_pending_call_after_last_user_is_sent(store: HistoryBackend) -> None:
     await store.append("s", _stored()[:2])
     sent = await store.context("s", pending=[assistant("a1", call("c1", "weather"))])
     assert [m.message_id for m in sent] == ["sys", "u1", "a1"]  # the in-flight tail
 
 
 async def test_context_of_unknown_session_is_the_pending_messages(
-    store: InMemoryHistoryStore,
+    store: HistoryBackend,
 ) -> None:
     assert await store.context("nope") == []
     sent = await store.context("nope", pending=[user("u1", "hi")])
@@ -48,7 +54,7 @@ async def test_context_of_unknown_session_is_the_pending_messages(
     assert await store.sessions() == []
 
 
-async def test_strategy_applies_to_the_projection_only(store: InMemoryHistoryStore) -> None:
+async def test_strategy_applies_to_the_projection_only(store: HistoryBackend) -> None:
     await store.append("s", [*_stored(), tool("t1", result("c1", "x")), user("u2", "next")])
     pending = [assistant("a2", "answer")]
     sent = await store.context("s", strategy=ExcludeOldest(1), pending=pending)
@@ -58,7 +64,7 @@ async def test_strategy_applies_to_the_projection_only(store: InMemoryHistorySto
     assert [m.role for m in summarized] == ["system", "assistant", "user"]
 
 
-async def test_context_equals_view_projection(store: InMemoryHistoryStore) -> None:
+async def test_context_equals_view_projection(store: HistoryBackend) -> None:
     await store.append("s", [*_stored(), tool("t1", result("c1", "x")), user("u2", "next")])
     await store.compact("s", SummarizeOldest(2))
     view = await store.view("s")
@@ -66,9 +72,19 @@ async def test_context_equals_view_projection(store: InMemoryHistoryStore) -> No
     assert await store.context("s") == await view.project()
 
 
-async def test_pending_counts_are_cached_for_the_append() -> None:
+async def test_pending_with_a_stored_id_and_other_content_raises(
+    store: HistoryBackend,
+) -> None:
+    await store.append("s", _stored())
+    with pytest.raises(InvalidInput):
+        await store.context("s", pending=[user("u1", "changed")])
+    sent = await store.context("s", pending=[user("u1", "weather?")])  # same: ignored
+    assert [m.message_id for m in sent] == ["sys", "u1", "a1"]
+
+
+async def test_pending_counts_are_cached_for_the_append(stores: Stores) -> None:
     counting = CountingTokenizer(CharacterEstimatorTokenizer())
-    store = InMemoryHistoryStore(tokenizer=counting)
+    store = await stores.open(tokenizer=counting)
     await store.append("s", _stored())
     pending = [tool("t1", result("c1", "a long result " * 20)), assistant("a2", "done")]
     counting.reset()
@@ -83,38 +99,37 @@ async def test_pending_counts_are_cached_for_the_append() -> None:
     await store.context("s", pending=[changed])
     assert counting.calls > counted
     # the counts stored are the tokenizer's counts
-    fresh = InMemoryHistoryStore(tokenizer=CharacterEstimatorTokenizer())
-    await fresh.append("s", [*_stored(), *pending])
+    reference = CharacterEstimatorTokenizer()
     assert [m.token_count for m in await store.history("s")] == [
-        m.token_count for m in await fresh.history("s")
+        count_message_tokens(m, reference) for m in [*_stored(), *pending]
     ]
 
 
-async def test_cache_is_keyed_by_content(store: InMemoryHistoryStore) -> None:
+async def test_pending_messages_in_a_new_session_are_counted_once(stores: Stores) -> None:
+    counting = CountingTokenizer(CharacterEstimatorTokenizer())
+    store = await stores.open(tokenizer=counting)
+    pending = [user("u1", "hello"), assistant("a1", "hi there")]
+    assert await store.context("new", pending=pending) == pending
+    counted = counting.calls
+    await store.append("new", pending)
+    assert counting.calls == counted
+    assert [m.message_id for m in await store.history("new")] == ["u1", "a1"]
+
+
+async def test_cache_is_keyed_by_content(store: HistoryBackend) -> None:
     await store.append("s", _stored())
     await store.context("s", pending=[assistant("a2", "short")])
-    await store.append("s", [assistant("a2", "a much longer text than before " * 5)])
+    longer = assistant("a2", "a much longer text than before " * 5)
+    await store.append("s", [longer])
     stored = (await store.history("s"))[-1]
-    fresh = InMemoryHistoryStore(tokenizer=CharacterEstimatorTokenizer())
-    await fresh.append("s", [assistant("a2", "a much longer text than before " * 5)])
-    assert stored.token_count == (await fresh.history("s"))[0].token_count
+    assert stored.token_count == count_message_tokens(longer, TOKENIZER)
 
 
-async def test_cache_is_bounded() -> None:
-    counting = CountingTokenizer(CharacterEstimatorTokenizer())
-    store = InMemoryHistoryStore(tokenizer=counting, pending_cache_size=2)
-    pending = [user(f"u{i}", f"text {i}") for i in range(4)]
-    await store.context("s", pending=pending)
-    counting.reset()
-    await store.append("s", pending)
-    assert counting.calls == 2  # the two oldest counts were evicted
-
-
-async def test_pending_with_a_stored_id_and_other_content_raises(
-    store: InMemoryHistoryStore,
+async def test_context_of_a_missing_session_rejects_conflicting_pending(
+    store: HistoryBackend,
 ) -> None:
-    await store.append("s", _stored())
     with pytest.raises(InvalidInput):
-        await store.context("s", pending=[user("u1", "changed")])
-    sent = await store.context("s", pending=[user("u1", "weather?")])  # same: ignored
-    assert [m.message_id for m in sent] == ["sys", "u1", "a1"]
+        await store.context("none", pending=[user("u1", "a"), user("u1", "b")])
+    with pytest.raises(InvalidInput):
+        await store.context("none", pending=[object()])  # type: ignore[list-item]
+    assert await store.sessions() == []

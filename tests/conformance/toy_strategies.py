@@ -1,4 +1,4 @@
-"""Tiny strategies for the in-memory store's tests: each returns a change set directly."""
+"""Tiny strategies for the store tests, on any backend: each returns its change set directly."""
 
 from __future__ import annotations
 

@@ -1,0 +1,71 @@
+"""``chatledger export``: sessions out, in the formats ``chatledger import`` reads.
+
+The export streams to stdout, or to ``-o FILE``, which is written whole or not at all
+(a temporary file beside it, renamed once complete).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TextIO
+
+import click
+
+from store.cli._common import CliError, run, tenant_option, url_option
+
+__all__ = ["export"]
+
+
+@click.command()
+@click.argument("session_ids", nargs=-1, required=True, metavar="SESSION...")
+@click.option("--format", "fmt", required=True, metavar="ID", help="The output format.")
+@click.option("--context", is_flag=True, help="Export what the model is sent next.")
+@click.option("--strategy", "spec", metavar="SPEC", help="With --context: project with it.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
+@url_option
+@tenant_option
+def export(
+    session_ids: tuple[str, ...],
+    fmt: str,
+    context: bool,
+    spec: str | None,
+    output: str | None,
+    url: str | None,
+    tenant: str,
+) -> None:
+    """Export sessions: jsonl, openai-chat, openai-responses, anthropic, langchain or
+    agent-framework (docs/importing.md gives each shape)."""
+    from store.exporting import EXPORT_FORMATS, export_sessions
+    from store.sql.store import HistoryStore
+
+    if fmt not in EXPORT_FORMATS:
+        raise CliError(
+            f"invalid --format {fmt!r} (one of {', '.join(EXPORT_FORMATS)})", exit_code=2
+        )
+    if spec is not None and not context:
+        raise CliError("--strategy needs --context", exit_code=2)
+
+    async def write(stream: TextIO) -> None:
+        async with HistoryStore.open(url, tenant=tenant, create=False) as store:
+            chunks = export_sessions(
+                store, list(session_ids), format=fmt, context=context, strategy=spec
+            )
+            async for chunk in chunks:
+                stream.write(chunk)
+
+    if output is None:
+        run(write(sys.stdout))
+        sys.stdout.flush()
+        return
+    target = Path(output)
+    handle, temporary = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            run(write(stream))
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,127 @@
+"""Telling a source's format from its content.
+
+The rules, in order:
+
+1. A folder: ``agent-framework`` (``FileHistoryProvider`` storage: JSONL files).
+2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
+   has a ``message_data`` column and ``langchain`` with a ``message`` column; otherwise
+   an ``agent_messages`` table means ``openai-agents`` and a ``message_store`` table
+   ``langchain``; any other database is refused.
+3. A text file, by its first record (the first line of JSONL, or the first element of a
+   ``.json`` document):
+
+   - ``"format": "chatledger"``: ``jsonl``;
+   - ``"type": "session"``, or a message with ``contents``: ``agent-framework``;
+   - messages of ``{"type": ..., "data": {...}}`` (``message_to_dict``): ``langchain``;
+   - a request body or a message whose content has ``tool_use``, ``tool_result`` or
+     ``thinking`` blocks, or a top-level ``max_tokens`` or ``system``: ``anthropic``;
+   - ``{"input": [...]}``, an item with a ``type`` other than ``message``
+     (``function_call``, ``reasoning``, ...), or content parts ``input_text`` /
+     ``output_text``: ``openai-responses``;
+   - ``{"messages": [...]}`` or a message with a ``role``: ``openai-chat``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from store.errors import InvalidSource
+from store.importing.readers._records import records
+from store.importing.readers._sqlite import columns, is_sqlite, tables
+from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
+from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
+
+__all__ = ["detect_format", "detect_path"]
+
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+_RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
+
+
+def _block_types(message: Any) -> set[str]:
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return set()
+    return {b["type"] for b in content if isinstance(b, dict) and isinstance(b.get("type"), str)}
+
+
+def _first_message(record: Any) -> Any:
+    if isinstance(record, dict) and isinstance(record.get("messages"), list):
+        return record["messages"][0] if record["messages"] else None
+    return record
+
+
+def _of_messages(record: dict[str, Any]) -> str | None:
+    listed = record.get("messages")
+    messages: list[Any] = listed if isinstance(listed, list) else [record]
+    for message in messages:
+        blocks = _block_types(message)
+        if blocks & _ANTHROPIC_BLOCKS:
+            return "anthropic"
+        if blocks & _RESPONSES_PARTS:
+            return "openai-responses"
+    first = _first_message(record)
+    if isinstance(first, dict) and first.get("type") not in (None, "message"):
+        return "openai-responses"
+    if "messages" in record or "role" in record:
+        return "openai-chat"
+    return None
+
+
+def _of_record(record: Any) -> str | None:
+    if isinstance(record, list):
+        return _of_record(record[0]) if record else None
+    if not isinstance(record, dict):
+        return None
+    if record.get("format") == "chatledger":
+        return "jsonl"
+    if record.get("type") == "session" or "contents" in record:
+        return "agent-framework"
+    first = _first_message(record)
+    if isinstance(first, dict) and isinstance(first.get("data"), dict) and "type" in first:
+        return "langchain"
+    if "max_tokens" in record or ("messages" in record and "system" in record):
+        return "anthropic"
+    if isinstance(record.get("input"), list):
+        return "openai-responses"
+    return _of_messages(record)
+
+
+def _database(path: Path, source: str, table: str | None) -> str:
+    found = tables(path, source)
+    if table is not None and table in found:
+        names = columns(path, source, table)
+        if "message_data" in names:
+            return "openai-agents"
+        if "message" in names:
+            return "langchain"
+    if AGENTS_TABLE in found:
+        return "openai-agents"
+    if LANGCHAIN_TABLE in found:
+        return "langchain"
+    raise InvalidSource(source, None, "a database of none of the known formats")
+
+
+def detect_path(path: Path, source: str, table: str | None = None) -> str:
+    """The format id of the file, folder or database at ``path``."""
+    if path.is_dir():
+        return "agent-framework"
+    if not path.exists():
+        raise InvalidSource(source, None, "no such file or folder")
+    if is_sqlite(path):
+        return _database(path, source, table)
+    for where, record in itertools.islice(records(path, source), 1):
+        if isinstance(record, InvalidSource):
+            raise record
+        kind = _of_record(record)
+        if kind is None:
+            raise InvalidSource(source, where, "not a chat log of any known format")
+        return kind
+    raise InvalidSource(source, None, "the file is empty")
+
+
+def detect_format(source: str | Path) -> str:
+    """The format id of ``source`` (a file, a folder, or a SQLite database), told from its
+    content by the rules above; :class:`~store.errors.InvalidSource` when none fits."""
+    return detect_path(Path(source), str(source))

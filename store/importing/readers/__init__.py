@@ -1,0 +1,49 @@
+"""One reader a source format: each turns a file or database into conversations.
+
+A reader streams what it can (JSONL lines, database rows) and reads whole documents
+whole. Every problem is an :class:`~store.errors.InvalidSource` naming the source, the
+line or row, and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from store.importing.readers import (
+    agent_framework,
+    anthropic,
+    jsonl,
+    langchain,
+    openai_agents,
+    openai_chat,
+    openai_responses,
+)
+from store.importing.source import Conversation
+
+__all__ = ["DATABASE_FORMATS", "READERS", "Reader"]
+
+Reader = Callable[[Path, str, str | None], Iterator[Conversation]]
+"""``(path, source name, table)`` to the source's conversations."""
+
+
+def _file(read: Callable[[Path, str], Iterator[Conversation]]) -> Reader:
+    def reader(path: Path, source: str, table: str | None) -> Iterator[Conversation]:
+        return read(path, source)
+
+    return reader
+
+
+READERS: dict[str, Reader] = {
+    "jsonl": _file(jsonl.read),
+    "openai-chat": _file(openai_chat.read),
+    "openai-responses": _file(openai_responses.read),
+    "anthropic": _file(anthropic.read),
+    "agent-framework": _file(agent_framework.read),
+    "openai-agents": openai_agents.read,
+    "langchain": langchain.read,
+}
+"""Every format id with its reader."""
+
+DATABASE_FORMATS = frozenset({"openai-agents", "langchain"})
+"""The formats whose sources are databases."""

@@ -1,0 +1,77 @@
+"""``jsonl``: chatledger's own lossless format, one message a line.
+
+Each line is ``{"format": "chatledger", "version": 1, "session_id": ..., "seq": ...,
+"message": {...}, "source_system": ..., "source_id": ...}``: the stored message model
+(:data:`strategies.messages.MESSAGES_ADAPTER`'s form) with its session, its ``seq``
+and its provenance. Lines of one session are consecutive; they are streamed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from store.errors import InvalidSource
+from store.importing.readers._convert import own_id
+from store.importing.source import Conversation, Located, iter_lines, parse_line
+from strategies.messages import Message
+
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "line_of", "read"]
+
+FORMAT_NAME = "chatledger"
+"""The ``format`` of every line."""
+FORMAT_VERSION = 1
+"""The ``version`` of every line this release writes and reads."""
+
+RUN = 1000
+"""Lines of one session converted and handed on at a time."""
+
+
+def line_of(
+    session_id: str, seq: int, message: Message, source_system: str | None, source_id: str | None
+) -> dict[str, Any]:
+    """One line of the format (before ``json.dumps``)."""
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "session_id": session_id,
+        "seq": seq,
+        "message": message.model_dump(mode="json"),
+        "source_system": source_system,
+        "source_id": source_id,
+    }
+
+
+def _message(source: str, where: str, value: Any) -> tuple[str, Message]:
+    if not isinstance(value, dict) or value.get("format") != FORMAT_NAME:
+        raise InvalidSource(source, where, "not a chatledger JSONL line")
+    if value.get("version") != FORMAT_VERSION:
+        raise InvalidSource(source, where, f"unsupported version {value.get('version')!r}")
+    session = own_id(value.get("session_id"))
+    if session is None:
+        raise InvalidSource(source, where, "session_id must be a non-empty string")
+    try:
+        message = Message.model_validate(value.get("message"), context={"allow_custom_roles": True})
+    except ValidationError as error:
+        first = error.errors(include_url=False)[0]
+        location = ".".join(str(p) for p in first["loc"])
+        raise InvalidSource(source, where, f"message.{location}: {first['msg']}") from None
+    return session, message
+
+
+def read(path: Path, source: str) -> Iterator[Conversation]:
+    """The file's sessions, in runs of consecutive lines."""
+    run: Conversation | None = None
+    for number, line in iter_lines(path, source):
+        where = f"line {number}"
+        session, message = _message(source, where, parse_line(source, number, line))
+        if run is None or run.source_session != session or len(run.messages) >= RUN:
+            if run is not None:
+                yield run
+            run = Conversation(source, where, session, stored_ids=True)
+        run.messages.append(Located(message, where))
+    if run is not None:
+        yield run

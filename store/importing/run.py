@@ -1,0 +1,374 @@
+"""The import: every source validated completely, then written, both passes streaming.
+
+Pass one reads every source, converts and checks every message, gives it its stable
+ids, compares it with what the store holds already, and counts. If anything is wrong
+(and ``skip_invalid`` is off), it raises before anything is written. Pass two reads the
+sources again and appends what is new, in batches, with its provenance. Running the
+same import again adds nothing; an interrupted write pass is completed by running it
+again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store.contract import HistoryBackend
+from store.errors import InvalidInput, InvalidSource, SessionNotFound
+from store.formats import ORIGINAL_ID_KEY
+from store.importing.detect import detect_path
+from store.importing.readers import READERS
+from store.importing.report import ImportReport, SkippedSource
+from store.importing.source import Conversation, Located
+from store.models import Provenance
+from store.rules.checks import check_message, check_session_id
+from store.rules.identity import content_hash
+from strategies.groups import call_links
+
+__all__ = ["BATCH", "Progress", "import_sources", "message_id_for", "session_id_for"]
+
+BATCH = 500
+"""Messages appended in one write."""
+
+Progress = Callable[[str, int], None]
+"""Called with the pass (``validate``, ``write``) and the messages done so far."""
+
+_SOURCE_ID_LENGTH = 255
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def session_id_for(fmt: str, source: str, conversation: Conversation, prefix: str) -> str:
+    """The session's id: the prefix and the source's own id, or, without one, the prefix
+    and a hash of (format, the source's absolute path, where the conversation starts)."""
+    if conversation.source_session is not None:
+        return prefix + conversation.source_session
+    path = str(Path(source).resolve())
+    return f"{prefix}imp-{_digest(fmt, path, conversation.where)[:24]}"
+
+
+def message_id_for(fmt: str, session_key: str, where: str) -> str:
+    """A message id for a message the source gave none: a hash of (format, source
+    session, line or row), never of the content."""
+    return f"imp-{_digest(fmt, session_key, where)[:32]}"
+
+
+@dataclass(slots=True)
+class _Plan:
+    fmt: str
+    source: str
+    path: Path
+
+
+@dataclass(slots=True)
+class _Session:
+    """What pass one knows of the session being read."""
+
+    session_id: str
+    stored: dict[str, str]
+    calls: set[str]
+
+
+@dataclass(slots=True)
+class _Tally:
+    sessions: list[str] = field(default_factory=list)
+    messages: int = 0
+    tool_calls: int = 0
+    tool_results: int = 0
+    tokens: int = 0
+    new: int = 0
+    already: int = 0
+    skipped: dict[str, SkippedSource] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Importer:
+    def __init__(
+        self,
+        store: HistoryBackend,
+        plans: list[_Plan],
+        *,
+        prefix: str,
+        strict: bool,
+        skip_invalid: bool,
+        table: str | None,
+        progress: Progress | None,
+    ) -> None:
+        self.store = store
+        self.plans = plans
+        self.prefix = prefix
+        self.strict = strict
+        self.skip_invalid = skip_invalid
+        self.table = table
+        self.progress = progress
+        self.tally = _Tally()
+        self.bad_sources: set[str] = set()
+        self.absent: set[str] = set()
+        """Sessions the store did not hold when pass one read them."""
+
+    # -- reading, shared by both passes -------------------------------------------
+
+    def conversations(self, plan: _Plan) -> Iterator[tuple[str, Conversation]]:
+        """The plan's conversations with their session ids, messages given stable ids."""
+        for conversation in READERS[plan.fmt](plan.path, plan.source, self.table):
+            session_id = session_id_for(plan.fmt, plan.source, conversation, self.prefix)
+            if conversation.error is None and not conversation.stored_ids:
+                key = conversation.source_session or session_id
+                conversation.messages = [
+                    _stable(plan.fmt, key, located) for located in conversation.messages
+                ]
+            yield session_id, conversation
+
+    async def _stored(self, session_id: str) -> _Session:
+        stored: dict[str, str] = {}
+        calls: set[str] = set()
+        if session_id in self.absent:
+            return _Session(session_id, stored, calls)
+        try:
+            await self.store.session(session_id)
+        except SessionNotFound:
+            self.absent.add(session_id)
+            return _Session(session_id, stored, calls)
+        async for row in self.store.aiter_history(session_id, include_excluded=True):
+            stored[row.message.message_id] = content_hash(row.message)
+            calls.update(c for c in call_links(row.message)[0] if c)
+        return _Session(session_id, stored, calls)
+
+    # -- pass one -----------------------------------------------------------------
+
+    def _skip(self, source: str, session_id: str | None, error: InvalidSource) -> None:
+        if not self.skip_invalid:
+            raise error
+        key = session_id or source
+        self.tally.skipped.setdefault(
+            key, SkippedSource(source=source, session_id=session_id, reason=str(error))
+        )
+
+    async def validate(self) -> None:
+        done = 0
+        for plan in self.plans:
+            current: _Session | None = None
+            try:
+                for session_id, conversation in self.conversations(plan):
+                    if conversation.error is not None:
+                        self._skip(plan.source, session_id, conversation.error)
+                        continue
+                    if current is None or current.session_id != session_id:
+                        current = await self._begin(plan, session_id)
+                    self._check(plan, current, conversation)
+                    done += len(conversation.messages)
+                    if self.progress is not None:
+                        self.progress("validate", done)
+            except InvalidSource as error:
+                self._skip(plan.source, None, error)
+                self.bad_sources.add(plan.source)
+
+    async def _begin(self, plan: _Plan, session_id: str) -> _Session:
+        try:
+            check_session_id(session_id)
+        except InvalidInput as error:
+            raise InvalidSource(plan.source, None, str(error)) from None
+        if session_id not in self.tally.sessions:
+            self.tally.sessions.append(session_id)
+        return await self._stored(session_id)
+
+    def _check(self, plan: _Plan, session: _Session, conversation: Conversation) -> None:
+        tally = self.tally
+        for located in conversation.messages:
+            message = located.message
+            try:
+                check_message(message)
+            except InvalidInput as error:
+                self._skip(plan.source, session.session_id, _at(plan, located, str(error)))
+                return
+            stored = session.stored.get(message.message_id)
+            if stored is not None and stored != content_hash(message):
+                reason = "changed since it was imported: the stored message has other content"
+                self._skip(plan.source, session.session_id, _at(plan, located, reason))
+                return
+            calls, results = call_links(message)
+            session.calls.update(c for c in calls if c)
+            for call_id in results:
+                if call_id not in session.calls:
+                    self._orphan(plan, session, located, call_id)
+            tally.messages += 1
+            tally.tool_calls += len(calls)
+            tally.tool_results += len(results)
+            tally.tokens += self.store.count_tokens(message)
+            if stored is None:
+                tally.new += 1
+            else:
+                tally.already += 1
+
+    def _orphan(self, plan: _Plan, session: _Session, located: Located, call_id: str) -> None:
+        problem = f"a result for call {call_id!r}, which no earlier message makes"
+        if self.strict:
+            self._skip(plan.source, session.session_id, _at(plan, located, problem))
+            return
+        self.tally.warnings.append(
+            f"{plan.source}: {located.where}: {problem} (imported as an orphan group)"
+        )
+
+    # -- pass two -----------------------------------------------------------------
+
+    async def write(self, compact: str | None) -> None:
+        done = 0
+        skipped = set(self.tally.skipped)
+        for plan in self.plans:
+            if plan.source in self.bad_sources:
+                continue
+            current: _Session | None = None
+            for session_id, conversation in self.conversations(plan):
+                if session_id in skipped or conversation.error is not None:
+                    continue
+                if current is None or current.session_id != session_id:
+                    if current is not None and compact is not None:
+                        await self.store.compact(current.session_id, compact, phase="import")
+                    current = await self._stored(session_id)
+                done += await self._append(plan, current, conversation)
+                if self.progress is not None:
+                    self.progress("write", done)
+            if current is not None and compact is not None:
+                await self.store.compact(current.session_id, compact, phase="import")
+
+    async def _append(self, plan: _Plan, session: _Session, conversation: Conversation) -> int:
+        if conversation.compacted:  # exclusions and summaries of the source, one event
+            await self.store.import_messages(
+                session.session_id, [located.message for located in conversation.messages]
+            )
+            return len(conversation.messages)
+        fresh = [
+            located
+            for located in conversation.messages
+            if located.message.message_id not in session.stored
+        ]
+        for start in range(0, len(fresh), BATCH):
+            batch = fresh[start : start + BATCH]
+            provenance = Provenance(
+                system=plan.fmt,
+                source_ids={
+                    located.message.message_id: _source_id(conversation, located)
+                    for located in batch
+                },
+            )
+            await self.store.append(
+                session.session_id, [located.message for located in batch], provenance=provenance
+            )
+        return len(conversation.messages)
+
+    def report(self, formats: dict[str, str], dry_run: bool) -> ImportReport:
+        tally = self.tally
+        skipped_ids = {s.session_id for s in tally.skipped.values()}
+        return ImportReport(
+            formats=formats,
+            sessions=len([s for s in tally.sessions if s not in skipped_ids]),
+            messages=tally.messages,
+            tool_calls=tally.tool_calls,
+            tool_results=tally.tool_results,
+            tokens=tally.tokens,
+            new=tally.new,
+            already_stored=tally.already,
+            skipped=list(tally.skipped.values()),
+            warnings=tally.warnings,
+            session_ids=[s for s in tally.sessions if s not in skipped_ids],
+            dry_run=dry_run,
+        )
+
+
+def _at(plan: _Plan, located: Located, reason: str) -> InvalidSource:
+    return InvalidSource(plan.source, located.where, reason)
+
+
+def _source_id(conversation: Conversation, located: Located) -> str:
+    original = located.message.metadata.get(ORIGINAL_ID_KEY, located.message.message_id)
+    own = original if isinstance(original, str) and original else None
+    if own is not None and not own.startswith("imp-"):
+        return own[:_SOURCE_ID_LENGTH]
+    session = conversation.source_session or ""
+    return f"{session} {located.where}".strip()[:_SOURCE_ID_LENGTH]
+
+
+def _stable(fmt: str, session_key: str, located: Located) -> Located:
+    message = located.message
+    if ORIGINAL_ID_KEY not in message.metadata:
+        return located
+    message_id = message_id_for(fmt, session_key, located.where)
+    return Located(message.model_copy(update={"message_id": message_id}), located.where)
+
+
+def _plan(given: str | Path, fmt: str | None, table: str | None) -> _Plan:
+    source, path = str(given), Path(given)
+    if fmt is None:
+        return _Plan(detect_path(path, source, table), source, path)
+    if fmt not in READERS:
+        known = ", ".join(sorted(READERS))
+        raise InvalidInput(f"unknown format {fmt!r} (known: {known})")
+    if not path.exists():
+        raise InvalidSource(source, None, "no such file or folder")
+    try:
+        found = detect_path(path, source, table)
+    except InvalidSource:
+        found = fmt  # content the rules do not place: the reader decides
+    if found != fmt:
+        raise InvalidSource(source, None, f"this is {found}, not {fmt} (the format given)")
+    return _Plan(fmt, source, path)
+
+
+async def import_sources(
+    store: HistoryBackend,
+    sources: Sequence[str | Path],
+    *,
+    format: str | None = None,
+    session_prefix: str = "",
+    compact: str | None = None,
+    dry_run: bool = False,
+    skip_invalid: bool = False,
+    strict: bool = False,
+    table: str | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import chat logs of other systems (files, folders, SQLite databases) into ``store``.
+
+    ``format`` is a format id (:data:`~store.importing.FORMATS`); None detects each
+    source's (:func:`~store.importing.detect_format`). Session ids are
+    ``session_prefix`` plus the source's own id, or a hash of (format, path, line or row)
+    when it has none; a message without an id of its own gets a hash of (format, source
+    session, line or row). So importing the same sources again stores nothing and counts
+    every message as already stored; a session whose stored messages have other content
+    now is skipped and reported.
+
+    Every source is validated completely before anything is written: any problem raises
+    :class:`~store.errors.InvalidSource` (source, line or row, reason) and nothing is
+    written, unless ``skip_invalid``, which imports the valid sessions and lists the
+    others in :attr:`ImportReport.skipped`. A result that answers no call is imported as
+    an orphan group with a warning, or refused with ``strict``. ``compact`` (a strategy
+    spec) compacts each imported session afterwards, as an ``import`` event. ``table``
+    names the messages table of a database source. ``dry_run`` writes nothing.
+    """
+    plans: list[_Plan] = []
+    refused: list[SkippedSource] = []
+    for given in sources:
+        try:
+            plans.append(_plan(given, format, table))
+        except InvalidSource as error:
+            if not skip_invalid:
+                raise
+            refused.append(SkippedSource(source=error.source, session_id=None, reason=str(error)))
+    importer = _Importer(
+        store,
+        plans,
+        prefix=session_prefix,
+        strict=strict,
+        skip_invalid=skip_invalid,
+        table=table,
+        progress=progress,
+    )
+    importer.tally.skipped.update((s.source, s) for s in refused)
+    await importer.validate()
+    if not dry_run:
+        await importer.write(compact)
+    return importer.report({plan.source: plan.fmt for plan in plans}, dry_run)

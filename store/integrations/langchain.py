@@ -1,0 +1,283 @@
+"""LangChain: a chat message history and an agent middleware kept in chatledger.
+
+:class:`ChatledgerChatMessageHistory` is a ``BaseChatMessageHistory`` for code that
+hands a history to LangChain (``RunnableWithMessageHistory``, which LangChain deprecates
+in favour of LangGraph's persistence, or code of your own): its ``messages`` are the
+session's request context (the active history, excluded groups left out), and its sync
+methods (through a :class:`~store.SyncHistoryStore`) and async ones do real I/O.
+LangChain decides what to save by the length of the history it read, so an instance
+keeps returning the same messages until its next ``add_messages``.
+
+:class:`ChatledgerMiddleware` is an agent middleware for ``create_agent``: before each
+model call it sends the model the projection of the stored history plus the run's
+messages (the session id read from the run's ``configurable``), it stores each model
+response and each tool result as the run goes, and it runs the after-run compaction
+when the run ends. Messages are stored by their LangChain id (LangGraph gives every
+state message one), so with a checkpointer that holds the messages too nothing is
+stored twice: a message already stored is skipped.
+
+Both take a ``store`` (a :class:`~store.SyncHistoryStore`, used and never closed) or a
+``url``: instances on the same URL and tenant share one store, opened on first use and
+closed when the last of them calls ``close``, or at exit.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar, cast
+
+from store.contract import DEFAULT_TENANT, HistoryBackend
+from store.errors import InvalidInput, SessionNotFound
+from store.formats.langchain import from_langchain, to_langchain
+from store.integrations._shared import SyncLease, phase_strategies
+from store.sync import SyncHistoryStore
+from strategies.base import CompactionStrategy
+from strategies.messages import Message
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
+    from langchain.agents.middleware.types import ModelResponse
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
+    from langgraph.config import get_config
+    from langgraph.prebuilt.tool_node import ToolCallRequest
+    from langgraph.runtime import Runtime
+    from langgraph.types import Command
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "store.integrations.langchain needs LangChain: pip install 'chatledger[langchain]'"
+    ) from exc
+
+__all__ = ["ChatledgerChatMessageHistory", "ChatledgerMiddleware"]
+
+T = TypeVar("T")
+
+
+def _to_objects(messages: Sequence[Message]) -> list[BaseMessage]:
+    return list(messages_from_dict(to_langchain(messages)))
+
+
+def _to_stored(messages: Sequence[BaseMessage]) -> list[Message]:
+    return from_langchain(list(messages), allow_custom_roles=True)
+
+
+async def _on(store: SyncHistoryStore, work: Callable[[HistoryBackend], Awaitable[T]]) -> T:
+    """Await ``work`` on the store's own loop, from the caller's loop."""
+    return await store.loop.arun(_awaited(work(store.async_store)))
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+class ChatledgerChatMessageHistory(BaseChatMessageHistory):
+    """A LangChain chat message history stored in chatledger (see the module docstring)."""
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        store: SyncHistoryStore | None = None,
+        url: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+    ) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self._lease = SyncLease(store, url=url, tenant=tenant)
+        self._read: list[BaseMessage] | None = None
+
+    def store(self) -> SyncHistoryStore:
+        """The store (opened now when this history opens its own)."""
+        return self._lease.get()
+
+    @property
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
+        """The session's request context (the same list until the next add)."""
+        if self._read is None:
+            self._read = _to_objects(self._lease.get().context(self.session_id))
+        return list(self._read)
+
+    async def aget_messages(self) -> list[BaseMessage]:
+        """The session's request context, read without blocking the caller's loop."""
+        if self._read is None:
+            store = self._lease.get()
+            context = await _on(store, lambda s: s.context(self.session_id))
+            self._read = _to_objects(context)
+        return list(self._read)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store ``messages`` in one write."""
+        self._lease.get().append(self.session_id, _to_stored(messages))
+        self._read = None
+
+    async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Store ``messages`` in one write, without blocking the caller's loop."""
+        batch = _to_stored(messages)
+        await _on(self._lease.get(), lambda s: s.append(self.session_id, batch))
+        self._read = None
+
+    def clear(self) -> None:
+        """Delete the session and everything stored for it."""
+        try:
+            self._lease.get().delete_session(self.session_id)
+        except SessionNotFound:
+            pass
+        self._read = None
+
+    async def aclear(self) -> None:
+        """Delete the session, without blocking the caller's loop."""
+        try:
+            await _on(self._lease.get(), lambda s: s.delete_session(self.session_id))
+        except SessionNotFound:
+            pass
+        self._read = None
+
+    def close(self) -> None:
+        """Release the store this history opened (a given store stays open)."""
+        self._lease.release()
+
+
+def _with_ids(messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """``messages``, each given an id when it has none (LangGraph keeps the id it finds,
+    so the stored message and the state's are one)."""
+    for message in messages:
+        if not message.id:
+            message.id = str(uuid.uuid4())
+    return list(messages)
+
+
+class ChatledgerMiddleware(AgentMiddleware):
+    """``create_agent`` middleware: the history of each model call comes from chatledger
+    (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        store: SyncHistoryStore | None = None,
+        url: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        session_id_key: str = "thread_id",
+        before_strategy: CompactionStrategy | str | None = None,
+        after_strategy: CompactionStrategy | str | None = None,
+        max_context_window_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        reserved_tokens: int = 0,
+    ) -> None:
+        super().__init__()
+        self._lease = SyncLease(store, url=url, tenant=tenant)
+        self.session_id_key = session_id_key
+        self.before_strategy, self.after_strategy = phase_strategies(
+            before_strategy=before_strategy,
+            after_strategy=after_strategy,
+            max_context_window_tokens=max_context_window_tokens,
+            max_output_tokens=max_output_tokens,
+            reserved_tokens=reserved_tokens,
+        )
+
+    def store(self) -> SyncHistoryStore:
+        """The store (opened now when this middleware opens its own)."""
+        return self._lease.get()
+
+    def _session_id(self) -> str:
+        configurable = get_config().get("configurable") or {}
+        session_id = configurable.get(self.session_id_key)
+        if not isinstance(session_id, str) or not session_id:
+            raise InvalidInput(
+                f"ChatledgerMiddleware needs the session id in the run's config: "
+                f'config={{"configurable": {{"{self.session_id_key}": "..."}}}}'
+            )
+        return session_id
+
+    # -- model calls ------------------------------------------------------------
+
+    def _projected(self, request: ModelRequest, context: list[Message]) -> ModelRequest:
+        return request.override(messages=cast(Any, _to_objects(context)))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse:
+        """Store the run's messages, send the projection, store the response."""
+        session_id = self._session_id()
+        store = self._lease.get()
+        store.append(session_id, _to_stored(_with_ids(request.messages)))
+        context = store.context(session_id, strategy=self.before_strategy)
+        response = handler(self._projected(request, context))
+        store.append(session_id, _to_stored(_with_ids(response.result)))
+        return response
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
+        """As :meth:`wrap_model_call`, without blocking the caller's loop."""
+        session_id = self._session_id()
+        store = self._lease.get()
+        batch = _to_stored(_with_ids(request.messages))
+        before = self.before_strategy
+        await _on(store, lambda s: s.append(session_id, batch))
+        context = await _on(store, lambda s: s.context(session_id, strategy=before))
+        response = await handler(self._projected(request, context))
+        answer = _to_stored(_with_ids(response.result))
+        await _on(store, lambda s: s.append(session_id, answer))
+        return response
+
+    # -- tool calls -------------------------------------------------------------
+
+    @staticmethod
+    def _results(outcome: ToolMessage | Command) -> list[BaseMessage]:  # type: ignore[type-arg]
+        if isinstance(outcome, ToolMessage):
+            return _with_ids([outcome])
+        update = outcome.update if isinstance(outcome.update, dict) else {}
+        found = update.get("messages", []) if isinstance(update, dict) else []
+        return _with_ids([m for m in found if isinstance(m, BaseMessage)])
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command],  # type: ignore[type-arg]
+    ) -> ToolMessage | Command:  # type: ignore[type-arg]
+        """Run the tool and store its result at once."""
+        outcome = handler(request)
+        self._lease.get().append(self._session_id(), _to_stored(self._results(outcome)))
+        return outcome
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]],  # type: ignore[type-arg]
+    ) -> ToolMessage | Command:  # type: ignore[type-arg]
+        """As :meth:`wrap_tool_call`, without blocking the caller's loop."""
+        outcome = await handler(request)
+        session_id = self._session_id()
+        batch = _to_stored(self._results(outcome))
+        await _on(self._lease.get(), lambda s: s.append(session_id, batch))
+        return outcome
+
+    # -- the end of a run -------------------------------------------------------
+
+    def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """Run the after strategy on the session (audited as ``after_run``)."""
+        after = self.after_strategy
+        if after is not None:
+            self._lease.get().compact(self._session_id(), after, phase="after_run")
+        return None
+
+    async def aafter_agent(
+        self,
+        state: AgentState,
+        runtime: Runtime[Any],
+    ) -> dict[str, Any] | None:
+        """As :meth:`after_agent`, without blocking the caller's loop."""
+        after = self.after_strategy
+        if after is not None:
+            session_id = self._session_id()
+            await _on(self._lease.get(), lambda s: s.compact(session_id, after, phase="after_run"))
+        return None
+
+    def close(self) -> None:
+        """Release the store this middleware opened (a given store stays open)."""
+        self._lease.release()

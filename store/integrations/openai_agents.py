@@ -1,0 +1,234 @@
+"""The OpenAI Agents SDK: :class:`ChatledgerSession`, a ``Session`` kept in chatledger.
+
+``Runner.run(agent, input, session=ChatledgerSession("user-42"))`` and the streamed and
+sync runners use it as the SDK's own sessions:
+
+- :meth:`~ChatledgerSession.get_items` without a limit is what the SDK prepends to a
+  run's input, read once per run: the *request context*, the stored history projected
+  through the before strategy, with every call next to its output (a call whose output
+  is not stored yet is left out). With ``limit=N`` it returns the newest ``N`` stored
+  items verbatim, as the SDK's own sessions do: the SDK reads them back to reconcile
+  what it wrote and to rewind.
+- :meth:`~ChatledgerSession.add_items` stores the items (one message an item, through
+  :mod:`store.formats.openai_responses`); when the batch ends a turn (it holds an
+  assistant message and leaves no call unanswered) the after strategy runs and its
+  changes are stored with an audit event. :meth:`~ChatledgerSession.run_compaction`, the
+  SDK's compaction hook, runs it too, so it runs whether or not the model reports
+  response ids.
+- :meth:`~ChatledgerSession.pop_item` takes back the newest item for good
+  (:meth:`~store.contract.HistoryBackend.retract_last`);
+  :meth:`~ChatledgerSession.clear_session` deletes the session.
+
+Item ids: an item's ``id`` is its message id. Items without one get a fresh id, and so
+do those carrying the SDK's placeholder id (``__fake_id__``, given to every item of a
+Chat Completions model) or an id already used in the same batch; the original is kept
+and written back, so what :meth:`get_items` returns with a limit is what was added.
+
+The SDK's own tables (``agent_sessions``, ``agent_messages``) and chatledger's
+(``chatledger_*``) share a database without a clash.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any, cast
+
+from store.contract import DEFAULT_TENANT, HistoryBackend
+from store.errors import SessionNotFound
+from store.formats import ORIGINAL_ID_KEY
+from store.formats.openai_responses import from_openai_responses, to_openai_responses
+from store.integrations._shared import LeasedBackend, StoreLease, provider_for
+from store.provider import TwoPhaseProvider, unanswered_call_ids
+from strategies.base import CompactionStrategy
+from strategies.messages import FunctionCallContent, Message, OtherContent
+from strategies.tokenizers import Tokenizer
+
+try:
+    from agents.items import TResponseInputItem
+    from agents.memory import SessionSettings
+    from agents.memory.session import OpenAIResponsesCompactionArgs
+    from agents.models.fake_id import FAKE_RESPONSES_ID
+    from agents.run_config import CallModelData, ModelInputData
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "store.integrations.openai_agents needs the OpenAI Agents SDK: "
+        "pip install 'chatledger[openai-agents]'"
+    ) from exc
+
+__all__ = ["ChatledgerSession", "ends_turn", "items_to_messages"]
+
+
+def items_to_messages(items: Sequence[TResponseInputItem]) -> list[Message]:
+    """The messages of SDK items, one an item (see the module docstring on ids)."""
+    seen: set[str] = set()
+    messages: list[Message] = []
+    for item in items:
+        raw = dict(cast(dict[str, Any], item))
+        item_id = raw.get("id")
+        foreign = isinstance(item_id, str) and (item_id == FAKE_RESPONSES_ID or item_id in seen)
+        if foreign:
+            del raw["id"]
+        [message] = from_openai_responses([raw], allow_custom_roles=True)
+        if foreign:
+            metadata = {**message.metadata, ORIGINAL_ID_KEY: item_id}
+            message = message.model_copy(update={"metadata": metadata})
+        seen.add(message.message_id)
+        messages.append(message)
+    return messages
+
+
+def _fingerprint(item: Any) -> str:
+    return json.dumps(item, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _is_call(message: Message) -> bool:
+    return any(
+        isinstance(c, FunctionCallContent) or (isinstance(c, OtherContent) and c.pairing == "call")
+        for c in message.contents
+    )
+
+
+def ends_turn(messages: Sequence[Message]) -> bool:
+    """Whether a batch ends a turn: it holds an assistant message that is not a call,
+    and leaves no call unanswered."""
+    answered = any(m.role == "assistant" and not _is_call(m) for m in messages)
+    return answered and not unanswered_call_ids(messages)
+
+
+def _without_pending_calls(messages: list[Message]) -> list[Message]:
+    """``messages`` without the calls no message of them answers (nor their reasoning)."""
+    pending = unanswered_call_ids(messages)
+    if not pending:
+        return messages
+    kept: list[Message] = []
+    for message in messages:
+        calls = {c.call_id for c in message.contents if isinstance(c, FunctionCallContent)}
+        if calls and calls <= pending:
+            continue
+        kept.append(message)
+    return kept
+
+
+class ChatledgerSession:
+    """An OpenAI Agents SDK ``Session`` stored in chatledger (see the module docstring).
+
+    Give a ``store`` (used, never closed), or a ``url`` (default ``$CHATLEDGER_URL``, then
+    ``./chatledger.db``): sessions with the same URL and tenant share one store, opened on
+    first use and closed when the last of them calls :meth:`aclose`, or at exit.
+    ``before_strategy`` and ``after_strategy`` (strategies or specs), or the window sizes,
+    choose the compaction, as for :class:`~store.provider.TwoPhaseProvider`.
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        store: HistoryBackend | None = None,
+        url: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        before_strategy: CompactionStrategy | str | None = None,
+        after_strategy: CompactionStrategy | str | None = None,
+        max_context_window_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        reserved_tokens: int = 0,
+        tokenizer: Tokenizer | None = None,
+        session_settings: SessionSettings | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.session_settings = session_settings
+        self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=tokenizer)
+        self._provider = provider_for(
+            LeasedBackend(self._lease),
+            before_strategy=before_strategy,
+            after_strategy=after_strategy,
+            max_context_window_tokens=max_context_window_tokens,
+            max_output_tokens=max_output_tokens,
+            reserved_tokens=reserved_tokens,
+            tokenizer=tokenizer,
+        )
+        self._history_length = 0
+        """How many items the last :meth:`get_items` without a limit returned."""
+        self._added: Counter[str] = Counter()
+        """The items added since then (the in-flight items of the run that are stored)."""
+
+    @property
+    def provider(self) -> TwoPhaseProvider:
+        """The two phases this session runs (its strategies)."""
+        return self._provider
+
+    async def store(self) -> HistoryBackend:
+        """The store (opened now when this session opens its own)."""
+        return await self._lease.get()
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The request context (no ``limit``), or the newest ``limit`` items as stored."""
+        if limit is None:
+            messages = _without_pending_calls(await self._provider.load(self.session_id))
+            items = to_openai_responses(messages)
+            self._history_length = len(items)
+            self._added.clear()
+            return cast(list[TResponseInputItem], items)
+        if limit <= 0:
+            return []
+        messages = await self._provider.stored_tail(self.session_id, limit)
+        return cast(list[TResponseInputItem], to_openai_responses(messages))
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Store ``items``; run the after strategy when they end a turn."""
+        if not items:
+            return
+        self._added.update(_fingerprint(item) for item in items)
+        messages = items_to_messages(items)
+        await self._provider.save_turn(
+            self.session_id, messages, end_of_turn=ends_turn(messages), existing=()
+        )
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Take back the newest stored item, for good; None when there is none."""
+        try:
+            stored = await (await self.store()).retract_last(self.session_id)
+        except SessionNotFound:
+            return None
+        if stored is None:
+            return None
+        return cast(TResponseInputItem, to_openai_responses([stored.message])[0])
+
+    async def clear_session(self) -> None:
+        """Delete the session and everything stored for it."""
+        try:
+            await (await self.store()).delete_session(self.session_id)
+        except SessionNotFound:
+            return
+
+    async def run_compaction(self, args: OpenAIResponsesCompactionArgs | None = None) -> None:
+        """The SDK's compaction hook: run the after strategy now (``args`` are the SDK's
+        Responses-compaction options, which a local store has no use for)."""
+        await self._provider.save_turn(self.session_id, [], end_of_turn=True, existing=())
+
+    async def call_model_input_filter(self, data: CallModelData[Any]) -> ModelInputData:
+        """A ``RunConfig.call_model_input_filter`` that projects every model call.
+
+        The SDK reads :meth:`get_items` once per run; the items a run adds (tool calls and
+        their outputs) are sent on as they come. Passed as
+        ``RunConfig(call_model_input_filter=session.call_model_input_filter)``, each model
+        call is sent the projection of the stored history plus the run's items not stored
+        yet, through the before strategy, instead.
+        """
+        items = list(data.model_data.input)
+        added = Counter(self._added)
+        pending: list[Any] = []
+        for item in items[self._history_length :]:
+            key = _fingerprint(item)
+            if added[key] > 0:
+                added[key] -= 1
+            else:
+                pending.append(item)
+        messages = await self._provider.load(self.session_id, items_to_messages(pending))
+        projected = cast(list[TResponseInputItem], to_openai_responses(messages))
+        return ModelInputData(input=projected, instructions=data.model_data.instructions)
+
+    async def aclose(self) -> None:
+        """Release the store this session opened (a given store stays open)."""
+        await self._lease.release()

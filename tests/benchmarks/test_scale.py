@@ -1,0 +1,85 @@
+"""The workloads of scale: their data sets, and each run once, small, end to end.
+
+No timing is asserted: only what the workloads count (turns, errors, compactions, the
+cache's bound) and that the runner plans and caches what they need.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks.child import ChildSpec, run_spec
+from benchmarks.generator import ConversationGenerator
+from benchmarks.runner import PRESETS, Case, Runner
+
+
+def test_tool_heavy_turns_have_five_messages_and_results_of_one_to_two_kilobytes() -> None:
+    generator = ConversationGenerator(3, dataset="tools")
+    for turn in [generator.turn() for _ in range(200)]:
+        assert [m["role"] for m in turn] == ["user", "assistant", "tool", "tool", "assistant"]
+        assert len(turn[1]["tool_calls"]) == 2
+        assert {m["tool_call_id"] for m in turn[2:4]} == {c["id"] for c in turn[1]["tool_calls"]}
+        assert all(1_000 <= len(m["content"]) <= 2_000 for m in turn[2:4])
+
+
+def test_short_sessions_are_short_and_every_data_set_is_seeded() -> None:
+    items = list(ConversationGenerator(5, dataset="short").chat_dicts(20))
+    assert len(items) == 20
+    assert all(len(m["content"]) <= 300 for m in items)
+    for dataset in ("mixed", "tools", "short"):
+        first = list(ConversationGenerator(9, dataset=dataset).chat_dicts(50))
+        assert first == list(ConversationGenerator(9, dataset=dataset).chat_dicts(50))
+    with pytest.raises(ValueError, match="unknown data set"):
+        ConversationGenerator(1, dataset="huge")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("workload", ["many_writers", "shared_session"])
+async def test_writers_run_every_turn_without_an_error(workload: str, tmp_path: Path) -> None:
+    location = str(tmp_path / "writers.sqlite")
+    spec = ChildSpec(workload, "chatledger", "sqlite", location, 2, turns=3)
+    answer = await run_spec(spec)
+    assert answer["status"] == "ok", answer
+    metrics = answer["metrics"]
+    assert metrics["turns"] == 6
+    assert metrics["errors"] == 0
+    assert 0 < metrics["p50_s"] <= metrics["p99_s"]
+
+
+async def test_deferred_compaction_compacts_in_both_modes(tmp_path: Path) -> None:
+    location = str(tmp_path / "deferred.sqlite")
+    spec = ChildSpec("deferred_compaction", "chatledger", "sqlite", location, 2, delay=0.05)
+    answer = await run_spec(spec)
+    assert answer["status"] == "ok", answer
+    assert answer["metrics"]["inline_compactions"] >= 1
+    assert answer["metrics"]["deferred_compactions"] >= 1
+
+
+async def test_many_sessions_builds_then_measures_within_the_cache_bound(tmp_path: Path) -> None:
+    location = str(tmp_path / "sessions.sqlite")
+    build = ChildSpec("build_sessions", "chatledger", "sqlite", location, 30, probe=60)
+    assert (await run_spec(build))["status"] == "ok"
+    grown = ChildSpec("build_sessions", "chatledger", "sqlite", location, 40, probe=60, start=30)
+    assert (await run_spec(grown))["status"] == "ok"
+    run = ChildSpec("many_sessions", "chatledger", "sqlite", location, 40, turns=2, repeats=2)
+    answer = await run_spec(run)
+    assert answer["status"] == "ok", answer
+    metrics = answer["metrics"]
+    assert metrics["cache_within_bound"] == 1.0
+    assert 0 < metrics["cache_max_messages"] <= metrics["cache_bound"]
+
+
+def test_runner_plans_the_scale_sizes_and_keys_the_cache_by_the_build(tmp_path: Path) -> None:
+    config = PRESETS["smoke"]
+    runner = Runner(config, work_dir=tmp_path)
+    cases = runner.plan(["chatledger", "limit"])
+    assert Case("many_sessions", "chatledger", 50) in cases
+    assert Case("full_read_tools", "limit", 200) in cases
+    assert {c.size for c in cases if c.workload == "many_writers"} == set(config.writer_counts)
+    assert not [c for c in cases if c.system == "limit" and c.workload == "many_writers"]
+    path = runner.sessions_path(50)
+    assert path.parent == tmp_path / "clbench-cache"
+    assert path != runner.sessions_path(1)
+    other = Runner(config.__class__(session_probe=7), work_dir=tmp_path)
+    assert other.sessions_path(50) != path
