@@ -45,9 +45,9 @@ from store.cli._change import compact, delete, pin, recount, restore, unpin
 from store.cli._common import CliError
 from store.cli._db import db
 from store.cli._demo import demo
+from store.cli._doctor import doctor
 from store.cli._export import export
 from store.cli._import import import_
-from store.cli._doctor import doctor
 from store.cli._read import sessions, show, stats, tenants
 from store.cli._retention import purge, redact
 

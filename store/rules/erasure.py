@@ -150,7 +150,6 @@ def redact_records(
             continue
         _bury(row, tombstone(row.message, reason=reason, event_id=event_id), count, cleared)
         redacted.append(message_id)
-        session.groups[row.group_id].version += 1
     summary_of = {g.group_id: g.summary_of for g in session.groups.values() if g.kind == "summary"}
     summaries: list[str] = []
     for group_id in covering_summaries(summary_of, touched):
@@ -161,7 +160,6 @@ def redact_records(
             grave = tombstone(row.message, reason=reason, event_id=event_id, summary=True)
             _bury(row, grave, count, cleared)
             summaries.append(row.message.message_id)
-            group.version += 1
     return redacted, summaries, cleared
 
 

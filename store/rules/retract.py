@@ -116,7 +116,6 @@ def apply_retraction(session: SessionRecord, retraction: Retraction, seq: int) -
         group.has_reasoning = info.has_reasoning
         group.pending_calls = info.pending_calls
         group.orphan = info.orphan
-        group.version += 1
     session.state = retraction.state
     if seq == session.next_seq - 1:
         session.next_seq = seq
