@@ -16,8 +16,8 @@ from store.sql.doctor import QUARANTINE_KEY, QUARANTINED_REASON
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests.conformance.toy_strategies import ExcludeOldest, Fixed, ReduceResults
 from tests.groups.conversations import assistant, call, result, system, tool, user
-from tests.memory.helpers import ExcludeOldest, Fixed, ReduceResults
 from tests.strategies.invariants import assert_projection_invariants
 
 
