@@ -103,7 +103,7 @@ def purge(
         confirm(_purge_line(preview, "Remove") + " for good?", yes=yes)
         report = run(_purge(url, tenant, cutoff, dry_run=False, vacuum=vacuum))
     else:
-        report = preview
+        report = preview.model_copy(update={"dry_run": dry_run})
     if as_json:
         emit_json(report)
         return

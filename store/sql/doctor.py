@@ -12,9 +12,11 @@ check                     what it finds                                         
 ``orphan_result``         a tool result whose call was never stored                  no
 ``stale_call``            a call left unanswered before a later user message         no
 ``duplicate_call_id``     a call id declared by more than one call of the session    no
-``audit_mismatch``        a group's messages whose exclusion flags disagree with     yes
-                          the group's; an event link or exclusion naming a group or
-                          an event that does not exist
+``audit_mismatch``        a group's messages whose exclusion flags disagree with     flags
+                          the group's (fixed); a group included although the last
+                          event that touched it excluded or summarized it; an event
+                          link or exclusion naming a group or an event that does not
+                          exist (reported)
 ``totals_mismatch``       group or session totals (messages, groups, tokens, the     yes
                           next ``seq``, the event count) that disagree with the rows
 ========================  =========================================================  ========
@@ -37,14 +39,16 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
-from sqlalchemy import null, select, update
+from sqlalchemy import Text, null, select, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.errors import CorruptRowError, InvalidInput
+from store.errors import CorruptRowError, InvalidInput, SessionNotFound
 from store.rules.changes import new_event_id
-from store.rules.limits import Limits, check_stored_message
+from store.rules.limits import Limits, check_json, check_stored_message
 from store.rules.records import now
+from store.sql import dialect
 from store.sql.compaction.write_back import record_event
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
 from store.sql.recount import rebuild_totals
@@ -95,6 +99,8 @@ QUARANTINE_KEY = "chatledger_quarantine"
 """The metadata key of a quarantined row's placeholder: ``{"event_id": ...}``."""
 
 _PAGE = 500
+_EXCLUDING = ("excluded", "summarized")
+"""Event actions after which a group stays excluded until a later event says otherwise."""
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ROLES = ("system", "user", "assistant", "tool")
 
@@ -301,10 +307,12 @@ def _check_groups(scan: _Scan, groups: dict[str, _Group], events: set[str]) -> N
 async def _check_events(conn: AsyncConnection, scan: _Scan, groups: dict[str, _Group]) -> set[str]:
     s = scan.session
     keys = (EVENTS.c.tenant == s["tenant"], EVENTS.c.session_id == s["session_id"])
-    events = set((await conn.execute(select(EVENTS.c.event_id).where(*keys))).scalars())
+    query = select(EVENTS.c.event_id, EVENTS.c.number).where(*keys)
+    numbers: dict[str, int] = {row[0]: row[1] for row in await conn.execute(query)}
     links = select(EVENT_GROUPS.c.event_id, EVENT_GROUPS.c.group_id, EVENT_GROUPS.c.action).where(
         EVENT_GROUPS.c.tenant == s["tenant"], EVENT_GROUPS.c.session_id == s["session_id"]
     )
+    latest: dict[str, tuple[int, str, str]] = {}
     for event_id, group_id, action in await conn.execute(links):
         if group_id not in groups:
             scan.add(
@@ -313,7 +321,20 @@ async def _check_events(conn: AsyncConnection, scan: _Scan, groups: dict[str, _G
                 fixable=False,
                 group_id=group_id,
             )
-    return events
+            continue
+        entry = (numbers.get(event_id, 0), action, event_id)
+        if group_id not in latest or entry[0] > latest[group_id][0]:
+            latest[group_id] = entry
+    for group_id, (_, action, event_id) in latest.items():
+        if action in _EXCLUDING and not groups[group_id].row["excluded"]:
+            scan.add(
+                "audit_mismatch",
+                f"the audit's last word on group {group_id!r} is that event {event_id!r} "
+                f"{action} it, but the group is included",
+                fixable=False,
+                group_id=group_id,
+            )
+    return set(numbers)
 
 
 def _check_totals(scan: _Scan, groups: dict[str, _Group], rows: _Rows, events: int) -> None:
@@ -372,12 +393,42 @@ async def _scan(conn: AsyncConnection, session: RowMapping, limits: Limits) -> _
     return scan
 
 
+async def _session_metadata(
+    conn: AsyncConnection, tenant: str, session_id: str, limits: Limits, *, lock: bool = False
+) -> tuple[Any, str | None]:
+    """The session row's metadata as stored (text), and why it does not parse (None when
+    it does); :class:`~store.errors.SessionNotFound` when there is no such session."""
+    query = select(sql_cast(SESSIONS.c.metadata, Text)).where(
+        SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id
+    )
+    if lock and dialect.of(conn).row_locks:
+        query = query.with_for_update()
+    found = (await conn.execute(query)).first()
+    if found is None:
+        raise SessionNotFound(session_id, tenant=tenant)
+    raw = found[0]
+    try:
+        value = {} if raw is None else json.loads(raw)
+        if not isinstance(value, dict):
+            raise ValueError(f"it is {type(value).__name__}, not a JSON object")
+        check_json(value, "metadata", limits, 1)
+    except (ValueError, InvalidInput) as error:
+        return raw, f"the session's metadata does not parse: {error}"
+    return raw, None
+
+
 async def diagnose(
     conn: AsyncConnection, tenant: str, session_id: str, limits: Limits
 ) -> list[Finding]:
     """Every finding of one session (see the module docstring); reads only. A row that
     parses but holds what ``limits`` refuse (a lone surrogate, a NaN, JSON too deep)
-    counts as unparsable: nothing could write it back or send it on."""
+    counts as unparsable: nothing could write it back or send it on. A session row whose
+    metadata does not parse is the one finding reported for it until it is fixed."""
+    _, problem = await _session_metadata(conn, tenant, session_id, limits)
+    if problem is not None:
+        return [
+            Finding(session_id=session_id, check="unparsable_row", detail=problem, fixable=True)
+        ]
     session = await read_session(conn, tenant, session_id)
     return (await _scan(conn, session, limits)).findings
 
@@ -534,13 +585,25 @@ async def repair(
     """Repair one session in the caller's write transaction: scan it under its lock, fix
     what can be fixed (one audit event per kind of fix), and return the findings, those
     repaired marked ``fixed``."""
+    raw, problem = await _session_metadata(conn, tenant, session_id, limits, lock=True)
+    if problem is not None:  # quarantined first: the session row must read to go on
+        await conn.execute(
+            update(SESSIONS)
+            .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+            .values(metadata={})
+        )
     session = await lock_session(conn, tenant, session_id)
     scan = await _scan(conn, session, limits)
+    if problem is not None:
+        scan.add("unparsable_row", problem, fixable=True)
     fixes: list[tuple[Check, dict[str, Any]]] = []
     ids: dict[Check, str] = {}
-    if scan.bad_rows:
+    if scan.bad_rows or problem is not None:
         ids["unparsable_row"] = event_id = new_event_id()
-        fixes.append(("unparsable_row", await _quarantine(conn, scan, count, event_id)))
+        quarantined = await _quarantine(conn, scan, count, event_id)
+        if problem is not None:
+            quarantined["session_metadata"] = {"error": problem, "metadata": _verbatim(raw)}
+        fixes.append(("unparsable_row", quarantined))
     if scan.flagged_groups:
         fixes.append(("audit_mismatch", await _align_flags(conn, scan)))
     if scan.totals:

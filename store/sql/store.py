@@ -1072,7 +1072,12 @@ class HistoryStore:
                 async with self._engine.connect() as conn:
                     page = await session_ids(conn, self._tenant, after)
             for sid in page:
-                findings.extend(await self._doctor_session(sid, fix=fix))
+                try:
+                    findings.extend(await self._doctor_session(sid, fix=fix))
+                except SessionNotFound:
+                    if session_id is not None:
+                        raise
+                    continue  # deleted since it was listed
                 checked += 1
             if session_id is not None or not page:
                 break

@@ -18,7 +18,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Self, overload
 
@@ -27,10 +27,13 @@ from pydantic import JsonValue
 from store.contract import DEFAULT_TENANT, PAGE_SIZE, HistoryBackend
 from store.models import (
     CompactionEvent,
+    EventOutcome,
     ExcludedGroup,
     ImportResult,
     Phase,
     Provenance,
+    PurgeReport,
+    RedactReport,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -187,7 +190,8 @@ class SyncHistoryStore:
         the same content is skipped; with different content it raises
         :class:`~store.errors.InvalidInput` and nothing of the batch is stored. An empty
         batch does nothing (and creates no session). ``provenance`` is recorded on every
-        message of the batch.
+        message of the batch. Reads give ``created_at`` back in UTC (a naive one is taken
+        as UTC).
         """
         return self._loop.run(self._store.append(session_id, messages, provenance=provenance))
 
@@ -352,9 +356,12 @@ class SyncHistoryStore:
 
         The plan is made outside any write transaction; it applies only if the groups it
         touches are unchanged since the snapshot, else it is planned again once, and on a
-        second conflict nothing is applied and a warning is logged. Returns the audit
-        event, or None when nothing changed; with ``dry_run`` the change set, writing
-        nothing.
+        second conflict nothing is applied, a warning is logged and an ``abandoned``
+        event is recorded. A plan that changes nothing but reports a failed step (a
+        summarizer that raised or returned nothing) or protected groups above the budget
+        records a ``failed`` or ``blocked`` event. Returns the event of the recorded
+        outcome, or None when nothing changed and nothing was reported (no row); with
+        ``dry_run`` the change set, writing nothing.
         """
         if dry_run:
             return self._loop.run(
@@ -370,10 +377,21 @@ class SyncHistoryStore:
         strategy: str | None = None,
         phase: Phase | None = None,
         limit: int | None = None,
+        outcome: EventOutcome | None = None,
     ) -> list[CompactionEvent]:
-        """Compaction events, newest first, of one session or of the whole tenant."""
+        """Compaction events, newest first, of one session or of the whole tenant:
+        every recorded outcome (``applied``, ``failed``, ``blocked``, ``abandoned``), or
+        only ``outcome``'s.
+        """
         return self._loop.run(
-            self._store.audit(session_id, since=since, strategy=strategy, phase=phase, limit=limit)
+            self._store.audit(
+                session_id,
+                since=since,
+                strategy=strategy,
+                phase=phase,
+                limit=limit,
+                outcome=outcome,
+            )
         )
 
     def excluded(self, session_id: str) -> list[ExcludedGroup]:
@@ -401,8 +419,9 @@ class SyncHistoryStore:
 
         Restoring an event re-includes the groups it excluded or summarized, excludes the
         summaries it inserted and drops its reductions. Restoring a group replaced by a
-        summary restores every group of that summary and excludes the summary. Returns
-        None when nothing changed.
+        summary restores every group of that summary and excludes the summary. Only
+        ``applied`` events can be restored (another outcome is :class:`InvalidInput`).
+        Returns None when nothing changed.
         """
         return self._loop.run(
             self._store.restore(session_id, group_ids=group_ids, event_id=event_id)
@@ -427,3 +446,25 @@ class SyncHistoryStore:
         Importing the same messages again changes nothing.
         """
         return self._loop.run(self._store.import_messages(session_id, messages, source=source))
+
+    def purge(self, *, older_than: datetime | timedelta, dry_run: bool = False) -> PurgeReport:
+        """Remove the tenant's sessions last updated before ``older_than`` (an aware
+        datetime, or a timedelta back from now) with their messages, groups and audit
+        events; with ``dry_run``, report what would go and remove nothing.
+
+        The SQL backend erases in the bytes where the database can (see
+        :mod:`store.sql.erasure` and ``docs/retention.md``).
+        """
+        return self._loop.run(self._store.purge(older_than=older_than, dry_run=dry_run))
+
+    def redact(self, session_id: str, message_ids: Iterable[str], *, reason: str) -> RedactReport:
+        """Replace the messages by tombstones that keep their id, role, call ids and
+        pairing (see :mod:`store.rules.erasure`); recount their tokens, redact the
+        summaries that cover them, clear their reductions, and audit it as a ``manual``
+        event of strategy ``redact``.
+
+        Unknown ids raise :class:`~store.errors.InvalidInput` and redact nothing; an
+        already redacted message is left as it is. Appending or importing a redacted
+        message again is a replay: reported as stored, never restored.
+        """
+        return self._loop.run(self._store.redact(session_id, message_ids, reason=reason))

@@ -16,8 +16,8 @@ from store.sql.doctor import QUARANTINE_KEY, QUARANTINED_REASON
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
-from tests.groups.conversations import assistant, call, result, system, tool, user
 from tests.conformance.toy_strategies import ExcludeOldest, Fixed, ReduceResults
+from tests.groups.conversations import assistant, call, result, system, tool, user
 from tests.strategies.invariants import assert_projection_invariants
 
 
@@ -160,6 +160,45 @@ async def test_totals_and_flags_are_repaired(store: HistoryStore) -> None:
     assert (await store.doctor("s")).findings == ()
     await store.append("s", [user("u4", "one more")])  # next_seq was repaired
     assert (await store.history("s"))[-1].message_id == "u4"
+
+
+async def test_an_audit_that_disagrees_with_the_flags_is_reported(store: HistoryStore) -> None:
+    await _compacted(store)
+    event = await store.compact("s", ExcludeOldest(1))
+    assert event is not None
+    (group_id,) = event.excluded
+    await _sql(
+        store,
+        "UPDATE chatledger_groups SET excluded = false, excluded_reason = NULL, "
+        "excluded_event_id = NULL WHERE group_id = :g",
+        g=group_id,
+    )
+    await _sql(
+        store,
+        "UPDATE chatledger_messages SET excluded = false, excluded_reason = NULL, "
+        "excluded_event_id = NULL WHERE group_id = :g",
+        g=group_id,
+    )
+    report = await store.doctor("s", fix=True)
+    (finding,) = [f for f in report.findings if f.check == "audit_mismatch"]
+    assert finding.group_id == group_id and event.id in finding.detail
+    assert not finding.fixable and not report.healthy
+
+
+async def test_session_metadata_that_does_not_parse_is_quarantined(store: HistoryStore) -> None:
+    await store.append("s", _chat())
+    await store.set_metadata("s", {"owner": "ops"})
+    bad = "[1, 2]" if store.engine.dialect.name != "sqlite" else "{not json"
+    await _sql(store, "UPDATE chatledger_sessions SET metadata = :m", m=bad)
+    found = await store.doctor("s")
+    (finding,) = found.findings
+    assert finding.check == "unparsable_row" and finding.fixable and finding.seq is None
+    fixed = await store.doctor("s", fix=True)
+    assert fixed.healthy
+    assert await store.get_metadata("s") == {}
+    (event,) = await store.audit("s")
+    assert json.loads(event.params["session_metadata"]["metadata"]) == bad
+    assert len(await store.history("s")) == len(_chat())
 
 
 async def test_doctor_names_a_missing_session(store: HistoryStore) -> None:

@@ -21,8 +21,8 @@ from store.rules.erasure import REDACTED_SUMMARY_TEXT, REDACTED_TEXT, REDACTION_
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
-from tests.groups.conversations import assistant, result, system, tool, user
 from tests.conformance.toy_strategies import Fixed, ReduceResults
+from tests.groups.conversations import assistant, result, system, tool, user
 from tests.strategies.invariants import assert_projection_invariants
 
 SECRET = "card 4111-1111-1111-1111 exp 12/29"

@@ -16,8 +16,8 @@ from store import HistoryStore
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
-from tests.groups.conversations import assistant, call, result, tool, user
 from tests.conformance.toy_strategies import Fixed
+from tests.groups.conversations import assistant, call, result, tool, user
 
 SMALL = "passport X1234567 of Jane Q. Example"
 LARGE = "medical-record-" + "0123456789abcdef" * 2000  # spills over several pages
