@@ -41,6 +41,7 @@ from store.cli._common import CliError
 from store.cli._db import db
 from store.cli._demo import demo
 from store.cli._read import sessions, show, stats, tenants
+from store.cli._report import report
 
 __all__ = ["cli", "main"]
 
@@ -96,6 +97,7 @@ for _command in (
     tenants,
     db,
     demo,
+    report,
 ):
     cli.add_command(_command)
 
