@@ -5,9 +5,10 @@ It shows the session's counts, the token chart, every compaction event with its 
 and the timeline of groups in projection order: kind, tokens, sent or excluded, the
 event and reason that excluded each, summaries linked to the groups they replace and
 back, reduced tool results beside their originals, pins, and the failed, blocked and
-abandoned compactions where they happened. Runs of more than :data:`RUN` alike groups
-(same state, event and reason) fold into one line that opens on demand, so that a
-session of 10,000 messages stays readable.
+abandoned compactions where they happened. Runs of more than :data:`RUN` groups in a
+row that the model is not sent (excluded or summarized, for whatever reason) fold into
+one line that opens on demand and counts their reasons, and so do long runs of plain
+sent groups, so that a session of 10,000 messages stays readable.
 """
 
 from __future__ import annotations
@@ -178,11 +179,14 @@ def _events(events: Sequence[CompactionEvent]) -> str:
     return f'<table id="events">{head}{"".join(rows)}</table>'
 
 
-def _alike(group: GroupRow) -> tuple[str, str | None, str | None] | None:
-    """The key a run of foldable groups shares (None: always shown on its own)."""
-    if group.summary_of or group.pinned or group.reductions or group.kind == "summary":
+def _alike(group: GroupRow) -> str | None:
+    """The key a run of foldable groups shares: sent, or not sent (None: always shown on
+    its own: pinned groups, and the summaries and reduced results the model is sent)."""
+    if group.pinned:
         return None
-    return (group.state, group.event_id, group.reason)
+    if group.state == "sent":
+        return None if group.summary_of or group.reductions else "sent"
+    return "hidden"
 
 
 def _timeline(timeline: Timeline) -> Iterator[str]:
@@ -213,15 +217,25 @@ def _timeline(timeline: Timeline) -> Iterator[str]:
 
 
 def _folded(run: Sequence[GroupRow]) -> str:
-    first = run[0]
     tokens = sum(g.tokens for g in run)
-    what = {"sent": "sent", "excluded": "excluded", "summarized": "summarized"}[first.state]
-    why = f" ({_e(first.reason)})" if first.reason else ""
-    by = f" by {_e(first.event_id)}" if first.event_id else ""
     turns = f"turns {run[0].turn} to {run[-1].turn}"
-    label = f"{len(run)} groups {what}{by}{why}: {turns}, {tokens:,} tokens"
-    inner = "".join(_group(g) for g in run)
-    return f'<details class="run {first.state}"><summary>{label}</summary>{inner}</details>'
+    if _alike(run[0]) == "sent":
+        label = f"{len(run)} groups sent: {turns}, {tokens:,} tokens"
+        return f'<details class="run sent"><summary>{label}</summary>{_rows(run)}</details>'
+    reasons = Counter(g.reason or "excluded" for g in run)
+    events = Counter(g.event_id for g in run if g.event_id)
+    why = ", ".join(f"{_e(r)} {n}" for r, n in reasons.most_common())
+    by = ""
+    if len(events) == 1:
+        by = f" by {_e(next(iter(events)))}"
+    elif events:
+        by = f" by {len(events)} events"
+    label = f"{len(run)} groups not sent{by} ({why}): {turns}, {tokens:,} tokens"
+    return f'<details class="run excluded"><summary>{label}</summary>{_rows(run)}</details>'
+
+
+def _rows(run: Sequence[GroupRow]) -> str:
+    return "".join(_group(g) for g in run)
 
 
 def _group(group: GroupRow) -> str:
