@@ -11,7 +11,7 @@ __all__ = ["MAX_POINTS", "token_chart"]
 MAX_POINTS = 600
 """Points drawn at most per line (longer sessions are sampled evenly, last turn kept)."""
 
-_WIDTH, _HEIGHT, _PAD = 880, 260, 48
+_WIDTH, _HEIGHT, _PAD = 880, 260, 72
 
 
 def _sample(points: Sequence[TurnPoint]) -> list[TurnPoint]:

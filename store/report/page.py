@@ -26,6 +26,10 @@ __all__ = ["RUN", "render"]
 RUN = 6
 """Alike groups in a row above which they fold into one line."""
 
+EVENTS_SHOWN = 20
+"""Applied events listed at most before the older ones fold (those that did not apply
+are always listed)."""
+
 _CSS = """
 :root{--sent:#1a7f37;--excl:#b42318;--summ:#6941c6;--muted:#667085;--line:#e4e7ec}
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#101828}
@@ -145,6 +149,17 @@ def _counts(timeline: Timeline) -> str:
 def _events(events: Sequence[CompactionEvent]) -> str:
     if not events:
         return '<p class="muted">No compaction events.</p>'
+    applied = [e for e in events if e.outcome == "applied"]
+    older = {e.id for e in applied[: max(len(applied) - EVENTS_SHOWN, 0)]}
+    shown = _event_table("events", [e for e in events if e.id not in older])
+    if not older:
+        return shown
+    folded = _event_table("events-older", [e for e in events if e.id in older])
+    label = f"{len(older)} earlier applied events"
+    return f'{shown}<details class="run"><summary>{label}</summary>{folded}</details>'
+
+
+def _event_table(table_id: str, events: Sequence[CompactionEvent]) -> str:
     rows = []
     for event in events:
         what = [f"{len(event.excluded)} excluded"] if event.excluded else []
@@ -176,7 +191,7 @@ def _events(events: Sequence[CompactionEvent]) -> str:
         "<th>what / why</th><th>tokens</th><th>attempts</th><th>duration</th>"
         "<th>summarizer</th></tr>"
     )
-    return f'<table id="events">{head}{"".join(rows)}</table>'
+    return f'<table id="{table_id}">{head}{"".join(rows)}</table>'
 
 
 def _alike(group: GroupRow) -> str | None:

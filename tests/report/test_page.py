@@ -11,9 +11,10 @@ import pytest
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.report import build_report, write_report
-from store.report.page import RUN
+from store.report.page import EVENTS_SHOWN, RUN
 from store.report.timeline import collect
-from strategies import TruncationStrategy
+from strategies import SummarizationStrategy, TruncationStrategy
+from strategies.summarizers import FakeSummarizer
 from tests.report.session import demo_session, tool_turn
 
 
@@ -146,3 +147,22 @@ async def test_an_unknown_session_and_a_missing_folder_are_refused(
     written = await write_report(any_store, "s", out / "page.html")
     assert written.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert [p.name for p in out.iterdir()] == ["page.html"]  # no temporary left
+
+
+async def test_older_applied_events_fold_and_the_others_stay_listed(
+    any_store: HistoryBackend,
+) -> None:
+    failing = SummarizationStrategy(client=FakeSummarizer(fail="error"), target_count=2)
+    for index in range(EVENTS_SHOWN + 4):
+        await any_store.append("many", tool_turn(index))
+        if index == 1:
+            failed = await any_store.compact("many", failing)
+            assert failed is not None and failed.outcome == "failed"
+        await any_store.compact("many", TruncationStrategy(max_n=3, compact_to=2))
+    page = await build_report(any_store, "many")
+    shown, _, folded = page.partition('<table id="events-older">')
+    assert shown.count('<tr class="event"') == EVENTS_SHOWN + 1  # the newest, and the failure
+    assert "failed</span>" in shown
+    applied = [e for e in await any_store.audit("many") if e.outcome == "applied"]
+    older = folded.split("</table>")[0].count('<tr class="event"')
+    assert older == len(applied) - EVENTS_SHOWN > 0
