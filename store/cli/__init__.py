@@ -49,6 +49,7 @@ from store.cli._doctor import doctor
 from store.cli._export import export
 from store.cli._import import import_
 from store.cli._read import sessions, show, stats, tenants
+from store.cli._report import report
 from store.cli._retention import purge, redact
 
 __all__ = ["cli", "main"]
@@ -110,6 +111,7 @@ for _command in (
     demo,
     import_,
     export,
+    report,
 ):
     cli.add_command(_command)
 

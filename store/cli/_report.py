@@ -1,0 +1,41 @@
+"""The visual audit command: ``chatledger report SESSION [-o FILE]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from store.cli._common import session_tokenizer, tenant_option, url_option, with_store
+from store.cli._output import echo
+
+if TYPE_CHECKING:
+    from store.contract import HistoryBackend
+
+__all__ = ["report"]
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    metavar="FILE",
+    help="Where to write the page (default: SESSION.report.html).",
+)
+@url_option
+@tenant_option
+def report(session_id: str, output: Path | None, url: str | None, tenant: str) -> None:
+    """Write a session's visual audit: one self-contained HTML page."""
+    target = output if output is not None else Path(f"{session_id}.report.html")
+
+    async def action(store: HistoryBackend) -> Path:
+        from store.report import write_report
+
+        return await write_report(store, session_id, target)
+
+    tokenizer = session_tokenizer(url, tenant, session_id)
+    written = with_store(url, tenant, action, tokenizer=tokenizer)
+    echo(f"wrote {written}: the audit of session {session_id}; open it in a browser")

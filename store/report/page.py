@@ -1,0 +1,298 @@
+"""The audit page: one self-contained HTML document (inline CSS, SVG and a few lines of
+script; a content security policy that allows no request at all).
+
+It shows the session's counts, the token chart, every compaction event with its outcome,
+and the timeline of groups in projection order: kind, tokens, sent or excluded, the
+event and reason that excluded each, summaries linked to the groups they replace and
+back, reduced tool results beside their originals, pins, and the failed, blocked and
+abandoned compactions where they happened. Runs of more than :data:`RUN` groups in a
+row that the model is not sent (excluded or summarized, for whatever reason) fold into
+one line that opens on demand and counts their reasons, and so do long runs of plain
+sent groups, so that a session of 10,000 messages stays readable.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from html import escape
+
+from store.models import CompactionEvent
+from store.report.chart import token_chart
+from store.report.timeline import GroupRow, Timeline
+
+__all__ = ["RUN", "render"]
+
+RUN = 6
+"""Alike groups in a row above which they fold into one line."""
+
+EVENTS_SHOWN = 20
+"""Applied events listed at most before the older ones fold (those that did not apply
+are always listed)."""
+
+_CSS = """
+:root{--sent:#1a7f37;--excl:#b42318;--summ:#6941c6;--muted:#667085;--line:#e4e7ec}
+body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1100px;padding:16px;color:#101828}
+h1{font-size:20px;margin:0 0 4px}h2{font-size:16px;margin:24px 0 8px}
+.muted{color:var(--muted)}dl.counts{display:grid;grid-template-columns:repeat(4,auto);gap:4px 18px}
+dl.counts dt{color:var(--muted)}dl.counts dd{margin:0;font-weight:600}
+.chart{width:100%;height:auto;border:1px solid var(--line);border-radius:6px}
+.chart .axis{stroke:#98a2b3}.chart text{font-size:11px;fill:var(--muted)}
+.chart polyline{fill:none;stroke-width:2}.chart .stored{stroke:#2e90fa;fill:#2e90fa}
+.chart polyline.stored{fill:none}.chart .sent{stroke:var(--sent);fill:var(--sent)}
+.chart polyline.sent{fill:none}
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid var(--line);
+padding:4px 6px;text-align:left;vertical-align:top}th{color:var(--muted);font-weight:500}
+.badge{display:inline-block;border-radius:4px;padding:0 5px;font-size:12px;border:1px solid}
+.sent .state,.badge.applied{color:var(--sent)}.excluded .state,.badge.failed,
+.badge.blocked,.badge.abandoned{color:var(--excl)}.summarized .state{color:var(--summ)}
+.group{display:grid;grid-template-columns:56px 110px 96px 84px 1fr;gap:6px;padding:4px 6px;
+border-bottom:1px solid var(--line)}.group.excluded,.group.summarized{background:#fcfcfd;
+color:#475467}.group:target,.event:target{outline:2px solid #2e90fa}
+.kind{font-family:ui-monospace,monospace;font-size:12px}.num{text-align:right}
+.why{font-size:12px;color:var(--muted)}.why a{color:inherit}
+.reduction{display:grid;grid-template-columns:1fr 1fr;gap:8px;font-size:12px;margin-top:4px}
+.reduction div{border:1px solid var(--line);border-radius:4px;padding:4px}
+.marker{padding:6px;border-left:4px solid var(--excl);background:#fef3f2;margin:4px 0}
+details.run>summary{cursor:pointer;padding:4px 6px;border-bottom:1px solid var(--line);
+color:#475467}details.run[open]>summary{font-weight:600}
+.pin{color:#b54708}
+"""
+
+_SCRIPT = """
+function openTarget(){var id=decodeURIComponent(location.hash.slice(1));if(!id)return;
+var el=document.getElementById(id);for(var p=el;p;p=p.parentElement){
+if(p.tagName==='DETAILS')p.open=true;}if(el)el.scrollIntoView({block:'center'});}
+window.addEventListener('hashchange',openTarget);window.addEventListener('load',openTarget);
+"""
+
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
+    "img-src data:; base-uri 'none'; form-action 'none'"
+)
+
+
+def _e(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def _gid(group_id: str) -> str:
+    return _e(f"g-{group_id}")
+
+
+def _eid(event_id: str) -> str:
+    return _e(f"e-{event_id}")
+
+
+def _group_link(group_id: str) -> str:
+    return f'<a href="#{_gid(group_id)}">{_e(group_id)}</a>'
+
+
+def _event_link(event_id: str) -> str:
+    return f'<a href="#{_eid(event_id)}">{_e(event_id)}</a>'
+
+
+def render(timeline: Timeline) -> str:
+    """The whole page of ``timeline``."""
+    info = timeline.info
+    title = f"chatledger audit: {info.session_id}"
+    body = "\n".join(
+        (
+            f"<h1>{_e(title)}</h1>",
+            f'<p class="muted">tenant {_e(info.tenant)} · tokenizer {_e(info.tokenizer)} · '
+            f"updated {_e(info.updated_at.isoformat(timespec='seconds'))}</p>",
+            _counts(timeline),
+            "<h2>Tokens: stored against sent, after each turn</h2>",
+            token_chart(timeline.points) or '<p class="muted">No turn yet.</p>',
+            f'<h2 id="events-title">Compaction events ({len(timeline.events)})</h2>',
+            _events(timeline.events),
+            f'<h2 id="timeline-title">Timeline of groups ({len(timeline.groups)})</h2>',
+            '<div id="timeline">',
+            *_timeline(timeline),
+            "</div>",
+        )
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{_CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{_e(title)}</title><style>{_CSS}</style></head>
+<body>
+{body}
+<script>{_SCRIPT}</script>
+</body></html>
+"""
+
+
+def _counts(timeline: Timeline) -> str:
+    info = timeline.info
+    outcomes = Counter(e.outcome for e in timeline.events)
+    messages = f"{info.stored_messages:,} / {info.active_messages:,}"
+    items = [
+        ("groups", "groups", timeline.count()),
+        ("sent", "sent", timeline.count("sent")),
+        ("excluded", "excluded", timeline.count("excluded")),
+        ("summarized", "summarized", timeline.count("summarized")),
+        ("pinned", "pinned", timeline.pinned),
+        ("reduced", "reduced", timeline.reduced),
+        ("messages", "messages stored / sent", messages),
+        ("tokens", "tokens stored / sent", f"{info.stored_tokens:,} / {info.active_tokens:,}"),
+    ]
+    items += [(f"outcome-{o}", f"{o} compactions", n) for o, n in sorted(outcomes.items())]
+    cells = "".join(
+        f'<div><dt>{_e(label)}</dt><dd id="count-{_e(key)}">{_e(value)}</dd></div>'
+        for key, label, value in items
+    )
+    return f'<dl class="counts" id="counts">{cells}</dl>'
+
+
+def _events(events: Sequence[CompactionEvent]) -> str:
+    if not events:
+        return '<p class="muted">No compaction events.</p>'
+    applied = [e for e in events if e.outcome == "applied"]
+    older = {e.id for e in applied[: max(len(applied) - EVENTS_SHOWN, 0)]}
+    shown = _event_table("events", [e for e in events if e.id not in older])
+    if not older:
+        return shown
+    folded = _event_table("events-older", [e for e in events if e.id in older])
+    label = f"{len(older)} earlier applied events"
+    return f'{shown}<details class="run"><summary>{label}</summary>{folded}</details>'
+
+
+def _event_table(table_id: str, events: Sequence[CompactionEvent]) -> str:
+    rows = []
+    for event in events:
+        what = [f"{len(event.excluded)} excluded"] if event.excluded else []
+        if event.summarized:
+            replaced = sum(len(g) for g in event.summarized.values())
+            links = ", ".join(_group_link(s) for s in event.summarized)
+            what.append(f"{replaced} summarized into {links}")
+        if event.reduced:
+            what.append(f"{len(event.reduced)} reduced")
+        if event.restored:
+            what.append(f"{len(event.restored)} restored")
+        what += [_e(d.message) for d in event.diagnostics]
+        duration = "" if event.duration_seconds is None else f"{event.duration_seconds:.3f} s"
+        by = event.summarizer or ""
+        if event.summarizer_model:
+            by += f" ({event.summarizer_model})"
+        rows.append(
+            f'<tr class="event" id="{_eid(event.id)}"><td>{_e(event.id)}</td>'
+            f"<td>{_e(event.created_at.isoformat(timespec='seconds'))}</td>"
+            f"<td>{_e(event.phase)}</td><td>{_e(event.strategy)}</td>"
+            f'<td><span class="badge {_e(event.outcome)}">{_e(event.outcome)}</span></td>'
+            f"<td>{'; '.join(what) or '-'}</td>"
+            f'<td class="num">{event.tokens_before:,} → {event.tokens_after:,}</td>'
+            f'<td class="num">{event.attempts}</td><td class="num">{_e(duration)}</td>'
+            f"<td>{_e(by)}</td></tr>"
+        )
+    head = (
+        "<tr><th>event</th><th>when</th><th>phase</th><th>strategy</th><th>outcome</th>"
+        "<th>what / why</th><th>tokens</th><th>attempts</th><th>duration</th>"
+        "<th>summarizer</th></tr>"
+    )
+    return f'<table id="{table_id}">{head}{"".join(rows)}</table>'
+
+
+def _alike(group: GroupRow) -> str | None:
+    """The key a run of foldable groups shares: sent, or not sent (None: always shown on
+    its own: pinned groups, and the summaries and reduced results the model is sent)."""
+    if group.pinned:
+        return None
+    if group.state == "sent":
+        return None if group.summary_of or group.reductions else "sent"
+    return "hidden"
+
+
+def _timeline(timeline: Timeline) -> Iterator[str]:
+    markers = [e for e in timeline.events if e.outcome != "applied"]
+    at = 0
+    run: list[GroupRow] = []
+
+    def flush() -> Iterator[str]:
+        if len(run) > RUN:
+            yield _folded(run)
+        else:
+            yield from (_group(g) for g in run)
+        run.clear()
+
+    for group in timeline.groups:
+        while at < len(markers) and timeline.event_turns[markers[at].id] < group.turn:
+            yield from flush()
+            yield _marker(markers[at])
+            at += 1
+        if run and _alike(group) != _alike(run[-1]):
+            yield from flush()
+        run.append(group)
+        if _alike(group) is None:
+            yield from flush()
+    yield from flush()
+    for event in markers[at:]:
+        yield _marker(event)
+
+
+def _folded(run: Sequence[GroupRow]) -> str:
+    tokens = sum(g.tokens for g in run)
+    turns = f"turns {run[0].turn} to {run[-1].turn}"
+    if _alike(run[0]) == "sent":
+        label = f"{len(run)} groups sent: {turns}, {tokens:,} tokens"
+        return f'<details class="run sent"><summary>{label}</summary>{_rows(run)}</details>'
+    reasons = Counter(g.reason or "excluded" for g in run)
+    events = Counter(g.event_id for g in run if g.event_id)
+    why = ", ".join(f"{_e(r)} {n}" for r, n in reasons.most_common())
+    by = ""
+    if len(events) == 1:
+        by = f" by {_e(next(iter(events)))}"
+    elif events:
+        by = f" by {len(events)} events"
+    label = f"{len(run)} groups not sent{by} ({why}): {turns}, {tokens:,} tokens"
+    return f'<details class="run excluded"><summary>{label}</summary>{_rows(run)}</details>'
+
+
+def _rows(run: Sequence[GroupRow]) -> str:
+    return "".join(_group(g) for g in run)
+
+
+def _group(group: GroupRow) -> str:
+    notes: list[str] = []
+    if group.state != "sent":
+        reason = _e(group.reason or "excluded")
+        event = f" by {_event_link(group.event_id)}" if group.event_id else ""
+        notes.append(f'<span class="reason">{reason}</span>{event}')
+    if group.summarized_by:
+        notes.append(
+            f'<span class="summarized-by">summarized by {_group_link(group.summarized_by)}</span>'
+        )
+    if group.summary_of:
+        links = ", ".join(_group_link(g) for g in group.summary_of)
+        notes.append(
+            f'<span class="replaces">replaces {len(group.summary_of)} groups: {links}</span>'
+        )
+    if group.pinned:
+        notes.append('<span class="pin">pinned</span>')
+    reductions = "".join(
+        f'<div class="reduction"><div><b>original</b> ({r.tokens_before:,} tokens) '
+        f"{_e(r.original)}</div><div><b>reduced</b> ({r.tokens_after:,} tokens) "
+        f"{_e(r.reduced)}</div></div>"
+        for r in group.reductions
+    )
+    why = f'<div class="why">{" · ".join(notes)}</div>' if notes else ""
+    tokens = f"{group.tokens:,}"
+    if group.state == "sent" and group.sent_tokens != group.tokens:
+        tokens = f"{group.sent_tokens:,} of {group.tokens:,}"
+    return (
+        f'<div class="group {group.state}" id="{_gid(group.group_id)}" '
+        f'data-kind="{_e(group.kind)}" data-state="{group.state}">'
+        f'<span class="muted">turn {group.turn}</span><span class="kind">{_e(group.kind)}</span>'
+        f'<span class="state">{group.state}</span><span class="num">{tokens}</span>'
+        f"<span>{_e(group.preview)}{why}{reductions}</span></div>"
+    )
+
+
+def _marker(event: CompactionEvent) -> str:
+    why = "; ".join(d.message for d in event.diagnostics) or "nothing applied"
+    return (
+        f'<div class="marker {_e(event.outcome)}">compaction {_e(event.outcome)}: '
+        f"{_e(event.strategy)}, {_e(why)} ({_event_link(event.id)}, "
+        f"{event.attempts} attempt{'s' if event.attempts != 1 else ''})</div>"
+    )

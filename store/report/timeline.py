@@ -1,0 +1,281 @@
+"""A session's audit as a timeline: its groups in projection order, its events, and the
+stored and sent tokens after each turn.
+
+:func:`collect` reads what any backend offers (the stored history with the excluded
+messages, the audit, the active view for pins); :func:`build_timeline` is the pure part
+that turns them into a :class:`Timeline` for the page (:mod:`store.report.page`).
+
+The token series, per user turn: *stored* counts every stored message up to the end of
+the turn (summaries included); *sent* counts what the projection held then: the
+appended messages' tokens minus what the applied events before the next turn saved
+(each event's tokens before minus after). The last point of *sent* is the session's
+active tokens. A before-call strategy may send less still; it is not recorded.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from store.contract import HistoryBackend
+from store.models import CompactionEvent, SessionInfo, StoredMessage
+from strategies.messages import Message
+from strategies.summarizers import format_message
+
+__all__ = [
+    "PREVIEW_CHARS",
+    "GroupRow",
+    "Reduced",
+    "Timeline",
+    "TurnPoint",
+    "build_timeline",
+    "collect",
+]
+
+PREVIEW_CHARS = 160
+"""Characters of a group's text shown on the page (the page stays small at scale)."""
+
+GroupState = Literal["sent", "excluded", "summarized"]
+
+
+@dataclass(frozen=True, slots=True)
+class Reduced:
+    """A reduced tool result beside its original."""
+
+    message_id: str
+    original: str
+    reduced: str
+    tokens_before: int
+    tokens_after: int
+    event_id: str | None
+
+
+@dataclass
+class GroupRow:
+    """One group of the session, as the page shows it."""
+
+    group_id: str
+    kind: str
+    turn: int
+    order: tuple[int, int]
+    messages: int
+    tokens: int
+    """Stored tokens of the group's messages."""
+    sent_tokens: int
+    """Tokens the projection sends for it (reductions applied; 0 when excluded)."""
+    state: GroupState
+    reason: str | None
+    event_id: str | None
+    preview: str
+    pinned: bool = False
+    summary_of: tuple[str, ...] = ()
+    """The groups a summary replaces."""
+    summarized_by: str | None = None
+    reductions: list[Reduced] = field(default_factory=list)
+    last_seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnPoint:
+    """Stored and sent tokens at the end of one user turn."""
+
+    turn: int
+    stored: int
+    sent: int
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Everything the audit page shows of one session."""
+
+    info: SessionInfo
+    groups: list[GroupRow]
+    events: list[CompactionEvent]
+    """Oldest first."""
+    event_turns: dict[str, int]
+    """The turn after which each event happened."""
+    points: list[TurnPoint]
+
+    def count(self, state: GroupState | None = None) -> int:
+        """Groups in ``state`` (all when None)."""
+        return sum(1 for g in self.groups if state is None or g.state == state)
+
+    @property
+    def pinned(self) -> int:
+        """Pinned groups."""
+        return sum(1 for g in self.groups if g.pinned)
+
+    @property
+    def reduced(self) -> int:
+        """Groups shown in a reduced form."""
+        return sum(1 for g in self.groups if g.reductions)
+
+
+async def collect(store: HistoryBackend, session_id: str) -> Timeline:
+    """Read the session from ``store`` and build its timeline."""
+    info = await store.session(session_id)
+    messages = [m async for m in store.aiter_history(session_id, include_excluded=True)]
+    events = await store.audit(session_id)
+    view = await store.view(session_id)
+    pinned = {g.group_id for g in view.groups if g.pinned}
+    return build_timeline(info, messages, events, pinned)
+
+
+def preview(messages: Iterable[Message], limit: int = PREVIEW_CHARS) -> str:
+    """The first ``limit`` characters of the messages' transcript lines."""
+    text = " ".join(format_message(1, m).removeprefix("1. ") for m in messages)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def build_timeline(
+    info: SessionInfo,
+    messages: Sequence[StoredMessage],
+    events: Sequence[CompactionEvent],
+    pinned: set[str],
+) -> Timeline:
+    """The timeline of a session's stored ``messages`` (excluded ones included, any
+    order), its ``events`` (any order) and its ``pinned`` group ids."""
+    by_seq = sorted(messages, key=lambda m: m.seq)
+    turns = _turns(by_seq)
+    chronological = sorted(events, key=lambda e: e.created_at)
+    summaries = {s: r for e in chronological for s, r in e.summarized.items()}
+    groups = _groups(by_seq, turns, summaries, pinned)
+    return Timeline(
+        info=info,
+        groups=sorted(groups, key=lambda g: g.order),
+        events=chronological,
+        event_turns=_event_turns(by_seq, turns, chronological),
+        points=_points(by_seq, turns, chronological),
+    )
+
+
+def _turns(by_seq: Sequence[StoredMessage]) -> dict[int, int]:
+    """The turn of every seq: each user message starts one; a summary takes the turn of
+    the message at its anchor."""
+    turn = 0
+    out: dict[int, int] = {}
+    for message in by_seq:
+        if message.kind == "summary":
+            continue
+        if message.role == "user":
+            turn += 1
+        out[message.seq] = max(turn, 1)
+    for message in by_seq:
+        if message.kind == "summary":
+            out[message.seq] = out.get(message.anchor, max(turn, 1))
+    return out
+
+
+def _groups(
+    by_seq: Sequence[StoredMessage],
+    turns: dict[int, int],
+    summaries: dict[str, tuple[str, ...]],
+    pinned: set[str],
+) -> list[GroupRow]:
+    members: dict[str, list[StoredMessage]] = {}
+    for message in by_seq:
+        members.setdefault(message.group_id, []).append(message)
+    summarized_by = {g: s for s, replaced in summaries.items() for g in replaced}
+    rows: list[GroupRow] = []
+    for group_id, stored in members.items():
+        first = min(stored, key=lambda m: (m.anchor, m.slot))
+        excluded = first.excluded
+        reason = first.excluded_reason if excluded else None
+        state: GroupState = "sent"
+        if excluded:
+            state = "summarized" if reason == "summarized" else "excluded"
+        reductions = [
+            Reduced(
+                message_id=m.message_id,
+                original=preview([m.message]),
+                reduced=preview([m.reduced]),
+                tokens_before=m.token_count,
+                tokens_after=m.reduced_token_count or 0,
+                event_id=m.reduced_event_id,
+            )
+            for m in stored
+            if m.reduced is not None
+        ]
+        sent = 0
+        if not excluded:
+            sent = sum(
+                m.reduced_token_count if m.reduced_token_count is not None else m.token_count
+                for m in stored
+            )
+        rows.append(
+            GroupRow(
+                group_id=group_id,
+                kind=first.kind,
+                turn=turns.get(first.seq, 1),
+                order=(first.anchor, first.slot),
+                messages=len(stored),
+                tokens=sum(m.token_count for m in stored),
+                sent_tokens=sent,
+                state=state,
+                reason=reason,
+                event_id=first.excluded_event_id if excluded else None,
+                preview=preview(m.message for m in stored),
+                pinned=group_id in pinned,
+                summary_of=summaries.get(group_id, ()),
+                summarized_by=summarized_by.get(group_id) if state == "summarized" else None,
+                reductions=reductions,
+                last_seq=max(m.seq for m in stored),
+            )
+        )
+    return rows
+
+
+def _event_turns(
+    by_seq: Sequence[StoredMessage], turns: dict[int, int], events: Sequence[CompactionEvent]
+) -> dict[str, int]:
+    """Each event's turn: that of the last message stored at or before it."""
+    appended = [m for m in by_seq if m.kind != "summary"]
+    times = [m.stored_at for m in appended]
+    out: dict[str, int] = {}
+    for event in events:
+        index = bisect.bisect_right(times, event.created_at) - 1
+        out[event.id] = turns[appended[index].seq] if index >= 0 else 1
+    return out
+
+
+def _points(
+    by_seq: Sequence[StoredMessage], turns: dict[int, int], events: Sequence[CompactionEvent]
+) -> list[TurnPoint]:
+    """Stored and sent tokens at the end of each turn (see the module docstring)."""
+    ends: dict[int, datetime] = {}
+    for message in by_seq:
+        if message.kind != "summary":
+            ends[turns[message.seq]] = message.stored_at
+    starts = sorted(ends)
+    # the first message of the next turn bounds each turn
+    next_start: dict[int, datetime | None] = {}
+    firsts: dict[int, datetime] = {}
+    for message in by_seq:
+        if message.kind != "summary":
+            firsts.setdefault(turns[message.seq], message.stored_at)
+    for index, turn in enumerate(starts):
+        later = starts[index + 1] if index + 1 < len(starts) else None
+        next_start[turn] = firsts[later] if later is not None else None
+    applied = [e for e in events if e.outcome == "applied"]
+    points: list[TurnPoint] = []
+    stored = appended = saved = 0
+    position = event_index = 0
+    for turn in starts:
+        bound = next_start[turn]
+        while position < len(by_seq) and (bound is None or by_seq[position].stored_at < bound):
+            message = by_seq[position]
+            stored += message.token_count
+            if message.kind != "summary":
+                appended += message.token_count
+            position += 1
+        while event_index < len(applied) and (
+            bound is None or applied[event_index].created_at < bound
+        ):
+            saved += applied[event_index].tokens_saved
+            event_index += 1
+        points.append(TurnPoint(turn=turn, stored=stored, sent=appended - saved))
+    return points

@@ -1,0 +1,126 @@
+"""The audit page in a real browser: Debian's headless Chromium, driven by playwright.
+
+Every request other than ``file:`` is aborted, so the page must show everything from
+itself. The test checks what a person sees and saves a screenshot in its tmp dir. It
+skips when no Chromium is found, unless ``CHATLEDGER_REQUIRE_BROWSER=1`` (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from store.memory import InMemoryHistoryStore
+from store.report import write_report
+from tests.report.session import demo_session
+
+playwright_api = pytest.importorskip("playwright.async_api")
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+@pytest.fixture
+def chromium() -> str:
+    """The path of the system's Chromium (skip, or fail in CI, without one)."""
+    found = _chromium()
+    if found is None:
+        if os.environ.get("CHATLEDGER_REQUIRE_BROWSER") == "1":
+            pytest.fail("CHATLEDGER_REQUIRE_BROWSER=1 but no chromium on PATH")
+        pytest.skip("no chromium on PATH: apt-get install -y chromium to run the browser test")
+    return found
+
+
+@pytest.fixture
+async def page_file(tmp_path: Path) -> Path:
+    """The report of the demo session, written by the library."""
+    store = InMemoryHistoryStore()
+    session = await demo_session(store)
+    return await write_report(store, session, tmp_path / "demo.report.html")
+
+
+@pytest.fixture
+async def browser_page(chromium: str) -> AsyncIterator[Any]:
+    """A page of headless Chromium on which every non-``file:`` request is aborted (the
+    aborted URLs are kept in ``page.blocked``)."""
+    async with playwright_api.async_playwright() as driver:
+        browser = await driver.chromium.launch(executable_path=chromium, headless=True)
+        try:
+            context = await browser.new_context(viewport={"width": 1200, "height": 900})
+            blocked: list[str] = []
+
+            async def route(request_route: Any) -> None:
+                if request_route.request.url.startswith("file:"):
+                    await request_route.continue_()
+                else:
+                    blocked.append(request_route.request.url)
+                    await request_route.abort()
+
+            await context.route("**/*", route)
+            page = await context.new_page()
+            page.blocked = blocked
+            yield page
+        finally:
+            await browser.close()
+
+
+async def test_a_person_sees_the_audit(browser_page: Any, page_file: Path, tmp_path: Path) -> None:
+    page = browser_page
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    await page.goto(page_file.as_uri())
+
+    # the counts at the top
+    assert await page.locator("#counts").is_visible()
+    groups = int(await page.locator("#count-groups").inner_text())
+    assert groups == await page.locator("#timeline .group").count() > 0
+    sent = int(await page.locator("#count-sent").inner_text())
+    assert sent == await page.locator('#timeline .group[data-state="sent"]').count()
+    assert await page.locator("#count-outcome-failed").inner_text() == "1"
+
+    # an excluded group's reason, visible once the link to it opens its folded run
+    excluded = page.locator('#timeline .group[data-state="excluded"]').first
+    group_id = await excluded.get_attribute("id")
+    await page.goto(f"{page_file.as_uri()}#{group_id}")
+    assert await excluded.is_visible()
+    reason = await excluded.locator(".reason").inner_text()
+    assert reason in {"truncation", "start_at_user", "token_budget_fallback"}
+    assert (await excluded.locator(".why a").first.inner_text()).startswith("evt_")
+
+    # a summary linked to its groups: following a link shows the replaced group, which
+    # links back to the summary
+    summary = page.locator('#timeline .group[data-kind="summary"]').first
+    link = summary.locator(".replaces a").first
+    replaced_id = await link.inner_text()
+    await link.click()
+    replaced = page.locator(f'[id="g-{replaced_id}"]')
+    assert await replaced.is_visible()
+    back = await replaced.locator(".summarized-by a").inner_text()
+    assert f"g-{back}" == await summary.get_attribute("id")
+
+    # the token chart, with its two lines
+    chart = page.locator("#token-chart")
+    assert await chart.is_visible()
+    assert await chart.locator("polyline").count() == 2
+    box = await chart.bounding_box()
+    assert box is not None and box["width"] > 300 and box["height"] > 80
+
+    # failed compactions are marked where they happened
+    assert await page.locator(".marker.failed").first.is_visible()
+
+    shot = tmp_path / "audit-report.png"
+    await page.goto(page_file.as_uri())
+    await page.screenshot(path=str(shot), full_page=True)
+    print(f"screenshot: {shot}")
+    assert shot.stat().st_size > 0
+    assert page.blocked == [] and errors == []
