@@ -46,10 +46,11 @@ async def test_a_group_changed_twice_meanwhile_gives_up_with_a_warning(
     strategy = Interfering(ExcludeOldest(1), pin_the_oldest)
     with caplog.at_level(logging.WARNING, logger="chatledger.store"):
         event = await store.compact("s", strategy)
-    assert event is None and strategy.plans == 2
+    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
+    assert event.attempts == 2 and event.excluded == () and event.tokens_saved == 0
     assert pinned == ["group_u1", "group_a1"]
     assert "abandoned" in caplog.text
-    assert await store.audit("s") == [] and await store.excluded("s") == []
+    assert await store.audit("s") == [event] and await store.excluded("s") == []
 
 
 async def test_a_group_pinned_and_unpinned_meanwhile_is_unchanged(
@@ -81,9 +82,10 @@ async def test_a_concurrent_compaction_twice_meanwhile_gives_up_with_a_warning(
     strategy = Interfering(ExcludeOldest(1), exclude_it_first)
     with caplog.at_level(logging.WARNING, logger="chatledger.store"):
         event = await store.compact("s", strategy)
-    assert event is None and strategy.plans == 2
+    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
     assert "abandoned" in caplog.text
-    assert len(await store.audit("s")) == 2  # only the two concurrent compactions
+    # the two concurrent compactions, and the abandoned one
+    assert [e.outcome for e in await store.audit("s")] == ["abandoned", "applied", "applied"]
 
 
 async def test_appends_meanwhile_are_never_excluded(store: HistoryBackend) -> None:
