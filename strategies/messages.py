@@ -203,8 +203,9 @@ class Message(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    role: str
-    """``system``, ``user``, ``assistant`` or ``tool`` (or a custom role, by opt-in)."""
+    role: str = Field(strict=True, min_length=1)
+    """``system``, ``user``, ``assistant`` or ``tool`` (or a custom role, by opt-in); text,
+    never coerced from another type (which would skip the check of the role)."""
     contents: list[Content] = Field(default_factory=list)
     """What the message holds, in order."""
     message_id: str = Field(default_factory=new_message_id, min_length=1)

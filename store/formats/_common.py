@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -22,6 +22,7 @@ __all__ = [
     "copied",
     "exported_role",
     "join_data_uri",
+    "message_items",
     "read_tagged",
     "split_data_uri",
     "take",
@@ -53,6 +54,14 @@ class FormatError(ValueError):
         self.problem = problem
         """What is wrong with it."""
         super().__init__(f"item {index}: {problem}")
+
+
+def message_items(items: Any) -> list[Any]:
+    """A converter's input as a list: :class:`FormatError` (for item 0) when it is not a
+    sequence of messages at all (None, a mapping, a string, a number)."""
+    if isinstance(items, str | bytes | bytearray | Mapping) or not isinstance(items, Iterable):
+        raise FormatError(0, f"expected a list of messages, got {type(items).__name__}")
+    return list(items)
 
 
 def _describe(exc: ValidationError) -> str:

@@ -39,6 +39,7 @@ from store.formats._common import (
     build_message,
     copied,
     exported_role,
+    message_items,
 )
 from strategies.messages import Message
 
@@ -238,7 +239,7 @@ def from_agent_framework(
     """
     return [
         _message_from_af(index, item, allow_custom_roles=allow_custom_roles)
-        for index, item in enumerate(items)
+        for index, item in enumerate(message_items(items))
     ]
 
 

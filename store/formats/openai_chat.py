@@ -39,6 +39,7 @@ from store.formats._common import (
     clone,
     copied,
     exported_role,
+    message_items,
     take,
 )
 from store.formats._openai_parts import (
@@ -156,7 +157,7 @@ def from_openai_chat(
     """
     return [
         _message_from_openai(index, item, allow_custom_roles=allow_custom_roles)
-        for index, item in enumerate(items)
+        for index, item in enumerate(message_items(items))
     ]
 
 

@@ -98,8 +98,9 @@ def checked_messages(messages: object) -> list[Message]:
 
 
 def check_message(message: object, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Refuse what cannot be stored and read back as given: not a Message, ids holding a
-    NUL character, anything beyond ``limits`` (see :mod:`store.rules.limits`)."""
+    """Refuse what cannot be stored and read back as given: not a Message, ids (call ids
+    included) holding a NUL character, anything beyond ``limits`` (see
+    :mod:`store.rules.limits`)."""
     if not isinstance(message, Message):
         raise InvalidInput(f"expected Message, got {type(message).__name__}")
     for name in ("message_id", "role", "author_name"):
@@ -107,6 +108,13 @@ def check_message(message: object, limits: Limits = DEFAULT_LIMITS) -> None:
         if value is not None and "\x00" in value:
             raise InvalidInput(f"{name} of message {message.message_id!r} holds a NUL character")
     check_stored_message(message, limits)
+    for index, content in enumerate(message.contents):
+        call_id = getattr(content, "call_id", None)
+        if call_id:  # kept in an id column of its own (the unanswered calls)
+            name = f"call_id of contents[{index}] of message {message.message_id[:80]!r}"
+            if "\x00" in call_id:
+                raise InvalidInput(f"{name} holds a NUL character")
+            limits.check_id(call_id, name)
 
 
 def check_tokenizer(stored: str, tokenizer: str, session_id: str) -> None:

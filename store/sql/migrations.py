@@ -411,6 +411,9 @@ class SchemaState:
     """The revision(s) the database is at; empty when it holds no chatledger schema."""
     head: tuple[str, ...]
     """The newest revision(s) this version of chatledger ships."""
+    compatible: bool = False
+    """Whether a newer chatledger made the database with revisions marked
+    backward-compatible down to :attr:`head`: this version keeps working with it."""
 
     @property
     def up_to_date(self) -> bool:
@@ -429,6 +432,10 @@ class SchemaState:
         at = ", ".join(self.current)
         if self.up_to_date:
             return f"{self.where}: revision {at}, up to date"
+        if self.newer and self.compatible:
+            return (
+                f"{self.where}: revision {at}, made by a newer chatledger, compatible with this one"
+            )
         if self.newer:
             return f"{self.where}: revision {at}, made by a newer chatledger (upgrade the package)"
         return f"{self.where}: revision {at}, behind (head is {', '.join(self.head)})"
@@ -453,13 +460,18 @@ async def schema_state(url: str | URL | None = None) -> SchemaState:
         if path is not None:
             check_sqlite_path(path, create=False)
             current = await asyncio.to_thread(sqlite_revisions, path)
+            newer = unknown_revisions(current)
+            marks = await asyncio.to_thread(sqlite_marks, path) if newer else {}
         else:
             engine = create_engine(target)
             try:
                 current = await current_revisions(engine)
+                newer = unknown_revisions(current)
+                marks = await schema_marks(engine) if newer else {}
             finally:
                 await engine.dispose()
-    return SchemaState(where=where, current=current, head=head_revisions())
+    compatible = bool(newer) and all(compatible_ahead(r, marks) for r in newer)
+    return SchemaState(where=where, current=current, head=head_revisions(), compatible=compatible)
 
 
 def revision_history() -> list[dict[str, str | None]]:

@@ -28,6 +28,7 @@ from store.sql.migrations import (
     head_revisions,
     migrate,
     schema_marks,
+    schema_state,
 )
 from store.sql.schema import MESSAGES, SCHEMA_REVISIONS
 from strategies.messages import Message
@@ -110,6 +111,7 @@ async def test_a_database_one_compatible_revision_ahead_is_used_as_it_is(
     await migrate(db_url)
     await _run_newer(db_url, tmp_path, "9001")
     assert await _use(db_url) == ["still works"]
+    assert "newer chatledger, compatible" in (await schema_state(db_url)).describe()
     engine = create_engine(db_url)
     try:
         await ensure_schema(engine, upgrade=True)  # nothing to do, nothing refused
@@ -136,6 +138,7 @@ async def test_a_newer_revision_not_marked_compatible_is_refused(
     await _run_newer(db_url, tmp_path, "9002")
     with pytest.raises(MigrationRequired, match="created by a newer chatledger"):
         await _use(db_url)
+    assert "(upgrade the package)" in (await schema_state(db_url)).describe()
 
 
 async def test_the_newer_release_downgrading_forgets_its_marker(
