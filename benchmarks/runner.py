@@ -356,11 +356,12 @@ class Runner:
             cached = [n for n in sorted(smaller, reverse=True) if self.sessions_path(n).exists()]
             start = cached[0] if cached else 0
             partial = final.with_suffix(".building")
-            if start:
+            if partial.exists():
+                start = -1  # an interrupted build: the child finds where it stopped
+            elif start:
                 shutil.copyfile(self.sessions_path(start), partial)
-            else:
-                partial.unlink(missing_ok=True)
-            self._say(f"building {size:,} sessions (from {start:,}) in {final}")
+            origin = "where it stopped" if start < 0 else f"{start:,}"
+            self._say(f"building {size:,} sessions (from {origin}) in {final}")
             spec = replace(self._spec("build_sessions", name, str(partial), size), start=start)
             answer = self._child(spec, timeout=max(self.config.timeout, 0.05 * size))
             build = Case("build_sessions", name, size)
