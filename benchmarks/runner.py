@@ -51,6 +51,8 @@ ALL_WORKLOADS = (
     "shared_session",
     "deferred_compaction",
 )
+SCALE = frozenset({"many_sessions", "many_writers", "shared_session", "deferred_compaction"})
+"""Workloads whose sizes are not messages (sessions, writers, turns): mid-size runs."""
 SESSIONS_BUILD = 1
 """Changes whenever ``build_sessions`` fills its databases differently."""
 DATASET = {"full_read_tools": "tools"}
@@ -70,7 +72,7 @@ class Config:
     """Stored sizes for chatledger on PostgreSQL."""
     runs: int = 5
     mid_runs: int = 3
-    """Runs at 100,000 messages (to 999,999)."""
+    """Runs at 100,000 messages (to 999,999), and of the workloads of scale."""
     large_runs: int = 3
     """Runs at 1,000,000 messages and above (bulk import: one)."""
     full_read_max: int = 100_000
@@ -277,6 +279,8 @@ class Runner:
         """How many fresh-process runs a case gets."""
         if case.workload == "token_counting":
             return 1
+        if case.workload in SCALE:
+            return min(self.config.runs, self.config.mid_runs)
         if case.size >= 1_000_000:
             return (
                 1
