@@ -1,9 +1,12 @@
 """``python -m benchmarks``: run every workload and write the report.
 
-``--smoke`` is the tiny version run by ``make test`` (about 30 seconds); ``--quick``
-takes about 10 minutes; the default is the full run (``make bench``, about 45 minutes
-on 2 cores: five runs per figure, three at 100,000 messages and above, one bulk import
-of 1,000,000 messages; chatledger alone goes to 1,000,000, on SQLite).
+``--smoke`` is the tiny version run by ``make test`` (about a minute); ``--quick``
+takes about 15 minutes; the default is the full run (``make bench``, under an hour on
+2 cores: five runs per figure, three at 100,000 messages and above, one bulk import of
+1,000,000 messages; chatledger alone goes to 1,000,000, on SQLite), plus the workloads
+of scale (tool-heavy full reads, many sessions, many writers, deferred compaction). The
+databases of many sessions are built once, the first time, and kept in the work
+directory (``--work-dir``, by default the system's temporary directory) for later runs.
 
 ``--baseline REV`` also runs chatledger at git revision REV (``HEAD~3``, a branch, a
 hash), checked out in a temporary worktree that is removed afterwards: each chatledger
@@ -46,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--sizes", type=_sizes, help="chatledger sizes, comma-separated")
     parser.add_argument("--peer-sizes", type=_sizes, help="peer sizes, comma-separated")
     parser.add_argument("--pg-sizes", type=_sizes, help="chatledger-on-PostgreSQL sizes")
+    parser.add_argument("--tool-sizes", type=_sizes, help="sizes of the tool-heavy data set")
+    parser.add_argument("--session-counts", type=_sizes, help="sessions of many_sessions")
+    parser.add_argument("--writer-counts", type=_sizes, help="writer processes of many_writers")
     parser.add_argument("--runs", type=int, help="fresh-process runs per figure")
     parser.add_argument("--turns", type=int, help="timed turns per per-turn run")
     parser.add_argument("--repeats", type=int, help="timed calls per projection or full read")
@@ -71,6 +77,9 @@ def config_from(args: argparse.Namespace) -> Config:
         "sizes": args.sizes,
         "peer_sizes": args.peer_sizes,
         "pg_sizes": args.pg_sizes,
+        "tool_sizes": args.tool_sizes,
+        "session_counts": args.session_counts,
+        "writer_counts": args.writer_counts,
         "runs": args.runs,
         "turns": args.turns,
         "repeats": args.repeats,

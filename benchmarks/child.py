@@ -28,6 +28,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 from benchmarks.baseline import imported_elsewhere
@@ -249,17 +250,46 @@ def _filler_id(index: int) -> str:
     return f"s{index:07d}"
 
 
+async def _built_sessions(system: System) -> int:
+    """How many sessions an interrupted build stored (they are stored in order, so a
+    bisection finds the first missing one); 0 when it had not finished the measured
+    session, whose database is then started again."""
+    await system.open(create=True)
+    try:
+        store = system.store  # type: ignore[attr-defined]
+        low, high = 1, 1
+        while (await store.sessions(limit=1, after=_filler_id(high - 1))) != []:
+            low, high = high, high * 2
+        while low < high:  # the first index whose session is missing is in [low, high]
+            middle = (low + high) // 2
+            if await store.sessions(limit=1, after=_filler_id(middle - 1)) == []:
+                high = middle
+            else:
+                low = middle + 1
+        found = low
+    finally:
+        await system.close()
+    if found <= 1:
+        await asyncio.to_thread(Path(system.target.location).unlink, missing_ok=True)
+        return 0
+    return found
+
+
 async def _build_sessions(system: System, spec: ChildSpec) -> Metrics:
-    """Grow a database of ``spec.start`` sessions to ``spec.size``: the measured session
-    (``spec.probe`` messages, settled) first, then sessions of ``spec.filler`` short
-    messages, each one ``append`` (one transaction), as a fleet of agents fills it."""
+    """Grow a database of ``spec.start`` sessions to ``spec.size`` (``spec.start`` -1:
+    as many as an interrupted build stored): the measured session (``spec.probe``
+    messages, settled) first, then sessions of ``spec.filler`` short messages, each one
+    ``append`` (one transaction), as a fleet of agents fills it."""
     start = time.perf_counter()
-    if spec.start == 0:
+    first = spec.start
+    if first < 0:
+        first = await _built_sessions(system)
+    if first == 0:
         await _build(system, replace(spec, size=spec.probe))
     await system.open(create=False)
     try:
         store = system.store  # type: ignore[attr-defined]
-        for index in range(max(spec.start, 1), spec.size):
+        for index in range(max(first, 1), spec.size):
             generator = ConversationGenerator(spec.seed + index, dataset="short")
             batch = system.prepare(list(generator.chat_dicts(spec.filler)))
             await store.append(_filler_id(index), batch)
@@ -307,6 +337,8 @@ async def _many_sessions(system: System, spec: ChildSpec) -> Metrics:
             await store.context(_filler_id(index))
             largest = max(largest, cache.size)
         metrics.update(
+            sessions=(totals := await store.stats()).sessions,
+            stored_messages=totals.stored_messages,
             cache_max_messages=largest,
             cache_bound=cache._max,
             cache_within_bound=float(largest <= cache._max),

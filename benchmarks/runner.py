@@ -16,6 +16,7 @@ generator), ``many_writers`` and ``shared_session`` count writer processes, and
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -51,6 +52,8 @@ ALL_WORKLOADS = (
     "shared_session",
     "deferred_compaction",
 )
+SCALE = frozenset({"many_sessions", "many_writers", "shared_session", "deferred_compaction"})
+"""Workloads whose sizes are not messages (sessions, writers, turns): mid-size runs."""
 SESSIONS_BUILD = 1
 """Changes whenever ``build_sessions`` fills its databases differently."""
 DATASET = {"full_read_tools": "tools"}
@@ -70,7 +73,7 @@ class Config:
     """Stored sizes for chatledger on PostgreSQL."""
     runs: int = 5
     mid_runs: int = 3
-    """Runs at 100,000 messages (to 999,999)."""
+    """Runs at 100,000 messages (to 999,999), and of the workloads of scale."""
     large_runs: int = 3
     """Runs at 1,000,000 messages and above (bulk import: one)."""
     full_read_max: int = 100_000
@@ -277,6 +280,8 @@ class Runner:
         """How many fresh-process runs a case gets."""
         if case.workload == "token_counting":
             return 1
+        if case.workload in SCALE:
+            return min(self.config.runs, self.config.mid_runs)
         if case.size >= 1_000_000:
             return (
                 1
@@ -347,27 +352,37 @@ class Runner:
     def _build_sessions(self, cases: list[Case]) -> None:
         """Build each missing database of many sessions from the largest smaller one."""
         needed = sorted({(c.system, c.size) for c in cases if c.workload == "many_sessions"})
-        for name, size in needed:
-            final = self.sessions_path(size)
-            if final.exists():
-                continue
-            self.cache_dir.mkdir(parents=True, exist_ok=True)
-            smaller = [n for n in self.config.session_counts if n < size]
-            cached = [n for n in sorted(smaller, reverse=True) if self.sessions_path(n).exists()]
-            start = cached[0] if cached else 0
-            partial = final.with_suffix(".building")
-            if start:
-                shutil.copyfile(self.sessions_path(start), partial)
-            else:
-                partial.unlink(missing_ok=True)
-            self._say(f"building {size:,} sessions (from {start:,}) in {final}")
-            spec = replace(self._spec("build_sessions", name, str(partial), size), start=start)
-            answer = self._child(spec, timeout=max(self.config.timeout, 0.05 * size))
-            build = Case("build_sessions", name, size)
-            self.results[build] = result = CaseResult(build)
-            result.add(answer)
-            if answer["status"] == "ok":
-                partial.replace(final)
+        if not needed:
+            return
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        with (self.cache_dir / "build.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one builder at a time, across runs
+            for name, size in needed:
+                self._build_sessions_of(name, size)
+
+    def _build_sessions_of(self, name: str, size: int) -> None:
+        final = self.sessions_path(size)
+        if final.exists():
+            return
+        smaller = [n for n in self.config.session_counts if n < size]
+        cached = [n for n in sorted(smaller, reverse=True) if self.sessions_path(n).exists()]
+        start = cached[0] if cached else 0
+        partial = final.with_suffix(".building")
+        if partial.exists():
+            start = -1  # an interrupted build: the child finds where it stopped
+        elif start:
+            copying = final.with_suffix(".copying")
+            shutil.copyfile(self.sessions_path(start), copying)
+            copying.replace(partial)  # whole, or not there
+        origin = "where it stopped" if start < 0 else f"{start:,}"
+        self._say(f"building {size:,} sessions (from {origin}) in {final}")
+        spec = replace(self._spec("build_sessions", name, str(partial), size), start=start)
+        answer = self._child(spec, timeout=max(self.config.timeout, 0.05 * size))
+        build = Case("build_sessions", name, size)
+        self.results[build] = result = CaseResult(build)
+        result.add(answer)
+        if answer["status"] == "ok":
+            partial.replace(final)
 
     def _template_key(self, case: Case) -> tuple[str, int, str]:
         return (case.system, case.size, DATASET.get(case.workload, "mixed"))

@@ -22,10 +22,17 @@ lock runs on the event loop's own thread (:func:`_runs_inline`):
   aiosqlite's thread they made a third thread compete for the interpreter lock with
   the loop and the token-counting thread (binding each row takes the lock, each step
   releases it), and a 10k-message import ran 13% slower;
-- ``BEGIN IMMEDIATE`` (which waits for the write lock), ``COMMIT`` (which may
-  checkpoint the WAL), ``PRAGMA`` and DDL go to aiosqlite's thread, one call each,
-  through aiosqlite's ``Connection._execute`` (the function behind all of aiosqlite's
-  own methods).
+- ``BEGIN IMMEDIATE`` is first tried inline with the busy timeout at zero, which
+  takes the write lock at once when no other connection holds it (the common case, and
+  the one a turn's latency is made of); only when the lock is taken does it go to
+  aiosqlite's thread, to wait there for the lock with the connection's own timeout;
+- ``COMMIT`` runs inline: in WAL mode it never waits for a lock (the automatic
+  checkpoint it may start, every 1,000 WAL pages, is a passive one, which skips what
+  it cannot take), so the loop's thread pays at most that checkpoint's writes, now and
+  then, instead of two thread hand-offs on every write;
+- ``PRAGMA``, DDL and everything else go to aiosqlite's thread, one call each, through
+  aiosqlite's ``Connection._execute`` (the function behind all of aiosqlite's own
+  methods).
 
 Outside :func:`short_statements` (full history reads, imports, audits, which may read
 a whole session) every statement goes to aiosqlite's thread, so that the loop keeps
@@ -65,6 +72,7 @@ INLINE_ROWS = 256
 builder sends at most 250 a statement)."""
 
 _READS = ("SELECT", "BEGIN", "ROLLBACK")
+_BUSY = getattr(sqlite3, "SQLITE_BUSY", 5)
 _JOURNAL_MODE = re.compile(r"\s*PRAGMA\s+(main\.)?journal_mode\b", re.IGNORECASE)
 _WRITES = ("INSERT", "UPDATE", "DELETE")
 
@@ -115,6 +123,25 @@ def _runs_inline(operation: str, parameters: Any, many: bool, holds_write_lock: 
     return False
 
 
+def _is_begin_immediate(operation: str) -> bool:
+    return _verb(operation).startswith("BEGIN") and "IMMEDIATE" in operation.upper()
+
+
+def _begin_at_once(conn: sqlite3.Connection, wait_ms: int) -> bool:
+    """``BEGIN IMMEDIATE`` if the write lock is free now (True), without waiting for it
+    (False: another connection holds it); the busy timeout is ``wait_ms`` again after."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as error:
+        if getattr(error, "sqlite_errorcode", _BUSY) & 0xFF != _BUSY:
+            raise
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {wait_ms}")
+    return True
+
+
 class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
     """A client-side cursor whose statements each take one call on aiosqlite's thread."""
 
@@ -158,12 +185,16 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
         adapt = cast(_OneHopConnection, self._adapt_connection)
         async with adapt._execute_mutex:
             driver = self._connection
-            if (
-                adapt.wal
-                and _SHORT.get()
-                and _runs_inline(operation, parameters, many, adapt.holds_write_lock)
-            ):
+            short = adapt.wal and _SHORT.get()
+            if short and _runs_inline(operation, parameters, many, adapt.holds_write_lock):
                 outcome = _run(driver._conn, operation, parameters, many)
+            elif (
+                short
+                and _is_begin_immediate(operation)
+                and _begin_at_once(driver._conn, adapt.busy_ms(driver._conn))
+            ):
+                outcome = (None, None, -1, None)
+                adapt.holds_write_lock = True
             else:
                 outcome = await driver._execute(_run, driver._conn, operation, parameters, many)
                 verb = _verb(operation)
@@ -182,7 +213,7 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
 
 
 class _OneHopConnection(AsyncAdapt_aiosqlite_connection):
-    __slots__ = ("holds_write_lock", "wal")
+    __slots__ = ("_busy_ms", "holds_write_lock", "wal")
     _cursor_cls = _OneHopCursor
 
     def __init__(self, dbapi: Any, connection: Any) -> None:
@@ -191,6 +222,13 @@ class _OneHopConnection(AsyncAdapt_aiosqlite_connection):
         """Whether the connection's own ``PRAGMA journal_mode`` answered ``wal``."""
         self.holds_write_lock = False
         """Inside ``BEGIN IMMEDIATE``: writes cannot wait for the lock any more."""
+        self._busy_ms: int | None = None
+
+    def busy_ms(self, conn: sqlite3.Connection) -> int:
+        """The connection's busy timeout, as its set-up left it (read once)."""
+        if self._busy_ms is None:
+            self._busy_ms = int(conn.execute("PRAGMA busy_timeout").fetchone()[0])
+        return self._busy_ms
 
     def rollback(self) -> None:
         self.holds_write_lock = False
@@ -205,6 +243,13 @@ class _OneHopConnection(AsyncAdapt_aiosqlite_connection):
 
     def commit(self) -> None:
         self.holds_write_lock = False
+        driver = self._connection
+        if driver._connection is not None and self.wal and _SHORT.get():
+            try:
+                driver._conn.commit()  # never waits for a lock in WAL mode (see above)
+            except Exception as error:
+                self._handle_exception(error)
+            return
         super().commit()
 
 

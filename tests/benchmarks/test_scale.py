@@ -60,12 +60,13 @@ async def test_many_sessions_builds_then_measures_within_the_cache_bound(tmp_pat
     location = str(tmp_path / "sessions.sqlite")
     build = ChildSpec("build_sessions", "chatledger", "sqlite", location, 30, probe=60)
     assert (await run_spec(build))["status"] == "ok"
-    grown = ChildSpec("build_sessions", "chatledger", "sqlite", location, 40, probe=60, start=30)
-    assert (await run_spec(grown))["status"] == "ok"
+    resumed = ChildSpec("build_sessions", "chatledger", "sqlite", location, 40, probe=60, start=-1)
+    assert (await run_spec(resumed))["status"] == "ok"  # as after an interrupted build
     run = ChildSpec("many_sessions", "chatledger", "sqlite", location, 40, turns=2, repeats=2)
     answer = await run_spec(run)
     assert answer["status"] == "ok", answer
     metrics = answer["metrics"]
+    assert metrics["sessions"] == 40
     assert metrics["cache_within_bound"] == 1.0
     assert 0 < metrics["cache_max_messages"] <= metrics["cache_bound"]
 

@@ -87,22 +87,63 @@ async def test_short_statements_that_cannot_wait_stay_on_the_loop_thread(
                 await conn.execute(text("SELECT count(*) FROM t"))
             assert thread_calls == []
             async with write_connection(engine) as conn:
-                assert thread_calls == ["_run"]  # BEGIN IMMEDIATE waits for the lock
+                assert thread_calls == []  # BEGIN IMMEDIATE found the lock free: inline
                 await conn.execute(text("INSERT INTO t (name) VALUES ('a')"))
                 small = [{"n": str(i)} for i in range(INLINE_ROWS)]
                 await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), small)
-                assert thread_calls == ["_run"]  # writes under the lock: inline
+                assert thread_calls == []  # writes under the lock: inline
                 bulk = [{"n": str(i)} for i in range(INLINE_ROWS + 1)]
                 await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), bulk)
-                assert thread_calls == ["_run", "_run"]  # a bulk insert: thread
-            assert thread_calls[2:] == ["commit"]  # a commit may checkpoint: thread
+                assert thread_calls == ["_run"]  # a bulk insert: thread
+            assert thread_calls == ["_run"]  # a commit never waits for a lock: inline
+            async with engine.connect() as conn:
+                count = (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one()
+            assert count == 1 + 2 * INLINE_ROWS + 1  # committed
             thread_calls.clear()
             async with engine.connect() as conn:  # a write outside BEGIN IMMEDIATE may wait
                 await conn.execute(text("DELETE FROM t WHERE id = 1"))
                 await conn.commit()
-            assert thread_calls == ["_run", "commit"]
+            assert thread_calls == ["_run"]  # the DELETE (may wait); its commit is inline
     finally:
         await engine.dispose()
+
+
+async def test_begin_immediate_waits_on_the_thread_when_another_holds_the_lock(
+    tmp_path: Path, thread_calls: list[str]
+) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path}/held.db")
+    other = create_engine(f"sqlite:///{tmp_path}/held.db")
+    holding, release = asyncio.Event(), asyncio.Event()
+
+    async def holder() -> None:
+        async with write_connection(other) as conn:
+            await conn.execute(text("INSERT INTO t (name) VALUES ('first')"))
+            holding.set()
+            await release.wait()
+
+    async def writer() -> list[str]:
+        await holding.wait()
+        thread_calls.clear()
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        async with write_connection(engine) as conn:  # waits on the thread, loop free
+            seen = list(thread_calls)
+            await conn.execute(text("INSERT INTO t (name) VALUES ('second')"))
+        return seen
+
+    try:
+        async with write_connection(engine) as conn:
+            await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)"))
+        with short_statements():
+            _, seen = await asyncio.wait_for(asyncio.gather(holder(), writer()), timeout=20)
+        assert seen == ["_run"]  # the inline try met the lock: BEGIN IMMEDIATE on the thread
+        async with engine.connect() as conn:
+            rows = (await conn.execute(text("SELECT name FROM t ORDER BY id"))).scalars().all()
+        assert rows == ["first", "second"]
+        async with engine.connect() as conn:  # the busy timeout is the store's again
+            assert (await conn.execute(text("PRAGMA busy_timeout"))).scalar_one() > 0
+    finally:
+        await engine.dispose()
+        await other.dispose()
 
 
 async def test_without_wal_every_statement_goes_to_the_thread(thread_calls: list[str]) -> None:
