@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from alembic import command
+from alembic.script import ScriptDirectory
 from sqlalchemy import select, update
 from sqlalchemy.engine import Connection
 
@@ -35,6 +36,8 @@ from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 
 TOKENIZER = CharacterEstimatorTokenizer()
+TABLE_REVISION = "0003"
+"""The revision that creates ``chatledger_schema_revisions``."""
 
 FUTURE = '''
 """A revision of a newer chatledger.
@@ -194,4 +197,8 @@ async def test_migrating_an_empty_database_records_only_the_revisions_with_the_t
             rows = (await conn.execute(select(SCHEMA_REVISIONS.c.revision))).scalars().all()
     finally:
         await engine.dispose()
-    assert list(rows) == [head_revisions()[0]]
+    # the table comes with 0003: it records that revision and every one after it
+    scripts = ScriptDirectory.from_config(alembic_config(empty_db_url))
+    shipped = [s.revision for s in reversed(list(scripts.walk_revisions()))]
+    assert list(rows) == shipped[shipped.index(TABLE_REVISION) :]
+    assert rows[-1] == head_revisions()[0]

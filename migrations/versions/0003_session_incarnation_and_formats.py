@@ -1,7 +1,7 @@
 """Sessions draw an incarnation token; messages carry a format version; revisions
 record whether they are backward-compatible.
 
-Revision ID: 0004
+Revision ID: 0003
 Revises: 0002
 Create Date: 2026-12-01
 
@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004"
+revision: str = "0003"
 down_revision: str | None = "0002"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None

@@ -1,7 +1,7 @@
 """Audit outcomes: every compaction that matters is an event, with its duration.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0004
+Revises: 0003
 Create Date: 2026-12-01
 
 ``chatledger_events`` gains ``outcome`` (``applied``, ``failed``, ``blocked``,
@@ -17,10 +17,15 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0005"
-down_revision: str | None = "0004"
+revision: str = "0004"
+down_revision: str | None = "0003"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
+
+backward_compatible: bool = True
+"""A process whose newest revision is ``down_revision`` keeps working against this one: its
+events get the defaults (``applied``, one attempt), and it reads the rows of other outcomes
+as events that changed nothing."""
 
 TABLE = "chatledger_events"
 INDEX = "chatledger_events_outcome_idx"
