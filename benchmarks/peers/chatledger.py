@@ -54,6 +54,10 @@ class ChatledgerSystem(System):
         if self.tokenizer is not None:
             kwargs["tokenizer"] = self.tokenizer
         self._store = await self._stack.enter_async_context(HistoryStore.open(url, **kwargs))
+        if self.tokenizer is None:  # a counting tokenizer must see the workload's calls only
+            # the store loads its tokenizer on first use; load it here, untimed, as the
+            # limit loads tiktoken when it opens (else a bulk import counts the loading)
+            self._store.tokenizer.count_tokens("warm-up")
 
     def prepare(self, items: list[ChatDict]) -> list[Message]:
         """Convert to chatledger messages."""
