@@ -46,19 +46,24 @@ JSON_VALUES = st.recursive(
 KEYS = st.text(CHARS, max_size=5)
 EXTRA = st.dictionaries(KEYS, JSON_VALUES, max_size=2)
 TEXT = st.text(CHARS, max_size=40)
+CALL_IDS = st.text(NAME_CHARS, max_size=40)  # kept in an id column: NUL refused at write
 
 CONTENTS = st.one_of(
     st.builds(TextContent, text=TEXT, extra=EXTRA),
     st.builds(ReasoningContent, text=st.none() | TEXT, payload=JSON_VALUES, extra=EXTRA),
     st.builds(
         FunctionCallContent,
-        call_id=TEXT,
+        call_id=CALL_IDS,
         name=TEXT,
         arguments=st.none() | TEXT | st.dictionaries(KEYS, JSON_VALUES, max_size=3),
         extra=EXTRA,
     ),
     st.builds(
-        FunctionResultContent, call_id=TEXT, result=JSON_VALUES, is_error=st.booleans(), extra=EXTRA
+        FunctionResultContent,
+        call_id=CALL_IDS,
+        result=JSON_VALUES,
+        is_error=st.booleans(),
+        extra=EXTRA,
     ),
     st.builds(DataContent, data=TEXT, media_type=st.none() | TEXT, extra=EXTRA),
     st.builds(UriContent, uri=TEXT, media_type=st.none() | TEXT, extra=EXTRA),
@@ -66,7 +71,7 @@ CONTENTS = st.one_of(
         OtherContent,
         kind=TEXT,
         payload=st.dictionaries(KEYS, JSON_VALUES, max_size=3),
-        call_id=st.none() | TEXT,
+        call_id=st.none() | CALL_IDS,
         pairing=st.sampled_from(["call", "result", "none"]),
         extra=EXTRA,
     ),
