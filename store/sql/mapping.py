@@ -77,6 +77,16 @@ _CONTEXT = {"allow_custom_roles": True}
 _MAPPED = (ValidationError, KeyError, TypeError, ValueError)
 
 
+def _reason(error: Exception) -> str:
+    """Why a row did not map, on one line (pydantic's own text spans several)."""
+    if isinstance(error, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}"
+            for e in error.errors(include_url=False)
+        )
+    return " ".join(str(error).split())
+
+
 def message_columns() -> list[Any]:
     """The columns a message is mapped from, in table order (see :data:`COLUMN_INDEX`):
     JSON ones as text, timestamps as the driver returns them (see :func:`timestamp`)."""
@@ -162,7 +172,7 @@ _TIMESTAMP_INDEX = tuple((key, _I[key]) for key in _TIMESTAMP_COLUMNS)
 
 def _corrupt(error: Exception, row: Sequence[Any], tenant: str, session_id: str) -> CorruptRowError:
     seq = row[_SEQ] if isinstance(row[_SEQ], int) else None
-    return CorruptRowError(str(error), tenant=tenant, session_id=session_id, seq=seq)
+    return CorruptRowError(_reason(error), tenant=tenant, session_id=session_id, seq=seq)
 
 
 def _as_mapping(row: Sequence[Any], kind: str | None) -> dict[str, Any]:
@@ -383,7 +393,9 @@ def message_from_row(row: Mapping[Any, Any], *, tenant: str, session_id: str) ->
         )
     except (ValidationError, KeyError, TypeError, ValueError) as error:
         seq = row.get("seq") if isinstance(row.get("seq"), int) else None
-        raise CorruptRowError(str(error), tenant=tenant, session_id=session_id, seq=seq) from error
+        raise CorruptRowError(
+            _reason(error), tenant=tenant, session_id=session_id, seq=seq
+        ) from error
 
 
 def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
@@ -406,7 +418,8 @@ def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
         )
     except (ValidationError, KeyError, TypeError, ValueError) as error:
         raise CorruptRowError(
-            str(error),
+            f"the session row does not parse ({_reason(error)}); "
+            "`chatledger doctor --fix` repairs it",
             tenant=str(row.get("tenant")),
             session_id=str(row.get("session_id")),
             seq=None,

@@ -29,6 +29,7 @@ with a CHECK constraint), so the schema shares a database with other application
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -121,6 +122,29 @@ KEY = String(255)
 _SESSION_FK = ("tenant", "session_id")
 
 
+class LenientJSON(TypeDecorator[Any]):
+    """JSON that reads back even when the stored text is not JSON (SQLite keeps any text
+    in a JSON column): such a value comes back as the raw text, for the reader to refuse
+    with a :class:`~store.errors.CorruptRowError` naming its row, so that one damaged
+    column fails the reads that need it and nothing else."""
+
+    impl = JSON
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Callable[[Any], Any] | None:
+        decode = self.impl_instance.result_processor(dialect, coltype)
+        if decode is None:
+            return None
+
+        def process(value: Any) -> Any:
+            try:
+                return decode(value)
+            except ValueError:  # not JSON: handed on as stored
+                return value
+
+        return process
+
+
 class UTCDateTime(TypeDecorator[datetime]):
     """A timezone-aware timestamp, stored in UTC and always read back aware (UTC).
 
@@ -189,7 +213,7 @@ class SessionRow(Base):
     """A random token drawn when the row is created, never repeated: a session deleted
     and recreated is another incarnation even within one clock tick. None for a row
     created by a release that predates it (such a session is never cached)."""
-    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JSONType)
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", LenientJSON())
     tokenizer: Mapped[str] = mapped_column(String(128))
     revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     next_seq: Mapped[int] = mapped_column(BigInteger, server_default=text(str(FIRST_SEQ)))

@@ -201,6 +201,23 @@ async def test_session_metadata_that_does_not_parse_is_quarantined(store: Histor
     assert len(await store.history("s")) == len(_chat())
 
 
+async def test_session_metadata_that_does_not_parse_fails_only_the_reads_of_it(
+    store: HistoryStore,
+) -> None:
+    await store.append("s", _chat())
+    bad = "[1, 2]" if store.engine.dialect.name != "sqlite" else "{not json"
+    await _sql(store, "UPDATE chatledger_sessions SET metadata = :m", m=bad)
+    for read in (store.get_metadata("s"), store.session("s"), store.sessions()):
+        with pytest.raises(CorruptRowError, match=r"session 's'.*doctor --fix"):
+            await read
+    more = [user("u4", "one more")]
+    await store.append("s", more)  # the turn goes on: nothing else reads the metadata
+    assert [m.message for m in await store.history("s")] == [*_chat(), *more]
+    assert len(await store.context("s")) == len(_chat()) + 1
+    await store.set_metadata("s", {"owner": "ops"})  # a write replaces it
+    assert await store.get_metadata("s") == {"owner": "ops"}
+
+
 async def test_doctor_names_a_missing_session(store: HistoryStore) -> None:
     with pytest.raises(SessionNotFound):
         await store.doctor("missing")
