@@ -112,6 +112,39 @@ async def test_session_key_parts_are_escaped(store: HistoryStore, tmp_path: Path
     assert len(await store.history("weather_app/team%2Fx%25/s1")) == len(EXPECTED[1].roles)
 
 
+async def test_order_is_adks_timestamp_then_id_not_the_row(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    path = _copy(tmp_path, "adk_sqlite.db")
+    notes = SESSIONS[2]
+    first, last = event_id(notes, 0), event_id(notes, len(notes.events) - 1)
+    earlier = event_time(notes, 0).timestamp() - 1
+    _execute(
+        path,
+        "UPDATE events SET timestamp = ?, event_data = json_set(event_data, '$.timestamp', ?) "
+        "WHERE id = ?",
+        earlier,
+        earlier,
+        last,
+    )
+    await import_sources(store, [path])
+    rows = await store.history("notes_app/alice/n-7")
+    assert [row.message.message_id for row in rows][:2] == [last, first]
+    assert rows[0].message.created_at is not None
+    assert rows[0].message.created_at.timestamp() == pytest.approx(earlier)
+
+
+async def test_a_renamed_events_table_is_read_with_table(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    path = _copy(tmp_path)
+    _execute(path, "ALTER TABLE events RENAME TO adk_events")
+    with pytest.raises(InvalidSource, match="none of the known formats"):
+        await import_sources(store, [path])
+    report = await import_sources(store, [path], table="adk_events")
+    assert report.formats == {str(path): "adk"} and report.messages == ALL_MESSAGES
+
+
 async def test_export_round_trips(store: HistoryStore, tmp_path: Path) -> None:
     report = await import_sources(store, [FIXTURE_DIR / "adk_v1.db"])
     exported = tmp_path / "out.jsonl"
