@@ -6,8 +6,8 @@ one session each (``app_name``, ``user_id``, ``session_id``); the session id is 
 three joined with ``/`` (``weather_app/alice/s1``; a ``/`` or ``%`` inside one of
 them is written ``%2F`` or ``%25``). Two layouts of the events table are read:
 
-- schema v1 (ADK 1.22 and later; ``SqliteSessionService``): the whole event as JSON
-  in ``event_data``;
+- schema v1 (``DatabaseSessionService`` after ADK 1.21, on a new database;
+  ``SqliteSessionService``): the whole event as JSON in ``event_data``;
 - schema v0 (ADK 1.19 to 1.21, and the databases later releases keep writing in it):
   one column a field, the content as JSON in ``content`` (the pickled ``actions``
   are never read).
