@@ -145,6 +145,18 @@ async def test_a_renamed_events_table_is_read_with_table(
     assert report.formats == {str(path): "adk"} and report.messages == ALL_MESSAGES
 
 
+async def test_a_null_event_data_is_an_event_without_content(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    path = _copy(tmp_path)
+    bob = SESSIONS[1]
+    _execute(path, "UPDATE events SET event_data = NULL WHERE id = ?", event_id(bob, 0))
+    report = await import_sources(store, [path])
+    assert report.messages == ALL_MESSAGES - 1
+    rows = await store.history("weather_app/bob/s1")
+    assert [row.message.message_id for row in rows] == [event_id(bob, i) for i in (1, 2, 3)]
+
+
 async def test_export_round_trips(store: HistoryStore, tmp_path: Path) -> None:
     report = await import_sources(store, [FIXTURE_DIR / "adk_v1.db"])
     exported = tmp_path / "out.jsonl"
@@ -209,6 +221,15 @@ def _damage(tmp_path: Path, name: str) -> tuple[Path, str, str | None]:
             first,
         )
         return path, r"unknown content role 'narrator'", None
+    if name == "bad-call-args":
+        path = _copy(tmp_path)
+        _execute(
+            path,
+            "UPDATE events SET event_data = json_set(event_data, "
+            "'$.content.parts[0].function_call.args', json('[1, 2]')) WHERE id = ?",
+            first,
+        )
+        return path, rf"event {first}\): function_call 'get_weather': args is not an object", None
     path = tmp_path / "other.db"
     with closing(sqlite3.connect(path)) as connection, connection:
         if name == "other-events-table":
@@ -224,6 +245,7 @@ DAMAGED = [
     "corrupt-v0-content",
     "call-without-id",
     "unknown-role",
+    "bad-call-args",
     "other-events-table",
     "no-events-table",
 ]

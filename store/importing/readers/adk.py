@@ -110,6 +110,8 @@ def _call(where: str, source: str, part: dict[str, Any]) -> FunctionCallContent:
     if not isinstance(call.get("id"), str) or not call["id"]:
         raise InvalidSource(source, where, f"function_call {call['name']!r} has no id")
     args = call.get("args")
+    if args is not None and not isinstance(args, dict):
+        raise InvalidSource(source, where, f"function_call {call['name']!r}: args is not an object")
     extra = _rest(part, "function_call") | {
         f"function_call.{key}": item for key, item in _rest(call, "id", "name", "args").items()
     }
@@ -171,7 +173,7 @@ def _role(
     role = content.get("role")
     if role is None:
         return "user" if author == "user" else "assistant"
-    if role not in _ROLES:
+    if not isinstance(role, str) or role not in _ROLES:
         raise InvalidSource(
             source, where, f"unknown content role {role!r} (expected model or user)"
         )
@@ -192,12 +194,12 @@ def _message(where: str, source: str, event: dict[str, Any]) -> Message | None:
     if not isinstance(parts, list):
         raise InvalidSource(source, where, "content.parts is not a list")
     author = event.get("author")
-    contents = [_content(where, source, part) for part in parts]
     metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: "adk"}
     for key in ("invocation_id", "branch"):
         if isinstance(event.get(key), str) and event[key]:
             metadata[f"adk_{key}"] = event[key]
     try:
+        contents = [_content(where, source, part) for part in parts]
         return Message(
             role=_role(where, source, content, author, contents),
             contents=contents,
@@ -207,8 +209,17 @@ def _message(where: str, source: str, event: dict[str, Any]) -> Message | None:
             metadata=metadata,
         )
     except ValidationError as error:
-        reason = "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in error.errors())
-        raise InvalidSource(source, where, reason) from None
+        raise InvalidSource(source, where, _problem(error)) from None
+
+
+def _problem(error: ValidationError) -> str:
+    """A validation error of a content or message, on one line."""
+    found = []
+    for detail in error.errors(include_url=False):
+        place = ".".join(str(part) for part in detail["loc"])
+        text = str(detail["msg"]).removeprefix("Value error, ")
+        found.append(f"{place}: {text}" if place else text)
+    return "; ".join(found)
 
 
 def _json(where: str, source: str, column: str, value: Any) -> Any:
@@ -226,8 +237,8 @@ def _event(source: str, row: tuple[Any, ...], v1: bool) -> tuple[str, dict[str, 
     rowid, _, _, _, event_id, stamp, *rest = row
     where = f"row {rowid} (event {event_id})"
     if v1:
-        event = _json(where, source, "event_data", rest[0])
-        if not isinstance(event, dict):
+        event = _json(where, source, "event_data", rest[0]) if rest[0] is not None else {}
+        if not isinstance(event, dict):  # a NULL event_data is an empty event, as ADK reads it
             raise InvalidSource(source, where, "event_data is not a JSON object")
         event = {**event, "id": event_id}
         event.setdefault("timestamp", stamp)
