@@ -19,7 +19,14 @@ from store.exporting import export_sessions
 from store.importing import detect_format, import_sources
 from store.models import StoredMessage
 from strategies.groups import call_links
-from strategies.messages import FunctionCallContent, FunctionResultContent, ReasoningContent
+from strategies.messages import (
+    DataContent,
+    FunctionCallContent,
+    FunctionResultContent,
+    OtherContent,
+    ReasoningContent,
+    UriContent,
+)
 from tests.cli.helpers import assert_one_line_error, chatledger
 from tests.importing.fixtures.adk_sessions import FIXTURES, SESSIONS, event_id, event_time
 from tests.importing.sources import Expected, adk_expected
@@ -155,6 +162,49 @@ async def test_a_null_event_data_is_an_event_without_content(
     assert report.messages == ALL_MESSAGES - 1
     rows = await store.history("weather_app/bob/s1")
     assert [row.message.message_id for row in rows] == [event_id(bob, i) for i in (1, 2, 3)]
+
+
+async def test_media_code_and_camel_case_parts(store: HistoryStore, tmp_path: Path) -> None:
+    path = _copy(tmp_path)
+    notes = SESSIONS[2]
+    with closing(sqlite3.connect(path)) as connection, connection:
+        for index, parts in (
+            (
+                0,
+                [
+                    {"text": "look"},
+                    {"inlineData": {"data": "aGk=", "mimeType": "image/png"}},
+                    {"file_data": {"file_uri": "gs://b/n.pdf", "mime_type": "application/pdf"}},
+                ],
+            ),
+            (
+                1,
+                [
+                    {"executable_code": {"code": "print(1)", "language": "PYTHON"}},
+                    {"functionCall": {"id": "adk-call-n1", "name": "save_note", "args": {}}},
+                ],
+            ),
+        ):
+            (data,) = connection.execute(
+                "SELECT event_data FROM events WHERE id = ?", (event_id(notes, index),)
+            ).fetchone()
+            event = json.loads(data)
+            event["content"]["parts"] = parts
+            connection.execute(
+                "UPDATE events SET event_data = ? WHERE id = ?",
+                (json.dumps(event), event_id(notes, index)),
+            )
+    await import_sources(store, [path])
+    first, second = [row.message for row in await store.history("notes_app/alice/n-7")][:2]
+    assert [c.type for c in first.contents] == ["text", "data", "uri"]
+    assert [(c.data, c.media_type) for c in first.contents if isinstance(c, DataContent)] == [
+        ("aGk=", "image/png")
+    ]
+    assert [c.uri for c in first.contents if isinstance(c, UriContent)] == ["gs://b/n.pdf"]
+    (code, call) = second.contents
+    assert isinstance(code, OtherContent) and code.kind == "executable_code"
+    assert code.payload == {"executable_code": {"code": "print(1)", "language": "PYTHON"}}
+    assert isinstance(call, FunctionCallContent) and call.call_id == "adk-call-n1"
 
 
 async def test_export_round_trips(store: HistoryStore, tmp_path: Path) -> None:
