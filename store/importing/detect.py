@@ -4,9 +4,12 @@ The rules, in order:
 
 1. A folder: ``agent-framework`` (``FileHistoryProvider`` storage: JSONL files).
 2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
-   has a ``message_data`` column and ``langchain`` with a ``message`` column; otherwise
-   an ``agent_messages`` table means ``openai-agents`` and a ``message_store`` table
-   ``langchain``; any other database is refused.
+   has a ``message_data`` column, ``langchain`` with a ``message`` column, and ``adk``
+   when it is an ADK events table (below); otherwise an ``agent_messages`` table means
+   ``openai-agents``, a ``message_store`` table ``langchain``, and an ``events`` table
+   beside a ``sessions`` table, with ``id``, ``app_name``, ``user_id``,
+   ``session_id``, ``timestamp`` and either ``event_data`` (ADK schema v1) or
+   ``author`` and ``content`` (v0) columns, ``adk``; any other database is refused.
 3. A text file, by its first records (the first 50 lines of JSONL, or the first 50
    elements of a ``.json`` list: the first of them that says more than Chat
    Completions):
@@ -31,6 +34,9 @@ from typing import Any
 from store.errors import InvalidSource
 from store.importing.readers._records import records
 from store.importing.readers._sqlite import columns, is_sqlite, tables
+from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
+from store.importing.readers.adk import SESSIONS_TABLE as ADK_SESSIONS
+from store.importing.readers.adk import is_events_table
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
 
@@ -109,10 +115,14 @@ def _database(path: Path, source: str, table: str | None) -> str:
             return "openai-agents"
         if "message" in names:
             return "langchain"
+        if is_events_table(names):
+            return "adk"
     if AGENTS_TABLE in found:
         return "openai-agents"
     if LANGCHAIN_TABLE in found:
         return "langchain"
+    if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(columns(path, source, ADK_EVENTS)):
+        return "adk"
     raise InvalidSource(source, None, "a database of none of the known formats")
 
 

@@ -1,7 +1,8 @@
 """Import sources for the tests, written by code: by the real libraries where one writes
 the format (the OpenAI Agents SDK, LangChain, Agent Framework), as the API documents
 them otherwise. Each function returns the counts the tests expect, computed from what
-it wrote."""
+it wrote. Google ADK's stores are committed fixtures (``fixtures/``, written by ADK
+with ``fixtures/generate.py``); what they hold is ``fixtures/adk_sessions.py``."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.importing.fixtures.adk_sessions import AdkSession
 
 
 @dataclass(frozen=True)
@@ -200,3 +203,18 @@ def anthropic_body(turns: int) -> dict[str, Any]:
             {"role": "assistant", "content": f"It is sunny ({turn})."},
         ]
     return {"model": "claude", "max_tokens": 100, "system": "be brief", "messages": messages}
+
+
+def adk_expected(session: AdkSession) -> Expected:
+    """The expected session of an ADK session: one message an event with content (a
+    function response makes a ``tool`` message, the ``model`` role ``assistant``), the
+    session id its app name, user id and id."""
+    events = [event for event in session.events if event.role is not None]
+    roles = {"model": "assistant", "user": "user"}
+    return Expected(
+        f"{session.app_name}/{session.user_id}/{session.session_id}",
+        ["tool" if event.results else roles[event.role or ""] for event in events],
+        ["".join(event.texts) for event in events],
+        [call.call_id for event in events for call in event.calls],
+        [result.call_id for event in events for result in event.results],
+    )

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from store.importing.readers import (
+    adk,
     agent_framework,
     anthropic,
     jsonl,
@@ -42,8 +43,9 @@ READERS: dict[str, Reader] = {
     "agent-framework": _file(agent_framework.read),
     "openai-agents": openai_agents.read,
     "langchain": langchain.read,
+    "adk": adk.read,
 }
 """Every format id with its reader."""
 
-DATABASE_FORMATS = frozenset({"openai-agents", "langchain"})
+DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk"})
 """The formats whose sources are databases."""
