@@ -107,7 +107,7 @@ def import_(
     """Import chat logs: files, folders or SQLite databases of other systems.
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework (docs/importing.md).
+    agent-framework, adk (docs/importing.md).
     """
     from store.importing import FORMATS, import_sources
     from store.sql.store import HistoryStore
