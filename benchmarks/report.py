@@ -45,6 +45,15 @@ TABLES: dict[str, tuple[str, str, float, str]] = {
 }
 
 
+# the columns of both workloads of concurrent writers: (metric, column, scale)
+_WRITER_METRICS: list[tuple[str, str, float]] = [
+    ("turns_per_s", "turns/s", 1.0),
+    ("p50_s", "p50 ms", 1e3),
+    ("p99_s", "p99 ms", 1e3),
+    ("errors", "errors", 1.0),
+    ("turns", "turns", 1.0),
+]
+
 # workload -> (title, what the size counts, [(metric, column, scale)])
 SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
     "many_sessions": (
@@ -66,24 +75,12 @@ SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
         "Many writers: N writer processes, each on its own session (turn = append, "
         "after-run compaction, next context)",
         "writers",
-        [
-            ("turns_per_s", "turns/s", 1.0),
-            ("p50_s", "p50 ms", 1e3),
-            ("p99_s", "p99 ms", 1e3),
-            ("errors", "errors", 1.0),
-            ("turns", "turns", 1.0),
-        ],
+        _WRITER_METRICS,
     ),
     "shared_session": (
         "Shared session: N writer processes on one session",
         "writers",
-        [
-            ("turns_per_s", "turns/s", 1.0),
-            ("p50_s", "p50 ms", 1e3),
-            ("p99_s", "p99 ms", 1e3),
-            ("errors", "errors", 1.0),
-            ("turns", "turns", 1.0),
-        ],
+        _WRITER_METRICS,
     ),
     "deferred_compaction": (
         "Deferred compaction: a provider's save_turn with a summarizer that takes "
@@ -179,109 +176,174 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
-def _table(report: dict[str, Any], workload: str) -> list[str]:
-    _metric, title, scale, unit = TABLES[workload]
-    rows = [r for r in report["rows"] if r["workload"] == workload]
+def _section(title: str, lines: list[str]) -> list[str]:
+    """``lines`` under a heading, or nothing when there are none."""
+    return [f"### {title}", "", *lines, ""] if lines else []
+
+
+def _cells(cells: list[str]) -> str:
+    return f"| {' | '.join(cells)} |"
+
+
+def _markdown_table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    *,
+    left: int = 1,
+    intro: tuple[str, ...] = (),
+) -> list[str]:
+    """A table under a heading (the first ``left`` columns aligned left, the others
+    right), after the ``intro`` lines; nothing when there are no rows."""
     if not rows:
         return []
+    rule = "|" + "---|" * left + "---:|" * (len(columns) - left)
+    return _section(title, [*intro, _cells(columns), rule, *map(_cells, rows)])
+
+
+def _table(report: dict[str, Any], workload: str) -> list[str]:
+    _metric, title, scale, unit = TABLES[workload]
     worst = workload == "per_turn"
-    lines = [
-        f"### {title}",
-        "",
-        f"| system | messages | median {unit} | IQR | min to max | runs | ÷ chatledger "
-        f"| ÷ limit | growth |{f' worst turn {unit} |' if worst else ''}",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if worst else ""),
+    columns = [
+        "system",
+        "messages",
+        f"median {unit}",
+        "IQR",
+        "min to max",
+        "runs",
+        "÷ chatledger",
+        "÷ limit",
+        "growth",
     ]
-    for row in sorted(rows, key=lambda r: (r["size"], r["system"])):
+    if worst:
+        columns.append(f"worst turn {unit}")
+    rows: list[list[str]] = []
+    mine = [r for r in report["rows"] if r["workload"] == workload]
+    for row in sorted(mine, key=lambda r: (r["size"], r["system"])):
         s = Summary(**row["summary"])
-        worst_turn = row["worst_turn_s"]
-        lines.append(
-            f"| {row['system']} | {row['size']:,} | {_fmt(s.median * scale)} "
-            f"| {_fmt(s.q1 * scale)} to {_fmt(s.q3 * scale)} "
-            f"| {_fmt(s.minimum * scale)} to {_fmt(s.maximum * scale)} | {s.runs} "
-            f"| {_fmt(row['vs_chatledger'])} | {_fmt(row['vs_limit'])} | {_fmt(row['growth'])} |"
-            + (f" {_fmt(worst_turn * scale if worst_turn else None)} |" if worst else "")
-        )
-    return [*lines, ""]
+        cells = [
+            row["system"],
+            f"{row['size']:,}",
+            _fmt(s.median * scale),
+            f"{_fmt(s.q1 * scale)} to {_fmt(s.q3 * scale)}",
+            f"{_fmt(s.minimum * scale)} to {_fmt(s.maximum * scale)}",
+            str(s.runs),
+            _fmt(row["vs_chatledger"]),
+            _fmt(row["vs_limit"]),
+            _fmt(row["growth"]),
+        ]
+        if worst:
+            worst_turn = row["worst_turn_s"]
+            cells.append(_fmt(worst_turn * scale if worst_turn else None))
+        rows.append(cells)
+    return _markdown_table(title, columns, rows)
+
+
+def _scale_cells(
+    case: dict[str, Any],
+    metrics: list[tuple[str, str, float]],
+    smallest: dict[tuple[str, str], float] | None,
+) -> list[str]:
+    """A case's median of each metric; with ``smallest`` (the first median seen of each
+    system and time), its growth too."""
+    cells: list[str] = []
+    for metric, _, scale in metrics:
+        values = case["samples"].get(metric)
+        if not values:
+            cells.append("-")
+            continue
+        median = summarize(values).median
+        cell = _fmt(median * scale)
+        if metric.endswith("_s") and smallest is not None:
+            base = smallest.setdefault((case["system"], metric), median)
+            cell += f" ({_fmt(median / base if base else None)}x)"
+        cells.append(cell)
+    return cells
 
 
 def _scale_table(report: dict[str, Any], workload: str) -> list[str]:
     """Medians of each metric of a workload of scale, with growth for the times."""
     title, counts, metrics = SCALE_TABLES[workload]
     cases = [c for c in report["cases"] if c["workload"] == workload and c["samples"]]
-    if not cases:
-        return []
-    header = " | ".join(label for _, label, _ in metrics)
-    lines = [f"### {title}", "", f"| system | {counts} | runs | {header} |"]
-    lines.append("|---|---:|---:|" + "---:|" * len(metrics))
-    smallest: dict[tuple[str, str], float] = {}
-    for case in sorted(cases, key=lambda c: (c["system"], c["size"])):
-        cells: list[str] = []
-        for metric, _, scale in metrics:
-            values = case["samples"].get(metric)
-            if not values:
-                cells.append("-")
-                continue
-            median = summarize(values).median
-            cell = _fmt(median * scale)
-            if metric.endswith("_s") and workload == "many_sessions":
-                base = smallest.setdefault((case["system"], metric), median)
-                cell += f" ({_fmt(median / base if base else None)}x)"
-            cells.append(cell)
-        runs = len(next(iter(case["samples"].values())))
-        lines.append(f"| {case['system']} | {case['size']:,} | {runs} | {' | '.join(cells)} |")
-    return [*lines, ""]
+    smallest: dict[tuple[str, str], float] | None = {} if workload == "many_sessions" else None
+    rows = [
+        [
+            case["system"],
+            f"{case['size']:,}",
+            str(len(next(iter(case["samples"].values())))),
+            *_scale_cells(case, metrics, smallest),
+        ]
+        for case in sorted(cases, key=lambda c: (c["system"], c["size"]))
+    ]
+    columns = ["system", counts, "runs", *(label for _, label, _ in metrics)]
+    return _markdown_table(title, columns, rows)
 
 
 def _memory_table(report: dict[str, Any]) -> list[str]:
-    lines = ["### Peak resident memory (ru_maxrss of the child, MB)", ""]
-    lines += [
-        "| workload | system | messages | median MB | min to max |",
-        "|---|---|---:|---:|---:|",
-    ]
-    found = False
+    rows: list[list[str]] = []
     for case in report["cases"]:
         values = case["samples"].get("peak_rss_mb")
         if case["workload"] in ("per_turn", "bulk_import") and values:
-            found = True
             s = summarize(values)
-            lines.append(
-                f"| {case['workload']} | {case['system']} | {case['size']:,} | {_fmt(s.median, 1)} "
-                f"| {_fmt(s.minimum, 1)} to {_fmt(s.maximum, 1)} |"
+            rows.append(
+                [
+                    case["workload"],
+                    case["system"],
+                    f"{case['size']:,}",
+                    _fmt(s.median, 1),
+                    f"{_fmt(s.minimum, 1)} to {_fmt(s.maximum, 1)}",
+                ]
             )
-    return [*lines, ""] if found else []
-
-
-def _token_row(case: dict[str, Any]) -> str:
-    samples = {k: v[0] for k, v in case["samples"].items()}
-    passes = samples.get("passes_per_stored_message")
-    stored = samples.get("stored_with_summaries", samples["stored_messages"])
-    return (
-        f"| {case['system']} | {case['size']:,} | {stored:,.0f} "
-        f"| {samples['tokenizer_calls']:,.0f} | {_fmt(samples.get('one_pass_calls'), 0)} "
-        f"| {_fmt(passes)} | {_fmt(samples.get('calls_beyond_one_pass'), 0)} "
-        f"| {samples['calls_per_message']:.2f} | {samples['max_repeats_one_text']:,.0f} |"
+    columns = ["workload", "system", "messages", "median MB", "min to max"]
+    return _markdown_table(
+        "Peak resident memory (ru_maxrss of the child, MB)", columns, rows, left=2
     )
 
 
+def _token_row(case: dict[str, Any]) -> list[str]:
+    samples = {k: v[0] for k, v in case["samples"].items()}
+    passes = samples.get("passes_per_stored_message")
+    stored = samples.get("stored_with_summaries", samples["stored_messages"])
+    return [
+        case["system"],
+        f"{case['size']:,}",
+        f"{stored:,.0f}",
+        f"{samples['tokenizer_calls']:,.0f}",
+        _fmt(samples.get("one_pass_calls"), 0),
+        _fmt(passes),
+        _fmt(samples.get("calls_beyond_one_pass"), 0),
+        f"{samples['calls_per_message']:.2f}",
+        f"{samples['max_repeats_one_text']:,.0f}",
+    ]
+
+
 def _token_table(report: dict[str, Any]) -> list[str]:
-    lines = ["### Token counting (instrumented tokenizer over an N-turn run)", ""]
-    lines += [
+    intro = (
         "One pass = the tokenizer calls needed to count every stored message (summaries "
         "included) once; a message has several texts (call names, arguments, results), "
         "so calls per appended message exceed 1 even then. passes = calls / one pass: "
         "1.00 means each stored message was tokenized exactly once and nothing else was.",
         "",
-        "| system | turns | stored messages | tokenizer calls | one pass | passes "
-        "| calls beyond one pass | calls per appended message | max per text |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    )
+    columns = [
+        "system",
+        "turns",
+        "stored messages",
+        "tokenizer calls",
+        "one pass",
+        "passes",
+        "calls beyond one pass",
+        "calls per appended message",
+        "max per text",
     ]
     rows = [
         _token_row(case)
         for case in report["cases"]
         if case["workload"] == "token_counting" and case["samples"]
     ]
-    return [*lines, *rows, ""] if rows else []
+    return _markdown_table(
+        "Token counting (instrumented tokenizer over an N-turn run)", columns, rows, intro=intro
+    )
 
 
 def _extras(report: dict[str, Any]) -> list[str]:
@@ -296,7 +358,7 @@ def _extras(report: dict[str, Any]) -> list[str]:
                 f"- limit at {size:,}: sqlite3 alone {_fmt(size / sql if sql else None)} msg/s, "
                 f"tiktoken alone {_fmt(size / tok if tok else None)} msg/s"
             )
-    return ["### Limit split", "", *lines, ""] if lines else []
+    return _section("Limit split", lines)
 
 
 def _header(report: dict[str, Any], stamp: str) -> list[str]:
@@ -332,11 +394,8 @@ def _header(report: dict[str, Any], stamp: str) -> list[str]:
 
 def _failures(report: dict[str, Any]) -> list[str]:
     failed = [c for c in report["cases"] if c["status"] != "ok"]
-    if not failed:
-        return []
-    lines = ["### Cases that did not run", ""]
-    lines += [f"- {c['workload']} {c['system']} {c['size']:,}: {c['reason']}" for c in failed]
-    return [*lines, ""]
+    lines = [f"- {c['workload']} {c['system']} {c['size']:,}: {c['reason']}" for c in failed]
+    return _section("Cases that did not run", lines)
 
 
 def to_markdown(report: dict[str, Any], stamp: str) -> str:

@@ -24,6 +24,7 @@ from store.cli._common import (
     tokenizer_option_value,
     url_option,
     with_store,
+    yes_option,
 )
 from store.cli._output import echo, number, print_table
 from store.cli._render import dry_run_table, event_outcome, short_strategy
@@ -288,7 +289,7 @@ unpin = _pin_command(False)
 
 @click.command()
 @click.argument("session_id", metavar="SESSION")
-@click.option("--yes", is_flag=True, help="Do not ask (needed when not on a terminal).")
+@yes_option
 @url_option
 @tenant_option
 @json_option

@@ -45,6 +45,7 @@ __all__ = [
     "tokenizer_option_value",
     "url_option",
     "with_store",
+    "yes_option",
 ]
 
 T = TypeVar("T")
@@ -90,6 +91,12 @@ def json_option(function: F) -> F:
     return click.option(
         "--json", "as_json", is_flag=True, help="Print JSON instead of a table (docs/cli.md)."
     )(function)
+
+
+def yes_option(function: F) -> F:
+    """``--yes``: do what the command would ask to confirm, without asking."""
+    ask = "Do not ask (needed when not on a terminal)."
+    return click.option("--yes", is_flag=True, help=ask)(function)
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -23,6 +23,7 @@ from store.cli._common import (
     session_tokenizer,
     tenant_option,
     url_option,
+    yes_option,
 )
 from store.cli._output import Column, Table, echo, number, print_table, when
 
@@ -82,7 +83,7 @@ def _purge_line(report: PurgeReport, verb: str) -> str:
     help="Remove sessions last updated before this: an age (30d, 12h) or an ISO date/time.",
 )
 @click.option("--dry-run", is_flag=True, help="Show what would be removed; remove nothing.")
-@click.option("--yes", is_flag=True, help="Do not ask (needed when not on a terminal).")
+@yes_option
 @click.option("--vacuum", is_flag=True, help=_VACUUM_HELP)
 @url_option
 @tenant_option
@@ -164,7 +165,7 @@ def _preview(messages: list[StoredMessage], title: str) -> None:
 @click.argument("message_ids", metavar="MESSAGE...", nargs=-1, required=True)
 @click.option("--reason", required=True, help="Why the messages are redacted (audited).")
 @click.option("--dry-run", is_flag=True, help="Show the messages that would be redacted.")
-@click.option("--yes", is_flag=True, help="Do not ask (needed when not on a terminal).")
+@yes_option
 @click.option("--vacuum", is_flag=True, help=_VACUUM_HELP)
 @url_option
 @tenant_option

@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
@@ -19,13 +19,17 @@ __all__ = [
     "build",
     "build_message",
     "clone",
+    "content_form",
     "copied",
     "exported_role",
     "join_data_uri",
     "message_items",
+    "read_id",
     "read_tagged",
     "split_data_uri",
     "take",
+    "take_role",
+    "write_id",
 ]
 
 ORIGINAL_ID_KEY = "original_message_id"
@@ -41,6 +45,7 @@ SOURCE_FORMAT_KEY = "source_format"
 they came from."""
 
 _T = TypeVar("_T")
+_Listed = TypeVar("_Listed", bound=str)
 
 _BASE64_DATA_URI = re.compile(r"^data:(?P<media_type>[^;,]*);base64,(?P<data>.*)$", re.DOTALL)
 
@@ -136,6 +141,59 @@ def take(fields: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any
         del fields[key]
         return value
     return None
+
+
+def take_role(index: int, fields: dict[str, Any]) -> str:
+    """Remove and return ``fields["role"]``: :class:`FormatError` when it is not a string."""
+    role = fields.pop("role", None)
+    if not isinstance(role, str):
+        raise FormatError(index, "role must be a string")
+    return role
+
+
+def content_form(
+    index: int, fields: Mapping[str, Any], listed: _Listed
+) -> Literal["string", "missing"] | _Listed:
+    """The shape of ``fields["content"]``: ``string``, ``listed`` (a list of ``listed``,
+    such as ``parts`` or ``blocks``) or ``missing``; :class:`FormatError` for anything else."""
+    if "content" not in fields:
+        return "missing"
+    value = fields["content"]
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return listed
+    raise FormatError(index, f"content must be a string or a list of {listed}, not {value!r}")
+
+
+def read_id(fields: dict[str, Any], metadata: dict[str, Any], values: dict[str, Any]) -> None:
+    """Take a non-empty string ``id`` from ``fields`` as the ``message_id`` of ``values``.
+
+    Otherwise the message gets a generated id and ``metadata`` keeps the original
+    (``""`` or ``None``) under :data:`ORIGINAL_ID_KEY`; a null or odd-typed ``id`` stays
+    in ``fields``, so in the extra keys.
+    """
+    raw = take(fields, "id", str)
+    if raw:
+        values["message_id"] = raw
+    else:
+        metadata[ORIGINAL_ID_KEY] = raw
+
+
+def write_id(
+    out: dict[str, Any], message: Message, *, native: bool, with_ids: bool, key: str = "id"
+) -> None:
+    """Write the message id to ``out[key]``.
+
+    A message read from this format (``native``) gets its original id back, or none when
+    it had none; another gets its ``message_id`` when ``with_ids``.
+    """
+    metadata = message.metadata
+    if native and ORIGINAL_ID_KEY in metadata:
+        if metadata[ORIGINAL_ID_KEY] is not None:
+            out[key] = metadata[ORIGINAL_ID_KEY]
+    elif native or with_ids:
+        out[key] = message.message_id
 
 
 Reader = Callable[[int, dict[str, Any]], Content | None]

@@ -40,6 +40,8 @@ from store.formats._common import (
     copied,
     exported_role,
     message_items,
+    take_role,
+    write_id,
 )
 from strategies.messages import Message
 
@@ -211,9 +213,7 @@ def _message_from_af(index: int, item: Any, *, allow_custom_roles: bool) -> Mess
         raise FormatError(index, f"expected a message mapping, got {type(item).__name__}")
     fields = dict(item)
     _read_type(index, fields)
-    role = fields.pop("role", None)
-    if not isinstance(role, str):
-        raise FormatError(index, "role must be a string")
+    role = take_role(index, fields)
     metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_AGENT_FRAMEWORK}
     values: dict[str, Any] = {"role": role, "contents": _read_contents(index, fields)}
     message_id = _read_id(fields, metadata)
@@ -253,11 +253,7 @@ def _message_to_af(message: Message) -> dict[str, Any]:
     }
     if message.author_name is not None:
         out["author_name"] = message.author_name
-    if native and ORIGINAL_ID_KEY in metadata:
-        if metadata[ORIGINAL_ID_KEY] is not None:
-            out["message_id"] = metadata[ORIGINAL_ID_KEY]
-    else:
-        out["message_id"] = message.message_id
+    write_id(out, message, native=native, with_ids=True, key="message_id")
     properties: dict[str, Any] = {}
     for key in (AF_PROPERTIES_KEY, AF_ANNOTATIONS_KEY):
         value = metadata.get(key)

@@ -43,6 +43,7 @@ from store.formats._common import (
     copied,
     read_tagged,
     take,
+    take_role,
 )
 from strategies.messages import (
     Content,
@@ -192,9 +193,7 @@ def _messages_from_item(index: int, item: Any, *, allow_custom_roles: bool) -> l
     if not isinstance(item, Mapping):
         raise FormatError(index, f"expected a message object, got {type(item).__name__}")
     fields = dict(item)
-    role = fields.pop("role", None)
-    if not isinstance(role, str):
-        raise FormatError(index, "role must be a string")
+    role = take_role(index, fields)
     content = fields.pop("content", None)
     runs: list[tuple[str, list[Content]]]
     if isinstance(content, str):

@@ -43,15 +43,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from store.formats._common import (
-    ORIGINAL_ID_KEY,
     SOURCE_FORMAT_KEY,
     FormatError,
     build,
     build_message,
     clone,
+    content_form,
     copied,
     exported_role,
+    read_id,
     take,
+    write_id,
 )
 from strategies.messages import (
     Content,
@@ -152,17 +154,6 @@ def _block(index: int, position: int, block: Any) -> Content:
     return build(index, OtherContent, kind=kind, payload=fields)
 
 
-def _content_form(index: int, data: Mapping[str, Any]) -> ContentForm:
-    if "content" not in data:
-        return "missing"
-    value = data["content"]
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "blocks"
-    raise FormatError(index, f"content must be a string or a list of blocks, not {value!r}")
-
-
 def _read_body(index: int, data: dict[str, Any]) -> list[Content]:
     value = data.pop("content", None)
     if isinstance(value, str):
@@ -221,18 +212,14 @@ def _message_from_langchain(index: int, item: Any, *, allow_custom_roles: bool) 
     metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_LANGCHAIN}
     if kind != _usual_type(role):
         metadata[LANGCHAIN_TYPE_KEY] = kind
-    form = _content_form(index, data)
+    form: ContentForm = content_form(index, data, "blocks")
     metadata[LANGCHAIN_FORM_KEY] = form
     if role == "tool":
         contents = _read_result(index, data, form)
     else:
         contents = _read_body(index, data) + _read_tool_calls(index, data)
     values: dict[str, Any] = {"role": role, "contents": contents}
-    message_id = take(data, "id", str)
-    if message_id:
-        values["message_id"] = message_id
-    else:
-        metadata[ORIGINAL_ID_KEY] = message_id
+    read_id(data, metadata, values)
     author_name = take(data, "name", str)
     if author_name is not None:
         values["author_name"] = author_name
@@ -321,11 +308,7 @@ def _write_common(out: dict[str, Any], message: Message, native: bool, with_ids:
     metadata = message.metadata
     if message.author_name is not None:
         out["name"] = message.author_name
-    if native and ORIGINAL_ID_KEY in metadata:
-        if metadata[ORIGINAL_ID_KEY] is not None:
-            out["id"] = metadata[ORIGINAL_ID_KEY]
-    elif native or with_ids:
-        out["id"] = message.message_id
+    write_id(out, message, native=native, with_ids=with_ids)
     extra = metadata.get(LANGCHAIN_EXTRA_KEY)
     if native and isinstance(extra, dict):
         out.update(copied(extra))

@@ -31,7 +31,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from store.formats._common import (
-    ORIGINAL_ID_KEY,
     SOURCE_FORMAT_KEY,
     FormatError,
     build,
@@ -40,7 +39,10 @@ from store.formats._common import (
     copied,
     exported_role,
     message_items,
+    read_id,
     take,
+    take_role,
+    write_id,
 )
 from store.formats._openai_parts import (
     part_from_openai,
@@ -113,21 +115,11 @@ def _read_tool_calls(index: int, fields: dict[str, Any]) -> list[Content]:
     return [tool_call_from_openai(index, position, call) for position, call in enumerate(calls)]
 
 
-def _read_id(fields: dict[str, Any], metadata: dict[str, Any]) -> str | None:
-    raw = take(fields, "id", str)
-    if raw:
-        return str(raw)
-    metadata[ORIGINAL_ID_KEY] = raw  # "" or None; a null or odd-typed id stays in extra
-    return None
-
-
 def _message_from_openai(index: int, item: Any, *, allow_custom_roles: bool) -> Message:
     if not isinstance(item, Mapping):
         raise FormatError(index, f"expected a message object, got {type(item).__name__}")
     fields = dict(item)
-    role = fields.pop("role", None)
-    if not isinstance(role, str):
-        raise FormatError(index, "role must be a string")
+    role = take_role(index, fields)
     form = _content_form(index, fields)
     result_call_id = take(fields, "tool_call_id", str) if role == "tool" else None
     contents = _read_content(index, fields, result_call_id)
@@ -135,9 +127,7 @@ def _message_from_openai(index: int, item: Any, *, allow_custom_roles: bool) -> 
     metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_OPENAI_CHAT}
     metadata[OPENAI_CONTENT_FORM_KEY] = form
     values: dict[str, Any] = {"role": role, "contents": contents}
-    message_id = _read_id(fields, metadata)
-    if message_id is not None:
-        values["message_id"] = message_id
+    read_id(fields, metadata, values)
     author_name = take(fields, "name", str)
     if author_name is not None:
         values["author_name"] = author_name
@@ -216,15 +206,6 @@ def _write_result(
         out["content"] = None if form == "null" else clone(result.result)
 
 
-def _write_id(out: dict[str, Any], message: Message, native: bool, with_ids: bool) -> None:
-    metadata = message.metadata
-    if native and ORIGINAL_ID_KEY in metadata:
-        if metadata[ORIGINAL_ID_KEY] is not None:
-            out["id"] = metadata[ORIGINAL_ID_KEY]
-    elif native or with_ids:
-        out["id"] = message.message_id
-
-
 def _split(message: Message) -> tuple[list[Any], list[FunctionResultContent], list[Content]]:
     calls: list[Any] = []
     results: list[FunctionResultContent] = []
@@ -254,7 +235,7 @@ def _message_to_openai(message: Message, *, with_ids: bool) -> list[dict[str, An
         out["name"] = message.author_name
     if calls:
         out["tool_calls"] = [tool_call_to_openai(c, native=native) for c in calls]
-    _write_id(out, message, native, with_ids)
+    write_id(out, message, native=native, with_ids=with_ids)
     extra = message.metadata.get(OPENAI_EXTRA_KEY)
     if native and isinstance(extra, dict):
         out.update(copied(extra))

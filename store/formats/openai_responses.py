@@ -46,19 +46,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from store.formats._common import (
-    ORIGINAL_ID_KEY,
     SOURCE_FORMAT_KEY,
     FormatError,
     Reader,
     build,
     build_message,
     clone,
+    content_form,
     copied,
     exported_role,
     join_data_uri,
+    read_id,
     read_tagged,
     split_data_uri,
     take,
+    take_role,
+    write_id,
 )
 from strategies.messages import (
     Content,
@@ -191,30 +194,9 @@ def _part_from_responses(index: int, position: int, part: Any, role: str) -> Con
     return usual(content)
 
 
-def _content_form(index: int, fields: Mapping[str, Any]) -> ContentForm:
-    if "content" not in fields:
-        return "missing"
-    value = fields["content"]
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "parts"
-    raise FormatError(index, f"content must be a string or a list of parts, not {value!r}")
-
-
-def _read_id(fields: dict[str, Any], metadata: dict[str, Any], values: dict[str, Any]) -> None:
-    raw = take(fields, "id", str)
-    if raw:
-        values["message_id"] = raw
-    else:
-        metadata[ORIGINAL_ID_KEY] = raw  # "" or None; a null or odd-typed id stays in extra
-
-
 def _message_item(index: int, fields: dict[str, Any], *, allow_custom_roles: bool) -> Message:
-    role = fields.pop("role", None)
-    if not isinstance(role, str):
-        raise FormatError(index, "role must be a string")
-    form = _content_form(index, fields)
+    role = take_role(index, fields)
+    form: ContentForm = content_form(index, fields, "parts")
     value = fields.pop("content", None)
     contents: list[Content] = []
     if isinstance(value, str):
@@ -224,7 +206,7 @@ def _message_item(index: int, fields: dict[str, Any], *, allow_custom_roles: boo
     metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_OPENAI_RESPONSES}
     metadata[RESPONSES_FORM_KEY] = form
     values: dict[str, Any] = {"role": role, "contents": contents}
-    _read_id(fields, metadata, values)
+    read_id(fields, metadata, values)
     if fields:
         metadata[RESPONSES_EXTRA_KEY] = fields
     values["metadata"] = metadata
@@ -289,7 +271,7 @@ def _other_item(index: int, kind: str, fields: dict[str, Any]) -> Message:
     metadata: dict[str, Any] = {SOURCE_FORMAT_KEY: SOURCE_OPENAI_RESPONSES}
     values: dict[str, Any] = {}
     item_id = fields.get("id")
-    _read_id(fields, metadata, values)
+    read_id(fields, metadata, values)
     content: Content
     if kind == "function_call":
         content = _function_call(index, fields)
@@ -378,20 +360,11 @@ def _native_message_item(message: Message) -> dict[str, Any]:
         out["content"] = only.text
     elif form != "missing" or message.contents:
         out["content"] = [_part_to_responses(c, role, native=True) for c in message.contents]
-    _write_id(out, message, native=True, with_ids=False)
+    write_id(out, message, native=True, with_ids=False)
     extra = metadata.get(RESPONSES_EXTRA_KEY)
     if isinstance(extra, dict):
         out.update(copied(extra))
     return out
-
-
-def _write_id(out: dict[str, Any], message: Message, *, native: bool, with_ids: bool) -> None:
-    metadata = message.metadata
-    if native and ORIGINAL_ID_KEY in metadata:
-        if metadata[ORIGINAL_ID_KEY] is not None:
-            out["id"] = metadata[ORIGINAL_ID_KEY]
-    elif native or with_ids:
-        out["id"] = message.message_id
 
 
 def _output_value(result: Any) -> Any:
@@ -443,7 +416,7 @@ def _is_item(content: Content) -> bool:
 def _native_items(message: Message) -> list[dict[str, Any]]:
     items = [_content_item(content, native=True) for content in message.contents]
     if items:
-        _write_id(items[0], message, native=True, with_ids=False)
+        write_id(items[0], message, native=True, with_ids=False)
     return items
 
 
@@ -471,7 +444,7 @@ def _foreign_items(message: Message, *, with_ids: bool) -> list[dict[str, Any]]:
     if parts or not items:
         items.append(_foreign_message_item(message, parts))
     if with_ids:
-        _write_id(items[0], message, native=False, with_ids=True)
+        write_id(items[0], message, native=False, with_ids=True)
     return items
 
 

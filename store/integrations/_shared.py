@@ -16,22 +16,23 @@ import atexit
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
+from typing import Protocol, cast
 
 from pydantic import JsonValue
 
 from store.contract import HistoryBackend, ProviderBackend
 from store.errors import InvalidInput
 from store.models import CompactionEvent, Phase, StoredMessage
-from store.provider import TwoPhaseProvider
+from store.provider import CompactionMode, TwoPhaseProvider
 from store.sync import SyncHistoryStore
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
 
 __all__ = [
-    "LeasedBackend",
+    "LazyBackend",
     "StoreLease",
+    "StoreSource",
     "SyncLease",
     "close_all",
     "phase_strategies",
@@ -135,15 +136,23 @@ class StoreLease:
             await entry.store.aclose()
 
 
-class LeasedBackend:
-    """What the provider calls, on the lease's store, opened on the first call."""
+class StoreSource(Protocol):
+    """What hands an adapter its store: a :class:`StoreLease`, or a store of its own."""
 
-    def __init__(self, lease: StoreLease) -> None:
-        self.lease = lease
+    async def get(self) -> HistoryBackend:
+        """The store, opened on the first call."""
+        ...
+
+
+class LazyBackend:
+    """What the provider calls, on the store of ``source``, opened on the first call."""
+
+    def __init__(self, source: StoreSource) -> None:
+        self.source = source
 
     async def append(self, session_id: str, messages: Sequence[Message]) -> list[str]:
         """See :meth:`store.contract.HistoryBackend.append`."""
-        return await (await self.lease.get()).append(session_id, messages)
+        return await (await self.source.get()).append(session_id, messages)
 
     async def context(
         self,
@@ -153,14 +162,14 @@ class LeasedBackend:
         pending: Sequence[Message] = (),
     ) -> list[Message]:
         """See :meth:`store.contract.HistoryBackend.context`."""
-        store = await self.lease.get()
+        store = await self.source.get()
         return await store.context(session_id, strategy=strategy, pending=pending)
 
     async def compact(
         self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = "manual"
     ) -> CompactionEvent | None:
         """See :meth:`store.contract.HistoryBackend.compact`."""
-        return await (await self.lease.get()).compact(session_id, strategy, phase=phase)
+        return await (await self.source.get()).compact(session_id, strategy, phase=phase)
 
     async def history(
         self,
@@ -171,18 +180,18 @@ class LeasedBackend:
         before: int | None = None,
     ) -> list[StoredMessage]:
         """See :meth:`store.contract.HistoryBackend.history`."""
-        store = await self.lease.get()
+        store = await self.source.get()
         return await store.history(
             session_id, include_excluded=include_excluded, limit=limit, before=before
         )
 
     async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
         """See :meth:`store.contract.HistoryBackend.get_metadata`."""
-        return await (await self.lease.get()).get_metadata(session_id)
+        return await (await self.source.get()).get_metadata(session_id)
 
     async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
         """See :meth:`store.contract.HistoryBackend.set_metadata`."""
-        await (await self.lease.get()).set_metadata(session_id, metadata)
+        await (await self.source.get()).set_metadata(session_id, metadata)
 
 
 def provider_for(
@@ -194,6 +203,7 @@ def provider_for(
     max_output_tokens: int | None,
     reserved_tokens: int,
     tokenizer: Tokenizer | None,
+    compaction: CompactionMode = "inline",
 ) -> TwoPhaseProvider:
     """The two phases of an adapter; bad options raise :class:`InvalidInput` at once."""
     try:
@@ -205,6 +215,7 @@ def provider_for(
             max_output_tokens=max_output_tokens,
             reserved_tokens=reserved_tokens,
             tokenizer=tokenizer,
+            compaction=compaction,
         )
     except InvalidInput:
         raise

@@ -55,8 +55,6 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
-from pydantic import JsonValue
-
 try:
     from agent_framework import (
         AgentContext,
@@ -80,8 +78,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from store.contract import HistoryBackend
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
-from store.models import CompactionEvent, ImportResult, Phase, StoredMessage
-from store.provider import CompactionMode, SaveResult, TwoPhaseProvider, unanswered_call_ids
+from store.integrations._shared import LazyBackend, provider_for
+from store.models import ImportResult
+from store.provider import CompactionMode, SaveResult, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.bounded import (
     AllowancePolicy,
@@ -147,8 +146,9 @@ def _session(session_id: str | None) -> str:
     return session_id
 
 
-class _LazyStore:
-    """A :class:`~store.contract.ProviderBackend` that opens the store on first use."""
+class _OwnStore:
+    """The provider's store: the one it was given, or one it opens on first use and
+    closes in :meth:`aclose`."""
 
     def __init__(
         self,
@@ -180,43 +180,6 @@ class _LazyStore:
             self.store = None
             await store.aclose()
 
-    async def append(self, session_id: str, messages: Sequence[Message]) -> list[str]:
-        return await (await self.get()).append(session_id, messages)
-
-    async def context(
-        self,
-        session_id: str,
-        *,
-        strategy: CompactionStrategy | None = None,
-        pending: Sequence[Message] = (),
-    ) -> list[Message]:
-        backend = await self.get()
-        return await backend.context(session_id, strategy=strategy, pending=pending)
-
-    async def compact(
-        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = "manual"
-    ) -> CompactionEvent | None:
-        return await (await self.get()).compact(session_id, strategy, phase=phase)
-
-    async def history(
-        self,
-        session_id: str,
-        *,
-        include_excluded: bool = False,
-        limit: int | None = None,
-        before: int | None = None,
-    ) -> list[StoredMessage]:
-        backend = await self.get()
-        return await backend.history(
-            session_id, include_excluded=include_excluded, limit=limit, before=before
-        )
-
-    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
-        return await (await self.get()).get_metadata(session_id)
-
-    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
-        await (await self.get()).set_metadata(session_id, metadata)
-
 
 class ChatledgerHistoryProvider(HistoryProvider):
     """An Agent Framework history provider backed by a chatledger store."""
@@ -241,9 +204,9 @@ class ChatledgerHistoryProvider(HistoryProvider):
         ``compaction="deferred"`` runs the after phase in the background (see
         :class:`store.provider.TwoPhaseProvider`); :meth:`aclose` waits for it."""
         super().__init__(source_id)
-        self._store = _LazyStore(store, url, tenant, tokenizer)
-        self.phases = TwoPhaseProvider(
-            self._store,
+        self._store = _OwnStore(store, url, tenant, tokenizer)
+        self.phases = provider_for(
+            LazyBackend(self._store),
             before_strategy=before_strategy,
             after_strategy=after_strategy,
             max_context_window_tokens=max_context_window_tokens,

@@ -39,7 +39,7 @@ from store.contract import DEFAULT_TENANT, HistoryBackend
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
-from store.integrations._shared import LeasedBackend, StoreLease, provider_for
+from store.integrations._shared import LazyBackend, StoreLease, provider_for
 from store.provider import TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, Message, OtherContent
@@ -140,7 +140,7 @@ class ChatledgerSession:
         self.session_settings = session_settings
         self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=tokenizer)
         self._provider = provider_for(
-            LeasedBackend(self._lease),
+            LazyBackend(self._lease),
             before_strategy=before_strategy,
             after_strategy=after_strategy,
             max_context_window_tokens=max_context_window_tokens,

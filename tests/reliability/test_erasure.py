@@ -8,9 +8,7 @@ never a restore. A purge removes whole sessions last updated before a cutoff.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
@@ -20,32 +18,11 @@ from store.errors import InvalidInput, SessionNotFound
 from store.rules.erasure import REDACTED_SUMMARY_TEXT, REDACTED_TEXT, REDACTION_KEY
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
-from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.conformance.toy_strategies import Fixed, ReduceResults
 from tests.groups.conversations import assistant, result, system, tool, user
 from tests.strategies.invariants import assert_projection_invariants
 
 SECRET = "card 4111-1111-1111-1111 exp 12/29"
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def any_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[HistoryBackend]:
-    """A store of each backend, counting with the character estimator."""
-    tokenizer = CharacterEstimatorTokenizer()
-    if request.param == "memory":
-        yield InMemoryHistoryStore(tokenizer=tokenizer)
-        return
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/erasure.db"
-    else:
-        server = request.getfixturevalue("pg_server")
-        name = server.clone()
-        request.addfinalizer(lambda: server.drop_later(name))
-        url = server.url_for(name)
-    async with HistoryStore.open(url, tokenizer=tokenizer) as store:
-        yield store
 
 
 def _chat() -> list[Message]:

@@ -30,26 +30,6 @@ from strategies.tokenizers import CharacterEstimatorTokenizer
 SURROGATE = json.loads('"\\ud800"')  # what any JSON request body can carry
 
 
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def any_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[HistoryBackend]:
-    """A store of each backend, counting with the character estimator."""
-    tokenizer = CharacterEstimatorTokenizer()
-    if request.param == "memory":
-        yield InMemoryHistoryStore(tokenizer=tokenizer)
-        return
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/hostile.db"
-    else:
-        server = request.getfixturevalue("pg_server")
-        name = server.clone()
-        request.addfinalizer(lambda: server.drop_later(name))
-        url = server.url_for(name)
-    async with HistoryStore.open(url, tokenizer=tokenizer) as store:
-        yield store
-
-
 def _unchecked(**fields: Any) -> Message:
     """A message built without validation, as a caller bypassing the model could."""
     values: dict[str, Any] = {
