@@ -10,45 +10,17 @@ orphan passes its pin to the joined group.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
-from store import HistoryStore, InMemoryHistoryStore
 from store.contract import HistoryBackend
 from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from strategies.view import View
-from tests.conftest import PgServer
 
 TOKENIZER = CharacterEstimatorTokenizer()
-
-
-@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-async def any_store(
-    request: pytest.FixtureRequest, tmp_path: Path
-) -> AsyncIterator[HistoryBackend]:
-    """The in-memory store, and the SQL store on SQLite and PostgreSQL."""
-    if request.param == "memory":
-        yield InMemoryHistoryStore(tokenizer=TOKENIZER)
-        return
-    server: PgServer | None = None
-    name = ""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/early.db"
-    else:
-        server = request.getfixturevalue("pg_server")
-        name = server.clone()
-        url = server.url_for(name)
-    try:
-        async with HistoryStore.open(url, tokenizer=TOKENIZER) as store:
-            yield store
-    finally:
-        if server is not None:
-            server.drop_later(name)
 
 
 def _user(text: str, message_id: str) -> Message:
