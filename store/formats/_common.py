@@ -26,6 +26,7 @@ __all__ = [
     "message_items",
     "read_id",
     "read_tagged",
+    "shown",
     "split_data_uri",
     "take",
     "take_role",
@@ -59,6 +60,20 @@ class FormatError(ValueError):
         self.problem = problem
         """What is wrong with it."""
         super().__init__(f"item {index}: {problem}")
+
+
+SHOWN_LENGTH = 80
+"""At most this many characters of a value are quoted in an error."""
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error message: at most :data:`SHOWN_LENGTH` characters, and
+    never itself an error (the repr of an int past Python's digit limit raises)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<{type(value).__name__} too large to show>"
+    return text if len(text) <= SHOWN_LENGTH else f"{text[: SHOWN_LENGTH - 3]}..."
 
 
 def message_items(items: Any) -> list[Any]:
@@ -163,7 +178,7 @@ def content_form(
         return "string"
     if isinstance(value, list):
         return listed
-    raise FormatError(index, f"content must be a string or a list of {listed}, not {value!r}")
+    raise FormatError(index, f"content must be a string or a list of {listed}, not {shown(value)}")
 
 
 def read_id(fields: dict[str, Any], metadata: dict[str, Any], values: dict[str, Any]) -> None:

@@ -40,6 +40,7 @@ from store.formats._common import (
     copied,
     exported_role,
     message_items,
+    shown,
     take_role,
     write_id,
 )
@@ -195,7 +196,7 @@ def _read_type(index: int, fields: dict[str, Any]) -> None:
     if kind == "message":
         del fields["type"]
     elif kind:  # Agent Framework accepts a missing or empty type, and rejects any other
-        raise FormatError(index, f"not an Agent Framework message (type {kind!r})")
+        raise FormatError(index, f"not an Agent Framework message (type {shown(kind)})")
 
 
 def _read_contents(index: int, fields: dict[str, Any]) -> list[Any]:

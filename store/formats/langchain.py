@@ -52,6 +52,7 @@ from store.formats._common import (
     copied,
     exported_role,
     read_id,
+    shown,
     take,
     write_id,
 )
@@ -131,7 +132,7 @@ def _role(index: int, kind: str, data: dict[str, Any]) -> str:
             raise FormatError(index, "a chat message needs a string role")
         return role
     if base not in _ROLES:
-        raise FormatError(index, f"unknown LangChain message type {kind!r}")
+        raise FormatError(index, f"unknown LangChain message type {shown(kind)}")
     return _ROLES[base]
 
 

@@ -40,6 +40,7 @@ from store.formats._common import (
     exported_role,
     message_items,
     read_id,
+    shown,
     take,
     take_role,
     write_id,
@@ -91,7 +92,9 @@ def _content_form(index: int, fields: Mapping[str, Any]) -> ContentForm:
         return "string"
     if isinstance(value, list):
         return "parts"
-    raise FormatError(index, f"content must be a string, a list of parts or null, not {value!r}")
+    raise FormatError(
+        index, f"content must be a string, a list of parts or null, not {shown(value)}"
+    )
 
 
 def _read_content(index: int, fields: dict[str, Any], result_call_id: str | None) -> list[Any]:

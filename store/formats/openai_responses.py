@@ -58,6 +58,7 @@ from store.formats._common import (
     join_data_uri,
     read_id,
     read_tagged,
+    shown,
     split_data_uri,
     take,
     take_role,
@@ -293,7 +294,7 @@ def _message_from_responses(index: int, item: Any, *, allow_custom_roles: bool) 
     if kind is None or kind == "message":
         return _message_item(index, fields, allow_custom_roles=allow_custom_roles)
     if not isinstance(kind, str) or not kind:
-        raise FormatError(index, f"item type must be a non-empty string, not {kind!r}")
+        raise FormatError(index, f"item type must be a non-empty string, not {shown(kind)}")
     del fields["type"]
     return _other_item(index, kind, fields)
 

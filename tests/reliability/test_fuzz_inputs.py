@@ -192,3 +192,21 @@ async def test_a_call_id_no_id_column_holds_is_invalid_input(
     with pytest.raises(InvalidInput, match="call_id of contents"):
         await store.append("s", [call])
     assert await store.sessions() == []
+
+
+@pytest.mark.parametrize(
+    ("convert", "item"),
+    [
+        (from_openai_chat, {"role": "user", "content": 10**4300}),
+        (from_agent_framework, {"type": 10**4300, "role": "user", "contents": []}),
+        (from_agent_framework, {"type": "x" * 200_000, "role": "user", "contents": []}),
+    ],
+    ids=["chat-huge-int", "af-huge-int", "af-huge-text"],
+)
+def test_a_refused_value_is_quoted_short_and_never_fails_to_show(
+    convert: Any, item: dict[str, Any]
+) -> None:
+    # found by the long fuzz run: repr() of an int past Python's digit limit raises
+    with pytest.raises(FormatError) as refused:
+        convert([item])
+    assert len(str(refused.value)) < 200 and "\n" not in str(refused.value)

@@ -37,6 +37,7 @@ from pydantic import ValidationError
 
 from store.errors import InvalidSource
 from store.formats import SOURCE_FORMAT_KEY
+from store.formats._common import shown
 from store.importing.readers._sessions import RUN
 from store.importing.readers._sqlite import columns, name, rows, tables
 from store.importing.source import Conversation, Located
@@ -175,7 +176,7 @@ def _role(
         return "user" if author == "user" else "assistant"
     if not isinstance(role, str) or role not in _ROLES:
         raise InvalidSource(
-            source, where, f"unknown content role {role!r} (expected model or user)"
+            source, where, f"unknown content role {shown(role)} (expected model or user)"
         )
     return _ROLES[role]
 

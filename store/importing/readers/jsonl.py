@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from store.errors import InvalidSource
+from store.formats._common import shown
 from store.importing.readers._convert import own_id
 from store.importing.source import Conversation, Located, iter_lines, parse_line
 from strategies.messages import Message
@@ -49,7 +50,7 @@ def _message(source: str, where: str, value: Any) -> tuple[str, Message]:
     if not isinstance(value, dict) or value.get("format") != FORMAT_NAME:
         raise InvalidSource(source, where, "not a chatledger JSONL line")
     if value.get("version") != FORMAT_VERSION:
-        raise InvalidSource(source, where, f"unsupported version {value.get('version')!r}")
+        raise InvalidSource(source, where, f"unsupported version {shown(value.get('version'))}")
     session = own_id(value.get("session_id"))
     if session is None:
         raise InvalidSource(source, where, "session_id must be a non-empty string")
