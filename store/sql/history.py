@@ -29,7 +29,7 @@ from collections.abc import AsyncGenerator, Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import String, bindparam, select, type_coerce
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
@@ -39,7 +39,13 @@ from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.errors import translate_errors
-from store.sql.mapping import COLUMN_INDEX, message_columns, session_from_row, stored_message
+from store.sql.mapping import (
+    COLUMN_INDEX,
+    message_columns,
+    paused_collection,
+    session_from_row,
+    stored_message,
+)
 from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
 from store.sql.statements import chunks
@@ -112,7 +118,7 @@ async def read_history(
     before: int | None = None,
     after: int | None = None,
 ) -> list[StoredMessage]:
-    """One page of history, oldest first."""
+    """One page of history, oldest first: one query, each row with its group's kind."""
     query = history_query(
         tenant,
         session_id,
@@ -120,29 +126,34 @@ async def read_history(
         limit=limit,
         before=before,
         after=after,
+    ).add_columns(_kind_column())
+    rows = list((await conn.execute(query)).all())
+    if before is not None and limit is not None:
+        rows.reverse()  # read newest first (see history_query)
+    with paused_collection():
+        return [
+            stored_message(row, row[KIND], tenant=tenant, session_id=session_id) for row in rows
+        ]
+
+
+def _kind_column() -> Any:
+    """The kind of a message row's group, looked up by the group's primary key (read as
+    plain text, without the enum's per-row result processing: the mapping checks it)."""
+    m, g = MESSAGES.c, GROUPS.c
+    kind = (
+        select(g.kind)
+        .where(g.tenant == m.tenant, g.session_id == m.session_id, g.group_id == m.group_id)
+        .scalar_subquery()
     )
-    rows = (await conn.execute(query)).all()
-    kinds = await group_kinds(conn, tenant, session_id, {row[_GROUP] for row in rows})
-    out = [
-        stored_message(row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id)
-        for row in rows
-    ]
-    out.sort(key=lambda m: m.seq)
-    return out
+    return type_coerce(kind, String()).label("group_kind")
 
 
 @functools.cache
 def _page_statement(include_excluded: bool, bounded: bool) -> Select[Any]:
     """One keyset page of a session's messages with each one's group kind (the group
     looked up by its primary key, row by row), built once per shape."""
-    m, g = MESSAGES.c, GROUPS.c
-    kind = (
-        select(g.kind)
-        .where(g.tenant == m.tenant, g.session_id == m.session_id, g.group_id == m.group_id)
-        .scalar_subquery()
-        .label("group_kind")
-    )
-    query = select(*message_columns(), kind).where(
+    m = MESSAGES.c
+    query = select(*message_columns(), _kind_column()).where(
         m.tenant == bindparam("tenant"),
         m.session_id == bindparam("session_id"),
         m.seq > bindparam("after"),

@@ -25,8 +25,10 @@ hold). A row of a later format than this library reads is refused with
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar
@@ -53,6 +55,7 @@ __all__ = [
     "message_columns",
     "message_from_row",
     "message_to_values",
+    "paused_collection",
     "reduced_to_value",
     "row_message",
     "session_from_row",
@@ -103,11 +106,19 @@ def message_columns() -> list[Any]:
     return columns
 
 
+_parse = datetime.fromisoformat
+
+
 def timestamp(value: Any) -> datetime | None:
     """A timestamp column read raw, as :class:`~store.sql.schema.UTCDateTime` returns it:
     aware UTC (SQLite's ISO text is parsed; a naive value is taken to be UTC)."""
     if value is None:
         return None
+    if type(value) is str:
+        try:  # naive ISO text (what SQLite holds): parsed as UTC in one step
+            return _parse(value + "+00:00")
+        except ValueError:  # text with its own offset, or not a timestamp at all
+            pass
     parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
     if not isinstance(parsed, datetime):
         raise TypeError(f"not a timestamp: {value!r}")
@@ -131,6 +142,26 @@ class _Timestamps:
             self._parsed = timestamp(value)
             self._last = value
         return self._parsed
+
+
+@contextmanager
+def paused_collection() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a batch of rows is mapped and kept.
+
+    A read builds a tree of small objects for each row (the models, their dicts and
+    contents), none of them in a cycle; every few hundred allocations the collector
+    scans all the young ones that are still alive, and a read that keeps what it maps
+    (:func:`~store.sql.history.read_history`) survives each scan with everything it
+    built so far: the scans took more than half of such a read's mapping. Collection
+    resumes when the batch is mapped (and stays off if it was off before)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 _STORED_AT = _Timestamps()
@@ -204,8 +235,13 @@ def _built(cls: type[M], values: dict[str, Any], fields: frozenset[str]) -> M:
 def _contents(text: str) -> list[Content]:
     """A ``contents`` column, validated by the storage format straight from its JSON text
     (pydantic-core parses and builds the models in one pass, faster than decoding the
-    text with ``json`` first); raises for what is not a list of contents."""
-    return CONTENTS_ADAPTER.validate_json(text)
+    text with ``json`` first, and called on the adapter's core validator, without the
+    adapter's own Python layer); raises for what is not a list of contents."""
+    contents: list[Content] = _VALIDATE_CONTENTS(text)
+    return contents
+
+
+_VALIDATE_CONTENTS = CONTENTS_ADAPTER.validator.validate_json
 
 
 def _text(value: Any, name: str, *, optional: bool = False) -> Any:
@@ -232,12 +268,20 @@ def _row_message(row: Sequence[Any]) -> Message:
     metadata = {} if metadata_text is None or metadata_text == "{}" else json.loads(metadata_text)
     if type(metadata) is not dict:
         raise ValueError(f"metadata is {type(metadata).__name__}, not a JSON object")
+    role, message_id, author = row[_ROLE], row[_ID], row[_AUTHOR]
+    if type(role) is not str or not role:
+        _text(role, "role")
+    if type(message_id) is not str or not message_id:
+        _text(message_id, "message_id")
+    if author is not None and (type(author) is not str or not author):
+        _text(author, "author_name", optional=True)
+    created = row[_CREATED]
     values = {
-        "role": _text(row[_ROLE], "role"),
+        "role": role,
         "contents": _contents(row[_CONTENTS]),
-        "message_id": _text(row[_ID], "message_id"),
-        "author_name": _text(row[_AUTHOR], "author_name", optional=True),
-        "created_at": timestamp(row[_CREATED]),
+        "message_id": message_id,
+        "author_name": author,
+        "created_at": None if created is None else timestamp(created),
         "metadata": metadata,
     }
     return _built(Message, values, _MESSAGE_FIELDS)
