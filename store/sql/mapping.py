@@ -115,10 +115,16 @@ def timestamp(value: Any) -> datetime | None:
     if value is None:
         return None
     if type(value) is str:
-        try:  # naive ISO text (what SQLite holds): parsed as UTC in one step
-            return _parse(value + "+00:00")
-        except ValueError:  # text with its own offset, or not a timestamp at all
+        # naive ISO text (what SQLite holds) parses as UTC in one step, with the offset
+        # appended; text with its own offset, a date alone (whose "+" would be read as
+        # the date-time separator) or no timestamp at all take the general way
+        try:
+            parsed = _parse(value + "+00:00")
+        except ValueError:
             pass
+        else:
+            if parsed.tzinfo is not None:
+                return parsed
     parsed = datetime.fromisoformat(value) if isinstance(value, str) else value
     if not isinstance(parsed, datetime):
         raise TypeError(f"not a timestamp: {value!r}")

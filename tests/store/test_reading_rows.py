@@ -9,8 +9,10 @@ path trusts must raise :class:`CorruptRowError`.
 
 from __future__ import annotations
 
+import gc
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -168,3 +170,84 @@ async def test_contents_of_an_unusual_shape_are_read_by_validation(store: Histor
         )
     [stored] = await store.history("s")
     assert stored.message == Message.text_message("user", "hello", message_id="m1")
+
+
+async def test_a_page_before_a_bound_is_the_newest_ones_oldest_first(store: HistoryStore) -> None:
+    await store.append("s", [Message.text_message("user", f"m{i}") for i in range(6)])
+    page = await store.history("s", before=5, limit=2)
+    assert [m.seq for m in page] == [3, 4]
+    assert page == [_validated(m) for m in page]
+
+
+async def test_a_group_of_no_known_kind_raises_naming_the_row(tmp_path: Path) -> None:
+    """Only SQLite can be made to skip the kind's CHECK constraint."""
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/k.db") as store:
+        await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
+        async with store.engine.begin() as conn:
+            await conn.execute(text("PRAGMA ignore_check_constraints = ON"))
+            await conn.execute(
+                text(
+                    "UPDATE chatledger_groups SET kind = 'bogus' WHERE group_id = "
+                    "(SELECT group_id FROM chatledger_messages WHERE seq = 2)"
+                )
+            )
+        for read in (store.history("s"), _all(store)):
+            with pytest.raises(CorruptRowError, match="seq 2"):
+                await read
+
+
+@pytest.mark.parametrize(
+    ("stored", "read"),
+    [
+        ("2025-01-01 00:00:21.000000", datetime(2025, 1, 1, 0, 0, 21, tzinfo=UTC)),
+        ("2025-01-01 02:00:21+02:00", datetime(2025, 1, 1, 0, 0, 21, tzinfo=UTC)),
+        ("2025-01-01T00:00:21Z", datetime(2025, 1, 1, 0, 0, 21, tzinfo=UTC)),
+        ("2025-01-01", datetime(2025, 1, 1, tzinfo=UTC)),
+    ],
+)
+async def test_timestamp_text_is_read_as_utc_whoever_wrote_it(
+    tmp_path: Path, stored: str, read: datetime
+) -> None:
+    """SQLite holds timestamps as text: naive (the store's own) or with an offset."""
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/t.db") as store:
+        await store.append("s", [Message.text_message("user", "m")])
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE chatledger_messages SET created_at = :t"), {"t": stored}
+            )
+        for got in (await store.history("s"), await _all(store)):
+            created = got[0].message.created_at
+            assert created == read
+            assert created is not None and created.tzinfo is UTC
+
+
+async def test_timestamp_text_that_is_no_timestamp_raises_naming_the_row(tmp_path: Path) -> None:
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/t.db") as store:
+        await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
+        async with store.engine.begin() as conn:
+            await conn.execute(
+                text("UPDATE chatledger_messages SET created_at = 'yesterday' WHERE seq = 2")
+            )
+        for read in (store.history("s"), _all(store)):
+            with pytest.raises(CorruptRowError, match="seq 2"):
+                await read
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+async def test_a_read_leaves_the_garbage_collector_as_it_found_it(
+    store: HistoryStore, enabled: bool
+) -> None:
+    await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        assert len(await store.history("s")) == 3
+        assert gc.isenabled() is enabled
+        await store.append("s", [Message.text_message("user", "x")])
+        async with store.engine.begin() as conn:
+            await conn.execute(text("UPDATE chatledger_messages SET role = '' WHERE seq = 4"))
+        with pytest.raises(CorruptRowError):
+            await store.history("s")
+        assert gc.isenabled() is enabled  # after a corrupt row too
+    finally:
+        (gc.enable if was else gc.disable)()
