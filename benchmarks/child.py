@@ -161,20 +161,37 @@ async def _per_turn(system: System, spec: ChildSpec) -> Metrics:
         rss_setup = _rss_mb()
         samples: list[float] = []
         context_size = 0
+        cache = _view_cache(system)
+        held = 0
         for turn in turns[1:]:
             native = system.prepare(turn)
             start = time.perf_counter()
             context_size = await _turn(system, native)
             samples.append(time.perf_counter() - start)
+            held = max(held, cache.size) if cache is not None else 0
     finally:
         await system.close()
-    return {
+    metrics: Metrics = {
         "per_turn_s": statistics.median(samples),
         "per_turn_max_s": max(samples),
         "context_messages": context_size,
         "rss_after_warmup_mb": rss_setup,
         "peak_rss_mb": _rss_mb(),
     }
+    if cache is not None:
+        metrics.update(
+            cache_max_messages=held,
+            cache_bound=cache._max,
+            cache_within_bound=float(held <= cache._max),
+        )
+    return metrics
+
+
+def _view_cache(system: System) -> Any:
+    """chatledger's view cache (``size`` messages held, bound ``_max``), or None for a
+    system without one. The bound is the cache's own; it has no public view of its size."""
+    store = getattr(system, "store", None)
+    return getattr(store, "_cache", None)
 
 
 async def _repeat(system: System, spec: ChildSpec, call: Callable[[], Awaitable[int]]) -> Metrics:

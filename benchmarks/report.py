@@ -279,22 +279,47 @@ def _scale_table(report: dict[str, Any], workload: str) -> list[str]:
     return _markdown_table(title, columns, rows)
 
 
+_MEMORY_WORKLOADS = ("per_turn", "bulk_import", "full_read", "full_read_tools")
+
+
 def _memory_table(report: dict[str, Any]) -> list[str]:
+    """Peak memory of each case, with its growth against the system's smallest size (flat
+    is 1.00) and, for chatledger's turns, the most messages its view cache held against
+    the cache's bound."""
+    cases = [
+        case
+        for case in report["cases"]
+        if case["workload"] in _MEMORY_WORKLOADS and case["samples"].get("peak_rss_mb")
+    ]
+    smallest: dict[tuple[str, str], float] = {}
+    for case in sorted(cases, key=lambda c: c["size"]):
+        key = (case["workload"], case["system"])
+        smallest.setdefault(key, summarize(case["samples"]["peak_rss_mb"]).median)
     rows: list[list[str]] = []
-    for case in report["cases"]:
-        values = case["samples"].get("peak_rss_mb")
-        if case["workload"] in ("per_turn", "bulk_import") and values:
-            s = summarize(values)
-            rows.append(
-                [
-                    case["workload"],
-                    case["system"],
-                    f"{case['size']:,}",
-                    _fmt(s.median, 1),
-                    f"{_fmt(s.minimum, 1)} to {_fmt(s.maximum, 1)}",
-                ]
-            )
-    columns = ["workload", "system", "messages", "median MB", "min to max"]
+    for case in cases:
+        s = summarize(case["samples"]["peak_rss_mb"])
+        growth = _ratio(s.median, smallest[(case["workload"], case["system"])])
+        held, bound = case["samples"].get("cache_max_messages"), case["samples"].get("cache_bound")
+        rows.append(
+            [
+                case["workload"],
+                case["system"],
+                f"{case['size']:,}",
+                _fmt(s.median, 1),
+                f"{_fmt(s.minimum, 1)} to {_fmt(s.maximum, 1)}",
+                _fmt(growth),
+                f"{max(held):,.0f} / {max(bound):,.0f}" if held is not None and bound else "",
+            ]
+        )
+    columns = [
+        "workload",
+        "system",
+        "messages",
+        "median MB",
+        "min to max",
+        "growth",
+        "view cache held / bound",
+    ]
     return _markdown_table(
         "Peak resident memory (ru_maxrss of the child, MB)", columns, rows, left=2
     )

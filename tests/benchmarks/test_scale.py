@@ -7,11 +7,13 @@ cache's bound) and that the runner plans and caches what they need.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from benchmarks.child import ChildSpec, run_spec
 from benchmarks.generator import ConversationGenerator
+from benchmarks.report import _memory_table
 from benchmarks.runner import PRESETS, Case, Runner
 
 
@@ -84,3 +86,38 @@ def test_runner_plans_the_scale_sizes_and_keys_the_cache_by_the_build(tmp_path: 
     assert path != runner.sessions_path(1)
     other = Runner(config.__class__(session_probe=7), work_dir=tmp_path)
     assert other.sessions_path(50) != path
+
+
+async def test_per_turn_reports_the_view_cache_within_its_bound(tmp_path: Path) -> None:
+    location = str(tmp_path / "turns.sqlite")
+    assert (await run_spec(ChildSpec("build", "chatledger", "sqlite", location, 200)))[
+        "status"
+    ] == "ok"
+    answer = await run_spec(ChildSpec("per_turn", "chatledger", "sqlite", location, 200, turns=3))
+    assert answer["status"] == "ok", answer
+    metrics = answer["metrics"]
+    assert 0 < metrics["cache_max_messages"] <= metrics["cache_bound"]
+    assert metrics["cache_within_bound"] == 1.0
+
+
+def test_the_memory_table_shows_growth_and_the_cache_against_its_bound() -> None:
+    def case(workload: str, size: int, mb: float, **extra: list[float]) -> dict[str, Any]:
+        samples = {"peak_rss_mb": [mb], **extra}
+        return {"workload": workload, "system": "chatledger", "size": size, "samples": samples}
+
+    report = {
+        "cases": [
+            case("per_turn", 100_000, 150.0, cache_max_messages=[900.0], cache_bound=[50_000.0]),
+            case("per_turn", 1_000, 100.0, cache_max_messages=[800.0], cache_bound=[50_000.0]),
+            case("full_read", 1_000, 80.0),
+            case("projection", 1_000, 70.0),  # not a memory figure of its own
+        ]
+    }
+    rows = [line for line in _memory_table(report) if line.startswith("| per_turn")]
+    assert rows == [
+        "| per_turn | chatledger | 100,000 | 150.0 | 150.0 to 150.0 | 1.50 | 900 / 50,000 |",
+        "| per_turn | chatledger | 1,000 | 100.0 | 100.0 to 100.0 | 1.00 | 800 / 50,000 |",
+    ]
+    text = "\n".join(_memory_table(report))
+    assert "| full_read | chatledger | 1,000 | 80.0 | 80.0 to 80.0 | 1.00 |  |" in text
+    assert "projection" not in text
