@@ -44,7 +44,6 @@ from store.sql.schema import MESSAGES
 from strategies.groups import GROUP_KINDS
 from strategies.messages import (
     CONTENTS_ADAPTER,
-    Content,
     Message,
 )
 
@@ -238,16 +237,11 @@ def _built(cls: type[M], values: dict[str, Any], fields: frozenset[str]) -> M:
     return model
 
 
-def _contents(text: str) -> list[Content]:
-    """A ``contents`` column, validated by the storage format straight from its JSON text
-    (pydantic-core parses and builds the models in one pass, faster than decoding the
-    text with ``json`` first, and called on the adapter's core validator, without the
-    adapter's own Python layer); raises for what is not a list of contents."""
-    contents: list[Content] = _VALIDATE_CONTENTS(text)
-    return contents
-
-
 _VALIDATE_CONTENTS = CONTENTS_ADAPTER.validator.validate_json
+"""Validate a ``contents`` column by the storage format straight from its JSON text:
+pydantic-core parses and builds the models in one pass (faster than decoding the text
+with ``json`` first), called on the adapter's core validator, without the adapter's own
+Python layer; raises for what is not a list of contents."""
 
 
 def _text(value: Any, name: str, *, optional: bool = False) -> Any:
@@ -284,7 +278,7 @@ def _row_message(row: Sequence[Any]) -> Message:
     created = row[_CREATED]
     values = {
         "role": role,
-        "contents": _contents(row[_CONTENTS]),
+        "contents": _VALIDATE_CONTENTS(row[_CONTENTS]),
         "message_id": message_id,
         "author_name": author,
         "created_at": None if created is None else timestamp(created),
@@ -337,6 +331,7 @@ def stored_message(
         stored_at = _STORED_AT(row[_STORED])
         if stored_at is None:
             raise ValueError("stored_at is missing")
+        imported_at = row[_IMPORTED]
         values = {
             "session_id": session_id,
             "tenant": tenant,
@@ -356,7 +351,7 @@ def stored_message(
             "stored_at": stored_at,
             "source_system": row[_SOURCE_SYSTEM],
             "source_id": row[_SOURCE_ID],
-            "imported_at": _IMPORTED_AT(row[_IMPORTED]),
+            "imported_at": None if imported_at is None else _IMPORTED_AT(imported_at),
         }
         return _built(StoredMessage, values, _STORED_FIELDS)
     except _MAPPED as error:
