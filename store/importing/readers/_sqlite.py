@@ -27,8 +27,12 @@ def is_sqlite(path: Path) -> bool:
 
 
 def _connect(path: Path, source: str) -> sqlite3.Connection:
+    # A reader is a generator that the importer resumes from worker threads, one at a
+    # time but not always the same one: the connection may move between threads.
     try:
-        return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        return sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
+        )
     except sqlite3.Error as error:
         raise InvalidSource(source, None, f"cannot open the database ({error})") from None
 
