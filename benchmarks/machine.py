@@ -6,6 +6,7 @@ import os
 import platform
 import sqlite3
 import sys
+import time
 from importlib import metadata
 from typing import Any
 
@@ -35,6 +36,7 @@ def _version(name: str) -> str | None:
 def machine_info() -> dict[str, Any]:
     """A snapshot of the machine, taken now (call it at start and end of a run)."""
     return {
+        "time": time.time(),
         "cores": os.cpu_count(),
         "load_average": list(os.getloadavg()),
         "platform": platform.platform(),

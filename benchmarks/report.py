@@ -386,6 +386,13 @@ def _extras(report: dict[str, Any]) -> list[str]:
     return _section("Limit split", lines)
 
 
+def _duration(start: dict[str, Any], end: dict[str, Any]) -> list[str]:
+    if "time" not in start or "time" not in end:  # a report of an older harness
+        return []
+    minutes = (end["time"] - start["time"]) / 60
+    return [f"- wall time of the run: {minutes:.1f} min (stored sizes built on the way)"]
+
+
 def _header(report: dict[str, Any], stamp: str) -> list[str]:
     machine = report["machine"]
     start, end = machine["start"], machine["end"]
@@ -396,6 +403,7 @@ def _header(report: dict[str, Any], stamp: str) -> list[str]:
         f"- machine: {start['cores']} cores, {start['platform']}, python {start['python']}, "
         f"sqlite {start['sqlite']}",
         f"- load average at start {start['load_average']}, at end {end['load_average']}",
+        *_duration(start, end),
         f"- versions: {versions}",
         f"- runs per figure: {report['config']['runs']} (fresh process each, systems "
         "interleaved); spread shown as IQR and min to max",
