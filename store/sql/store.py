@@ -946,7 +946,6 @@ class HistoryStore:
         """
         check_session_id(session_id, self._limits)
         check_text(source, "source")
-        check_text(source, "source")
         batch = checked_messages(messages)
         for message in batch:
             check_message(message, self._limits)
