@@ -43,6 +43,7 @@ from store.sql.compaction.mirror import (
     mirror_of,
 )
 from store.sql.compaction.write_back import Written, write_back, write_outcome
+from store.sql.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
 from store.sql.projection.views import SqlSource, group_view, read_view
 from store.sql.schema import GROUPS
@@ -113,7 +114,7 @@ class Compactor:
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
-        async with self.engine.connect() as conn:
+        async with read_connection(self.engine) as conn:
             session = await read_session(conn, self.tenant, session_id)
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
             key = session_key(session)

@@ -17,6 +17,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.sql import dialect
+from store.sql.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
 from store.sql.projection.cache import (
     CachedView,
@@ -134,7 +135,7 @@ class SqlSource:
         out = {gid: list(held.get(gid, ())) for gid in group_ids}
         missing = sorted({gid for gid in group_ids if gid not in held})
         if missing:
-            async with self.engine.connect() as conn:
+            async with read_connection(self.engine) as conn:
                 out.update(await self._read(conn, missing))
         return out
 
