@@ -38,7 +38,7 @@ from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, ch
 from store.rules.records import now
 from store.sql.compaction.mirror import (
     before_totals,
-    load_groups,
+    load_groups_around,
     load_rows_by_id,
     mirror_of,
 )
@@ -251,9 +251,7 @@ class Compactor:
         ):
             return CONFLICT
         mirror = mirror_of(session)
-        await load_groups(conn, mirror, changes.touched_group_ids)
-        anchors = {g.anchor for g in mirror.session.groups.values()}
-        await load_groups(conn, mirror, changes.touched_group_ids, anchors=anchors)
+        await load_groups_around(conn, mirror, changes.touched_group_ids)
         # the stored ones among the ids the summaries may take (see apply_changes)
         wanted = summary_id_candidates(changes, session["next_seq"])
         wanted += [r.message_id for r in changes.reductions]
