@@ -34,6 +34,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 from sqlalchemy.util.concurrency import await_
 
 from store.errors import InvalidInput, MigrationRequired, StoreError
+from store.sql import dialect
 from store.sql.sqlite_driver import OneHopAiosqliteDBAPI
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "create_engine",
     "describe_url",
     "normalize_url",
+    "read_connection",
     "resolve_url",
     "sqlite_file",
     "write_connection",
@@ -258,6 +260,33 @@ def configure_sqlite(engine: AsyncEngine, wait_ms: int) -> None:
 
 _WRITERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
 """Each engine's view with the write option set (sharing its pool)."""
+_READERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
+"""Each engine's view for reads (sharing its pool)."""
+
+
+def _reader(engine: AsyncEngine) -> AsyncEngine:
+    reader = _READERS.get(engine)
+    if reader is None:
+        if dialect.capabilities(engine.dialect).snapshot_reads:
+            reader = engine
+        else:
+            reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+        _READERS[engine] = reader
+    return reader
+
+
+@asynccontextmanager
+async def read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A connection for reads only, with the fewest round trips that keep their meaning.
+
+    Where a read transaction is one snapshot (SQLite in WAL mode) it is a plain
+    connection: its first statement begins the transaction that keeps the snapshot.
+    Where each statement sees the latest commit anyway (PostgreSQL's read committed) it
+    is in autocommit: the same reads without a ``BEGIN`` and a ``ROLLBACK``, each a
+    round trip to the server. Never write on it.
+    """
+    async with _reader(engine).connect() as conn:
+        yield conn
 
 
 @asynccontextmanager

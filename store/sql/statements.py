@@ -18,9 +18,21 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
-from sqlalchemy import ARRAY, Table, any_, bindparam, insert, null, select, update
+from sqlalchemy import (
+    ARRAY,
+    Table,
+    any_,
+    bindparam,
+    false,
+    insert,
+    null,
+    select,
+    true,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql import Insert, Select, Update
+from sqlalchemy.sql import CompoundSelect, Insert, Select, Update
 from sqlalchemy.sql.elements import Null
 
 from store.sql import dialect
@@ -44,6 +56,8 @@ __all__ = [
     "insert_rows",
     "key_params",
     "select_among",
+    "select_calls_among",
+    "select_groups_around",
     "session_update",
     "update_among",
     "update_each",
@@ -135,6 +149,57 @@ def select_among(
     given ``columns``, or all of them. ``extra="any_exclusion"`` states both values of
     ``excluded`` (for SQLite's index)."""
     return _select_among(table, column, dialect.of(conn).array_parameters, extra, columns)
+
+
+@cache
+def _select_calls_among(arrays: bool) -> CompoundSelect[Any]:
+    calls, results = OPEN_CALLS, EARLY_RESULTS
+    return union_all(
+        select(false().label("early"), calls.c.call_id, calls.c.group_id, calls.c.ambiguous).where(
+            *_keys(calls), among("open_calls", "call_id", arrays)
+        ),
+        select(
+            true().label("early"),
+            results.c.call_id,
+            results.c.group_id,
+            false().label("ambiguous"),
+        ).where(*_keys(results), among("early_results", "call_id", arrays)),
+    )
+
+
+def select_calls_among(conn: AsyncConnection) -> CompoundSelect[Any]:
+    """The session's open calls and early results whose ``call_id`` is in ``ids``, in
+    one statement (an append's one round trip for both): ``early`` is true on an early
+    result's row (its ``ambiguous`` false), false on an open call's. Parameters as
+    :func:`select_among`'s."""
+    return _select_calls_among(dialect.of(conn).array_parameters)
+
+
+@cache
+def _select_groups_around(arrays: bool) -> CompoundSelect[Any]:
+    touched = GROUPS.alias("touched")
+    anchors = select(touched.c.anchor).where(
+        touched.c.tenant == bindparam("w_tenant"),
+        touched.c.session_id == bindparam("w_session_id"),
+        touched.c.group_id == any_(bindparam("ids", type_=ARRAY(touched.c.group_id.type)))
+        if arrays
+        else touched.c.group_id.in_(bindparam("ids", expanding=True)),
+    )
+    return union_all(
+        select(GROUPS).where(*_keys(GROUPS), among("groups", "group_id", arrays)),
+        select(GROUPS).where(
+            *_keys(GROUPS),
+            GROUPS.c.excluded.in_([False, True]),  # lets SQLite use the (excluded, anchor) index
+            GROUPS.c.anchor.in_(anchors),
+        ),
+    )
+
+
+def select_groups_around(conn: AsyncConnection) -> CompoundSelect[Any]:
+    """The session's groups whose ``group_id`` is in ``ids``, and every group at the
+    anchor of one of them, in one statement (a group may come twice). Parameters as
+    :func:`select_among`'s."""
+    return _select_groups_around(dialect.of(conn).array_parameters)
 
 
 def _update_among(

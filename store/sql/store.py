@@ -117,6 +117,7 @@ from store.sql.engine import (
     DEFAULT_TIMEOUT,
     create_engine,
     normalize_url,
+    read_connection,
     sqlite_file,
     write_connection,
 )
@@ -729,7 +730,7 @@ class HistoryStore:
         """The active view of the session: what a strategy plans on."""
         check_session_id(session_id, self._limits)
         with short_statements():
-            async with self._engine.connect() as conn:
+            async with read_connection(self._engine) as conn:
                 session = await read_session(conn, self._tenant, session_id)
                 check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
                 view, _ = await read_view(
@@ -764,7 +765,7 @@ class HistoryStore:
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
         ctx = AppendContext(self._tenant, session_id, self.tokenizer, self._policy)
-        async with self._engine.connect() as conn:
+        async with read_connection(self._engine) as conn:
             try:
                 session = await read_session(conn, self._tenant, session_id)
             except SessionNotFound:
@@ -945,7 +946,6 @@ class HistoryStore:
         Reads the session's message ids (an import is O(history)); see the contract.
         """
         check_session_id(session_id, self._limits)
-        check_text(source, "source")
         check_text(source, "source")
         batch = checked_messages(messages)
         for message in batch:

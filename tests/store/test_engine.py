@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import HistoryStore
 from store.errors import ChatledgerError, StoreError
@@ -17,6 +18,7 @@ from store.sql.engine import (
     URL_ENV,
     create_engine,
     normalize_url,
+    read_connection,
     resolve_url,
     write_connection,
 )
@@ -113,6 +115,35 @@ async def _two_schemas(db_url: str) -> None:
             )
             assert [row[0] for row in found] == ["tenant_one", "tenant_two"]
             assert (await conn.execute(text("SHOW search_path"))).scalar() == "tenant_one"
+
+
+async def _transaction_ids(conn: AsyncConnection) -> int:
+    """How many transactions two statements of ``conn`` ran in (PostgreSQL)."""
+    first = (await conn.execute(text("SELECT pg_current_xact_id()::text"))).scalar()
+    second = (await conn.execute(text("SELECT pg_current_xact_id()::text"))).scalar()
+    return len({first, second})
+
+
+async def test_reads_on_postgres_take_no_transaction(db_url: str, backend: str) -> None:
+    """PostgreSQL's read committed gives each statement its own snapshot inside a
+    transaction too: a read connection runs in autocommit, without a BEGIN and a
+    ROLLBACK, each statement its own transaction.
+    On SQLite the read transaction is kept: it is the snapshot of every read in it."""
+    engine = create_engine(db_url)
+    try:
+        async with read_connection(engine) as conn:
+            if backend == "sqlite":
+                await conn.execute(text("SELECT 1"))
+                raw = await conn.get_raw_connection()
+                assert raw.driver_connection is not None
+                assert raw.driver_connection._conn.in_transaction  # BEGIN was sent
+            else:
+                assert await _transaction_ids(conn) == 2
+        async with engine.connect() as conn:  # the engine's own connections are unchanged
+            if backend != "sqlite":
+                assert await _transaction_ids(conn) == 1
+    finally:
+        await engine.dispose()
 
 
 async def test_driver_errors_are_translated(tmp_path: Path) -> None:

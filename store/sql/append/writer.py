@@ -27,7 +27,14 @@ from store.sql.append.rows import AppendContext, AppendTotals, NewGroups, RowBui
 from store.sql.projection.cache import Key, session_key
 from store.sql.schema import EARLY_RESULTS, FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
 from store.sql.sessions import lock_session
-from store.sql.statements import among_params, chunks, key_params, select_among, session_update
+from store.sql.statements import (
+    among_params,
+    chunks,
+    key_params,
+    select_among,
+    select_calls_among,
+    session_update,
+)
 from strategies.groups import (
     Annotation,
     AnnotationState,
@@ -103,18 +110,16 @@ async def load_state(
     ambiguous: set[str] = set()
     params = key_params(ctx.tenant, ctx.session_id)
     blank = session["next_seq"] == FIRST_SEQ
-    calls = select_among(conn, "open_calls", "call_id")
+    early: dict[str, str] = {}
+    calls = select_calls_among(conn)
     for bound in [] if blank else among_params(conn, params, wanted):
         for row in (await conn.execute(calls, bound)).mappings():
-            if row["ambiguous"] or row["group_id"] is None:
+            if row["early"]:
+                early[row["call_id"]] = row["group_id"]
+            elif row["ambiguous"] or row["group_id"] is None:
                 ambiguous.add(row["call_id"])
             else:
                 open_calls[row["call_id"]] = row["group_id"]
-    early: dict[str, str] = {}
-    results = select_among(conn, "early_results", "call_id")
-    for bound in [] if blank else among_params(conn, params, wanted):
-        rows = (await conn.execute(results, bound)).mappings()
-        early.update((row["call_id"], row["group_id"]) for row in rows)
     group_ids = set(open_calls.values()) | set(early.values())
     if session["tail_group_id"] is not None:
         group_ids.add(session["tail_group_id"])

@@ -38,11 +38,12 @@ from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, ch
 from store.rules.records import now
 from store.sql.compaction.mirror import (
     before_totals,
-    load_groups,
+    load_groups_around,
     load_rows_by_id,
     mirror_of,
 )
 from store.sql.compaction.write_back import Written, write_back, write_outcome
+from store.sql.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
 from store.sql.projection.views import SqlSource, group_view, read_view
 from store.sql.schema import GROUPS
@@ -113,7 +114,7 @@ class Compactor:
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
-        async with self.engine.connect() as conn:
+        async with read_connection(self.engine) as conn:
             session = await read_session(conn, self.tenant, session_id)
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
             key = session_key(session)
@@ -250,9 +251,7 @@ class Compactor:
         ):
             return CONFLICT
         mirror = mirror_of(session)
-        await load_groups(conn, mirror, changes.touched_group_ids)
-        anchors = {g.anchor for g in mirror.session.groups.values()}
-        await load_groups(conn, mirror, changes.touched_group_ids, anchors=anchors)
+        await load_groups_around(conn, mirror, changes.touched_group_ids)
         # the stored ones among the ids the summaries may take (see apply_changes)
         wanted = summary_id_candidates(changes, session["next_seq"])
         wanted += [r.message_id for r in changes.reductions]

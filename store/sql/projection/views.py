@@ -12,11 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Table, and_, bindparam, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Select
 
 from store.sql import dialect
+from store.sql.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
 from store.sql.projection.cache import (
     CachedView,
@@ -74,26 +76,90 @@ _GROUPS_BY_ID = select(GROUPS).where(
     GROUPS.c.group_id.in_(bindparam("ids", expanding=True)),
     GROUPS.c.excluded.is_(False),
 )
-_EXCLUDED_TOTALS = select(
+_TOTALS_AND_KEY = (
     SESSIONS.c.stored_messages - SESSIONS.c.active_messages,
     SESSIONS.c.stored_groups - SESSIONS.c.active_groups,
     SESSIONS.c.stored_tokens - SESSIONS.c.active_tokens,
     SESSIONS.c.incarnation,
     SESSIONS.c.revision,
-).where(*KEYS)
+)
+_EXCLUDED_TOTALS = select(*_TOTALS_AND_KEY).where(*KEYS)
+_SESSION_PART = tuple(f"session_{name}" for name in ("messages", "groups", "tokens", "inc", "rev"))
+"""Labels of the session's excluded totals and key added to a group read."""
+
+
+def _with_session(query: Select[Any], table: Table, columns: Sequence[Any]) -> Select[Any]:
+    """``query`` of ``table`` joined to its session's row, with ``columns`` of it added:
+    the session as the same statement saw it (no further bound parameter)."""
+    joined = table.join(
+        SESSIONS,
+        and_(SESSIONS.c.tenant == table.c.tenant, SESSIONS.c.session_id == table.c.session_id),
+    )
+    return query.add_columns(*columns).select_from(joined)
+
+
+_ACTIVE_GROUPS_KEYED = _with_session(
+    _ACTIVE_GROUPS,
+    GROUPS,
+    [c.label(n) for c, n in zip(_TOTALS_AND_KEY, _SESSION_PART, strict=True)],
+)
+_GROUPS_BY_ID_KEYED = _with_session(
+    _GROUPS_BY_ID,
+    GROUPS,
+    [c.label(n) for c, n in zip(_TOTALS_AND_KEY, _SESSION_PART, strict=True)],
+)
+"""The group reads with the session's excluded totals and cache key as the same
+statement saw them, where each statement sees the latest commit (PostgreSQL): one
+statement rather than the group read and then :data:`_EXCLUDED_TOTALS`."""
 _MESSAGES_BY_GROUP = select(*message_columns()).where(
     MESSAGES.c.tenant == bindparam("tenant"),
     MESSAGES.c.session_id == bindparam("session_id"),
     MESSAGES.c.group_id.in_(bindparam("ids", expanding=True)),
 )
+_MESSAGES_AND_KEY = _with_session(
+    _MESSAGES_BY_GROUP, MESSAGES, [SESSIONS.c.incarnation, SESSIONS.c.revision]
+)
+"""The messages with the session's cache key as the same statement saw it (one
+snapshot): where each statement sees the latest commit, the key read with the rows
+rather than by a second statement after them."""
 
 
 async def active_group_rows(
-    conn: AsyncConnection, tenant: str, session_id: str
+    conn: AsyncConnection, tenant: str, session_id: str, seen: _Seen | None = None
 ) -> list[RowMapping]:
-    """The session's active group rows in projection order."""
+    """The session's active group rows in projection order (with ``seen``, the session's
+    excluded totals and key as the statement saw them are added to it)."""
     params = {"tenant": tenant, "session_id": session_id}
-    return list((await conn.execute(_ACTIVE_GROUPS, params)).mappings().all())
+    query = _ACTIVE_GROUPS if seen is None else _ACTIVE_GROUPS_KEYED
+    rows = list((await conn.execute(query, params)).mappings().all())
+    if seen is not None:
+        seen.saw(rows)
+    return rows
+
+
+class _Seen:
+    """The session's excluded totals and key as each group read saw them."""
+
+    __slots__ = ("parts", "unknown")
+
+    def __init__(self) -> None:
+        self.parts: set[tuple[Any, ...]] = set()
+        self.unknown = False
+        """A read returned no row to tell them by."""
+
+    def saw(self, rows: Sequence[Mapping[Any, Any]]) -> None:
+        if not rows:
+            self.unknown = True
+        self.parts.update(tuple(row[label] for label in _SESSION_PART) for row in rows)
+
+    def agreed(self) -> tuple[Totals, Key | None] | None:
+        """What every read saw, when they all saw the same (else None: read it again)."""
+        if self.unknown or len(self.parts) != 1:
+            return None
+        messages, groups, tokens, inc, rev = next(iter(self.parts))
+        if inc is None:  # the session is gone
+            return Totals(), None
+        return Totals(messages=int(messages), groups=int(groups), tokens=int(tokens)), (inc, rev)
 
 
 async def excluded_totals(
@@ -134,7 +200,7 @@ class SqlSource:
         out = {gid: list(held.get(gid, ())) for gid in group_ids}
         missing = sorted({gid for gid in group_ids if gid not in held})
         if missing:
-            async with self.engine.connect() as conn:
+            async with read_connection(self.engine) as conn:
                 out.update(await self._read(conn, missing))
         return out
 
@@ -159,16 +225,25 @@ class SqlSource:
         """
         loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
         params = {"tenant": self.tenant, "session_id": self.session_id}
+        caching = self.cache is not None and self.entry is not None
+        keyed = caching and key is None  # each statement tells the key it saw
+        query = _MESSAGES_AND_KEY if keyed else _MESSAGES_BY_GROUP
+        seen: set[Key | None] = set()
         for part in chunks(group_ids):
-            for row in (await conn.execute(_MESSAGES_BY_GROUP, {**params, "ids": part})).all():
+            rows = (await conn.execute(query, {**params, "ids": part})).all()
+            for row in rows:
                 shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
                 loaded[row[_GROUP]].append((row[_SEQ], shown))
+            if keyed:
+                seen.update((row[-2], row[-1]) for row in rows)
+                if not rows:  # nothing to tell the key by
+                    seen.add(await read_key(conn, self.tenant, self.session_id))
         for gid, pairs in loaded.items():
             pairs.sort(key=_seq_of)
             loaded[gid] = in_call_order(pairs, _message_of)
-        if self.cache is not None and self.entry is not None:
-            if key is None:
-                key = await read_key(conn, self.tenant, self.session_id)
+        if caching and self.cache is not None and self.entry is not None:
+            if keyed:
+                key = seen.pop() if len(seen) == 1 else None
             if key == self.entry.key:
                 frozen: dict[str, Pairs] = {gid: tuple(p) for gid, p in loaded.items()}
                 self.cache.add_messages(self.session_id, self.entry, frozen)
@@ -221,16 +296,21 @@ async def read_view(
     ):
         rows, views, excluded = entry.rows or (), entry.views, entry.excluded
     else:
+        snapshot = dialect.of(conn).snapshot_reads
+        seen = None if snapshot else _Seen()
         if entry is not None and entry.rows is not None and entry.views is not None:
-            rows, views = await _refreshed(conn, source, entry.rows, entry.views, entry.dirty)
+            rows, views = await _refreshed(conn, source, entry.rows, entry.views, entry.dirty, seen)
         else:
-            rows = await active_group_rows(conn, source.tenant, source.session_id)
+            rows = await active_group_rows(conn, source.tenant, source.session_id, seen)
             views = [group_view(r) for r in rows]
         key: Key | None
-        if dialect.of(conn).snapshot_reads:
+        if seen is None:
             excluded, key = _excluded_of(session), session_key(session)
         else:
-            excluded, key = await excluded_totals(conn, source.tenant, source.session_id)
+            agreed = seen.agreed()
+            if agreed is None:
+                agreed = await excluded_totals(conn, source.tenant, source.session_id)
+            excluded, key = agreed
         if source.cache is not None and entry is not None and key == entry.key:
             source.cache.set_rows(source.session_id, entry, rows, views, excluded)
     view = View(groups=tuple(views), source=source, excluded=excluded, **kwargs)
@@ -243,13 +323,20 @@ async def _refreshed(
     rows: Sequence[Mapping[Any, Any]],
     views: Sequence[GroupView],
     dirty: frozenset[str],
+    seen: _Seen | None = None,
 ) -> tuple[list[Mapping[Any, Any]], list[GroupView]]:
-    """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order."""
+    """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order
+    (with ``seen``, as :func:`active_group_rows`)."""
     pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
     params = {"tenant": source.tenant, "session_id": source.session_id}
     fresh: list[tuple[Mapping[Any, Any], GroupView]] = []
+    query = _GROUPS_BY_ID if seen is None else _GROUPS_BY_ID_KEYED
     for part in chunks(sorted(dirty)):
-        found = await conn.execute(_GROUPS_BY_ID, {**params, "ids": list(part)})
-        fresh.extend((r, group_view(r)) for r in found.mappings())
+        found = list((await conn.execute(query, {**params, "ids": list(part)})).mappings())
+        if seen is not None:
+            seen.saw(found)
+        fresh.extend((r, group_view(r)) for r in found)
+    if seen is not None and not dirty:
+        seen.unknown = True
     place(pairs, fresh)
     return [r for r, _ in pairs], [v for _, v in pairs]

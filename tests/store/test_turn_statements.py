@@ -1,0 +1,81 @@
+"""The statements of a turn's steps, counted (not timed): each step reads what it needs
+in as few statements as the backend allows, since on a server each is a round trip.
+
+- an append looks up the open calls and the early results of its call ids at once;
+- a compaction's write-back loads the touched groups and their anchors' neighbours at
+  once;
+- a projection reads the session row once: on PostgreSQL the key and the excluded
+  totals come with the group and message rows, not from a read after them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import event
+
+from store import HistoryStore
+from tests.conformance.test_compaction import _chat
+from tests.conformance.toy_strategies import ExcludeOldest
+
+
+@contextmanager
+def _selects(store: HistoryStore) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    engine = store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+def _first_table(statement: str) -> str:
+    found = re.search(r"\bFROM\s+(\w+)", statement)
+    return found.group(1) if found else ""
+
+
+def _reading(statements: list[str], table: str) -> list[str]:
+    return [s for s in statements if f"FROM chatledger_{table}" in s]
+
+
+async def test_an_append_looks_calls_and_early_results_up_in_one_statement(db_url: str) -> None:
+    async with HistoryStore.open(db_url) as store:
+        await store.append("s", _chat("a"))
+        with _selects(store) as seen:
+            await store.append("s", _chat("b"))  # a call and its result
+        lookups = [s for s in seen if "open_calls" in s or "early_results" in s]
+        assert len(lookups) == 1
+        assert "chatledger_open_calls" in lookups[0] and "chatledger_early_results" in lookups[0]
+
+
+async def test_a_compaction_loads_its_groups_in_one_statement(db_url: str) -> None:
+    async with HistoryStore.open(db_url) as store:
+        for n in range(3):
+            await store.append("s", _chat(f"c{n}"))
+    async with HistoryStore.open(db_url) as fresh:  # nothing cached: the view is read
+        with _selects(fresh) as seen:
+            assert await fresh.compact("s", ExcludeOldest(2)) is not None
+        # the snapshot's active groups, then the write-back's groups and neighbours
+        assert len(_reading(seen, "groups")) == 2
+
+
+async def test_a_projection_reads_the_session_row_once(db_url: str) -> None:
+    async with HistoryStore.open(db_url) as store:
+        for n in range(3):
+            await store.append("s", _chat(f"c{n}"))
+        expected = await store.context("s")
+    async with HistoryStore.open(db_url) as fresh:  # nothing cached: groups and messages read
+        with _selects(fresh) as seen:
+            assert await fresh.context("s") == expected
+        sessions = [s for s in seen if _first_table(s) == "chatledger_sessions"]
+        assert len(sessions) == 1
+        assert len(_reading(seen, "groups")) == 1 and len(_reading(seen, "messages")) == 1
