@@ -2,9 +2,9 @@
 
 ``--smoke`` is the tiny version run by ``make test`` (about a minute); ``--quick``
 takes about 15 minutes; the default is the full run (``make bench``, under an hour on
-2 cores: five runs per figure, three at 100,000 messages and above, one bulk import of
-1,000,000 messages; chatledger alone goes to 1,000,000, on SQLite), plus the workloads
-of scale (tool-heavy full reads, many sessions, many writers, deferred compaction). The
+2 cores: three runs per figure, one bulk import of 1,000,000 messages; chatledger alone
+goes to 1,000,000, on SQLite), plus the workloads of scale (tool-heavy full reads, many
+sessions, many writers, deferred compaction). The
 databases of many sessions are built once, the first time, and kept in the work
 directory (``--work-dir``, by default the system's temporary directory) for later runs.
 

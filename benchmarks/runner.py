@@ -71,7 +71,7 @@ class Config:
     """Stored sizes for the peers."""
     pg_sizes: tuple[int, ...] = (1_000, 10_000, 100_000)
     """Stored sizes for chatledger on PostgreSQL."""
-    runs: int = 5
+    runs: int = 3
     mid_runs: int = 3
     """Runs at 100,000 messages (to 999,999), and of the workloads of scale."""
     large_runs: int = 3
