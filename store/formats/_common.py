@@ -21,6 +21,7 @@ __all__ = [
     "clone",
     "content_form",
     "copied",
+    "describe_validation",
     "exported_role",
     "join_data_uri",
     "message_items",
@@ -84,7 +85,8 @@ def message_items(items: Any) -> list[Any]:
     return list(items)
 
 
-def _describe(exc: ValidationError) -> str:
+def describe_validation(exc: ValidationError) -> str:
+    """A pydantic validation error on one line: ``place: reason`` for each error."""
     parts = []
     for error in exc.errors(include_url=False):
         location = ".".join(str(part) for part in error["loc"])
@@ -99,7 +101,7 @@ def build(index: int, factory: Callable[..., _T], /, **fields: Any) -> _T:
     try:
         return factory(**fields)
     except ValidationError as exc:
-        raise FormatError(index, _describe(exc)) from exc
+        raise FormatError(index, describe_validation(exc)) from exc
 
 
 def build_message(index: int, fields: dict[str, Any], *, allow_custom_roles: bool) -> Message:
@@ -107,7 +109,7 @@ def build_message(index: int, fields: dict[str, Any], *, allow_custom_roles: boo
     try:
         return Message.model_validate(fields, context={"allow_custom_roles": allow_custom_roles})
     except ValidationError as exc:
-        raise FormatError(index, _describe(exc)) from exc
+        raise FormatError(index, describe_validation(exc)) from exc
 
 
 def exported_role(message: Message) -> str:

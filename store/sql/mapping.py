@@ -38,6 +38,7 @@ from sqlalchemy import String, Text, type_coerce
 from sqlalchemy import cast as sql_cast
 
 from store.errors import CorruptRowError
+from store.formats._common import describe_validation
 from store.models import SessionInfo, StoredMessage
 from store.rules.identity import content_hash
 from store.sql.schema import MESSAGES
@@ -82,10 +83,7 @@ _MAPPED = (ValidationError, KeyError, TypeError, ValueError)
 def _reason(error: Exception) -> str:
     """Why a row did not map, on one line (pydantic's own text spans several)."""
     if isinstance(error, ValidationError):
-        return "; ".join(
-            f"{'.'.join(str(part) for part in e['loc'])}: {e['msg']}"
-            for e in error.errors(include_url=False)
-        )
+        return describe_validation(error)
     return " ".join(str(error).split())
 
 

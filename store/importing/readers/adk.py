@@ -37,7 +37,7 @@ from pydantic import ValidationError
 
 from store.errors import InvalidSource
 from store.formats import SOURCE_FORMAT_KEY
-from store.formats._common import shown
+from store.formats._common import describe_validation, shown
 from store.importing.readers._sessions import RUN
 from store.importing.readers._sqlite import columns, name, rows, tables
 from store.importing.source import Conversation, Located
@@ -210,17 +210,7 @@ def _message(where: str, source: str, event: dict[str, Any]) -> Message | None:
             metadata=metadata,
         )
     except ValidationError as error:
-        raise InvalidSource(source, where, _problem(error)) from None
-
-
-def _problem(error: ValidationError) -> str:
-    """A validation error of a content or message, on one line."""
-    found = []
-    for detail in error.errors(include_url=False):
-        place = ".".join(str(part) for part in detail["loc"])
-        text = str(detail["msg"]).removeprefix("Value error, ")
-        found.append(f"{place}: {text}" if place else text)
-    return "; ".join(found)
+        raise InvalidSource(source, where, describe_validation(error)) from None
 
 
 def _json(where: str, source: str, column: str, value: Any) -> Any:
