@@ -11,7 +11,7 @@ again.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,7 +163,7 @@ class _Importer:
 
     # -- reading, shared by both passes -------------------------------------------
 
-    def conversations(self, plan: _Plan) -> Iterator[tuple[str, Conversation]]:
+    def conversations(self, plan: _Plan) -> Generator[tuple[str, Conversation]]:
         """The plan's conversations with their session ids, messages given stable ids."""
         for conversation in READERS[plan.fmt](plan.path, plan.source, self.table):
             session_id = session_id_for(plan.fmt, plan.source, conversation, self.prefix)
@@ -200,20 +200,23 @@ class _Importer:
         window: list[tuple[str, Conversation]] = []
         size = 0
         reading = self.conversations(plan)
-        while True:
-            try:
-                item = next(reading, None)
-            except InvalidSource:
-                await self._check_window(plan, window)  # what came before fails first
-                raise
-            if item is None:
-                break
-            window.append(item)
-            size += len(item[1].messages)
-            if size >= WINDOW:
-                await self._check_window(plan, window)
-                window, size = [], 0
-        await self._check_window(plan, window)
+        try:
+            while True:
+                try:
+                    item = next(reading, None)
+                except InvalidSource as error:
+                    await self._check_window(plan, window)  # what came before fails first
+                    raise _released(error) from None
+                if item is None:
+                    break
+                window.append(item)
+                size += len(item[1].messages)
+                if size >= WINDOW:
+                    await self._check_window(plan, window)
+                    window, size = [], 0
+            await self._check_window(plan, window)
+        finally:
+            reading.close()
 
     async def _check_window(self, plan: _Plan, window: list[tuple[str, Conversation]]) -> None:
         begun: list[str] = []  # the sessions the window starts, in order
@@ -361,6 +364,14 @@ class _Importer:
             session_ids=[s for s in tally.sessions if s not in skipped_ids],
             dry_run=dry_run,
         )
+
+
+def _released(error: InvalidSource) -> InvalidSource:
+    """``error`` without the reader's frames (its traceback and the error it replaced),
+    so that the reader's generators close now, in this thread: a database reader's
+    connection may only be closed by the thread that opened it."""
+    error.__context__ = None
+    return error.with_traceback(None)
 
 
 def _valid_id(session_id: str) -> bool:
