@@ -11,26 +11,32 @@ again.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from store.contract import HistoryBackend
-from store.errors import InvalidInput, InvalidSource, SessionNotFound
+from store.errors import InvalidInput, InvalidSource
 from store.formats import ORIGINAL_ID_KEY
 from store.importing.detect import detect_path
 from store.importing.readers import READERS
 from store.importing.report import ImportReport, SkippedSource
 from store.importing.source import Conversation, Located
+from store.importing.stored import Batch, append_sessions, stored_calls, stored_hashes
 from store.models import Provenance
 from store.rules.checks import check_message, check_session_id
 from store.rules.identity import content_hash
 from strategies.groups import call_links
+from strategies.messages import Message
 
-__all__ = ["BATCH", "Progress", "import_sources", "message_id_for", "session_id_for"]
+__all__ = ["BATCH", "WINDOW", "Progress", "import_sources", "message_id_for", "session_id_for"]
 
-BATCH = 500
-"""Messages appended in one write."""
+BATCH = 2000
+"""Messages appended in one write (of one session or many)."""
+
+WINDOW = 2000
+"""Messages checked together by pass one, the stored messages of their sessions read
+at once."""
 
 Progress = Callable[[str, int], None]
 """Called with the pass (``validate``, ``write``) and the messages done so far."""
@@ -71,11 +77,16 @@ class _Session:
     session_id: str
     stored: dict[str, str]
     calls: set[str]
+    calls_read: bool
+    """Whether ``calls`` holds the stored messages' calls too (read at the first result
+    that answers no call of the source, when the store holds the session)."""
 
 
 @dataclass(slots=True)
 class _Tally:
     sessions: list[str] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+    """The ids of :attr:`sessions`."""
     messages: int = 0
     tool_calls: int = 0
     tool_results: int = 0
@@ -84,6 +95,44 @@ class _Tally:
     already: int = 0
     skipped: dict[str, SkippedSource] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Part:
+    """Consecutive messages of one session read by pass two, with their source ids."""
+
+    session_id: str
+    fmt: str
+    messages: list[Message]
+    source_ids: dict[str, str]
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Messages read by pass two and not written yet, by session, in source order."""
+
+    parts: list[_Part] = field(default_factory=list)
+    size: int = 0
+    finished: list[str] = field(default_factory=list)
+    """Sessions read to their end, compacted once written (with ``compact``)."""
+
+    def add(
+        self, fmt: str, session_id: str, conversation: Conversation, part: list[Located]
+    ) -> None:
+        last = self.parts[-1] if self.parts else None
+        if last is None or last.session_id != session_id or last.fmt != fmt:
+            last = _Part(session_id, fmt, [], {})
+            self.parts.append(last)
+        for located in part:
+            last.messages.append(located.message)
+            last.source_ids[located.message.message_id] = _source_id(conversation, located)
+        self.size += len(part)
+
+    def batches(self) -> list[Batch]:
+        return [
+            (p.session_id, p.messages, Provenance(system=p.fmt, source_ids=p.source_ids))
+            for p in self.parts
+        ]
 
 
 class _Importer:
@@ -107,12 +156,14 @@ class _Importer:
         self.progress = progress
         self.tally = _Tally()
         self.bad_sources: set[str] = set()
-        self.absent: set[str] = set()
-        """Sessions the store did not hold when pass one read them."""
+        self.current: _Session | None = None
+        """The session pass one is reading."""
+        self.done = 0
+        """Messages read by the pass, for the progress."""
 
     # -- reading, shared by both passes -------------------------------------------
 
-    def conversations(self, plan: _Plan) -> Iterator[tuple[str, Conversation]]:
+    def conversations(self, plan: _Plan) -> Generator[tuple[str, Conversation]]:
         """The plan's conversations with their session ids, messages given stable ids."""
         for conversation in READERS[plan.fmt](plan.path, plan.source, self.table):
             session_id = session_id_for(plan.fmt, plan.source, conversation, self.prefix)
@@ -122,21 +173,6 @@ class _Importer:
                     _stable(plan.fmt, key, located) for located in conversation.messages
                 ]
             yield session_id, conversation
-
-    async def _stored(self, session_id: str) -> _Session:
-        stored: dict[str, str] = {}
-        calls: set[str] = set()
-        if session_id in self.absent:
-            return _Session(session_id, stored, calls)
-        try:
-            await self.store.session(session_id)
-        except SessionNotFound:
-            self.absent.add(session_id)
-            return _Session(session_id, stored, calls)
-        async for row in self.store.aiter_history(session_id, include_excluded=True):
-            stored[row.message.message_id] = content_hash(row.message)
-            calls.update(c for c in call_links(row.message)[0] if c)
-        return _Session(session_id, stored, calls)
 
     # -- pass one -----------------------------------------------------------------
 
@@ -149,34 +185,70 @@ class _Importer:
         )
 
     async def validate(self) -> None:
-        done = 0
+        self.done = 0
         for plan in self.plans:
-            current: _Session | None = None
+            self.current = None
             try:
-                for session_id, conversation in self.conversations(plan):
-                    if conversation.error is not None:
-                        self._skip(plan.source, session_id, conversation.error)
-                        continue
-                    if current is None or current.session_id != session_id:
-                        current = await self._begin(plan, session_id)
-                    self._check(plan, current, conversation)
-                    done += len(conversation.messages)
-                    if self.progress is not None:
-                        self.progress("validate", done)
+                await self._validate(plan)
             except InvalidSource as error:
                 self._skip(plan.source, None, error)
                 self.bad_sources.add(plan.source)
 
-    async def _begin(self, plan: _Plan, session_id: str) -> _Session:
+    async def _validate(self, plan: _Plan) -> None:
+        """Check the plan's conversations a window at a time: the stored messages of
+        every session of a window are read at once."""
+        window: list[tuple[str, Conversation]] = []
+        size = 0
+        reading = self.conversations(plan)
+        try:
+            while True:
+                try:
+                    item = next(reading, None)
+                except InvalidSource as error:
+                    await self._check_window(plan, window)  # what came before fails first
+                    raise _released(error) from None
+                if item is None:
+                    break
+                window.append(item)
+                size += len(item[1].messages)
+                if size >= WINDOW:
+                    await self._check_window(plan, window)
+                    window, size = [], 0
+            await self._check_window(plan, window)
+        finally:
+            reading.close()
+
+    async def _check_window(self, plan: _Plan, window: list[tuple[str, Conversation]]) -> None:
+        begun: list[str] = []  # the sessions the window starts, in order
+        previous = self.current.session_id if self.current is not None else None
+        for session_id, conversation in window:
+            if conversation.error is None and session_id != previous:
+                begun.append(session_id)
+                previous = session_id
+        wanted = [s for s in begun if _valid_id(s)]
+        stored = await stored_hashes(self.store, wanted) if wanted else {}
+        for session_id, conversation in window:
+            if conversation.error is not None:
+                self._skip(plan.source, session_id, conversation.error)
+                continue
+            if self.current is None or self.current.session_id != session_id:
+                self.current = self._begin(plan, session_id, stored.get(session_id))
+            await self._check(plan, self.current, conversation)
+            self.done += len(conversation.messages)
+            if self.progress is not None:
+                self.progress("validate", self.done)
+
+    def _begin(self, plan: _Plan, session_id: str, stored: dict[str, str] | None) -> _Session:
         try:
             check_session_id(session_id)
         except InvalidInput as error:
             raise InvalidSource(plan.source, None, str(error)) from None
-        if session_id not in self.tally.sessions:
+        if session_id not in self.tally.seen:
+            self.tally.seen.add(session_id)
             self.tally.sessions.append(session_id)
-        return await self._stored(session_id)
+        return _Session(session_id, stored or {}, set(), calls_read=not stored)
 
-    def _check(self, plan: _Plan, session: _Session, conversation: Conversation) -> None:
+    async def _check(self, plan: _Plan, session: _Session, conversation: Conversation) -> None:
         tally = self.tally
         for located in conversation.messages:
             message = located.message
@@ -193,6 +265,9 @@ class _Importer:
             calls, results = call_links(message)
             session.calls.update(c for c in calls if c)
             for call_id in results:
+                if call_id not in session.calls and not session.calls_read:
+                    session.calls.update(await stored_calls(self.store, session.session_id))
+                    session.calls_read = True
                 if call_id not in session.calls:
                     self._orphan(plan, session, located, call_id)
             tally.messages += 1
@@ -216,49 +291,61 @@ class _Importer:
     # -- pass two -----------------------------------------------------------------
 
     async def write(self, compact: str | None) -> None:
-        done = 0
+        """Append what pass one accepted, many sessions a transaction (the store dedupes
+        what an earlier, interrupted run wrote already)."""
+        self.done = 0
         skipped = set(self.tally.skipped)
+        pending = _Pending()
         for plan in self.plans:
             if plan.source in self.bad_sources:
                 continue
-            current: _Session | None = None
+            previous: str | None = None
             for session_id, conversation in self.conversations(plan):
                 if session_id in skipped or conversation.error is not None:
                     continue
-                if current is None or current.session_id != session_id:
-                    if current is not None and compact is not None:
-                        await self.store.compact(current.session_id, compact, phase="import")
-                    current = await self._stored(session_id)
-                done += await self._append(plan, current, conversation)
+                if previous is not None and previous != session_id:
+                    pending.finished.append(previous)
+                previous = session_id
+                if conversation.compacted:  # another system's compaction: imported whole
+                    await self._flush(pending, compact)
+                    await self.store.import_messages(
+                        session_id, [located.message for located in conversation.messages]
+                    )
+                else:
+                    await self._add(plan, pending, session_id, conversation, compact)
+                self.done += len(conversation.messages)
                 if self.progress is not None:
-                    self.progress("write", done)
-            if current is not None and compact is not None:
-                await self.store.compact(current.session_id, compact, phase="import")
+                    self.progress("write", self.done)
+            if previous is not None:
+                pending.finished.append(previous)
+        await self._flush(pending, compact)
 
-    async def _append(self, plan: _Plan, session: _Session, conversation: Conversation) -> int:
-        if conversation.compacted:  # exclusions and summaries of the source, one event
-            await self.store.import_messages(
-                session.session_id, [located.message for located in conversation.messages]
-            )
-            return len(conversation.messages)
-        fresh = [
-            located
-            for located in conversation.messages
-            if located.message.message_id not in session.stored
-        ]
-        for start in range(0, len(fresh), BATCH):
-            batch = fresh[start : start + BATCH]
-            provenance = Provenance(
-                system=plan.fmt,
-                source_ids={
-                    located.message.message_id: _source_id(conversation, located)
-                    for located in batch
-                },
-            )
-            await self.store.append(
-                session.session_id, [located.message for located in batch], provenance=provenance
-            )
-        return len(conversation.messages)
+    async def _add(
+        self,
+        plan: _Plan,
+        pending: _Pending,
+        session_id: str,
+        conversation: Conversation,
+        compact: str | None,
+    ) -> None:
+        messages = conversation.messages
+        start = 0
+        while start < len(messages):
+            stop = start + max(1, BATCH - pending.size)
+            pending.add(plan.fmt, session_id, conversation, messages[start:stop])
+            start = stop
+            if pending.size >= BATCH:
+                await self._flush(pending, compact)
+
+    async def _flush(self, pending: _Pending, compact: str | None) -> None:
+        """Write the pending messages in one go, then compact the sessions finished."""
+        if pending.parts:
+            await append_sessions(self.store, pending.batches())
+        pending.parts, pending.size = [], 0
+        if compact is not None:
+            for session_id in pending.finished:
+                await self.store.compact(session_id, compact, phase="import")
+        pending.finished = []
 
     def report(self, formats: dict[str, str], dry_run: bool) -> ImportReport:
         tally = self.tally
@@ -277,6 +364,22 @@ class _Importer:
             session_ids=[s for s in tally.sessions if s not in skipped_ids],
             dry_run=dry_run,
         )
+
+
+def _released(error: InvalidSource) -> InvalidSource:
+    """``error`` without the reader's frames (its traceback and the error it replaced),
+    so that the reader's generators close now, in this thread: a database reader's
+    connection may only be closed by the thread that opened it."""
+    error.__context__ = None
+    return error.with_traceback(None)
+
+
+def _valid_id(session_id: str) -> bool:
+    try:
+        check_session_id(session_id)
+    except InvalidInput:
+        return False
+    return True
 
 
 def _at(plan: _Plan, located: Located, reason: str) -> InvalidSource:

@@ -53,7 +53,7 @@ from typing import (
 )
 
 from pydantic import JsonValue
-from sqlalchemy import delete, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.engine import URL, RowMapping
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -132,6 +132,7 @@ from store.sql.recount import recount_session
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.sessions import lock_session, read_session
 from store.sql.sqlite_driver import short_statements
+from store.sql.statements import chunks
 from store.sql.statistics import Statistics
 from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
 from strategies.base import CompactionStrategy
@@ -545,6 +546,61 @@ class HistoryStore:
             self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
             await self._statistics.wrote(appended.count)
         return [m.message_id for m in batch]
+
+    @_call
+    async def _append_sessions(
+        self, batches: Sequence[tuple[str, Sequence[Message], Provenance | None]]
+    ) -> int:
+        """Append to several sessions in one write transaction: the importer's bulk path.
+
+        Each ``(session id, messages, provenance)`` is checked and appended as
+        :meth:`append` would, in the given order; nothing is stored when one fails.
+        Returns the messages stored."""
+        prepared: list[tuple[str, AppendContext, list[Message]]] = []
+        for session_id, messages, provenance in batches:
+            check_session_id(session_id, self._limits)
+            check_provenance(provenance)
+            batch = checked_messages(messages)
+            for message in batch:
+                check_message(message, self._limits)
+            if batch:
+                prepared.append((session_id, self._append_context(session_id, provenance), batch))
+        if not prepared:
+            return 0
+
+        async def operation(conn: AsyncConnection) -> list[tuple[str, Appended]]:
+            return [(sid, await append_messages(conn, ctx, batch)) for sid, ctx, batch in prepared]
+
+        with short_statements():
+            done = await self._write(operation)
+        stored = 0
+        for session_id, appended in done:
+            if appended.count:
+                before = appended.before
+                after = (before[0], before[1] + 1)
+                self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
+                stored += appended.count
+        if stored:
+            await self._statistics.wrote(stored)
+        return stored
+
+    @_call
+    async def _stored_hashes(self, session_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The content hash of each stored message id of each of ``session_ids``, in one
+        read (a chunk of ids a statement): the importer's check of many sessions.
+        Sessions that hold no message are left out."""
+        for session_id in session_ids:
+            check_session_id(session_id, self._limits)
+        found: dict[str, dict[str, str]] = {}
+        columns = (MESSAGES.c.session_id, MESSAGES.c.message_id, MESSAGES.c.content_hash)
+        async with self._engine.connect() as conn:
+            for part in chunks(sorted(set(session_ids))):
+                query = select(*columns).where(
+                    MESSAGES.c.tenant == self._tenant, MESSAGES.c.session_id.in_(part)
+                )
+                for session_id, message_id, digest in await conn.execute(query):
+                    found.setdefault(session_id, {})[message_id] = digest
+        return found
 
     @_call
     async def history(

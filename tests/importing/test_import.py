@@ -11,9 +11,13 @@ import pytest
 
 from store import HistoryStore
 from store.errors import InvalidSource
-from store.importing import detect_format, import_sources
+from store.exporting import export_sessions
+from store.importing import detect_format, import_sources, run
+from store.importing.stored import append_sessions
+from store.memory import InMemoryHistoryStore
 from strategies.groups import call_links
 from strategies.messages import FunctionResultContent
+from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.importing.sources import (
     Expected,
     anthropic_body,
@@ -298,3 +302,104 @@ async def test_damaged_database_row_writes_nothing(store: HistoryStore, tmp_path
     with pytest.raises(InvalidSource, match=rf"row {last}: message_data is not JSON"):
         await import_sources(store, [path])
     assert await _session_ids(store) == []
+
+
+def _many_chats(path: Path) -> dict[str | None, list[dict[str, Any]]]:
+    conversations: dict[str | None, list[dict[str, Any]]] = {
+        f"s{n}": weather_chat(1 + n % 3) for n in range(6)
+    }
+    write_chat_jsonl(path, conversations)
+    return conversations
+
+
+async def test_writes_hold_many_sessions_and_split_sessions(
+    store: HistoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chats.jsonl"
+    conversations = _many_chats(path)
+    total = sum(len(m) for m in conversations.values())
+    monkeypatch.setattr(run, "BATCH", 7)  # a write ends inside sessions and spans others
+    monkeypatch.setattr(run, "WINDOW", 5)
+    writes: list[list[str]] = []
+
+    async def recorded(target: Any, batches: Any) -> None:
+        writes.append([session_id for session_id, _, _ in batches])
+        await append_sessions(target, batches)
+
+    monkeypatch.setattr(run, "append_sessions", recorded)
+    report = await import_sources(store, [path])
+    assert (report.sessions, report.new, report.already_stored) == (6, total, 0)
+    assert max(len(set(w)) for w in writes) > 1
+    assert len(writes) == -(-total // 7)
+    for session_id, messages in conversations.items():
+        assert session_id is not None
+        await _check(store, chat_expected(session_id, messages))
+    again = await import_sources(store, [path])
+    assert (again.new, again.already_stored) == (0, total)
+
+
+class _Interrupted(Exception):
+    """The process stopping in the middle of the write pass."""
+
+
+async def test_interrupted_write_pass_is_completed_by_running_again(
+    store: HistoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "chats.jsonl"
+    conversations = _many_chats(path)
+    total = sum(len(m) for m in conversations.values())
+    monkeypatch.setattr(run, "BATCH", 7)
+    calls = [0]
+
+    async def interrupted(target: Any, batches: Any) -> None:
+        calls[0] += 1
+        if calls[0] == 3:
+            raise _Interrupted
+        await append_sessions(target, batches)
+
+    monkeypatch.setattr(run, "append_sessions", interrupted)
+    with pytest.raises(_Interrupted):
+        await import_sources(store, [path])
+    stored = sum(s.stored_messages for s in await store.sessions())
+    assert stored == 14
+    monkeypatch.setattr(run, "append_sessions", append_sessions)
+    report = await import_sources(store, [path])
+    assert (report.new, report.already_stored) == (total - 14, 14)
+    for session_id, messages in conversations.items():
+        assert session_id is not None
+        await _check(store, chat_expected(session_id, messages))
+
+
+async def test_a_result_answering_a_stored_call_is_no_orphan(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    chats = tmp_path / "chats.jsonl"
+    write_chat_jsonl(chats, {"c": weather_chat(1)})
+    await import_sources(store, [chats])
+    lines = [
+        chunk.replace('"session_id":"c"', '"session_id":"d"')
+        async for chunk in export_sessions(store, ["c"], format="jsonl")
+    ]
+    assert len(lines) == 5 and all('"session_id":"d"' in line for line in lines)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_text("".join(lines[:3]), encoding="utf-8")  # up to the call
+    second.write_text("".join(lines[3:]), encoding="utf-8")  # its result and the answer
+    await import_sources(store, [first])
+    report = await import_sources(store, [second], strict=True)
+    assert (report.new, report.warnings) == (2, [])
+    await _check(store, chat_expected("d", weather_chat(1)))
+
+
+async def test_other_backends_are_asked_session_by_session(tmp_path: Path) -> None:
+    path = tmp_path / "chats.jsonl"
+    conversations = _many_chats(path)
+    total = sum(len(m) for m in conversations.values())
+    memory = InMemoryHistoryStore(tokenizer=CharacterEstimatorTokenizer())
+    report = await import_sources(memory, [path])
+    assert (report.sessions, report.new) == (6, total)
+    for session_id, messages in conversations.items():
+        assert session_id is not None
+        rows = await memory.history(session_id, include_excluded=True)
+        assert [r.message.role for r in rows] == chat_expected(session_id, messages).roles
+    again = await import_sources(memory, [path])
+    assert (again.new, again.already_stored) == (0, total)

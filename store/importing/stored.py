@@ -1,0 +1,63 @@
+"""What the import reads from the store and writes to it, many sessions at a time.
+
+The SQL backend answers for many sessions in one statement and writes many sessions'
+messages in one transaction (its bulk path); any other backend of the contract is
+asked session by session, through its public methods.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from store.contract import HistoryBackend
+from store.errors import SessionNotFound
+from store.models import Provenance
+from store.rules.identity import content_hash
+from store.sql.store import HistoryStore
+from strategies.groups import call_links
+from strategies.messages import Message
+
+__all__ = ["Batch", "append_sessions", "stored_calls", "stored_hashes"]
+
+Batch = tuple[str, list[Message], Provenance]
+"""Messages for one session, with their provenance."""
+
+
+async def stored_hashes(
+    store: HistoryBackend, session_ids: Sequence[str]
+) -> dict[str, dict[str, str]]:
+    """The content hash of each stored message id of each session that holds any."""
+    if isinstance(store, HistoryStore):
+        return await store._stored_hashes(session_ids)
+    found: dict[str, dict[str, str]] = {}
+    for session_id in dict.fromkeys(session_ids):
+        try:
+            await store.session(session_id)
+        except SessionNotFound:
+            continue
+        hashes = {
+            row.message.message_id: content_hash(row.message)
+            async for row in store.aiter_history(session_id, include_excluded=True)
+        }
+        if hashes:
+            found[session_id] = hashes
+    return found
+
+
+async def stored_calls(store: HistoryBackend, session_id: str) -> set[str]:
+    """The call ids the session's stored messages make (read only when a new result
+    answers no call of the source, which is rare)."""
+    calls: set[str] = set()
+    async for row in store.aiter_history(session_id, include_excluded=True):
+        calls.update(c for c in call_links(row.message)[0] if c)
+    return calls
+
+
+async def append_sessions(store: HistoryBackend, batches: Sequence[Batch]) -> None:
+    """Append each batch to its session: in one transaction on the SQL backend, else
+    one append a batch."""
+    if isinstance(store, HistoryStore):
+        await store._append_sessions(batches)
+        return
+    for session_id, messages, provenance in batches:
+        await store.append(session_id, messages, provenance=provenance)
