@@ -106,6 +106,8 @@ def import_(
 ) -> None:
     """Import chat logs: files, folders or SQLite databases of other systems.
 
+    A SOURCE is a path, or a SQLite database's URL (sqlite:///PATH).
+
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
     agent-framework, adk (docs/importing.md).
     """

@@ -39,6 +39,7 @@ from store.importing.readers.adk import SESSIONS_TABLE as ADK_SESSIONS
 from store.importing.readers.adk import is_events_table
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
+from store.importing.source import source_path
 
 __all__ = ["detect_format", "detect_path"]
 
@@ -147,6 +148,7 @@ def detect_path(path: Path, source: str, table: str | None = None) -> str:
 
 
 def detect_format(source: str | Path) -> str:
-    """The format id of ``source`` (a file, a folder, or a SQLite database), told from its
-    content by the rules above; :class:`~store.errors.InvalidSource` when none fits."""
-    return detect_path(Path(source), str(source))
+    """The format id of ``source`` (a file, a folder, a SQLite database or its
+    ``sqlite:///`` URL), told from its content by the rules above;
+    :class:`~store.errors.InvalidSource` when none fits."""
+    return detect_path(source_path(source), str(source))

@@ -21,7 +21,7 @@ from store.formats import ORIGINAL_ID_KEY
 from store.importing.detect import detect_path
 from store.importing.readers import READERS
 from store.importing.report import ImportReport, SkippedSource
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, source_path
 from store.importing.stored import Batch, append_sessions, stored_calls, stored_hashes
 from store.models import Provenance
 from store.rules.checks import check_message, check_session_id
@@ -404,7 +404,7 @@ def _stable(fmt: str, session_key: str, located: Located) -> Located:
 
 
 def _plan(given: str | Path, fmt: str | None, table: str | None) -> _Plan:
-    source, path = str(given), Path(given)
+    source, path = str(given), source_path(given)
     if fmt is None:
         return _Plan(detect_path(path, source, table), source, path)
     if fmt not in READERS:

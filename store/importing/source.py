@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,33 @@ __all__ = [
     "load_document",
     "parse_line",
     "read_text",
+    "source_path",
 ]
+
+
+_SQLITE_URL = re.compile(r"^sqlite(\+\w+)?://(?P<path>/.*)$")
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def source_path(source: str | Path) -> Path:
+    """Where a source is: a path as given, or the file of a SQLite database URL
+    (``sqlite:///relative.db``, ``sqlite:////absolute.db``, any ``sqlite+driver``).
+    A URL of another database is refused: :class:`~store.errors.InvalidSource`."""
+    if isinstance(source, Path):
+        return source
+    if found := _SQLITE_URL.match(source):
+        path = found["path"][1:]  # the third slash ends the (empty) host
+        if not path:
+            raise InvalidSource(source, None, "the URL names no database file")
+        return Path(path)
+    if _URL.match(source):
+        raise InvalidSource(
+            source,
+            None,
+            "only SQLite database URLs (sqlite:///PATH) and files are read; "
+            "copy the tables of another database into a SQLite file first",
+        )
+    return Path(source)
 
 
 @dataclass(frozen=True, slots=True)

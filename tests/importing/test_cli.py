@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
 from tests.cli.helpers import assert_one_line_error, chatledger
-from tests.importing.sources import weather_chat, write_chat_jsonl
+from tests.importing.sources import (
+    responses_items,
+    weather_chat,
+    write_chat_jsonl,
+    write_openai_agents,
+)
 
 
 def _source(tmp_path: Path) -> Path:
@@ -97,3 +103,17 @@ def test_export_of_an_unknown_session_fails_and_leaves_no_file(tmp_path: Path) -
     assert result.returncode == 1
     assert_one_line_error(result, contains="nope")
     assert not target.exists() and list(tmp_path.glob(".out.jsonl.*")) == []
+
+
+def test_a_database_source_may_be_given_by_its_sqlite_url(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/cli.db"
+    source = tmp_path / "agents.db"
+    asyncio.run(write_openai_agents(source, {"s1": responses_items(1), "s2": responses_items(2)}))
+    result = chatledger("import", f"sqlite:///{source}", "--url", url, "--json")
+    assert result.returncode == 0, result.stderr
+    assert result.json()["session_ids"] == ["s1", "s2"]
+    again = chatledger("import", str(source), "--url", url, "--json")  # the same source
+    assert again.json()["new"] == 0
+    other = chatledger("import", "postgresql://postgres@127.0.0.1/agents", "--url", url)
+    assert other.returncode == 1
+    assert_one_line_error(other, contains="only SQLite database URLs (sqlite:///PATH)")

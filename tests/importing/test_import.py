@@ -110,6 +110,23 @@ async def test_openai_agents_database(store: HistoryStore, tmp_path: Path) -> No
     assert (again.new, again.already_stored) == (0, report.messages)
 
 
+async def test_a_sqlite_url_names_the_same_source_as_its_path(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    path = tmp_path / "agents.db"
+    await write_openai_agents(path, {"s1": responses_items(1)})
+    url = f"sqlite:///{path}"  # absolute: sqlite:////tmp/...
+    assert detect_format(url) == "openai-agents"
+    report = await import_sources(store, [url])
+    assert report.session_ids == ["s1"]
+    again = await import_sources(store, [path])
+    assert (again.new, again.already_stored) == (0, report.messages)
+    for refused in ("postgresql://postgres@127.0.0.1/agents", "sqlite:///"):
+        with pytest.raises(InvalidSource, match="URL"):
+            await import_sources(store, [refused])
+    assert [s.session_id for s in await store.sessions()] == ["s1"]
+
+
 async def test_langchain_database(store: HistoryStore, tmp_path: Path) -> None:
     path = tmp_path / "lc.db"
     write_langchain(path, {"lc-1": langchain_messages(2)})
