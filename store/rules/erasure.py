@@ -6,8 +6,8 @@ each content replaced by one of the same pairing (a call keeps its ``call_id`` a
 name, a result its ``call_id``, a hosted call or result its ``call_id`` and pairing)
 with every text, argument, result, payload and ``extra`` dropped, the author name and
 metadata dropped, and the redaction recorded in the metadata under
-:data:`REDACTION_KEY`. A history with tombstones is still valid for a model: no call
-loses its result, no result its call.
+:data:`~store.rules.identity.REDACTION_KEY`. A history with tombstones is still valid
+for a model: no call loses its result, no result its call.
 
 The row keeps the content hash of the message it replaced, so that appending or
 importing that message again is a replay (already stored), never a restore; appending a
@@ -25,6 +25,7 @@ from pydantic import JsonValue
 
 from store.errors import InvalidInput
 from store.rules.checks import check_text, checked_ids
+from store.rules.identity import REDACTION_KEY, is_tombstone
 from store.rules.limits import Limits, check_json
 from strategies.messages import (
     Content,
@@ -42,10 +43,8 @@ if TYPE_CHECKING:
 __all__ = [
     "REDACTED_SUMMARY_TEXT",
     "REDACTED_TEXT",
-    "REDACTION_KEY",
     "check_redaction",
     "covering_summaries",
-    "is_tombstone",
     "purge_cutoff",
     "redact_records",
     "tombstone",
@@ -56,9 +55,6 @@ REDACTED_TEXT = "[redacted]"
 
 REDACTED_SUMMARY_TEXT = "[redacted: this summary covered redacted messages]"
 """What a summary covering a redacted message reads."""
-
-REDACTION_KEY = "chatledger_redaction"
-"""The metadata key of a tombstone: ``{"reason": ..., "event_id": ...}``."""
 
 
 def _tombstone_content(content: Content) -> Content:
@@ -92,11 +88,6 @@ def tombstone(message: Message, *, reason: str, event_id: str, summary: bool = F
     return message.model_copy(
         update={"contents": contents, "author_name": None, "metadata": {REDACTION_KEY: marker}}
     )
-
-
-def is_tombstone(message: Message) -> bool:
-    """Whether ``message`` is a redaction's tombstone."""
-    return REDACTION_KEY in message.metadata and len(message.metadata) == 1
 
 
 def covering_summaries(

@@ -26,7 +26,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from store.errors import InvalidInput
-from store.rules.erasure import is_tombstone
 from strategies.messages import (
     DataContent,
     FunctionCallContent,
@@ -38,7 +37,25 @@ from strategies.messages import (
     UriContent,
 )
 
-__all__ = ["Deduped", "content_hash", "dedupe", "hashed_contents", "new_messages"]
+__all__ = [
+    "REDACTION_KEY",
+    "Deduped",
+    "content_hash",
+    "dedupe",
+    "hashed_contents",
+    "is_tombstone",
+    "new_messages",
+]
+
+REDACTION_KEY = "chatledger_redaction"
+"""The metadata key of a redaction's tombstone (:mod:`store.rules.erasure`):
+``{"reason": ..., "event_id": ...}``. A tombstone is content of its own: importing the
+redacted message again is a replay, never a change (see :func:`dedupe`)."""
+
+
+def is_tombstone(message: Message) -> bool:
+    """Whether ``message`` is a redaction's tombstone."""
+    return REDACTION_KEY in message.metadata and len(message.metadata) == 1
 
 
 def _canonical(message: Message) -> dict[str, Any]:

@@ -29,7 +29,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from store.errors import InvalidInput
 from store.models import PurgeReport, RedactReport
 from store.rules.checks import check_tokenizer
-from store.rules.erasure import covering_summaries, is_tombstone, tombstone
+from store.rules.erasure import covering_summaries, tombstone
+from store.rules.identity import is_tombstone
 from store.sql import dialect
 from store.sql.compaction.write_back import record_event
 from store.sql.history import group_kinds

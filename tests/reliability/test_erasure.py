@@ -15,7 +15,8 @@ import pytest
 from store import HistoryStore, InMemoryHistoryStore
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
-from store.rules.erasure import REDACTED_SUMMARY_TEXT, REDACTED_TEXT, REDACTION_KEY
+from store.rules.erasure import REDACTED_SUMMARY_TEXT, REDACTED_TEXT
+from store.rules.identity import REDACTION_KEY
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from tests.conformance.toy_strategies import Fixed, ReduceResults

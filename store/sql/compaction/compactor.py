@@ -37,12 +37,13 @@ from store.rules.checks import check_tokenizer
 from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, changed_under
 from store.rules.records import now
 from store.sql.compaction.mirror import (
+    Written,
     before_totals,
     load_groups_around,
     load_rows_by_id,
     mirror_of,
 )
-from store.sql.compaction.write_back import Written, write_back, write_outcome
+from store.sql.compaction.write_back import write_back, write_outcome
 from store.sql.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
 from store.sql.projection.views import SqlSource, group_view, read_view
@@ -79,7 +80,7 @@ class Applied:
     key: Key | None = None
     """The session's key as the write transaction found it."""
     written: Written | None = None
-    """The rows the write left (see :class:`~store.sql.compaction.write_back.Written`)."""
+    """The rows the write left (see :class:`~store.sql.compaction.mirror.Written`)."""
 
 
 @dataclass(frozen=True)

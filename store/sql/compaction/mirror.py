@@ -4,14 +4,15 @@ A write loads them, in its write transaction, into a partial
 :class:`~store.rules.records.SessionRecord` (groups by id or anchor, message rows by id;
 contents are never loaded: they are never rewritten), keeping a copy of each as loaded.
 The shared rules (:mod:`store.rules.changes`) run on it, and
-:mod:`~store.sql.compaction.write_back` writes back what they changed.
+:mod:`~store.sql.compaction.write_back` writes back what they changed, leaving a
+:class:`Written`: the rows after the write, for the view cache.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Table, select
 from sqlalchemy.engine import RowMapping
@@ -23,11 +24,9 @@ from store.sql.statements import among_params, key_params, select_among, select_
 from strategies.messages import Message
 from strategies.view import Totals
 
-if TYPE_CHECKING:
-    from store.sql.compaction.write_back import Written
-
 __all__ = [
     "Mirror",
+    "Written",
     "before_totals",
     "load_groups",
     "load_groups_around",
@@ -35,6 +34,18 @@ __all__ = [
     "load_rows_by_id",
     "mirror_of",
 ]
+
+
+@dataclass(frozen=True)
+class Written:
+    """The groups a write-back loaded or inserted, as rows after the write."""
+
+    groups: dict[str, Mapping[str, Any]]
+    """Every group loaded or inserted, by id: its row as a read would return it now."""
+    messages: dict[str, tuple[tuple[int, Message], ...]]
+    """The ``(seq, message)`` pairs of the active summaries inserted."""
+    excluded: Totals
+    """The session's excluded totals after the write."""
 
 
 @dataclass

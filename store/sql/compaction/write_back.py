@@ -4,9 +4,10 @@ The rules live once, in :mod:`store.rules.changes` (pure functions over records)
 write loads the few records a change set or restore can touch
 (:mod:`~store.sql.compaction.mirror`), runs those functions on them, then
 :func:`write_back` writes what changed, the audit event with its links to groups and
-the session's aggregates, in the caller's write transaction. :class:`Written` carries
-the rows the write left, as a read would return them, so that the store's cache of
-active views moves on without reading those groups again.
+the session's aggregates, in the caller's write transaction. The
+:class:`~store.sql.compaction.mirror.Written` it returns carries the rows the write
+left, as a read would return them, so that the store's cache of active views moves on
+without reading those groups again.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord, SessionRecord
 from store.sql import dialect
-from store.sql.compaction.mirror import Mirror, mirror_of
+from store.sql.compaction.mirror import Mirror, Written, mirror_of
 from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
 from store.sql.schema import SESSIONS
 from store.sql.sessions import read_session
@@ -43,7 +44,7 @@ from store.sql.statements import (
 from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["Written", "event_note", "record_event", "write_back", "write_event", "write_outcome"]
+__all__ = ["event_note", "record_event", "write_back", "write_event", "write_outcome"]
 
 
 @dataclass
@@ -332,18 +333,6 @@ async def write_outcome(
 
 _GROUP_DEFAULTS = {"has_reasoning": False, "pending_calls": 0, "orphan": False}
 """The group columns a summary's insert leaves to their server defaults."""
-
-
-@dataclass(frozen=True)
-class Written:
-    """The groups a write-back loaded or inserted, as rows after the write."""
-
-    groups: dict[str, Mapping[str, Any]]
-    """Every group loaded or inserted, by id: its row as a read would return it now."""
-    messages: dict[str, tuple[tuple[int, Message], ...]]
-    """The ``(seq, message)`` pairs of the active summaries inserted."""
-    excluded: Totals
-    """The session's excluded totals after the write."""
 
 
 def written(

@@ -40,7 +40,7 @@ from strategies.messages import Message
 from strategies.view import GroupView, Totals
 
 if TYPE_CHECKING:
-    from store.sql.compaction.write_back import Written
+    from store.sql.compaction.mirror import Written
 
 __all__ = ["DEFAULT_CACHE_MESSAGES", "CachedView", "Key", "SessionCache", "read_key", "session_key"]
 
