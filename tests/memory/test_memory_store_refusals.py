@@ -7,6 +7,8 @@ import pytest
 from store.errors import InvalidInput
 from store.memory import InMemoryHistoryStore
 from store.rules.limits import Limits
+from strategies.tokenizers import CharacterEstimatorTokenizer, CountingTokenizer
+from tests.groups.conversations import user
 
 
 def test_a_database_url_is_not_a_memory_database() -> None:
@@ -33,3 +35,15 @@ async def test_limits_within_range_are_kept() -> None:
         await store.set_metadata("s", {"a": {"b": {"c": 1}}})
     await store.set_metadata("s", {"a": {"b": 1}})
     assert await store.get_metadata("s") == {"a": {"b": 1}}
+
+
+async def test_deleting_a_session_forgets_its_pending_counts() -> None:
+    counting = CountingTokenizer(CharacterEstimatorTokenizer())
+    store = InMemoryHistoryStore(tokenizer=counting)
+    pending = [user("u1", "first"), user("u2", "second")]
+    await store.append("s", [user("u0", "start")])
+    await store.context("s", pending=pending)
+    await store.delete_session("s")
+    counting.reset()
+    await store.append("s", pending)
+    assert counting.calls == len(pending)  # counted afresh: the cached counts went with "s"
