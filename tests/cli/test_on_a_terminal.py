@@ -5,9 +5,11 @@ streams that say they are terminals, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -118,3 +120,26 @@ def test_show_draws_a_styled_table_with_the_same_rows(
     plain = at_terminal(monkeypatch, "show", "alpha", "--url", cli_url)
     assert not ANSI.search(plain.stdout)
     assert plain.stdout.splitlines() == lines
+
+
+@pytest.mark.usefixtures("terminal")
+def test_import_on_a_terminal_shows_a_transient_bar_and_imports(
+    db_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    source = tmp_path / "chats.jsonl"
+    conversations = [
+        {"id": f"c{n}", "messages": [{"role": "user", "content": f"hello {n}"}]} for n in range(3)
+    ]
+    source.write_text("".join(json.dumps(c) + "\n" for c in conversations))
+    done = at_terminal(
+        monkeypatch, "import", str(source), "--format", "openai-chat", "--url", db_url
+    )
+    assert done.returncode == 0, done
+    assert ANSI.sub("", done.stdout).startswith("imported 3 sessions, 3 messages")
+    assert "chatledger: validate:" not in done.stderr  # the bar, not the plain lines of a pipe
+    assert "Traceback" not in done.stderr
+
+    async def sessions(store: HistoryStore) -> list[str]:
+        return sorted(s.session_id for s in await store.sessions())
+
+    assert run_api(db_url, sessions) == ["c0", "c1", "c2"]

@@ -175,3 +175,23 @@ def test_show_previews_every_kind_of_content(db_url: str) -> None:
     ):
         assert preview in shown, (preview, shown)
     assert "[uri ]" not in shown  # no media type: no dangling space
+
+
+def test_compact_blocked_by_pins_says_nothing_changed(cli_url: str) -> None:
+    async def pin_all(store: HistoryStore) -> None:
+        view = await store.view("alpha")
+        await store.pin("alpha", [g.group_id for g in view.groups])
+
+    run_api(cli_url, pin_all)
+    before = api(cli_url, "stats", "alpha")
+    done = invoke(
+        "compact", "alpha", "--strategy", "truncation:max_n=1,compact_to=1", "--url", cli_url
+    )
+    assert done.returncode == 0, done
+    [event] = api(cli_url, "audit", "alpha")
+    assert event.outcome == "blocked"
+    why = "; ".join(d.message for d in event.diagnostics)
+    assert "pinned" in why
+    assert done.stdout == f"event {event.id}: blocked: {why}; nothing changed\n"
+    after = api(cli_url, "stats", "alpha")
+    assert after.active_tokens == before.active_tokens and after.events == before.events + 1
