@@ -111,3 +111,18 @@ async def test_a_stored_session_without_messages_is_imported_into(tmp_path: Path
     assert (report.new, report.already_stored) == (len(weather_chat(1)), 0)
     assert [r.message.text for r in await store.history("c")][1] == "weather 0?"
     assert await store.get_metadata("c") == {"owner": "me"}
+
+
+async def test_a_session_in_two_sources_is_counted_once(tmp_path: Path) -> None:
+    first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    write_chat_jsonl(first, {"c": weather_chat(1)})
+    # on line 2: a message without an id of its own is named by (format, session, line)
+    write_chat_jsonl(
+        second, {"d": weather_chat(1), "c": [{"role": "user", "content": "and tomorrow?"}]}
+    )
+    store = InMemoryHistoryStore()
+    report = await import_sources(store, [first, second])
+    assert report.session_ids == ["c", "d"] and report.sessions == 2
+    assert report.messages == report.new == 2 * len(weather_chat(1)) + 1
+    texts = [r.message.text for r in await store.history("c")]
+    assert texts[1] == "weather 0?" and texts[-1] == "and tomorrow?"
