@@ -147,3 +147,19 @@ def conversation(turns: int, *, size: int = 40) -> list[Message]:
     for turn in range(1, turns + 1):
         messages.extend(tool_turn(turn, size))
     return messages
+
+
+def ok(*args: str, env: Mapping[str, str] | None = None) -> Result:
+    """Run a command in this process that must succeed, and return what it printed."""
+    result = invoke(*args, env=env)
+    assert result.returncode == 0, result
+    return result
+
+
+def api(url: str, method: str, *args: Any, tenant: str = "default", **kw: Any) -> Any:
+    """What ``HistoryStore.<method>(*args, **kw)`` returns on ``url``."""
+
+    async def call(store: HistoryStore) -> Any:
+        return await getattr(store, method)(*args, **kw)
+
+    return run_api(url, call, tenant=tenant)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,7 +17,16 @@ from store.models import CompactionEvent, ExcludedGroup, SessionInfo, Stats, Why
 from store.provider import BEFORE_STRATEGY_KEY
 from store.sql.engine import sqlite_file
 from strategies.messages import MESSAGES_ADAPTER
-from tests.cli.helpers import Result, assert_one_line_error, conversation, invoke, rows, run_api
+from tests.cli import helpers
+from tests.cli.helpers import (
+    Result,
+    api,
+    assert_one_line_error,
+    conversation,
+    invoke,
+    rows,
+    run_api,
+)
 
 WINDOW = "sliding-window:keep_last_turns=1"
 
@@ -41,20 +49,10 @@ def cli_url(db_url: str) -> Iterator[str]:
 
 
 def ok(*args: str, env: dict[str, str] | None = None) -> Result:
-    """Run a command that must succeed, and return what it printed."""
-    result = invoke(*args, env=env)
-    assert result.returncode == 0, result
+    """Run a command that must succeed and warn at most, and return what it printed."""
+    result = helpers.ok(*args, env=env)
     assert result.stderr == "" or result.stderr.startswith("chatledger: warning"), result.stderr
     return result
-
-
-def api(url: str, method: str, *args: Any, tenant: str = "default", **kw: Any) -> Any:
-    """What ``HistoryStore.<method>(*args, **kw)`` returns on ``url``."""
-
-    async def call(store: HistoryStore) -> Any:
-        return await getattr(store, method)(*args, **kw)
-
-    return run_api(url, call, tenant=tenant)
 
 
 def compact_alpha(url: str) -> CompactionEvent:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,7 +21,15 @@ from strategies.messages import (
     ReasoningContent,
     UriContent,
 )
-from tests.cli.helpers import Result, assert_one_line_error, conversation, invoke, rows, run_api
+from tests.cli.helpers import (
+    api,
+    assert_one_line_error,
+    conversation,
+    invoke,
+    ok,
+    rows,
+    run_api,
+)
 
 WINDOW = "sliding-window:keep_last_turns=1"
 
@@ -36,22 +43,6 @@ def cli_url(db_url: str) -> Iterator[str]:
 
     run_api(db_url, fill)
     yield db_url
-
-
-def ok(*args: str) -> Result:
-    """Run a command that must succeed, and return what it printed."""
-    result = invoke(*args)
-    assert result.returncode == 0, result
-    return result
-
-
-def api(url: str, method: str, *args: Any, **kw: Any) -> Any:
-    """What ``HistoryStore.<method>(*args, **kw)`` returns on ``url``."""
-
-    async def call(store: HistoryStore) -> Any:
-        return await getattr(store, method)(*args, **kw)
-
-    return run_api(url, call)
 
 
 def _history(url: str, session: str) -> list[StoredMessage]:

@@ -5,7 +5,6 @@ through :func:`store.cli.main` in this process, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -13,7 +12,7 @@ from store import HistoryStore
 from store.models import CompactionEvent
 from strategies import SummarizationStrategy, ToolResultReductionStrategy
 from strategies.summarizers import FakeSummarizer
-from tests.cli.helpers import Result, conversation, invoke, rows, run_api
+from tests.cli.helpers import api, conversation, ok, rows, run_api
 
 
 def _cut(text: str) -> str:
@@ -29,22 +28,6 @@ def cli_url(db_url: str) -> Iterator[str]:
 
     run_api(db_url, fill)
     yield db_url
-
-
-def ok(*args: str) -> Result:
-    """Run a command that must succeed, and return what it printed."""
-    result = invoke(*args)
-    assert result.returncode == 0, result
-    return result
-
-
-def api(url: str, method: str, *args: Any, **kw: Any) -> Any:
-    """What ``HistoryStore.<method>(*args, **kw)`` returns on ``url``."""
-
-    async def call(store: HistoryStore) -> Any:
-        return await getattr(store, method)(*args, **kw)
-
-    return run_api(url, call)
 
 
 def test_a_reduction_is_marked_in_show_and_counted_in_audit(cli_url: str) -> None:
