@@ -26,6 +26,7 @@ from store.importing.stored import Batch, append_sessions, stored_calls, stored_
 from store.models import Provenance
 from store.rules.checks import check_message, check_session_id
 from store.rules.identity import content_hash
+from store.rules.limits import DEFAULT_LIMITS, Limits
 from strategies.groups import call_links
 from strategies.messages import Message
 
@@ -80,6 +81,9 @@ class _Session:
     calls_read: bool
     """Whether ``calls`` holds the stored messages' calls too (read at the first result
     that answers no call of the source, when the store holds the session)."""
+    given: dict[str, str] = field(default_factory=dict)
+    """The content hash of each id the source gave (rather than the importer) so far in
+    this run of the session: one id given to two contents is refused in pass one."""
 
 
 @dataclass(slots=True)
@@ -154,7 +158,12 @@ class _Importer:
         self.skip_invalid = skip_invalid
         self.table = table
         self.progress = progress
+        self.limits: Limits = getattr(store, "limits", DEFAULT_LIMITS)
+        """What the store accepts: pass one refuses what pass two's appends would."""
         self.tally = _Tally()
+        self.recurring: set[str] = set()
+        """Sessions read in more than one run (a session continued in another source or
+        further on): checked again at the end of pass one for ids given twice."""
         self.bad_sources: set[str] = set()
         self.current: _Session | None = None
         """The session pass one is reading."""
@@ -193,6 +202,8 @@ class _Importer:
             except InvalidSource as error:
                 self._skip(plan.source, None, error)
                 self.bad_sources.add(plan.source)
+        if self.recurring:
+            await self._check_recurring()
 
     async def _validate(self, plan: _Plan) -> None:
         """Check the plan's conversations a window at a time: the stored messages of
@@ -225,25 +236,33 @@ class _Importer:
             if conversation.error is None and session_id != previous:
                 begun.append(session_id)
                 previous = session_id
-        wanted = [s for s in begun if _valid_id(s)]
+        wanted = [s for s in begun if _valid_id(s, self.limits)]
         stored = await stored_hashes(self.store, wanted) if wanted else {}
         for session_id, conversation in window:
             if conversation.error is not None:
                 self._skip(plan.source, session_id, conversation.error)
                 continue
             if self.current is None or self.current.session_id != session_id:
-                self.current = self._begin(plan, session_id, stored.get(session_id))
+                self.current = self._begin(plan, conversation, session_id, stored.get(session_id))
             await self._check(plan, self.current, conversation)
             self.done += len(conversation.messages)
             if self.progress is not None:
                 self.progress("validate", self.done)
 
-    def _begin(self, plan: _Plan, session_id: str, stored: dict[str, str] | None) -> _Session:
+    def _begin(
+        self,
+        plan: _Plan,
+        conversation: Conversation,
+        session_id: str,
+        stored: dict[str, str] | None,
+    ) -> _Session:
         try:
-            check_session_id(session_id)
+            check_session_id(session_id, self.limits)
         except InvalidInput as error:
-            raise InvalidSource(plan.source, None, str(error)) from None
-        if session_id not in self.tally.seen:
+            raise InvalidSource(plan.source, conversation.where, str(error)) from None
+        if session_id in self.tally.seen:
+            self.recurring.add(session_id)
+        else:
             self.tally.seen.add(session_id)
             self.tally.sessions.append(session_id)
         return _Session(session_id, stored or {}, set(), calls_read=not stored)
@@ -253,15 +272,22 @@ class _Importer:
         for located in conversation.messages:
             message = located.message
             try:
-                check_message(message)
+                check_message(message, self.limits)
             except InvalidInput as error:
                 self._skip(plan.source, session.session_id, _at(plan, located, str(error)))
                 return
             stored = session.stored.get(message.message_id)
-            if stored is not None and stored != content_hash(message):
+            digest = None if stored is None else content_hash(message)
+            if stored is not None and stored != digest:
                 reason = "changed since it was imported: the stored message has other content"
                 self._skip(plan.source, session.session_id, _at(plan, located, reason))
                 return
+            if _id_given(conversation, message):  # the importer's own ids never repeat
+                digest = digest or content_hash(message)
+                if session.given.setdefault(message.message_id, digest) != digest:
+                    reason = f"message id {message.message_id!r} is given to other content earlier"
+                    self._skip(plan.source, session.session_id, _at(plan, located, reason))
+                    return
             calls, results = call_links(message)
             session.calls.update(c for c in calls if c)
             for call_id in results:
@@ -278,6 +304,38 @@ class _Importer:
                 tally.new += 1
             else:
                 tally.already += 1
+
+    async def _check_recurring(self) -> None:
+        """Read the sources again for the sessions read in more than one run, and refuse
+        a message id given to two contents: two files of one session whose messages have
+        no ids, say, at the same lines. Only those sessions' ids are held."""
+        seen: dict[str, dict[str, tuple[str, str, str]]] = {}
+        for plan in self.plans:
+            if plan.source in self.bad_sources:
+                continue
+            reading = self.conversations(plan)
+            try:
+                for session_id, conversation in reading:
+                    if session_id not in self.recurring or conversation.error is not None:
+                        continue
+                    if session_id in self.tally.skipped:
+                        continue
+                    ids = seen.setdefault(session_id, {})
+                    for located in conversation.messages:
+                        message = located.message
+                        digest = content_hash(message)
+                        first = ids.setdefault(
+                            message.message_id, (digest, plan.source, located.where)
+                        )
+                        if first[0] != digest:
+                            reason = (
+                                f"message id {message.message_id!r} of session {session_id!r} "
+                                f"is given to other content at {first[1]}: {first[2]}"
+                            )
+                            self._skip(plan.source, session_id, _at(plan, located, reason))
+                            break
+            finally:
+                reading.close()
 
     def _orphan(self, plan: _Plan, session: _Session, located: Located, call_id: str) -> None:
         problem = f"a result for call {call_id!r}, which no earlier message makes"
@@ -374,12 +432,17 @@ def _released(error: InvalidSource) -> InvalidSource:
     return error.with_traceback(None)
 
 
-def _valid_id(session_id: str) -> bool:
+def _valid_id(session_id: str, limits: Limits) -> bool:
     try:
-        check_session_id(session_id)
+        check_session_id(session_id, limits)
     except InvalidInput:
         return False
     return True
+
+
+def _id_given(conversation: Conversation, message: Message) -> bool:
+    """Whether the message keeps the id its source gave (else :func:`_stable` made it)."""
+    return conversation.stored_ids or ORIGINAL_ID_KEY not in message.metadata
 
 
 def _at(plan: _Plan, located: Located, reason: str) -> InvalidSource:

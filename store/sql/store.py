@@ -426,6 +426,11 @@ class HistoryStore:
         """The token-count policy new messages are counted with."""
         return self._policy
 
+    @property
+    def limits(self) -> Limits:
+        """The largest values the store accepts (:class:`~store.rules.limits.Limits`)."""
+        return self._limits
+
     def count_tokens(self, message: Message) -> int:
         """Count ``message`` the way this store counts what it stores."""
         return count_message_tokens(message, self.tokenizer, policy=self._policy)
