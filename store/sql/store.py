@@ -108,7 +108,7 @@ from store.rules.records import now
 from store.sql import audit, dialect, erasure
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
-from store.sql.append.writer import Appended, append_messages, stored_hashes
+from store.sql.append.writer import Appended, append_messages, append_to_sessions, stored_hashes
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
@@ -574,7 +574,8 @@ class HistoryStore:
             return 0
 
         async def operation(conn: AsyncConnection) -> list[tuple[str, Appended]]:
-            return [(sid, await append_messages(conn, ctx, batch)) for sid, ctx, batch in prepared]
+            appended = await append_to_sessions(conn, [(ctx, batch) for _, ctx, batch in prepared])
+            return [(sid, one) for (sid, _, _), one in zip(prepared, appended, strict=True)]
 
         with short_statements():
             done = await self._write(operation)

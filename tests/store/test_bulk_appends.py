@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import event, select, text
 
 from store import HistoryStore
+from store.models import Provenance
 from store.sql.append.pipeline import COPY_MIN_ROWS
-from store.sql.schema import GROUPS, MESSAGES
+from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.statistics import FIRST_ANALYZE_ROWS
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
@@ -106,3 +107,94 @@ async def test_a_store_analyzes_the_tables_once_it_has_written_enough(db_url: st
         assert await analyzed() == before  # a turn's few rows never analyze
         await store.append("bulk", _turns(FIRST_ANALYZE_ROWS // 3 + 1, "b"))
         assert await analyzed() == {name: count + 1 for name, count in before.items()}
+
+
+def _open_and_early(prefix: str) -> list[Message]:
+    """A result before its call (an early result), a call left open, an answered one."""
+    return [
+        Message(
+            role="tool",
+            message_id=f"{prefix}-early",
+            contents=[FunctionResultContent(call_id=f"{prefix}-late", result="r")],
+        ),
+        Message.text_message("user", "go", message_id=f"{prefix}-u"),
+        Message(
+            role="assistant",
+            message_id=f"{prefix}-open",
+            contents=[FunctionCallContent(call_id=f"{prefix}-never", name="f", arguments={})],
+        ),
+    ]
+
+
+_VOLATILE = {"session_id", "stored_at", "created_at", "updated_at", "imported_at", "incarnation"}
+
+
+async def _rows_of(store: HistoryStore, session_id: str) -> dict[str, list[dict[str, Any]]]:
+    found: dict[str, list[dict[str, Any]]] = {}
+    async with store.engine.connect() as conn:
+        for table in (SESSIONS, MESSAGES, GROUPS, OPEN_CALLS, EARLY_RESULTS):
+            query = (
+                select(table)
+                .where(table.c.session_id == session_id)
+                .order_by(*table.primary_key.columns)
+            )
+            rows = (await conn.execute(query)).mappings()
+            found[table.name] = [
+                {k: v for k, v in dict(r).items() if k not in _VOLATILE} for r in rows
+            ]
+    return found
+
+
+async def test_appends_to_many_sessions_store_what_an_append_a_session_stores(
+    db_url: str,
+) -> None:
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        for way in ("bulk", "one"):  # a session that holds messages already
+            await store.append(f"{way}-held", _turns(1, "h"))
+        parts = [
+            ("blank", _turns(2, "a")),
+            ("calls", _open_and_early("b")),
+            ("held", _turns(2, "h2")),
+            ("twice", _turns(1, "t1")),  # one session named twice in the batch
+            ("big", _turns(COPY_MIN_ROWS, "g")),
+            ("twice", _turns(1, "t2")),
+        ]
+        provenance = Provenance(system="openai-chat", source_ids={"a-u0": "line 1"})
+        stored = await store._append_sessions(
+            [(f"bulk-{sid}", messages, provenance) for sid, messages in parts]
+        )
+        assert stored == sum(len(messages) for _, messages in parts)
+        for sid, messages in parts:
+            await store.append(f"one-{sid}", messages, provenance=provenance)
+        for sid in dict.fromkeys(sid for sid, _ in parts):
+            bulk, one = await _rows_of(store, f"bulk-{sid}"), await _rows_of(store, f"one-{sid}")
+            assert bulk == one, sid
+            assert bulk["chatledger_messages"], sid
+            assert (await store.context(f"bulk-{sid}")) == (await store.context(f"one-{sid}"))
+        calls = await _rows_of(store, "bulk-calls")
+        assert [r["call_id"] for r in calls["chatledger_open_calls"]] == ["b-never"]
+        assert [r["call_id"] for r in calls["chatledger_early_results"]] == ["b-late"]
+
+
+async def test_blank_sessions_are_written_in_as_many_statements_whatever_their_number(
+    db_url: str,
+) -> None:
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        sync_engine = store.engine.sync_engine
+        statements: list[str] = []
+
+        def record(*args: Any) -> None:
+            statements.append(args[2])
+
+        counts = []
+        for number in (25, 100):  # every statement of either many rows (a COPY or not)
+            statements.clear()
+            event.listen(sync_engine, "before_cursor_execute", record)
+            try:
+                await store._append_sessions(
+                    [(f"s{number}-{i}", _turns(2, f"m{i}"), None) for i in range(number)]
+                )
+            finally:
+                event.remove(sync_engine, "before_cursor_execute", record)
+            counts.append(len([s for s in statements if not s.startswith("ANALYZE")]))
+        assert counts[0] == counts[1] <= 8, statements

@@ -38,6 +38,7 @@ __all__ = [
     "DriverInsert",
     "Processor",
     "Statement",
+    "execute_inserts",
     "group_insert",
     "insert_messages",
     "message_insert",
@@ -242,7 +243,9 @@ def group_insert(dialect: Dialect) -> DriverInsert:
     return _driver_insert(dialect, "group", _INSERT_GROUPS, GROUP_COLUMNS)
 
 
-async def _execute(conn: AsyncConnection, statements: Sequence[Statement]) -> None:
+async def execute_inserts(conn: AsyncConnection, statements: Sequence[Statement]) -> None:
+    """Send each statement's rows: one ``COPY`` where the database copies rows and they
+    are many enough, else one ``executemany``."""
     copies = dialect.of(conn).copy_rows
     for insert_rows, rows in statements:
         if copies and len(rows) >= COPY_MIN_ROWS:
@@ -306,7 +309,7 @@ async def insert_messages(
                     statements.append((group_binds, ready))
             if writing is not None:
                 await writing
-            writing = asyncio.ensure_future(_execute(conn, statements))
+            writing = asyncio.ensure_future(execute_inserts(conn, statements))
             await asyncio.sleep(0)  # let the insert reach the driver
         if writing is not None:
             await writing

@@ -10,6 +10,7 @@ excluded (or summarized) since is *frozen*: its call does not join it.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,11 +23,17 @@ from store.rules.checks import check_tokenizer
 from store.rules.identity import Deduped, dedupe, new_messages
 from store.rules.records import now
 from store.sql.append.counting import BackgroundCounts, count_in_background
-from store.sql.append.pipeline import insert_messages
+from store.sql.append.pipeline import (
+    Statement,
+    execute_inserts,
+    group_insert,
+    insert_messages,
+    message_insert,
+)
 from store.sql.append.rows import AppendContext, AppendTotals, NewGroups, RowBuilder
 from store.sql.projection.cache import Key, session_key
 from store.sql.schema import EARLY_RESULTS, FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
-from store.sql.sessions import lock_session
+from store.sql.sessions import lock_session, lock_sessions
 from store.sql.statements import (
     among_params,
     chunks,
@@ -45,7 +52,7 @@ from strategies.groups import (
 )
 from strategies.messages import Message
 
-__all__ = ["Appended", "append_messages", "load_state", "stored_hashes"]
+__all__ = ["Appended", "append_messages", "append_to_sessions", "load_state", "stored_hashes"]
 
 _HASH_COLUMNS = ("message_id", "content_hash")
 
@@ -256,14 +263,8 @@ async def _update_groups(
     totals.active_groups = created - sum(g[2] for g in gains.values())
 
 
-async def _write_calls(
-    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
-) -> None:
-    stale = sorted(loaded.call_rows)
-    for part in chunks(stale):
-        await conn.execute(
-            delete(OPEN_CALLS).where(*_keys(OPEN_CALLS, ctx), OPEN_CALLS.c.call_id.in_(part))
-        )
+def _call_rows(ctx: AppendContext, state: AnnotationState, loaded: _Loaded) -> list[dict[str, Any]]:
+    """The open-call rows of the call ids the append referenced, as the state has them."""
     rows: list[dict[str, Any]] = []
     for call_id in sorted(loaded.wanted_calls):
         if call_id in state.open_calls:
@@ -282,22 +283,14 @@ async def _write_calls(
                 "ambiguous": ambiguous,
             }
         )
-    for batch in chunks(rows):
-        await conn.execute(insert(OPEN_CALLS), list(batch))
-    await _write_early(conn, ctx, state, loaded)
+    return rows
 
 
-async def _write_early(
-    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
-) -> None:
-    """Replace the early results of the call ids the append referenced by the state's."""
-    for part in chunks(sorted(loaded.early_rows)):
-        await conn.execute(
-            delete(EARLY_RESULTS).where(
-                *_keys(EARLY_RESULTS, ctx), EARLY_RESULTS.c.call_id.in_(part)
-            )
-        )
-    rows = [
+def _early_rows(
+    ctx: AppendContext, state: AnnotationState, loaded: _Loaded
+) -> list[dict[str, Any]]:
+    """The early-result rows of the call ids the append referenced, as the state has them."""
+    return [
         {
             "tenant": ctx.tenant,
             "session_id": ctx.session_id,
@@ -307,8 +300,30 @@ async def _write_early(
         for call_id in sorted(loaded.wanted_calls)
         if call_id in state.early_results
     ]
+
+
+async def _insert_all(conn: AsyncConnection, table: Table, rows: Sequence[dict[str, Any]]) -> None:
     for batch in chunks(rows):
-        await conn.execute(insert(EARLY_RESULTS), list(batch))
+        await conn.execute(insert(table), list(batch))
+
+
+async def _write_calls(
+    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
+) -> None:
+    """Replace the open calls and early results of the call ids the append referenced
+    by the state's."""
+    for part in chunks(sorted(loaded.call_rows)):
+        await conn.execute(
+            delete(OPEN_CALLS).where(*_keys(OPEN_CALLS, ctx), OPEN_CALLS.c.call_id.in_(part))
+        )
+    await _insert_all(conn, OPEN_CALLS, _call_rows(ctx, state, loaded))
+    for part in chunks(sorted(loaded.early_rows)):
+        await conn.execute(
+            delete(EARLY_RESULTS).where(
+                *_keys(EARLY_RESULTS, ctx), EARLY_RESULTS.c.call_id.in_(part)
+            )
+        )
+    await _insert_all(conn, EARLY_RESULTS, _early_rows(ctx, state, loaded))
 
 
 _WRITE_SESSION = session_update(
@@ -325,33 +340,27 @@ _WRITE_SESSION = session_update(
 )
 
 
-async def _write_session(
-    conn: AsyncConnection,
-    ctx: AppendContext,
-    session: RowMapping,
-    state: AnnotationState,
-    totals: AppendTotals,
-) -> None:
+def _session_params(
+    ctx: AppendContext, session: RowMapping, state: AnnotationState, totals: AppendTotals
+) -> dict[str, Any]:
+    """The parameters of :data:`_WRITE_SESSION` after the append."""
     tail = state.tail
-    await conn.execute(
-        _WRITE_SESSION,
-        {
-            "w_tenant": ctx.tenant,
-            "w_session_id": ctx.session_id,
-            "v_next_seq": session["next_seq"] + totals.messages,
-            "v_position": state.position,
-            "v_turn": state.turn,
-            "v_tail_group_id": tail.group.group_id if tail else None,
-            "v_tail_mode": tail.mode if tail else None,
-            "v_updated_at": now(),
-            "d_stored_messages": totals.messages,
-            "d_stored_tokens": totals.tokens,
-            "d_stored_groups": totals.groups,
-            "d_active_messages": totals.active_messages,
-            "d_active_tokens": totals.active_tokens,
-            "d_active_groups": totals.active_groups,
-        },
-    )
+    return {
+        "w_tenant": ctx.tenant,
+        "w_session_id": ctx.session_id,
+        "v_next_seq": session["next_seq"] + totals.messages,
+        "v_position": state.position,
+        "v_turn": state.turn,
+        "v_tail_group_id": tail.group.group_id if tail else None,
+        "v_tail_mode": tail.mode if tail else None,
+        "v_updated_at": now(),
+        "d_stored_messages": totals.messages,
+        "d_stored_tokens": totals.tokens,
+        "d_stored_groups": totals.groups,
+        "d_active_messages": totals.active_messages,
+        "d_active_tokens": totals.active_tokens,
+        "d_active_groups": totals.active_groups,
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,6 +433,117 @@ async def _store_fresh(
         )
     await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
     await _write_calls(conn, ctx, annotation.state, loaded)
-    await _write_session(conn, ctx, session, annotation.state, totals)
+    await conn.execute(_WRITE_SESSION, _session_params(ctx, session, annotation.state, totals))
     touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
     return Appended(len(fresh), session_key(session), frozenset(touched), totals.tokens)
+
+
+@dataclass(slots=True)
+class _Blank:
+    """An append to a session that stores nothing yet, planned for the bulk write."""
+
+    ctx: AppendContext
+    session: RowMapping
+    fresh: list[Message]
+    deduped: Deduped
+    counts: BackgroundCounts | None
+
+
+async def append_to_sessions(
+    conn: AsyncConnection, items: Sequence[tuple[AppendContext, Sequence[Message]]]
+) -> list[Appended]:
+    """Append to many sessions of one tenant inside the caller's write transaction: the
+    importer's bulk path. What each session gets is what :func:`append_messages` would
+    store, returned in the order of ``items``.
+
+    The sessions that store nothing yet (an import's usual case), each named once, are
+    written together: their rows are locked (and created) in two statements, and every
+    session's messages, groups, open calls and session row go out in one statement a
+    table, so that PostgreSQL takes one ``COPY`` of all the messages rather than a small
+    ``INSERT`` a session. Any other session is appended on its own afterwards.
+    """
+    if not items:
+        return []
+    named = Counter(ctx.session_id for ctx, _ in items)
+    single = [ctx for ctx, _ in items if named[ctx.session_id] == 1]
+    sessions: dict[str, RowMapping] = {}
+    if single:
+        tokenizer = single[0].tokenizer.name
+        sessions = await lock_sessions(
+            conn,
+            single[0].tenant,
+            [ctx.session_id for ctx in single],
+            create_with_tokenizer=tokenizer,
+        )
+    done: dict[int, Appended] = {}
+    blanks: list[tuple[int, _Blank]] = []
+    try:
+        for index, (ctx, messages) in enumerate(items):
+            session = sessions.get(ctx.session_id) if named[ctx.session_id] == 1 else None
+            if session is None or session["next_seq"] != FIRST_SEQ:
+                continue
+            check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
+            deduped = dedupe(ctx.session_id, messages, {})
+            fresh = new_messages(messages, {})
+            blanks.append(
+                (index, _Blank(ctx, session, fresh, deduped, count_in_background(ctx, fresh)))
+            )
+        done.update(
+            zip(
+                [i for i, _ in blanks],
+                await _write_blanks(conn, [b for _, b in blanks]),
+                strict=True,
+            )
+        )
+    finally:
+        for _, blank in blanks:
+            if blank.counts is not None:
+                blank.counts.close()
+    for index, (ctx, messages) in enumerate(items):
+        if index not in done:
+            done[index] = await append_messages(conn, ctx, messages)
+    return [done[index] for index in range(len(items))]
+
+
+async def _write_blanks(conn: AsyncConnection, blanks: Sequence[_Blank]) -> list[Appended]:
+    """Annotate and build the rows of every blank session, then write them together."""
+    binds, group_binds = message_insert(conn.dialect), group_insert(conn.dialect)
+    messages: list[tuple[Any, ...]] = []
+    groups: list[tuple[Any, ...]] = []
+    calls: list[dict[str, Any]] = []
+    early: list[dict[str, Any]] = []
+    updates: list[dict[str, Any]] = []
+    appended: list[Appended] = []
+    for blank in blanks:
+        ctx, session, fresh = blank.ctx, blank.session, blank.fresh
+        loaded = await load_state(conn, ctx, session, fresh)  # blank: reads nothing
+        annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
+        totals = AppendTotals()
+        group_ids = [group_id for _, group_id in annotation.message_groups]
+        builder = RowBuilder(
+            ctx,
+            session["next_seq"],
+            fresh,
+            blank.deduped.hashes,
+            group_ids,
+            loaded.groups,
+            totals,
+            contents=blank.deduped.contents,
+        )
+        counted = await blank.counts.get(0, len(fresh)) if blank.counts is not None else None
+        messages += builder.rows(0, len(fresh), binds, counted)
+        created = _new_groups(ctx, session, annotation, loaded, totals, {})
+        groups += created.ready(len(fresh), group_binds, final=True)
+        totals.groups = totals.active_groups = len(created.groups)
+        calls += _call_rows(ctx, annotation.state, loaded)
+        early += _early_rows(ctx, annotation.state, loaded)
+        updates.append(_session_params(ctx, session, annotation.state, totals))
+        touched = frozenset({*group_ids, *annotation.groups})
+        appended.append(Appended(len(fresh), session_key(session), touched, totals.tokens))
+    statements: list[Statement] = [(binds, messages), (group_binds, groups)]
+    await execute_inserts(conn, [(i, rows) for i, rows in statements if rows])
+    await _insert_all(conn, OPEN_CALLS, calls)
+    await _insert_all(conn, EARLY_RESULTS, early)
+    if updates:
+        await conn.execute(_WRITE_SESSION, updates)
+    return appended
