@@ -26,7 +26,7 @@ from store.cli._common import (
     with_store,
     yes_option,
 )
-from store.cli._output import echo, number, print_table
+from store.cli._output import echo, number, print_table, quantity
 from store.cli._render import dry_run_table, event_outcome, short_strategy
 
 if TYPE_CHECKING:
@@ -301,7 +301,7 @@ def delete(session_id: str, yes: bool, url: str | None, tenant: str, as_json: bo
 
     found = with_store(url, tenant, info)
     confirm(
-        f"Delete session {session_id} ({number(found.stored_messages)} messages, "
+        f"Delete session {session_id} ({quantity(found.stored_messages, 'message')}, "
         f"tenant {tenant}) for good?",
         yes=yes,
     )
@@ -313,7 +313,7 @@ def delete(session_id: str, yes: bool, url: str | None, tenant: str, as_json: bo
     if as_json:
         emit_json({"deleted": session_id, "messages": found.stored_messages})
     else:
-        echo(f"deleted session {session_id} ({number(found.stored_messages)} messages)")
+        echo(f"deleted session {session_id} ({quantity(found.stored_messages, 'message')})")
 
 
 @click.command()

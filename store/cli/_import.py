@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from store.cli._common import CliError, emit_json, json_option, run, tenant_option, url_option
-from store.cli._output import echo, number
+from store.cli._output import echo, number, quantity
 
 if TYPE_CHECKING:
     from store.importing import ImportReport
@@ -62,9 +62,9 @@ def _progress(quiet: bool) -> Iterator[Callable[[str, int], None] | None]:
 def _summary(report: ImportReport) -> None:
     verb = "would import" if report.dry_run else "imported"
     echo(
-        f"{verb} {number(report.sessions)} sessions, {number(report.messages)} messages "
-        f"({number(report.tool_calls)} tool calls, {number(report.tool_results)} results, "
-        f"{number(report.tokens)} tokens)"
+        f"{verb} {quantity(report.sessions, 'session')}, {quantity(report.messages, 'message')} "
+        f"({quantity(report.tool_calls, 'tool call')}, {quantity(report.tool_results, 'result')}, "
+        f"{quantity(report.tokens, 'token')})"
     )
     echo(f"{number(report.new)} new, {number(report.already_stored)} already stored")
     for warning in report.warnings:

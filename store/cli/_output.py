@@ -63,6 +63,11 @@ def number(value: int) -> str:
     return f"{value:,}"
 
 
+def quantity(value: int, noun: str, plural: str | None = None) -> str:
+    """``value`` and its noun, singular for one: ``1 session``, ``2,048 sessions``."""
+    return f"{value:,} {noun if value == 1 else plural or noun + 's'}"
+
+
 def when(value: datetime | None) -> str:
     """A timestamp in UTC with its zone: ``2026-12-01T09:51:30Z``."""
     if value is None:

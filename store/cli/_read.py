@@ -23,7 +23,7 @@ from store.cli._common import (
     url_option,
     with_store,
 )
-from store.cli._output import echo, number, print_table
+from store.cli._output import echo, print_table, quantity
 from store.cli._render import context_table, history_table, sessions_table, stats_table
 
 if TYPE_CHECKING:
@@ -158,7 +158,10 @@ def _show_context(
     if as_json:
         emit_json(messages)
         return
-    title = f"Context of {session_id}: {len(messages)} messages, {number(sum(tokens))} tokens"
+    title = (
+        f"Context of {session_id}: {quantity(len(messages), 'message')}, "
+        f"{quantity(sum(tokens), 'token')}"
+    )
     print_table(context_table(title, messages, tokens, summaries), empty="The context is empty.")
     echo(f"(projected with {source})")
 

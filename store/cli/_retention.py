@@ -25,7 +25,7 @@ from store.cli._common import (
     url_option,
     yes_option,
 )
-from store.cli._output import Column, Table, echo, number, print_table, when
+from store.cli._output import Column, Table, echo, number, print_table, quantity, when
 
 if TYPE_CHECKING:
     from store.models import PurgeReport, RedactReport, StoredMessage
@@ -68,8 +68,9 @@ async def _purge(
 
 def _purge_line(report: PurgeReport, verb: str) -> str:
     return (
-        f"{verb} {number(len(report.sessions))} sessions ({number(report.messages)} messages, "
-        f"{number(report.groups)} groups, {number(report.events)} audit events) of tenant "
+        f"{verb} {quantity(len(report.sessions), 'session')} "
+        f"({quantity(report.messages, 'message')}, "
+        f"{quantity(report.groups, 'group')}, {quantity(report.events, 'audit event')}) of tenant "
         f"{report.tenant} last updated before {when(report.older_than)}"
     )
 
@@ -196,7 +197,8 @@ def redact(
             _preview(targets, f"would redact {len(targets)} messages of {session_id}")
         return
     confirm(
-        f"Redact {len(ids)} messages of session {session_id} (tenant {tenant}) for good?",
+        f"Redact {quantity(len(ids), 'message')} of session {session_id} "
+        f"(tenant {tenant}) for good?",
         yes=yes,
     )
     _, report = run(
@@ -207,8 +209,9 @@ def redact(
         emit_json(report)
         return
     echo(
-        f"redacted {number(len(report.redacted))} messages and {number(len(report.summaries))} "
-        f"summaries of {session_id}: {number(report.tokens_before)} → "
+        f"redacted {quantity(len(report.redacted), 'message')} and "
+        f"{quantity(len(report.summaries), 'summary', 'summaries')} of {session_id}: "
+        f"{number(report.tokens_before)} → "
         f"{number(report.tokens_after)} stored tokens"
         + (f" (event {report.event.id})" if report.event is not None else "")
     )

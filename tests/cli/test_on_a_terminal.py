@@ -84,7 +84,7 @@ def test_redact_asks_and_a_no_changes_nothing(
         monkeypatch, "redact", "alpha", first, "--reason", "gdpr", "--url", cli_url, answer="n\n"
     )
     assert refused.returncode == 1
-    assert "Redact 1 messages of session alpha (tenant default) for good?" in refused.stdout
+    assert "Redact 1 message of session alpha (tenant default) for good?" in refused.stdout
     assert ANSI.sub("", refused.stderr).strip() == (
         "chatledger: error: not confirmed: nothing changed"
     )
@@ -98,7 +98,7 @@ def test_redact_asks_and_a_yes_redacts(cli_url: str, monkeypatch: pytest.MonkeyP
         monkeypatch, "redact", "alpha", first, "--reason", "gdpr", "--url", cli_url, answer="y\n"
     )
     assert done.returncode == 0, done
-    assert "redacted 1 messages" in ANSI.sub("", done.stdout)
+    assert "redacted 1 message" in ANSI.sub("", done.stdout)
     assert _history(cli_url)[first].message.text == REDACTED_TEXT
 
 

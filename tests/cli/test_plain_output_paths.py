@@ -68,7 +68,7 @@ def test_redact_without_yes_off_a_terminal_is_a_usage_error(cli_url: str) -> Non
     refused = invoke("redact", "alpha", first, "--reason", "gdpr", "--url", cli_url)
     assert_one_line_error(refused, contains="not on a terminal, pass --yes to confirm")
     assert refused.returncode == 2
-    assert "Redact 1 messages of session alpha (tenant default) for good?" in refused.stderr
+    assert "Redact 1 message of session alpha (tenant default) for good?" in refused.stderr
     stored = {m.message_id: m for m in _history(cli_url, "alpha")}
     assert stored[first].message.text == "question 1"
 
@@ -76,7 +76,7 @@ def test_redact_without_yes_off_a_terminal_is_a_usage_error(cli_url: str) -> Non
 def test_redact_with_yes_and_vacuum_prints_what_it_did(cli_url: str) -> None:
     first = next(m.message_id for m in _history(cli_url, "alpha") if m.role == "user")
     done = ok("redact", "alpha", first, "--reason", "gdpr", "--yes", "--vacuum", "--url", cli_url)
-    assert done.stdout.startswith("redacted 1 messages and 0 ")
+    assert done.stdout.startswith("redacted 1 message and 0 ")
     assert "{" not in done.stdout  # a sentence, not the JSON report
     stored = {m.message_id: m for m in _history(cli_url, "alpha")}
     assert stored[first].message.text == REDACTED_TEXT
@@ -131,7 +131,7 @@ def test_import_compact_compacts_each_imported_session(db_url: str, tmp_path: Pa
     done = ok(
         "import", str(source), "--format", "openai-chat", "--compact", WINDOW, "--url", db_url
     )
-    assert done.stdout.startswith("imported 1 sessions, 7 messages")
+    assert done.stdout.startswith("imported 1 session, 7 messages")
     [session] = api(db_url, "sessions")
     [event] = api(db_url, "audit", session.session_id)
     assert event.outcome == "applied" and event.excluded
