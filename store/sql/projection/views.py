@@ -34,7 +34,7 @@ from store.sql.sessions import KEYS
 from store.sql.statements import chunks
 from strategies.groups import in_call_order
 from strategies.messages import Message
-from strategies.view import GroupView, Totals, View
+from strategies.view import GroupLinks, GroupView, Totals, View
 
 __all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "read_view"]
 
@@ -248,6 +248,19 @@ class SqlSource:
                 frozen: dict[str, Pairs] = {gid: tuple(p) for gid, p in loaded.items()}
                 self.cache.add_messages(self.session_id, self.entry, frozen)
         return loaded
+
+    def links(self, group_id: str) -> GroupLinks | None:
+        """How the cached messages of ``group_id`` pair (made once per cached group)."""
+        entry = self.entry
+        if entry is None:
+            return None
+        links = entry.links.get(group_id)
+        if links is None:
+            shown = entry.shown.get(group_id)
+            if shown is None:
+                return None
+            links = entry.links[group_id] = GroupLinks.of(shown)
+        return links
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """The messages of each group (reductions applied)."""
