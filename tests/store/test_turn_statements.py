@@ -5,7 +5,10 @@ in as few statements as the backend allows, since on a server each is a round tr
 - a compaction's write-back loads the touched groups and their anchors' neighbours at
   once;
 - a projection reads the session row once: on PostgreSQL the key and the excluded
-  totals come with the group and message rows, not from a read after them.
+  totals come with the group and message rows, not from a read after them;
+- after the store's own writes, a view reads what its cache entry lacks with the session
+  row, in one statement: a compaction's snapshot the groups the append changed, a
+  projection the messages of the groups it sends that the entry lacks.
 """
 
 from __future__ import annotations
@@ -79,3 +82,25 @@ async def test_a_projection_reads_the_session_row_once(db_url: str) -> None:
         sessions = [s for s in seen if _first_table(s) == "chatledger_sessions"]
         assert len(sessions) == 1
         assert len(_reading(seen, "groups")) == 1 and len(_reading(seen, "messages")) == 1
+
+
+async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(db_url: str) -> None:
+    async with HistoryStore.open(db_url) as store:
+        for n in range(3):
+            await store.append("s", _chat(f"c{n}"))
+        await store.context("s")
+        await store.append("s", _chat("d"))
+        with _selects(store) as seen:
+            await store.compact("s", ExcludeOldest(0))  # plans on the snapshot, changes nothing
+        (snapshot,) = seen
+        assert "JOIN chatledger_groups" in snapshot
+        await store.compact("s", ExcludeOldest(1))
+        with _selects(store) as seen:
+            context = await store.context("s")
+        (projection,) = seen
+        assert "JOIN chatledger_messages" in projection
+        with _selects(store) as seen:
+            assert await store.context("s") == context
+        assert [_first_table(s) for s in seen] == ["chatledger_sessions"]
+    async with HistoryStore.open(db_url) as fresh:
+        assert await fresh.context("s") == context

@@ -46,9 +46,10 @@ from store.sql.compaction.mirror import (
 from store.sql.compaction.write_back import write_back, write_outcome
 from store.sql.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
-from store.sql.projection.views import SqlSource, group_view, read_view
+from store.sql.projection.opening import open_view
+from store.sql.projection.views import group_view
 from store.sql.schema import GROUPS
-from store.sql.sessions import lock_session, read_session
+from store.sql.sessions import lock_session
 from store.sql.statements import chunks
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -115,16 +116,24 @@ class Compactor:
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
-        async with read_connection(self.engine) as conn:
-            session = await read_session(conn, self.tenant, session_id)
+
+        def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
-            key = session_key(session)
-            entry = self.cache.entry(session_id, key) if self.cache is not None else None
-            source = SqlSource(self.engine, self.tenant, session_id, self.cache, entry)
-            view, rows = await read_view(
-                conn, source, session, tokenizer=self.tokenizer, policy=self.policy
+
+        async with read_connection(self.engine) as conn:
+            opened = await open_view(
+                conn,
+                self.engine,
+                self.cache,
+                self.tenant,
+                session_id,
+                check=check,
+                send=False,
+                tokenizer=self.tokenizer,
+                policy=self.policy,
             )
-        return Snapshot(view, session["revision"], rows, key)
+        session = opened.session
+        return Snapshot(opened.view, session["revision"], opened.rows, session_key(session))
 
     def compaction(
         self, session_id: str, strategy: CompactionStrategy, phase: Phase

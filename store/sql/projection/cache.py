@@ -123,6 +123,10 @@ class SessionCache:
         """Messages held over all sessions."""
         return self._size
 
+    def peek(self, session_id: str) -> CachedView | None:
+        """The session's entry at whatever key it holds (not checked, not refreshed)."""
+        return self._entries.get(session_id)
+
     def entry(self, session_id: str, key: Key) -> CachedView | None:
         """The session's entry at ``key``, started empty when absent or at another key
         (None: not cached, when the cache is off or the row has no incarnation)."""
