@@ -37,10 +37,13 @@ from store.rules.checks import check_tokenizer
 from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, changed_under
 from store.rules.records import now
 from store.sql.compaction.mirror import (
+    Locked,
     Written,
+    add_groups,
     before_totals,
     load_groups_around,
     load_rows_by_id,
+    lock_with_groups,
     mirror_of,
 )
 from store.sql.compaction.write_back import write_back, write_outcome
@@ -93,6 +96,8 @@ class Snapshot:
     rows: Sequence[Mapping[Any, Any]]
     """The active group rows the view was built from."""
     key: Key
+    next_seq: int | None = None
+    """The session's next ``seq`` at the snapshot."""
 
     @cached_property
     def groups(self) -> dict[str, Fingerprint]:
@@ -133,7 +138,9 @@ class Compactor:
                 policy=self.policy,
             )
         session = opened.session
-        return Snapshot(opened.view, session["revision"], opened.rows, session_key(session))
+        return Snapshot(
+            opened.view, session["revision"], opened.rows, session_key(session), session["next_seq"]
+        )
 
     def compaction(
         self, session_id: str, strategy: CompactionStrategy, phase: Phase
@@ -218,20 +225,29 @@ class Compactor:
         self.cache.write_rows(session_id, before, after, touched, written, views)
 
     async def _conflicts(
-        self, conn: AsyncConnection, session_id: str, snapshot: Snapshot, changes: ChangeSet
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        snapshot: Snapshot,
+        changes: ChangeSet,
+        locked: Locked | None,
     ) -> bool:
+        """Whether a group ``changes`` touches changed since ``snapshot`` (as the rows
+        ``locked`` with the session row tell, else as read now)."""
         touched = sorted(changes.touched_group_ids)
-        current: dict[str, GroupState] = {}
-        for part in chunks(touched):
-            query = select(GROUPS).where(
-                GROUPS.c.tenant == self.tenant,
-                GROUPS.c.session_id == session_id,
-                GROUPS.c.group_id.in_(part),
-            )
-            rows: list[RowMapping] = list((await conn.execute(query)).mappings())
-            current.update(
-                (r["group_id"], GroupState(bool(r["excluded"]), fingerprint(r))) for r in rows
-            )
+        rows: list[Mapping[Any, Any]] = []
+        if locked is not None:
+            wanted = set(touched)
+            rows = [r for r in locked.groups if r["group_id"] in wanted]
+        else:
+            for part in chunks(touched):
+                query = select(GROUPS).where(
+                    GROUPS.c.tenant == self.tenant,
+                    GROUPS.c.session_id == session_id,
+                    GROUPS.c.group_id.in_(part),
+                )
+                rows.extend((await conn.execute(query)).mappings())
+        current = {r["group_id"]: GroupState(bool(r["excluded"]), fingerprint(r)) for r in rows}
         return changed_under(touched, snapshot.groups, current)
 
     async def apply(
@@ -250,21 +266,30 @@ class Compactor:
         ``seen`` receives the session's cache key as the transaction found it, and the
         rows the write left.
         """
-        session = await lock_session(conn, self.tenant, session_id)
+        touched = changes.touched_group_ids
+        # the ids the summaries may take, as the snapshot's next seq tells them
+        guessed = None if snapshot is None else snapshot.next_seq
+        taken = [] if guessed is None else summary_id_candidates(changes, guessed)
+        locked = await lock_with_groups(conn, self.tenant, session_id, touched, taken)
+        # too many ids for one statement: the lock, then the groups in steps
+        session = locked.session if locked else await lock_session(conn, self.tenant, session_id)
         if seen is not None:
             seen.key = session_key(session)
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         if (
             snapshot is not None
             and session["revision"] != snapshot.revision
-            and await self._conflicts(conn, session_id, snapshot, changes)
+            and await self._conflicts(conn, session_id, snapshot, changes, locked)
         ):
             return CONFLICT
         mirror = mirror_of(session)
-        await load_groups_around(conn, mirror, changes.touched_group_ids)
-        # the stored ones among the ids the summaries may take (see apply_changes)
-        wanted = summary_id_candidates(changes, session["next_seq"])
-        wanted += [r.message_id for r in changes.reductions]
+        if locked is None:
+            await load_groups_around(conn, mirror, touched)
+        else:
+            add_groups(mirror, locked.groups, set(touched))
+        wanted = [r.message_id for r in changes.reductions]
+        if locked is None or guessed != session["next_seq"] or locked.taken:
+            wanted += summary_id_candidates(changes, session["next_seq"])
         await load_rows_by_id(conn, mirror, set(wanted))
         out = Outcome(
             event_id=new_event_id(),

@@ -336,7 +336,7 @@ _GROUP_DEFAULTS = {"has_reasoning": False, "pending_calls": 0, "orphan": False}
 
 
 def written(
-    loaded: Mapping[str, RowMapping],
+    loaded: Mapping[str, Mapping[Any, Any]],
     groups: Mapping[str, GroupRecord],
     token_counts: Mapping[str, int],
     summary_groups: Iterable[Mapping[str, Any]],
