@@ -24,7 +24,7 @@ from store.errors import SessionNotFound
 from store.rules.records import GroupRecord, MessageRecord, SessionRecord
 from store.sql import dialect
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
-from store.sql.sessions import KEYS
+from store.sql.sessions import KEYS, lock_session
 from store.sql.statements import (
     CHUNK,
     among_params,
@@ -171,10 +171,10 @@ _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
 
 
 @cache
-def _locked_with_groups(arrays: bool, row_locks: bool) -> Select[Any]:
-    """The session row (locked where rows lock), the count of its messages whose id is
-    in ``taken``, and, left-joined to it, its groups whose id is in ``ids`` and every
-    group at one of their anchors (a group may come twice)."""
+def _session_with_groups(arrays: bool) -> Select[Any]:
+    """The session row, the count of its messages whose id is in ``taken``, and,
+    left-joined to it, its groups whose id is in ``ids`` and every group at one of
+    their anchors (a group may come twice)."""
     touched = GROUPS.alias("touched")
     anchors = select(touched.c.anchor).where(
         touched.c.tenant == bindparam("tenant"),
@@ -201,12 +201,11 @@ def _locked_with_groups(arrays: bool, row_locks: bool) -> Select[Any]:
         .label("taken_count")
     )
     columns = [around.c[name].label(label) for label, name in _GROUP_LABELS]
-    query = (
+    return (
         select(SESSIONS, taken, *columns)
         .select_from(SESSIONS.outerjoin(around, true()))
         .where(*KEYS)
     )
-    return query.with_for_update(of=SESSIONS) if row_locks else query
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,14 +226,22 @@ async def lock_with_groups(
     group_ids: Collection[str],
     taken: Collection[str],
 ) -> Locked | None:
-    """Lock the session row as :func:`~store.sql.sessions.lock_session` does and read,
-    in the same statement, the groups :func:`load_groups_around` loads and how many of
-    the ``taken`` ids are stored; None when there are too many ids for one statement
-    (:class:`~store.errors.SessionNotFound` when the session does not exist)."""
+    """Lock the session row as :func:`~store.sql.sessions.lock_session` does and read
+    the groups :func:`load_groups_around` loads and how many of the ``taken`` ids are
+    stored message ids; None when there are too many ids for one statement
+    (:class:`~store.errors.SessionNotFound` when the session does not exist).
+
+    Where the transaction holds the database's write lock from its start (SQLite's
+    ``BEGIN IMMEDIATE``) that is one statement. Where the row is locked by the read
+    (``FOR UPDATE``), the groups are read by a second statement once it holds the lock:
+    a statement's rows are those of the snapshot it began with, before it waited.
+    """
     if len(group_ids) > CHUNK or len(taken) > CHUNK:
         return None
     capabilities = dialect.of(conn)
-    query = _locked_with_groups(capabilities.array_parameters, capabilities.row_locks)
+    if capabilities.row_locks:
+        await lock_session(conn, tenant, session_id)
+    query = _session_with_groups(capabilities.array_parameters)
     params = {
         "tenant": tenant,
         "session_id": session_id,
