@@ -302,6 +302,10 @@ class View:
 
     def sendable(self) -> list[GroupView]:
         """Groups the projection sends: orphans and stale pending calls left out."""
+        return list(self._sendable)
+
+    @cached_property
+    def _sendable(self) -> tuple[GroupView, ...]:
         last_user = self.last_user_index()
         out: list[GroupView] = []
         for index, g in enumerate(self.groups):
@@ -310,7 +314,7 @@ class View:
             if g.pending_calls > 0 and last_user is not None and index < last_user:
                 continue
             out.append(g)
-        return out
+        return tuple(out)
 
     async def project(self) -> list[Message]:
         """The messages to send, in order.

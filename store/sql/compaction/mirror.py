@@ -168,6 +168,10 @@ def _bound_keys(table: Table) -> tuple[Any, Any]:
 
 
 _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
+_GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
+_GROUPS_AT = len(SESSIONS.c) + 1
+"""Where the group columns start in a row of :func:`_session_with_groups` (after the
+session's columns and the count of taken ids)."""
 
 
 @cache
@@ -252,10 +256,12 @@ async def lock_with_groups(
     if not rows:
         raise SessionNotFound(session_id, tenant=tenant)
     first = rows[0]._mapping
+    start = _GROUPS_AT
+    group_id = start + _GROUP_COLUMNS.index("group_id")
     groups = [
-        {name: row._mapping[label] for label, name in _GROUP_LABELS}
+        dict(zip(_GROUP_COLUMNS, row[start:], strict=True))
         for row in rows
-        if row._mapping["g_group_id"] is not None
+        if row[group_id] is not None
     ]
     return Locked(first, groups, int(first["taken_count"]))
 

@@ -192,6 +192,8 @@ async def _update_among(
     values: Mapping[str, Any],
 ) -> None:
     """Give the same ``values`` to every row whose ``column`` is in ``ids``."""
+    if not ids:  # building the statement costs more than a turn's other writes
+        return
     statement, params = update_among(conn, table, column, values)
     keys = {**key_params(mirror.session.tenant, mirror.session.session_id), **params}
     for bound in among_params(conn, keys, list(ids)):

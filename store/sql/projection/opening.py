@@ -43,6 +43,7 @@ _NO_SOURCE = InMemorySource({})
 
 _SESSION_WIDTH = len(SESSIONS.c)
 _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
+_GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
 
 
 def _among(column: Any, arrays: bool) -> Any:
@@ -70,29 +71,31 @@ def _session_and(part: _Part, arrays: bool) -> Select[Any]:
     return select(SESSIONS, *columns).select_from(joined).where(*KEYS)
 
 
-def _missing(guess: CachedView | None, view_of: Callable[[CachedView], View]) -> list[str]:
-    """The groups the guessed entry's view sends whose messages it lacks."""
-    if guess is None or guess.views is None or guess.excluded is None or guess.dirty:
-        return []
-    held = guess.messages
-    return [g.group_id for g in view_of(guess).sendable() if g.group_id not in held]
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What to read with the session row, if the cache entry is still current."""
+
+    part: _Part | None = None
+    ids: Sequence[str] = ()
+    sends_held: bool = False
+    """The entry's view is complete and, with the messages read, holds every group it
+    sends (no prefetch needed)."""
 
 
 def _known(
     guess: CachedView | None, *, send: bool, view_of: Callable[[CachedView], View]
-) -> tuple[_Part, list[str]] | None:
-    """What to read with the session row, if the entry is still current."""
-    if guess is None:
-        return None
+) -> _Known:
+    """What the ``guess`` entry lacks: its dirty groups' rows, else (with ``send``) the
+    messages of the groups its view sends."""
+    if guess is None or guess.rows is None or guess.views is None:
+        return _Known()
     if guess.dirty:
-        if guess.rows is None or guess.views is None:
-            return None
-        return "groups", sorted(guess.dirty)
-    if send:
-        missing = _missing(guess, view_of)
-        if missing:
-            return "messages", missing
-    return None
+        return _Known("groups", sorted(guess.dirty))
+    if not send or guess.excluded is None:
+        return _Known()
+    held = guess.messages
+    missing = [g.group_id for g in view_of(guess).sendable() if g.group_id not in held]
+    return _Known("messages" if missing else None, missing, sends_held=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,13 +132,13 @@ async def open_view(
         return View(groups=tuple(entry.views or ()), source=_NO_SOURCE, **kwargs)
 
     known = _known(guess, send=send, view_of=view_of)
+    part = known.part if len(known.ids) <= CHUNK else None
     found: list[Row[Any]] = []
-    if known is None or len(known[1]) > CHUNK:
-        known = None
+    if part is None:
         session = await read_session(conn, tenant, session_id)
     else:
-        query = _session_and(known[0], dialect.of(conn).array_parameters)
-        params = {"tenant": tenant, "session_id": session_id, "ids": known[1]}
+        query = _session_and(part, dialect.of(conn).array_parameters)
+        params = {"tenant": tenant, "session_id": session_id, "ids": list(known.ids)}
         found = list((await conn.execute(query, params)).all())
         if not found:
             raise SessionNotFound(session_id, tenant=tenant)
@@ -144,17 +147,18 @@ async def open_view(
     entry = cache.entry(session_id, session_key(session)) if cache is not None else None
     source = SqlSource(engine, tenant, session_id, cache, entry)
     fresh: list[Mapping[str, Any]] | None = None
-    if known is not None and entry is not None and entry is guess:
-        if known[0] == "groups":
-            fresh = [
-                {name: row._mapping[label] for label, name in _GROUP_LABELS}
-                for row in found
-                if row._mapping["g_group_id"] is not None
-            ]
-        else:
-            parts = [row[_SESSION_WIDTH:] for row in found if row[_SESSION_WIDTH] is not None]
-            source.keep(known[1], parts, key=entry.key)
+    current = entry is not None and entry is guess
+    if current and part == "groups":
+        group_id = _SESSION_WIDTH + _GROUP_COLUMNS.index("group_id")
+        fresh = [
+            dict(zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:], strict=True))
+            for row in found
+            if row[group_id] is not None
+        ]
+    elif current and entry is not None and part == "messages":
+        parts = [row[_SESSION_WIDTH:] for row in found if row[_SESSION_WIDTH] is not None]
+        source.keep(known.ids, parts, key=entry.key)
     view, rows = await read_view(conn, source, session, fresh=fresh, **kwargs)
-    if send:
+    if send and not (current and known.sends_held and (part is not None or not known.ids)):
         await source.prefetch(conn, [g.group_id for g in view.sendable()])
     return Opened(session, source, view, rows)
