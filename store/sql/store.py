@@ -826,7 +826,8 @@ class HistoryStore:
         def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
 
-        async with read_connection(self._engine) as conn:
+        # without in-flight messages the read is usually one statement (see open_view)
+        async with read_connection(self._engine, single=not batch) as conn:
             try:
                 # the groups a projection sends are read on this connection, with the
                 # session row when the cache knows which are missing

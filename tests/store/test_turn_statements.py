@@ -104,3 +104,42 @@ async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(db_u
         assert [_first_table(s) for s in seen] == ["chatledger_sessions"]
     async with HistoryStore.open(db_url) as fresh:
         assert await fresh.context("s") == context
+
+
+@contextmanager
+def _statements(store: HistoryStore) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement.lstrip().split()[0].upper())
+
+    engine = store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def test_a_current_view_is_one_statement_and_a_moved_one_is_read_again(
+    db_url: str,
+) -> None:
+    async with HistoryStore.open(db_url) as store, HistoryStore.open(db_url) as other:
+        for n in range(3):
+            await store.append("s", _chat(f"c{n}"))
+        await store.context("s")  # the view, cached
+        await store.append("s", _chat("d"))
+        with _statements(store) as seen:
+            assert await store.compact("s", ExcludeOldest(0)) is None
+        assert seen == ["SELECT"]  # no BEGIN: the one statement is its own snapshot
+        await store.compact("s", ExcludeOldest(1))
+        with _statements(store) as seen:
+            await store.context("s")
+        assert seen == ["SELECT"]
+        await other.append("s", _chat("e"))  # the store's entry has moved on
+        with _statements(store) as seen:
+            context = await store.context("s")
+        assert context == await other.context("s")
+        assert [m.message_id for m in context][-1] == "eu3"
+        if "sqlite" in db_url:  # the read begins its snapshot, then reads the row again
+            assert seen[:3] == ["SELECT", "BEGIN", "SELECT"]

@@ -125,7 +125,7 @@ class Compactor:
         def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
 
-        async with read_connection(self.engine) as conn:
+        async with read_connection(self.engine, single=True) as conn:
             opened = await open_view(
                 conn,
                 self.engine,

@@ -26,6 +26,7 @@ from sqlalchemy.sql import Select
 
 from store.errors import SessionNotFound
 from store.sql import dialect
+from store.sql.engine import begin_snapshot
 from store.sql.mapping import message_columns
 from store.sql.projection.cache import CachedView, SessionCache, session_key
 from store.sql.projection.views import SqlSource, read_view
@@ -80,6 +81,9 @@ class _Known:
     sends_held: bool = False
     """The entry's view is complete and, with the messages read, holds every group it
     sends (no prefetch needed)."""
+    alone: bool = False
+    """The statement that reads the session row is the read's only one, if the entry is
+    still current."""
 
 
 def _known(
@@ -90,12 +94,30 @@ def _known(
     if guess is None or guess.rows is None or guess.views is None:
         return _Known()
     if guess.dirty:
-        return _Known("groups", sorted(guess.dirty))
-    if not send or guess.excluded is None:
+        ids = sorted(guess.dirty)
+        return _Known("groups", ids, alone=not send) if len(ids) <= CHUNK else _Known()
+    if guess.excluded is None:
         return _Known()
+    if not send:
+        return _Known(alone=True)
     held = guess.messages
     missing = [g.group_id for g in view_of(guess).sendable() if g.group_id not in held]
-    return _Known("messages" if missing else None, missing, sends_held=True)
+    fits = len(missing) <= CHUNK
+    return _Known("messages" if missing and fits else None, missing, fits, alone=fits)
+
+
+async def _read_session_and(
+    conn: AsyncConnection, tenant: str, session_id: str, known: _Known
+) -> tuple[RowMapping, list[Row[Any]]]:
+    """The session row, and the rows of ``known`` read with it in one statement."""
+    if known.part is None:
+        return await read_session(conn, tenant, session_id), []
+    query = _session_and(known.part, dialect.of(conn).array_parameters)
+    params = {"tenant": tenant, "session_id": session_id, "ids": list(known.ids)}
+    found = list((await conn.execute(query, params)).all())
+    if not found:
+        raise SessionNotFound(session_id, tenant=tenant)
+    return found[0]._mapping, found
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +146,10 @@ async def open_view(
 
     ``check`` sees the session row before anything else is done with it. With ``send``,
     the messages of the groups the projection sends are read too (into the cache entry).
-    :class:`~store.errors.SessionNotFound` when the session does not exist.
+    :class:`~store.errors.SessionNotFound` when the session does not exist. On a
+    ``single`` read connection (:func:`~store.sql.engine.read_connection`) a read the
+    cache entry says is one statement begins no transaction; when the entry turns out
+    to have moved on, one is begun and the session row read again in it.
     """
     guess = cache.peek(session_id) if cache is not None else None
 
@@ -132,33 +157,30 @@ async def open_view(
         return View(groups=tuple(entry.views or ()), source=_NO_SOURCE, **kwargs)
 
     known = _known(guess, send=send, view_of=view_of)
-    part = known.part if len(known.ids) <= CHUNK else None
-    found: list[Row[Any]] = []
-    if part is None:
-        session = await read_session(conn, tenant, session_id)
-    else:
-        query = _session_and(part, dialect.of(conn).array_parameters)
-        params = {"tenant": tenant, "session_id": session_id, "ids": list(known.ids)}
-        found = list((await conn.execute(query, params)).all())
-        if not found:
-            raise SessionNotFound(session_id, tenant=tenant)
-        session = found[0]._mapping
-    check(session)
+    if not known.alone:
+        await begin_snapshot(conn)
+    session, found = await _read_session_and(conn, tenant, session_id, known)
     entry = cache.entry(session_id, session_key(session)) if cache is not None else None
+    current = entry is not None and entry is guess
+    if known.alone and not current and await begin_snapshot(conn):
+        # the entry moved on: the reads it needs now make one snapshot with the row
+        known = _Known()
+        session, found = await _read_session_and(conn, tenant, session_id, known)
+        entry = cache.entry(session_id, session_key(session)) if cache is not None else None
+    check(session)
     source = SqlSource(engine, tenant, session_id, cache, entry)
     fresh: list[Mapping[str, Any]] | None = None
-    current = entry is not None and entry is guess
-    if current and part == "groups":
+    if current and known.part == "groups":
         group_id = _SESSION_WIDTH + _GROUP_COLUMNS.index("group_id")
         fresh = [
             dict(zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:], strict=True))
             for row in found
             if row[group_id] is not None
         ]
-    elif current and entry is not None and part == "messages":
+    elif current and entry is not None and known.part == "messages":
         parts = [row[_SESSION_WIDTH:] for row in found if row[_SESSION_WIDTH] is not None]
         source.keep(known.ids, parts, key=entry.key)
     view, rows = await read_view(conn, source, session, fresh=fresh, **kwargs)
-    if send and not (current and known.sends_held and (part is not None or not known.ids)):
+    if send and not (current and known.sends_held):
         await source.prefetch(conn, [g.group_id for g in view.sendable()])
     return Opened(session, source, view, rows)
