@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, Table, any_, bindparam, func, select, true, union_all
+from sqlalchemy import Table, bindparam, false, func, select, true, union_all
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Select
@@ -28,6 +28,8 @@ from store.sql.sessions import KEYS, lock_session
 from store.sql.statements import (
     CHUNK,
     among_params,
+    in_key_list,
+    key_list,
     key_params,
     select_among,
     select_groups_around,
@@ -157,12 +159,6 @@ async def load_groups(
                     _add_group(mirror, row)
 
 
-def _among(column: Any, name: str, arrays: bool) -> Any:
-    if arrays:
-        return column == any_(bindparam(name, type_=ARRAY(column.type)))
-    return column.in_(bindparam(name, expanding=True))
-
-
 def _bound_keys(table: Table) -> tuple[Any, Any]:
     return (table.c.tenant == bindparam("tenant"), table.c.session_id == bindparam("session_id"))
 
@@ -175,7 +171,7 @@ session's columns and the count of taken ids)."""
 
 
 @cache
-def _session_with_groups(arrays: bool) -> Select[Any]:
+def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
     """The session row, the count of its messages whose id is in ``taken``, and,
     left-joined to it, its groups whose id is in ``ids`` and every group at one of
     their anchors (a group may come twice)."""
@@ -183,13 +179,17 @@ def _session_with_groups(arrays: bool) -> Select[Any]:
     anchors = select(touched.c.anchor).where(
         touched.c.tenant == bindparam("tenant"),
         touched.c.session_id == bindparam("session_id"),
-        _among(touched.c.group_id, "ids", arrays),
+        in_key_list(touched.c.group_id, "ids", capabilities),
     )
     around = union_all(
-        select(GROUPS).where(*_bound_keys(GROUPS), _among(GROUPS.c.group_id, "ids", arrays)),
+        select(GROUPS).where(
+            *_bound_keys(GROUPS), in_key_list(GROUPS.c.group_id, "ids", capabilities)
+        ),
         select(GROUPS).where(
             *_bound_keys(GROUPS),
-            GROUPS.c.excluded.in_([False, True]),  # lets SQLite use the (excluded, anchor) index
+            # both values, written out (no parameter to render): lets SQLite use the
+            # (excluded, anchor) index
+            GROUPS.c.excluded.in_([false(), true()]),
             GROUPS.c.anchor.in_(anchors),
         ),
     ).subquery("around")
@@ -199,7 +199,7 @@ def _session_with_groups(arrays: bool) -> Select[Any]:
         .where(
             MESSAGES.c.tenant == SESSIONS.c.tenant,
             MESSAGES.c.session_id == SESSIONS.c.session_id,
-            _among(MESSAGES.c.message_id, "taken", arrays),
+            in_key_list(MESSAGES.c.message_id, "taken", capabilities),
         )
         .scalar_subquery()
         .label("taken_count")
@@ -245,12 +245,12 @@ async def lock_with_groups(
     capabilities = dialect.of(conn)
     if capabilities.row_locks:
         await lock_session(conn, tenant, session_id)
-    query = _session_with_groups(capabilities.array_parameters)
+    query = _session_with_groups(capabilities)
     params = {
         "tenant": tenant,
         "session_id": session_id,
-        "ids": sorted(group_ids),
-        "taken": sorted(taken),
+        "ids": key_list(group_ids, capabilities),
+        "taken": key_list(taken, capabilities),
     }
     rows = (await conn.execute(query, params)).all()
     if not rows:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import ARRAY, and_, any_, bindparam, select
+from sqlalchemy import and_, select
 from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
@@ -32,7 +32,7 @@ from store.sql.projection.cache import CachedView, SessionCache, session_key
 from store.sql.projection.views import SqlSource, read_view
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import KEYS, read_session
-from store.sql.statements import CHUNK
+from store.sql.statements import CHUNK, in_key_list, key_list
 from strategies.view import InMemorySource, View
 
 __all__ = ["Opened", "open_view"]
@@ -47,21 +47,15 @@ _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
 
 
-def _among(column: Any, arrays: bool) -> Any:
-    if arrays:
-        return column == any_(bindparam("ids", type_=ARRAY(column.type)))
-    return column.in_(bindparam("ids", expanding=True))
-
-
 @cache
-def _session_and(part: _Part, arrays: bool) -> Select[Any]:
+def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]:
     """The session row (its columns first, by their names), left-joined to the active
     groups ``ids`` or to the messages of the groups ``ids`` (their columns after it)."""
     table = GROUPS if part == "groups" else MESSAGES
     on = [
         table.c.tenant == SESSIONS.c.tenant,
         table.c.session_id == SESSIONS.c.session_id,
-        _among(table.c.group_id, arrays),
+        in_key_list(table.c.group_id, "ids", capabilities),
     ]
     if part == "groups":
         on.append(GROUPS.c.excluded.is_(False))
@@ -112,8 +106,10 @@ async def _read_session_and(
     """The session row, and the rows of ``known`` read with it in one statement."""
     if known.part is None:
         return await read_session(conn, tenant, session_id), []
-    query = _session_and(known.part, dialect.of(conn).array_parameters)
-    params = {"tenant": tenant, "session_id": session_id, "ids": list(known.ids)}
+    capabilities = dialect.of(conn)
+    query = _session_and(known.part, capabilities)
+    ids = key_list(known.ids, capabilities)
+    params = {"tenant": tenant, "session_id": session_id, "ids": ids}
     found = list((await conn.execute(query, params)).all())
     if not found:
         raise SessionNotFound(session_id, tenant=tenant)
