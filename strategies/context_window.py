@@ -159,8 +159,7 @@ class ContextWindowCompactionStrategy:
         params = self.params()
         if self.trigger is not None and not self.trigger(view):
             return ChangeSet(strategy=self.name, params=params)
-        parts = await self._compaction(view)
-        current = _after(view, parts)
+        parts, current = await self._compaction(view)
         if self._too_small(view, current):
             parts, current = [], view
         if self.start_at_user:
@@ -202,8 +201,9 @@ class ContextWindowCompactionStrategy:
             and view.token_count <= self.input_budget_tokens
         )
 
-    async def _compaction(self, view: View) -> list[ChangeSet]:
-        """The tool eviction (with its headroom) and the truncation, in order."""
+    async def _compaction(self, view: View) -> tuple[list[ChangeSet], View]:
+        """The tool eviction (with its headroom) and the truncation, in order, and the
+        view they leave."""
         parts: list[ChangeSet] = []
         current = view
         if current.token_count > self.tool_eviction_tokens:
@@ -214,7 +214,8 @@ class ContextWindowCompactionStrategy:
                 current = current.apply(parts[-1])
         if current.token_count > self.truncation_tokens:
             parts.append(await self._truncation(current).plan(current))
-        return parts
+            current = current.apply(parts[-1])
+        return parts, current
 
     async def _headroom(self, view: View) -> ChangeSet:
         """Collapse the tool-call groups eviction kept, oldest first, while the context is
@@ -230,12 +231,6 @@ class ContextWindowCompactionStrategy:
             kept.append(summary)
             excess -= _saving(view, summary)
         return replace(changes, summaries=tuple(kept))
-
-
-def _after(view: View, parts: list[ChangeSet]) -> View:
-    for part in parts:
-        view = view.apply(part)
-    return view
 
 
 def _saving(view: View, summary: SummaryInsert) -> int:

@@ -10,7 +10,9 @@ cached token counts; :meth:`View.from_messages` builds one from a plain list.
 how pipelines and budgets compose strategies. :meth:`View.project` returns the messages
 to send: the groups in order, reductions applied, with orphan results and stale
 pending calls (calls without a result before the last user message) left out, so that
-no tool result is sent without its call nor a call without its result.
+no tool result is sent without its call nor a call without its result. A source that
+knows how each of its groups' messages pair (:class:`LinkedSource`, the SQL store's
+cache) spares the projection that walk for every group it has seen before.
 """
 
 from __future__ import annotations
@@ -41,8 +43,10 @@ from strategies.tokenizers import (
 __all__ = [
     "GENERATED_COUNTS",
     "GeneratedCounts",
+    "GroupLinks",
     "GroupView",
     "InMemorySource",
+    "LinkedSource",
     "MessageSource",
     "Totals",
     "View",
@@ -94,6 +98,38 @@ class MessageSource(Protocol):
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """Return the messages of each requested group (reductions applied)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLinks:
+    """How one group's messages pair with calls, as :meth:`View.project` needs it."""
+
+    calls: frozenset[str]
+    """The call ids the group's messages declare."""
+    closed: bool
+    """Every result in the group answers a call declared before it in the group (or in
+    its own message): the projection sends the group whole, wherever it stands."""
+
+    @classmethod
+    def of(cls, messages: Iterable[Message]) -> GroupLinks:
+        """The links of a group's ``messages`` (in the order the projection sends them)."""
+        declared: set[str] = set()
+        closed = True
+        for message in messages:
+            calls, answered = call_links(message)
+            declared.update(c for c in calls if c)
+            closed = closed and all(c in declared for c in answered)
+        return cls(frozenset(declared), closed)
+
+
+@runtime_checkable
+class LinkedSource(MessageSource, Protocol):
+    """A source that can tell, for groups it holds, how their messages pair."""
+
+    def links(self, group_id: str) -> GroupLinks | None:
+        """The links of the messages :meth:`load` returns for ``group_id`` (None: unknown,
+        the projection walks them)."""
         ...
 
 
@@ -266,6 +302,10 @@ class View:
 
     def sendable(self) -> list[GroupView]:
         """Groups the projection sends: orphans and stale pending calls left out."""
+        return list(self._sendable)
+
+    @cached_property
+    def _sendable(self) -> tuple[GroupView, ...]:
         last_user = self.last_user_index()
         out: list[GroupView] = []
         for index, g in enumerate(self.groups):
@@ -274,7 +314,7 @@ class View:
             if g.pending_calls > 0 and last_user is not None and index < last_user:
                 continue
             out.append(g)
-        return out
+        return tuple(out)
 
     async def project(self) -> list[Message]:
         """The messages to send, in order.
@@ -286,7 +326,9 @@ class View:
         """
         groups = self.sendable()
         loaded = await self.messages(g.group_id for g in groups)
-        return _without_unmatched_results(m for g in groups for m in loaded[g.group_id])
+        # a LinkedSource's method (looked up, not checked with isinstance: that is slow)
+        links: Callable[[str], GroupLinks | None] = getattr(self.source, "links", _unknown)
+        return _paired((loaded[g.group_id], links(g.group_id)) for g in groups)
 
     def apply(self, changes: ChangeSet) -> View:
         """The view left after ``changes``; ``self`` is not modified."""
@@ -420,9 +462,26 @@ def _itself(message: Message) -> Message:
     return message
 
 
-def _without_unmatched_results(messages: Iterable[Message]) -> list[Message]:
+def _unknown(group_id: str) -> GroupLinks | None:
+    return None
+
+
+def _paired(groups: Iterable[tuple[Sequence[Message], GroupLinks | None]]) -> list[Message]:
+    """The groups' messages in order, each result content that answers no earlier call
+    dropped (and a message left empty by that): a closed group goes whole."""
     declared: set[str] = set()
     out: list[Message] = []
+    for messages, links in groups:
+        if links is not None and links.closed:
+            out.extend(messages)
+            declared.update(links.calls)
+        else:
+            _pair_messages(messages, declared, out)
+    return out
+
+
+def _pair_messages(messages: Iterable[Message], declared: set[str], out: list[Message]) -> None:
+    """Add ``messages`` to ``out`` as :func:`_paired` does, one by one."""
     for message in messages:
         calls, answered = call_links(message)
         declared.update(c for c in calls if c)
@@ -432,7 +491,6 @@ def _without_unmatched_results(messages: Iterable[Message]) -> list[Message]:
         kept = [c for c in message.contents if _answers(c) in declared or _answers(c) is None]
         if kept:
             out.append(message.model_copy(update={"contents": kept}))
-    return out
 
 
 def _answers(content: Content) -> str | None:

@@ -10,6 +10,7 @@ capability                  SQLite    PostgreSQL  used by
 ==========================  ========  ==========  ==============================
 ``row_locks``               no        yes         locking the session row
 ``array_parameters``        no        yes         ``column = ANY(:ids)`` reads
+``json_lists``              yes [1]_  no          a turn's views and write-back reads
 ``snapshot_reads``          yes       no          views, prefetch, history stream
 ``row_by_row_updates``      yes       no          the compaction write-back
 ``advisory_locks``          no        yes         serialized migrations
@@ -21,10 +22,13 @@ capability                  SQLite    PostgreSQL  used by
 ``wal_checkpoint``          yes       no          erasure: the log truncated
 ``vacuum_tables``           no        yes         ``VACUUM`` of the tables, not the file
 ==========================  ========  ==========  ==============================
+
+.. [1] From SQLite 3.38, which always has ``json_each``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +60,10 @@ class Capabilities:
     PostgreSQL an ``IN`` of a chunk is planned as a scan of the whole session while the
     tables have no statistics yet, which done once per chunk made large change sets
     quadratic."""
+    json_lists: bool
+    """A set of keys can be bound as one JSON array text, read by ``json_each``: the
+    statement stays the same whatever the number of keys, where an expanding ``IN`` is
+    rendered again on every execution (most of a small read's cost in SQLAlchemy)."""
     snapshot_reads: bool
     """A read transaction sees one snapshot from its first read on (SQLite in WAL
     mode), so the session row read first describes every later read of the
@@ -100,6 +108,7 @@ SUPPORTED: dict[str, Capabilities] = {
         name="sqlite",
         row_locks=False,
         array_parameters=False,
+        json_lists=sqlite3.sqlite_version_info >= (3, 38, 0),
         snapshot_reads=True,
         row_by_row_updates=True,
         advisory_locks=False,
@@ -117,6 +126,7 @@ SUPPORTED: dict[str, Capabilities] = {
         name="postgresql",
         row_locks=True,
         array_parameters=True,
+        json_lists=False,
         snapshot_reads=False,
         row_by_row_updates=False,
         advisory_locks=True,

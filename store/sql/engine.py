@@ -40,9 +40,11 @@ from store.sql.sqlite_driver import OneHopAiosqliteDBAPI
 __all__ = [
     "DEFAULT_TIMEOUT",
     "DEFAULT_URL",
+    "SINGLE_READ_OPTION",
     "SUPPORTED_SCHEMES",
     "URL_ENV",
     "WRITE_OPTION",
+    "begin_snapshot",
     "check_sqlite_path",
     "create_engine",
     "describe_url",
@@ -57,6 +59,9 @@ URL_ENV = "CHATLEDGER_URL"
 DEFAULT_URL = "sqlite:///./chatledger.db"
 WRITE_OPTION = "chatledger_write"
 """Connection execution option that makes SQLite begin with ``BEGIN IMMEDIATE``."""
+SINGLE_READ_OPTION = "chatledger_single_read"
+"""Connection execution option that makes SQLite begin no transaction: each statement
+is its own snapshot until :func:`begin_snapshot` (see :func:`read_connection`)."""
 
 DEFAULT_TIMEOUT = 30.0
 """Seconds a call may wait for a lock (another writer, a transaction left open)."""
@@ -254,39 +259,62 @@ def configure_sqlite(engine: AsyncEngine, wait_ms: int) -> None:
 
     @event.listens_for(sync_engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        write = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        options = connection.get_execution_options()
+        if options.get(SINGLE_READ_OPTION, False):
+            return
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN")
 
 
 _WRITERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
 """Each engine's view with the write option set (sharing its pool)."""
 _READERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
 """Each engine's view for reads (sharing its pool)."""
+_SINGLE_READERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
+"""Each engine's view for reads that begin no transaction until asked to."""
 
 
-def _reader(engine: AsyncEngine) -> AsyncEngine:
-    reader = _READERS.get(engine)
+def _reader(engine: AsyncEngine, *, single: bool = False) -> AsyncEngine:
+    readers = _SINGLE_READERS if single else _READERS
+    reader = readers.get(engine)
     if reader is None:
-        if dialect.capabilities(engine.dialect).snapshot_reads:
-            reader = engine
-        else:
+        if not dialect.capabilities(engine.dialect).snapshot_reads:
             reader = engine.execution_options(isolation_level="AUTOCOMMIT")
-        _READERS[engine] = reader
+        elif single:
+            reader = engine.execution_options(**{SINGLE_READ_OPTION: True})
+        else:
+            reader = engine
+        readers[engine] = reader
     return reader
 
 
 @asynccontextmanager
-async def read_connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+async def read_connection(
+    engine: AsyncEngine, *, single: bool = False
+) -> AsyncIterator[AsyncConnection]:
     """A connection for reads only, with the fewest round trips that keep their meaning.
 
     Where a read transaction is one snapshot (SQLite in WAL mode) it is a plain
-    connection: its first statement begins the transaction that keeps the snapshot.
-    Where each statement sees the latest commit anyway (PostgreSQL's read committed) it
-    is in autocommit: the same reads without a ``BEGIN`` and a ``ROLLBACK``, each a
-    round trip to the server. Never write on it.
+    connection: its first statement begins the transaction that keeps the snapshot;
+    with ``single``, no transaction is begun, so each statement is its own snapshot,
+    until :func:`begin_snapshot` begins the one that keeps the next statements
+    together (for a read that is usually one statement: no ``BEGIN`` for it). Where
+    each statement sees the latest commit anyway (PostgreSQL's read committed) it is
+    in autocommit: the same reads without a ``BEGIN`` and a ``ROLLBACK``, each a round
+    trip to the server. Never write on it.
     """
-    async with _reader(engine).connect() as conn:
+    async with _reader(engine, single=single).connect() as conn:
         yield conn
+
+
+async def begin_snapshot(conn: AsyncConnection) -> bool:
+    """Begin, on a ``single`` read connection (see :func:`read_connection`), the read
+    transaction that keeps its next statements one snapshot; call it before any of
+    them, once. False (nothing done) on any other connection."""
+    sync = conn.sync_connection
+    if sync is None or not sync.get_execution_options().get(SINGLE_READ_OPTION, False):
+        return False
+    await conn.exec_driver_sql("BEGIN")
+    return True
 
 
 @asynccontextmanager

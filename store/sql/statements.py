@@ -14,17 +14,21 @@ column's own name for the ``SET`` clause, hence the prefixes.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
 from typing import Any, TypeVar
 
 from sqlalchemy import (
     ARRAY,
+    String,
     Table,
     any_,
     bindparam,
     false,
+    func,
     insert,
+    literal_column,
     null,
     select,
     true,
@@ -53,7 +57,9 @@ __all__ = [
     "among_params",
     "chunks",
     "each_params",
+    "in_key_list",
     "insert_rows",
+    "key_list",
     "key_params",
     "select_among",
     "select_calls_among",
@@ -110,6 +116,24 @@ def among(table: str, column: str, arrays: bool) -> Any:
     if arrays:
         return col == any_(bindparam("ids", type_=ARRAY(col.type)))
     return col.in_(bindparam("ids", expanding=True))
+
+
+def in_key_list(column: Any, name: str, capabilities: dialect.Capabilities) -> Any:
+    """``column`` in the keys bound as ``name`` (given by :func:`key_list`): one array
+    parameter (``= ANY``), or one JSON array read by ``json_each``, or else an
+    expanding ``IN`` (at most :data:`CHUNK` keys)."""
+    if capabilities.array_parameters:
+        return column == any_(bindparam(name, type_=ARRAY(column.type)))
+    if capabilities.json_lists:
+        keys = func.json_each(bindparam(name, type_=String()))
+        return column.in_(select(literal_column("value")).select_from(keys).scalar_subquery())
+    return column.in_(bindparam(name, expanding=True))
+
+
+def key_list(keys: Iterable[Any], capabilities: dialect.Capabilities) -> Any:
+    """The value of a parameter of :func:`in_key_list` holding ``keys`` (sorted)."""
+    ordered = sorted(keys)
+    return json.dumps(ordered) if capabilities.json_lists else ordered
 
 
 def among_params(

@@ -126,6 +126,7 @@ from store.sql.history import read_history, read_sessions, stream_history
 from store.sql.mapping import session_from_row
 from store.sql.migrations import check_sqlite_file, ensure_schema
 from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, session_key
+from store.sql.projection.opening import open_view
 from store.sql.projection.pending import with_pending
 from store.sql.projection.views import SqlSource, read_view
 from store.sql.recount import recount_session
@@ -827,21 +828,32 @@ class HistoryStore:
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
         ctx = AppendContext(self._tenant, session_id, self.tokenizer, self._policy)
-        async with read_connection(self._engine) as conn:
+
+        def check(session: RowMapping) -> None:
+            check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
+
+        # without in-flight messages the read is usually one statement (see open_view)
+        async with read_connection(self._engine, single=not batch) as conn:
             try:
-                session = await read_session(conn, self._tenant, session_id)
+                # the groups a projection sends are read on this connection, with the
+                # session row when the cache knows which are missing
+                opened = await open_view(
+                    conn,
+                    self._engine,
+                    self._cache,
+                    self._tenant,
+                    session_id,
+                    check=check,
+                    send=True,
+                    tokenizer=self.tokenizer,
+                    policy=self._policy,
+                )
             except SessionNotFound:
                 dedupe(session_id, batch, {})
                 fresh = new_messages(batch, {})
                 # counted through the cache, as for a stored session
                 return View.from_messages(fresh, self.tokenizer, policy=self._policy, counter=count)
-            check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
-            source = self._source(session_id, session)
-            view, _ = await read_view(
-                conn, source, session, tokenizer=self.tokenizer, policy=self._policy
-            )
-            # the groups a projection sends, read on this connection rather than another
-            await source.prefetch(conn, [g.group_id for g in view.sendable()])
+            session, view = opened.session, opened.view
             stored = await stored_hashes(conn, ctx, batch)
             dedupe(session_id, batch, stored)
             fresh = new_messages(batch, stored)

@@ -5,7 +5,10 @@ in as few statements as the backend allows, since on a server each is a round tr
 - a compaction's write-back loads the touched groups and their anchors' neighbours at
   once;
 - a projection reads the session row once: on PostgreSQL the key and the excluded
-  totals come with the group and message rows, not from a read after them.
+  totals come with the group and message rows, not from a read after them;
+- after the store's own writes, a view reads what its cache entry lacks with the session
+  row, in one statement: a compaction's snapshot the groups the append changed, a
+  projection the messages of the groups it sends that the entry lacks.
 """
 
 from __future__ import annotations
@@ -79,3 +82,64 @@ async def test_a_projection_reads_the_session_row_once(db_url: str) -> None:
         sessions = [s for s in seen if _first_table(s) == "chatledger_sessions"]
         assert len(sessions) == 1
         assert len(_reading(seen, "groups")) == 1 and len(_reading(seen, "messages")) == 1
+
+
+async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(db_url: str) -> None:
+    async with HistoryStore.open(db_url) as store:
+        for n in range(3):
+            await store.append("s", _chat(f"c{n}"))
+        await store.context("s")
+        await store.append("s", _chat("d"))
+        with _selects(store) as seen:
+            await store.compact("s", ExcludeOldest(0))  # plans on the snapshot, changes nothing
+        (snapshot,) = seen
+        assert "JOIN chatledger_groups" in snapshot
+        await store.compact("s", ExcludeOldest(1))
+        with _selects(store) as seen:
+            context = await store.context("s")
+        (projection,) = seen
+        assert "JOIN chatledger_messages" in projection
+        with _selects(store) as seen:
+            assert await store.context("s") == context
+        assert [_first_table(s) for s in seen] == ["chatledger_sessions"]
+    async with HistoryStore.open(db_url) as fresh:
+        assert await fresh.context("s") == context
+
+
+@contextmanager
+def _statements(store: HistoryStore) -> Iterator[list[str]]:
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement.lstrip().split()[0].upper())
+
+    engine = store.engine.sync_engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+
+
+async def test_a_current_view_is_one_statement_and_a_moved_one_is_read_again(
+    db_url: str,
+) -> None:
+    async with HistoryStore.open(db_url) as store, HistoryStore.open(db_url) as other:
+        for n in range(3):
+            await store.append("s", _chat(f"c{n}"))
+        await store.context("s")  # the view, cached
+        await store.append("s", _chat("d"))
+        with _statements(store) as seen:
+            assert await store.compact("s", ExcludeOldest(0)) is None
+        assert seen == ["SELECT"]  # no BEGIN: the one statement is its own snapshot
+        await store.compact("s", ExcludeOldest(1))
+        with _statements(store) as seen:
+            await store.context("s")
+        assert seen == ["SELECT"]
+        await other.append("s", _chat("e"))  # the store's entry has moved on
+        with _statements(store) as seen:
+            context = await store.context("s")
+        assert context == await other.context("s")
+        assert [m.message_id for m in context][-1] == "eu3"
+        if "sqlite" in db_url:  # the read begins its snapshot, then reads the row again
+            assert seen[:3] == ["SELECT", "BEGIN", "SELECT"]

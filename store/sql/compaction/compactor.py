@@ -37,18 +37,22 @@ from store.rules.checks import check_tokenizer
 from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, changed_under
 from store.rules.records import now
 from store.sql.compaction.mirror import (
+    Locked,
     Written,
+    add_groups,
     before_totals,
     load_groups_around,
     load_rows_by_id,
+    lock_with_groups,
     mirror_of,
 )
 from store.sql.compaction.write_back import write_back, write_outcome
 from store.sql.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
-from store.sql.projection.views import SqlSource, group_view, read_view
+from store.sql.projection.opening import open_view
+from store.sql.projection.views import group_view
 from store.sql.schema import GROUPS
-from store.sql.sessions import lock_session, read_session
+from store.sql.sessions import lock_session
 from store.sql.statements import chunks
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -92,6 +96,8 @@ class Snapshot:
     rows: Sequence[Mapping[Any, Any]]
     """The active group rows the view was built from."""
     key: Key
+    next_seq: int | None = None
+    """The session's next ``seq`` at the snapshot."""
 
     @cached_property
     def groups(self) -> dict[str, Fingerprint]:
@@ -115,16 +121,26 @@ class Compactor:
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
-        async with read_connection(self.engine) as conn:
-            session = await read_session(conn, self.tenant, session_id)
+
+        def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
-            key = session_key(session)
-            entry = self.cache.entry(session_id, key) if self.cache is not None else None
-            source = SqlSource(self.engine, self.tenant, session_id, self.cache, entry)
-            view, rows = await read_view(
-                conn, source, session, tokenizer=self.tokenizer, policy=self.policy
+
+        async with read_connection(self.engine, single=True) as conn:
+            opened = await open_view(
+                conn,
+                self.engine,
+                self.cache,
+                self.tenant,
+                session_id,
+                check=check,
+                send=False,
+                tokenizer=self.tokenizer,
+                policy=self.policy,
             )
-        return Snapshot(view, session["revision"], rows, key)
+        session = opened.session
+        return Snapshot(
+            opened.view, session["revision"], opened.rows, session_key(session), session["next_seq"]
+        )
 
     def compaction(
         self, session_id: str, strategy: CompactionStrategy, phase: Phase
@@ -209,20 +225,29 @@ class Compactor:
         self.cache.write_rows(session_id, before, after, touched, written, views)
 
     async def _conflicts(
-        self, conn: AsyncConnection, session_id: str, snapshot: Snapshot, changes: ChangeSet
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        snapshot: Snapshot,
+        changes: ChangeSet,
+        locked: Locked | None,
     ) -> bool:
+        """Whether a group ``changes`` touches changed since ``snapshot`` (as the rows
+        ``locked`` with the session row tell, else as read now)."""
         touched = sorted(changes.touched_group_ids)
-        current: dict[str, GroupState] = {}
-        for part in chunks(touched):
-            query = select(GROUPS).where(
-                GROUPS.c.tenant == self.tenant,
-                GROUPS.c.session_id == session_id,
-                GROUPS.c.group_id.in_(part),
-            )
-            rows: list[RowMapping] = list((await conn.execute(query)).mappings())
-            current.update(
-                (r["group_id"], GroupState(bool(r["excluded"]), fingerprint(r))) for r in rows
-            )
+        rows: list[Mapping[Any, Any]] = []
+        if locked is not None:
+            wanted = set(touched)
+            rows = [r for r in locked.groups if r["group_id"] in wanted]
+        else:
+            for part in chunks(touched):
+                query = select(GROUPS).where(
+                    GROUPS.c.tenant == self.tenant,
+                    GROUPS.c.session_id == session_id,
+                    GROUPS.c.group_id.in_(part),
+                )
+                rows.extend((await conn.execute(query)).mappings())
+        current = {r["group_id"]: GroupState(bool(r["excluded"]), fingerprint(r)) for r in rows}
         return changed_under(touched, snapshot.groups, current)
 
     async def apply(
@@ -241,21 +266,30 @@ class Compactor:
         ``seen`` receives the session's cache key as the transaction found it, and the
         rows the write left.
         """
-        session = await lock_session(conn, self.tenant, session_id)
+        touched = changes.touched_group_ids
+        # the ids the summaries may take, as the snapshot's next seq tells them
+        guessed = None if snapshot is None else snapshot.next_seq
+        taken = [] if guessed is None else summary_id_candidates(changes, guessed)
+        locked = await lock_with_groups(conn, self.tenant, session_id, touched, taken)
+        # too many ids for one statement: the lock, then the groups in steps
+        session = locked.session if locked else await lock_session(conn, self.tenant, session_id)
         if seen is not None:
             seen.key = session_key(session)
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         if (
             snapshot is not None
             and session["revision"] != snapshot.revision
-            and await self._conflicts(conn, session_id, snapshot, changes)
+            and await self._conflicts(conn, session_id, snapshot, changes, locked)
         ):
             return CONFLICT
         mirror = mirror_of(session)
-        await load_groups_around(conn, mirror, changes.touched_group_ids)
-        # the stored ones among the ids the summaries may take (see apply_changes)
-        wanted = summary_id_candidates(changes, session["next_seq"])
-        wanted += [r.message_id for r in changes.reductions]
+        if locked is None:
+            await load_groups_around(conn, mirror, touched)
+        else:
+            add_groups(mirror, locked.groups, set(touched))
+        wanted = [r.message_id for r in changes.reductions]
+        if locked is None or guessed != session["next_seq"] or locked.taken:
+            wanted += summary_id_candidates(changes, session["next_seq"])
         await load_rows_by_id(conn, mirror, set(wanted))
         out = Outcome(
             event_id=new_event_id(),

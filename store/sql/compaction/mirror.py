@@ -10,21 +10,35 @@ The shared rules (:mod:`store.rules.changes`) run on it, and
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, select
+from sqlalchemy import Table, bindparam, false, func, select, true, union_all
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import Select
 
+from store.errors import SessionNotFound
 from store.rules.records import GroupRecord, MessageRecord, SessionRecord
-from store.sql.schema import GROUPS, MESSAGES
-from store.sql.statements import among_params, key_params, select_among, select_groups_around
+from store.sql import dialect
+from store.sql.schema import GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import KEYS, lock_session
+from store.sql.statements import (
+    CHUNK,
+    among_params,
+    in_key_list,
+    key_list,
+    key_params,
+    select_among,
+    select_groups_around,
+)
 from strategies.messages import Message
 from strategies.view import Totals
 
 __all__ = [
+    "Locked",
     "Mirror",
     "Written",
     "before_totals",
@@ -32,6 +46,7 @@ __all__ = [
     "load_groups_around",
     "load_rows",
     "load_rows_by_id",
+    "lock_with_groups",
     "mirror_of",
 ]
 
@@ -58,7 +73,7 @@ class Mirror:
     """Group id to (message count, token count) as loaded."""
     original: dict[str, GroupRecord] = field(default_factory=dict)
     original_rows: dict[str, MessageRecord] = field(default_factory=dict)
-    loaded: dict[str, RowMapping] = field(default_factory=dict)
+    loaded: dict[str, Mapping[Any, Any]] = field(default_factory=dict)
     """The group rows as loaded."""
     written: Written | None = None
     """After :func:`write_back`: the loaded and inserted groups' rows as written."""
@@ -94,7 +109,7 @@ def _keys(table: Table, mirror: Mirror) -> tuple[Any, Any]:
     return (table.c.tenant == s.tenant, table.c.session_id == s.session_id)
 
 
-def _add_group(mirror: Mirror, row: RowMapping) -> None:
+def _add_group(mirror: Mirror, row: Mapping[Any, Any]) -> None:
     mirror.loaded[row["group_id"]] = row
     group = GroupRecord(
         group_id=row["group_id"],
@@ -142,6 +157,122 @@ async def load_groups(
             for row in (await conn.execute(query, params)).mappings():
                 if row["group_id"] not in s.groups:
                     _add_group(mirror, row)
+
+
+def _bound_keys(table: Table) -> tuple[Any, Any]:
+    return (table.c.tenant == bindparam("tenant"), table.c.session_id == bindparam("session_id"))
+
+
+_GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
+_GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
+_GROUPS_AT = len(SESSIONS.c) + 1
+"""Where the group columns start in a row of :func:`_session_with_groups` (after the
+session's columns and the count of taken ids)."""
+
+
+@cache
+def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
+    """The session row, the count of its messages whose id is in ``taken``, and,
+    left-joined to it, its groups whose id is in ``ids`` and every group at one of
+    their anchors (a group may come twice)."""
+    touched = GROUPS.alias("touched")
+    anchors = select(touched.c.anchor).where(
+        touched.c.tenant == bindparam("tenant"),
+        touched.c.session_id == bindparam("session_id"),
+        in_key_list(touched.c.group_id, "ids", capabilities),
+    )
+    around = union_all(
+        select(GROUPS).where(
+            *_bound_keys(GROUPS), in_key_list(GROUPS.c.group_id, "ids", capabilities)
+        ),
+        select(GROUPS).where(
+            *_bound_keys(GROUPS),
+            # both values, written out (no parameter to render): lets SQLite use the
+            # (excluded, anchor) index
+            GROUPS.c.excluded.in_([false(), true()]),
+            GROUPS.c.anchor.in_(anchors),
+        ),
+    ).subquery("around")
+    taken = (
+        select(func.count())
+        .select_from(MESSAGES)
+        .where(
+            MESSAGES.c.tenant == SESSIONS.c.tenant,
+            MESSAGES.c.session_id == SESSIONS.c.session_id,
+            in_key_list(MESSAGES.c.message_id, "taken", capabilities),
+        )
+        .scalar_subquery()
+        .label("taken_count")
+    )
+    columns = [around.c[name].label(label) for label, name in _GROUP_LABELS]
+    return (
+        select(SESSIONS, taken, *columns)
+        .select_from(SESSIONS.outerjoin(around, true()))
+        .where(*KEYS)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Locked:
+    """The session row of a write, locked, with the groups a change set touches."""
+
+    session: RowMapping
+    groups: Sequence[Mapping[str, Any]]
+    """The touched groups and their anchors' neighbours (a group may come twice)."""
+    taken: int
+    """How many of the ``taken`` ids asked for are stored message ids."""
+
+
+async def lock_with_groups(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    group_ids: Collection[str],
+    taken: Collection[str],
+) -> Locked | None:
+    """Lock the session row as :func:`~store.sql.sessions.lock_session` does and read
+    the groups :func:`load_groups_around` loads and how many of the ``taken`` ids are
+    stored message ids; None when there are too many ids for one statement
+    (:class:`~store.errors.SessionNotFound` when the session does not exist).
+
+    Where the transaction holds the database's write lock from its start (SQLite's
+    ``BEGIN IMMEDIATE``) that is one statement. Where the row is locked by the read
+    (``FOR UPDATE``), the groups are read by a second statement once it holds the lock:
+    a statement's rows are those of the snapshot it began with, before it waited.
+    """
+    if len(group_ids) > CHUNK or len(taken) > CHUNK:
+        return None
+    capabilities = dialect.of(conn)
+    if capabilities.row_locks:
+        await lock_session(conn, tenant, session_id)
+    query = _session_with_groups(capabilities)
+    params = {
+        "tenant": tenant,
+        "session_id": session_id,
+        "ids": key_list(group_ids, capabilities),
+        "taken": key_list(taken, capabilities),
+    }
+    rows = (await conn.execute(query, params)).all()
+    if not rows:
+        raise SessionNotFound(session_id, tenant=tenant)
+    first = rows[0]._mapping
+    start = _GROUPS_AT
+    group_id = start + _GROUP_COLUMNS.index("group_id")
+    groups = [
+        dict(zip(_GROUP_COLUMNS, row[start:], strict=True))
+        for row in rows
+        if row[group_id] is not None
+    ]
+    return Locked(first, groups, int(first["taken_count"]))
+
+
+def add_groups(mirror: Mirror, found: Sequence[Mapping[str, Any]], wanted: Collection[str]) -> None:
+    """Add the rows of :func:`lock_with_groups` to ``mirror`` as :func:`load_groups_around`
+    adds its own."""
+    have = mirror.session.groups
+    for row in sorted(found, key=lambda r: r["group_id"] not in wanted):
+        if row["group_id"] not in have:
+            _add_group(mirror, row)
 
 
 async def load_groups_around(

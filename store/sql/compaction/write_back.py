@@ -13,12 +13,13 @@ without reading those groups again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import null, update
+from sqlalchemy import Table, null, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,7 +29,7 @@ from store.rules.records import GroupRecord, SessionRecord
 from store.sql import dialect
 from store.sql.compaction.mirror import Mirror, Written, mirror_of
 from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
-from store.sql.schema import SESSIONS
+from store.sql.schema import GROUPS, SESSIONS
 from store.sql.sessions import read_session
 from store.sql.statements import (
     EACH_KEY,
@@ -69,10 +70,11 @@ _KEY = EACH_KEY
 class _Plan:
     """What a write-back changes, gathered first, then written a few statements at a time.
 
-    Rows that take the same values are updated together (see :func:`_update_among`; on
-    SQLite each row by an executemany); rows that each take their own, by one statement
-    executed once per row (an executemany, which
-    SQLite runs in a loop in C and asyncpg pipelines).
+    Message rows that take the same values are updated together (see
+    :func:`_update_among`; on SQLite each row by an executemany); rows that each take
+    their own, by one statement executed once per row (an executemany, which SQLite
+    runs in a loop in C and asyncpg pipelines). Group rows, changed and inserted, go in
+    one upsert (:func:`_write_groups`).
     """
 
     unreduced: set[str] = field(default_factory=set)
@@ -190,6 +192,8 @@ async def _update_among(
     values: Mapping[str, Any],
 ) -> None:
     """Give the same ``values`` to every row whose ``column`` is in ``ids``."""
+    if not ids:  # building the statement costs more than a turn's other writes
+        return
     statement, params = update_among(conn, table, column, values)
     keys = {**key_params(mirror.session.tenant, mirror.session.session_id), **params}
     for bound in among_params(conn, keys, list(ids)):
@@ -220,21 +224,52 @@ async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
     await _update_among(conn, mirror, "messages", "message_id", plan.unreduced, cleared)
     await _update_each(conn, mirror, "messages", "message_id", plan.reduced)
     if dialect.of(conn).row_by_row_updates:
-        # one executemany per table, each row found by index (SQLite loops in C): fewer
-        # statements than one UPDATE per distinct set of values
+        # one executemany, each row found by index (SQLite loops in C): fewer statements
+        # than one UPDATE per distinct set of values
         await _update_each(conn, mirror, "messages", "group_id", _each(plan.exclusions, 3))
-        await _update_each(conn, mirror, "groups", "group_id", _each(plan.links, 5))
     else:
         for state, ids in plan.exclusions.items():
             values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
             await _update_among(conn, mirror, "messages", "group_id", ids, values)
-        for links, ids in plan.links.items():
-            values = dict(zip(_LINK_COLUMNS, links, strict=True))
-            await _update_among(conn, mirror, "groups", "group_id", ids, values)
-    await _update_each(conn, mirror, "groups", "group_id", plan.recounted)
-    for table, rows in (("groups", plan.summary_groups), ("messages", plan.summary_messages)):
-        for part in chunks(rows):
-            await conn.execute(insert_rows(table), list(part))
+    await _write_groups(conn, mirror, plan)
+    for part in chunks(plan.summary_messages):
+        await conn.execute(insert_rows("messages"), list(part))
+
+
+_GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
+_GROUP_SETS = (*_LINK_COLUMNS, "token_count")
+"""What a write-back changes in a stored group row."""
+
+
+@cache
+def _group_upsert(insert: Callable[[Table], Any]) -> Any:
+    """An ``INSERT`` of whole group rows that, for a stored group, sets :data:`_GROUP_SETS`."""
+    statement = insert(GROUPS)
+    return statement.on_conflict_do_update(
+        index_elements=[GROUPS.c.tenant, GROUPS.c.session_id, GROUPS.c.group_id],
+        set_={name: statement.excluded[name] for name in _GROUP_SETS},
+    )
+
+
+def _whole(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """A whole group row: ``values`` where given, else ``base``'s."""
+    return {name: values[name] if name in values else base[name] for name in _GROUP_COLUMNS}
+
+
+async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
+    """The groups whose links or token count changed and the summaries inserted, in
+    one statement: an upsert of whole rows (a stored group's row as loaded, with its
+    new values), whatever the number of distinct values."""
+    loaded = mirror.loaded
+    rows: list[dict[str, Any]] = []
+    for links, ids in plan.links.items():
+        values = dict(zip(_LINK_COLUMNS, links, strict=True))
+        rows.extend(_whole(loaded[group_id], values) for group_id in sorted(ids))
+    rows.extend(_whole(loaded[r[_KEY]], r) for r in plan.recounted)
+    rows.extend(_whole(_GROUP_DEFAULTS, values) for values in plan.summary_groups)
+    statement = _group_upsert(dialect.of(conn).insert)
+    for part in chunks(rows):
+        await conn.execute(statement, list(part))
 
 
 _SESSION_AFTER_WRITE = session_update(
@@ -336,7 +371,7 @@ _GROUP_DEFAULTS = {"has_reasoning": False, "pending_calls": 0, "orphan": False}
 
 
 def written(
-    loaded: Mapping[str, RowMapping],
+    loaded: Mapping[str, Mapping[Any, Any]],
     groups: Mapping[str, GroupRecord],
     token_counts: Mapping[str, int],
     summary_groups: Iterable[Mapping[str, Any]],

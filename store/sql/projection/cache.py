@@ -37,7 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store.sql.schema import SESSIONS
 from store.sql.sessions import KEYS
 from strategies.messages import Message
-from strategies.view import GroupView, Totals
+from strategies.view import GroupLinks, GroupView, Totals
 
 if TYPE_CHECKING:
     from store.sql.compaction.mirror import Written
@@ -85,6 +85,8 @@ class CachedView:
     """Loaded groups' messages, reductions applied, by group id."""
     shown: dict[str, tuple[Message, ...]] = field(default_factory=dict)
     """The messages alone of each group of :attr:`messages`."""
+    links: dict[str, GroupLinks] = field(default_factory=dict)
+    """How the messages of groups of :attr:`shown` pair (made when first projected)."""
     size: int = 0
     """Messages held in :attr:`messages`."""
 
@@ -120,6 +122,10 @@ class SessionCache:
     def size(self) -> int:
         """Messages held over all sessions."""
         return self._size
+
+    def peek(self, session_id: str) -> CachedView | None:
+        """The session's entry at whatever key it holds (not checked, not refreshed)."""
+        return self._entries.get(session_id)
 
     def entry(self, session_id: str, key: Key) -> CachedView | None:
         """The session's entry at ``key``, started empty when absent or at another key
@@ -192,8 +198,9 @@ class SessionCache:
             return
         kept = {g: p for g, p in entry.messages.items() if g not in touched}
         shown = {g: entry.shown[g] for g in kept}
+        links = {g: v for g, v in entry.links.items() if g in kept}
         size = sum(len(p) for p in kept.values())
-        advanced = CachedView(after, messages=kept, shown=shown, size=size)
+        advanced = CachedView(after, messages=kept, shown=shown, links=links, size=size)
         if rows_touched and entry.rows is not None and entry.views is not None:
             advanced.rows, advanced.views = entry.rows, entry.views
             advanced.dirty = entry.dirty | frozenset(touched)
@@ -241,6 +248,7 @@ class SessionCache:
         messages.update(written.messages)
         shown = {g: entry.shown[g] for g in messages if g in entry.shown}
         shown.update((g, tuple(p[1] for p in pairs_)) for g, pairs_ in written.messages.items())
+        links = {g: v for g, v in entry.links.items() if g in shown and g not in written.messages}
         advanced = CachedView(
             after,
             rows=tuple(r for r, _ in pairs),
@@ -249,6 +257,7 @@ class SessionCache:
             excluded=written.excluded,
             messages=messages,
             shown=shown,
+            links=links,
             size=sum(len(p) for p in messages.values()),
         )
         self._entries[session_id] = advanced
@@ -271,6 +280,7 @@ class SessionCache:
     def _drop_group(self, entry: CachedView, group_id: str) -> None:
         pairs = entry.messages.pop(group_id)
         del entry.shown[group_id]
+        entry.links.pop(group_id, None)
         entry.size -= len(pairs)
         self._size -= len(pairs)
 

@@ -19,7 +19,7 @@ from store.sql.append.writer import load_state
 from store.sql.projection.views import SqlSource
 from strategies.groups import GroupInfo, annotate, in_call_order
 from strategies.messages import Message
-from strategies.view import GroupView, MessageSource, View
+from strategies.view import GroupLinks, GroupView, MessageSource, View
 
 __all__ = ["with_pending"]
 
@@ -33,6 +33,12 @@ class _PendingSource:
     base: SqlSource
     extra: Mapping[str, list[tuple[int, Message]]]
     absorbed: Mapping[str, list[str]]
+
+    def links(self, group_id: str) -> GroupLinks | None:
+        """The stored group's links, for a group without in-flight messages."""
+        if group_id in self.extra or group_id in self.absorbed:
+            return None
+        return self.base.links(group_id)
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         wanted = [*group_ids, *(a for g in group_ids for a in self.absorbed.get(g, ()))]

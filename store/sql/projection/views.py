@@ -34,7 +34,7 @@ from store.sql.sessions import KEYS
 from store.sql.statements import chunks
 from strategies.groups import in_call_order
 from strategies.messages import Message
-from strategies.view import GroupView, Totals, View
+from strategies.view import GroupLinks, GroupView, Totals, View
 
 __all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "read_view"]
 
@@ -223,31 +223,54 @@ class SqlSource:
 
         ``key`` is the session's key as ``conn`` sees it, when known; else it is read.
         """
-        loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
         params = {"tenant": self.tenant, "session_id": self.session_id}
         caching = self.cache is not None and self.entry is not None
         keyed = caching and key is None  # each statement tells the key it saw
         query = _MESSAGES_AND_KEY if keyed else _MESSAGES_BY_GROUP
         seen: set[Key | None] = set()
+        found: list[Sequence[Any]] = []
         for part in chunks(group_ids):
             rows = (await conn.execute(query, {**params, "ids": part})).all()
-            for row in rows:
-                shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
-                loaded[row[_GROUP]].append((row[_SEQ], shown))
+            found.extend(rows)
             if keyed:
                 seen.update((row[-2], row[-1]) for row in rows)
                 if not rows:  # nothing to tell the key by
                     seen.add(await read_key(conn, self.tenant, self.session_id))
+        if keyed:
+            key = seen.pop() if len(seen) == 1 else None
+        return self.keep(group_ids, found, key=key)
+
+    def keep(
+        self, group_ids: Sequence[str], rows: Sequence[Sequence[Any]], *, key: Key | None
+    ) -> dict[str, list[tuple[int, Message]]]:
+        """The messages of ``group_ids`` from their ``rows`` (of :func:`message_columns`),
+        added to the entry when ``key``, the session's key as the rows were read (None:
+        unknown), is the entry's."""
+        loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
+        for row in rows:
+            shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
+            loaded[row[_GROUP]].append((row[_SEQ], shown))
         for gid, pairs in loaded.items():
             pairs.sort(key=_seq_of)
             loaded[gid] = in_call_order(pairs, _message_of)
-        if caching and self.cache is not None and self.entry is not None:
-            if keyed:
-                key = seen.pop() if len(seen) == 1 else None
-            if key == self.entry.key:
-                frozen: dict[str, Pairs] = {gid: tuple(p) for gid, p in loaded.items()}
-                self.cache.add_messages(self.session_id, self.entry, frozen)
+        entry = self.entry
+        if self.cache is not None and entry is not None and key is not None and key == entry.key:
+            frozen: dict[str, Pairs] = {gid: tuple(p) for gid, p in loaded.items()}
+            self.cache.add_messages(self.session_id, entry, frozen)
         return loaded
+
+    def links(self, group_id: str) -> GroupLinks | None:
+        """How the cached messages of ``group_id`` pair (made once per cached group)."""
+        entry = self.entry
+        if entry is None:
+            return None
+        links = entry.links.get(group_id)
+        if links is None:
+            shown = entry.shown.get(group_id)
+            if shown is None:
+                return None
+            links = entry.links[group_id] = GroupLinks.of(shown)
+        return links
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """The messages of each group (reductions applied)."""
@@ -277,15 +300,22 @@ def _message_of(pair: tuple[int, Message]) -> Message:
 
 
 async def read_view(
-    conn: AsyncConnection, source: SqlSource, session: RowMapping, **kwargs: Any
+    conn: AsyncConnection,
+    source: SqlSource,
+    session: RowMapping,
+    *,
+    fresh: Sequence[Mapping[Any, Any]] | None = None,
+    **kwargs: Any,
 ) -> tuple[View, Sequence[Mapping[Any, Any]]]:
     """The active view of ``source``'s session and the group rows it was built from.
 
     ``session`` is the session's row as read on ``conn``. The rows come from
     ``source``'s cache entry when it holds them (reading again only the groups the
-    store's own append changed); rows read from SQL are recorded in it when the session
-    row read after them still has the entry's key. On SQLite the transaction reads one
-    snapshot, so ``session`` is that row: its aggregates give the excluded totals.
+    store's own append changed, unless ``fresh`` holds them: those of the entry's dirty
+    groups that are active, read in the statement that read ``session``); rows read
+    from SQL are recorded in it when the session row read after them still has the
+    entry's key. On SQLite the transaction reads one snapshot, so ``session`` is that
+    row: its aggregates give the excluded totals.
     """
     entry = source.entry
     if (
@@ -295,6 +325,16 @@ async def read_view(
         and not entry.dirty
     ):
         rows, views, excluded = entry.rows or (), entry.views, entry.excluded
+    elif (
+        fresh is not None
+        and entry is not None
+        and entry.rows is not None
+        and entry.views is not None
+    ):
+        rows, views = _placed(entry.rows, entry.views, entry.dirty, fresh)
+        excluded = _excluded_of(session)
+        if source.cache is not None:
+            source.cache.set_rows(source.session_id, entry, rows, views, excluded)
     else:
         snapshot = dialect.of(conn).snapshot_reads
         seen = None if snapshot else _Seen()
@@ -327,16 +367,27 @@ async def _refreshed(
 ) -> tuple[list[Mapping[Any, Any]], list[GroupView]]:
     """``rows`` and ``views`` with the ``dirty`` groups read again, in projection order
     (with ``seen``, as :func:`active_group_rows`)."""
-    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
     params = {"tenant": source.tenant, "session_id": source.session_id}
-    fresh: list[tuple[Mapping[Any, Any], GroupView]] = []
+    fresh: list[Mapping[Any, Any]] = []
     query = _GROUPS_BY_ID if seen is None else _GROUPS_BY_ID_KEYED
     for part in chunks(sorted(dirty)):
         found = list((await conn.execute(query, {**params, "ids": list(part)})).mappings())
         if seen is not None:
             seen.saw(found)
-        fresh.extend((r, group_view(r)) for r in found)
+        fresh.extend(found)
     if seen is not None and not dirty:
         seen.unknown = True
-    place(pairs, fresh)
+    return _placed(rows, views, dirty, fresh)
+
+
+def _placed(
+    rows: Sequence[Mapping[Any, Any]],
+    views: Sequence[GroupView],
+    dirty: frozenset[str],
+    fresh: Sequence[Mapping[Any, Any]],
+) -> tuple[list[Mapping[Any, Any]], list[GroupView]]:
+    """``rows`` and ``views`` with the ``dirty`` groups' replaced by the ``fresh`` rows
+    (the active ones among them), in projection order."""
+    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
+    place(pairs, [(r, group_view(r)) for r in fresh])
     return [r for r, _ in pairs], [v for _, v in pairs]

@@ -1,0 +1,182 @@
+"""Opening a session's active view: its row and what the cache lacks, in one statement.
+
+Every view reads the session row first, to check the cache entry's key against it
+(:mod:`store.sql.projection.cache`). What it reads next is usually known before that
+read: after this store's own append, the group rows the append changed (the entry's
+dirty groups); before a projection, the messages of the groups the cached view sends
+that the entry does not hold (a turn's new groups). :func:`open_view` reads those with
+the session row, in one statement (the row joined to them), and uses them only when the
+row's key is the entry's, as a separate read after the key check would. Otherwise, or
+when nothing is known to be missing, it reads as :func:`~store.sql.projection.views.read_view`
+and :meth:`~store.sql.projection.views.SqlSource.prefetch` do. Both parts come from one
+statement, so they are one snapshot on every database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from sqlalchemy import and_, select
+from sqlalchemy.engine import Row, RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.sql import Select
+
+from store.errors import SessionNotFound
+from store.sql import dialect
+from store.sql.engine import begin_snapshot
+from store.sql.mapping import message_columns
+from store.sql.projection.cache import CachedView, SessionCache, session_key
+from store.sql.projection.views import SqlSource, read_view
+from store.sql.schema import GROUPS, MESSAGES, SESSIONS
+from store.sql.sessions import KEYS, read_session
+from store.sql.statements import CHUNK, in_key_list, key_list
+from strategies.view import InMemorySource, View
+
+__all__ = ["Opened", "open_view"]
+
+_Part = Literal["groups", "messages"]
+
+_NO_SOURCE = InMemorySource({})
+"""The source of a view made only to tell which groups it sends."""
+
+_SESSION_WIDTH = len(SESSIONS.c)
+_GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
+_GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
+
+
+@cache
+def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]:
+    """The session row (its columns first, by their names), left-joined to the active
+    groups ``ids`` or to the messages of the groups ``ids`` (their columns after it)."""
+    table = GROUPS if part == "groups" else MESSAGES
+    on = [
+        table.c.tenant == SESSIONS.c.tenant,
+        table.c.session_id == SESSIONS.c.session_id,
+        in_key_list(table.c.group_id, "ids", capabilities),
+    ]
+    if part == "groups":
+        on.append(GROUPS.c.excluded.is_(False))
+        columns = [c.label(label) for (label, _), c in zip(_GROUP_LABELS, GROUPS.c, strict=True)]
+    else:
+        columns = [c.label(f"m_{c.key}") for c in message_columns()]
+    joined = SESSIONS.outerjoin(table, and_(*on))
+    return select(SESSIONS, *columns).select_from(joined).where(*KEYS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """What to read with the session row, if the cache entry is still current."""
+
+    part: _Part | None = None
+    ids: Sequence[str] = ()
+    sends_held: bool = False
+    """The entry's view is complete and, with the messages read, holds every group it
+    sends (no prefetch needed)."""
+    alone: bool = False
+    """The statement that reads the session row is the read's only one, if the entry is
+    still current."""
+
+
+def _known(
+    guess: CachedView | None, *, send: bool, view_of: Callable[[CachedView], View]
+) -> _Known:
+    """What the ``guess`` entry lacks: its dirty groups' rows, else (with ``send``) the
+    messages of the groups its view sends."""
+    if guess is None or guess.rows is None or guess.views is None:
+        return _Known()
+    if guess.dirty:
+        ids = sorted(guess.dirty)
+        return _Known("groups", ids, alone=not send) if len(ids) <= CHUNK else _Known()
+    if guess.excluded is None:
+        return _Known()
+    if not send:
+        return _Known(alone=True)
+    held = guess.messages
+    missing = [g.group_id for g in view_of(guess).sendable() if g.group_id not in held]
+    fits = len(missing) <= CHUNK
+    return _Known("messages" if missing and fits else None, missing, fits, alone=fits)
+
+
+async def _read_session_and(
+    conn: AsyncConnection, tenant: str, session_id: str, known: _Known
+) -> tuple[RowMapping, list[Row[Any]]]:
+    """The session row, and the rows of ``known`` read with it in one statement."""
+    if known.part is None:
+        return await read_session(conn, tenant, session_id), []
+    capabilities = dialect.of(conn)
+    query = _session_and(known.part, capabilities)
+    ids = key_list(known.ids, capabilities)
+    params = {"tenant": tenant, "session_id": session_id, "ids": ids}
+    found = list((await conn.execute(query, params)).all())
+    if not found:
+        raise SessionNotFound(session_id, tenant=tenant)
+    return found[0]._mapping, found
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A session's row and active view, as one read saw them."""
+
+    session: RowMapping
+    source: SqlSource
+    view: View
+    rows: Sequence[Mapping[Any, Any]]
+    """The active group rows the view was built from."""
+
+
+async def open_view(
+    conn: AsyncConnection,
+    engine: AsyncEngine,
+    cache: SessionCache | None,
+    tenant: str,
+    session_id: str,
+    *,
+    check: Callable[[RowMapping], None],
+    send: bool,
+    **kwargs: Any,
+) -> Opened:
+    """The session's row and active view (``kwargs``: the view's tokenizer and policy).
+
+    ``check`` sees the session row before anything else is done with it. With ``send``,
+    the messages of the groups the projection sends are read too (into the cache entry).
+    :class:`~store.errors.SessionNotFound` when the session does not exist. On a
+    ``single`` read connection (:func:`~store.sql.engine.read_connection`) a read the
+    cache entry says is one statement begins no transaction; when the entry turns out
+    to have moved on, one is begun and the session row read again in it.
+    """
+    guess = cache.peek(session_id) if cache is not None else None
+
+    def view_of(entry: CachedView) -> View:
+        return View(groups=tuple(entry.views or ()), source=_NO_SOURCE, **kwargs)
+
+    known = _known(guess, send=send, view_of=view_of)
+    if not known.alone:
+        await begin_snapshot(conn)
+    session, found = await _read_session_and(conn, tenant, session_id, known)
+    entry = cache.entry(session_id, session_key(session)) if cache is not None else None
+    current = entry is not None and entry is guess
+    if known.alone and not current and await begin_snapshot(conn):
+        # the entry moved on: the reads it needs now make one snapshot with the row
+        known = _Known()
+        session, found = await _read_session_and(conn, tenant, session_id, known)
+        entry = cache.entry(session_id, session_key(session)) if cache is not None else None
+    check(session)
+    source = SqlSource(engine, tenant, session_id, cache, entry)
+    fresh: list[Mapping[str, Any]] | None = None
+    if current and known.part == "groups":
+        group_id = _SESSION_WIDTH + _GROUP_COLUMNS.index("group_id")
+        fresh = [
+            dict(zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:], strict=True))
+            for row in found
+            if row[group_id] is not None
+        ]
+    elif current and entry is not None and known.part == "messages":
+        parts = [row[_SESSION_WIDTH:] for row in found if row[_SESSION_WIDTH] is not None]
+        source.keep(known.ids, parts, key=entry.key)
+    view, rows = await read_view(conn, source, session, fresh=fresh, **kwargs)
+    if send and not (current and known.sends_held):
+        await source.prefetch(conn, [g.group_id for g in view.sendable()])
+    return Opened(session, source, view, rows)
