@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import (
     ARRAY,
@@ -107,44 +107,57 @@ def key_params(tenant: str, session_id: str) -> dict[str, Any]:
     return {"w_tenant": tenant, "w_session_id": session_id}
 
 
-def among(table: str, column: str, arrays: bool) -> Any:
-    """``column`` in the bound list ``ids``: one array parameter (``= ANY``) where the
-    database has :attr:`~store.sql.dialect.Capabilities.array_parameters`, else an
-    expanding ``IN``, given at most :data:`CHUNK` ids at a time (:func:`among_params`).
-    """
-    col = _TABLES[table].c[column]
-    if arrays:
-        return col == any_(bindparam("ids", type_=ARRAY(col.type)))
-    return col.in_(bindparam("ids", expanding=True))
+ListMode = Literal["array", "json", "expanding"]
+"""How a list of keys is bound: one array parameter (``= ANY``), one JSON array read by
+``json_each``, or an expanding ``IN`` of at most :data:`CHUNK` keys. An expanding ``IN``
+is rendered again on every execution, which costs a small read more than the database's
+own work; the other two are compiled once."""
 
 
-def in_key_list(column: Any, name: str, capabilities: dialect.Capabilities) -> Any:
-    """``column`` in the keys bound as ``name`` (given by :func:`key_list`): one array
-    parameter (``= ANY``), or one JSON array read by ``json_each``, or else an
-    expanding ``IN`` (at most :data:`CHUNK` keys)."""
+def list_mode(capabilities: dialect.Capabilities) -> ListMode:
+    """The best :data:`ListMode` of a database."""
     if capabilities.array_parameters:
+        return "array"
+    return "json" if capabilities.json_lists else "expanding"
+
+
+def _in_list(column: Any, name: str, mode: ListMode) -> Any:
+    if mode == "array":
         return column == any_(bindparam(name, type_=ARRAY(column.type)))
-    if capabilities.json_lists:
+    if mode == "json":
         keys = func.json_each(bindparam(name, type_=String()))
         return column.in_(select(literal_column("value")).select_from(keys).scalar_subquery())
     return column.in_(bindparam(name, expanding=True))
 
 
+def among(table: str, column: str, mode: ListMode) -> Any:
+    """``column`` of ``table`` in the list bound as ``ids`` (:func:`among_params`)."""
+    return _in_list(_TABLES[table].c[column], "ids", mode)
+
+
+def in_key_list(column: Any, name: str, capabilities: dialect.Capabilities) -> Any:
+    """``column`` in the keys bound as ``name`` (given by :func:`key_list`)."""
+    return _in_list(column, name, list_mode(capabilities))
+
+
 def key_list(keys: Iterable[Any], capabilities: dialect.Capabilities) -> Any:
-    """The value of a parameter of :func:`in_key_list` holding ``keys`` (sorted)."""
+    """The value of a parameter of :func:`in_key_list` holding ``keys`` (sorted; at most
+    :data:`CHUNK` of them where the database binds an expanding ``IN``)."""
     ordered = sorted(keys)
-    return json.dumps(ordered) if capabilities.json_lists else ordered
+    return json.dumps(ordered) if list_mode(capabilities) == "json" else ordered
 
 
 def among_params(
     conn: AsyncConnection, base: Mapping[str, Any], ids: Iterable[Any]
 ) -> Iterator[dict[str, Any]]:
-    """Parameter sets covering ``ids`` (sorted): one with array parameters, else chunks."""
+    """Parameter sets covering ``ids`` (sorted): one as an array or a JSON array, else
+    chunks of an expanding ``IN``."""
     ordered = sorted(ids)
     if not ordered:
         return
-    if dialect.of(conn).array_parameters:
-        yield {**base, "ids": ordered}
+    capabilities = dialect.of(conn)
+    if list_mode(capabilities) != "expanding":
+        yield {**base, "ids": key_list(ordered, capabilities)}
         return
     for part in chunks(ordered):
         yield {**base, "ids": list(part)}
@@ -152,11 +165,11 @@ def among_params(
 
 @cache
 def _select_among(
-    table: str, column: str, arrays: bool, extra: str, columns: tuple[str, ...]
+    table: str, column: str, mode: ListMode, extra: str, columns: tuple[str, ...]
 ) -> Select[Any]:
     t = _TABLES[table]
     picked = [t.c[name] for name in columns] if columns else [t]
-    query = select(*picked).where(*_keys(t), among(table, column, arrays))
+    query = select(*picked).where(*_keys(t), among(table, column, mode))
     if extra == "any_exclusion":  # lets SQLite use the (excluded, anchor) index
         query = query.where(t.c.excluded.in_([False, True]))
     return query
@@ -172,22 +185,22 @@ def select_among(
     """``SELECT`` of the session's rows of ``table`` whose ``column`` is in ``ids``: the
     given ``columns``, or all of them. ``extra="any_exclusion"`` states both values of
     ``excluded`` (for SQLite's index)."""
-    return _select_among(table, column, dialect.of(conn).array_parameters, extra, columns)
+    return _select_among(table, column, list_mode(dialect.of(conn)), extra, columns)
 
 
 @cache
-def _select_calls_among(arrays: bool) -> CompoundSelect[Any]:
+def _select_calls_among(mode: ListMode) -> CompoundSelect[Any]:
     calls, results = OPEN_CALLS, EARLY_RESULTS
     return union_all(
         select(false().label("early"), calls.c.call_id, calls.c.group_id, calls.c.ambiguous).where(
-            *_keys(calls), among("open_calls", "call_id", arrays)
+            *_keys(calls), among("open_calls", "call_id", mode)
         ),
         select(
             true().label("early"),
             results.c.call_id,
             results.c.group_id,
             false().label("ambiguous"),
-        ).where(*_keys(results), among("early_results", "call_id", arrays)),
+        ).where(*_keys(results), among("early_results", "call_id", mode)),
     )
 
 
@@ -196,21 +209,19 @@ def select_calls_among(conn: AsyncConnection) -> CompoundSelect[Any]:
     one statement (an append's one round trip for both): ``early`` is true on an early
     result's row (its ``ambiguous`` false), false on an open call's. Parameters as
     :func:`select_among`'s."""
-    return _select_calls_among(dialect.of(conn).array_parameters)
+    return _select_calls_among(list_mode(dialect.of(conn)))
 
 
 @cache
-def _select_groups_around(arrays: bool) -> CompoundSelect[Any]:
+def _select_groups_around(mode: ListMode) -> CompoundSelect[Any]:
     touched = GROUPS.alias("touched")
     anchors = select(touched.c.anchor).where(
         touched.c.tenant == bindparam("w_tenant"),
         touched.c.session_id == bindparam("w_session_id"),
-        touched.c.group_id == any_(bindparam("ids", type_=ARRAY(touched.c.group_id.type)))
-        if arrays
-        else touched.c.group_id.in_(bindparam("ids", expanding=True)),
+        _in_list(touched.c.group_id, "ids", mode),
     )
     return union_all(
-        select(GROUPS).where(*_keys(GROUPS), among("groups", "group_id", arrays)),
+        select(GROUPS).where(*_keys(GROUPS), among("groups", "group_id", mode)),
         select(GROUPS).where(
             *_keys(GROUPS),
             GROUPS.c.excluded.in_([False, True]),  # lets SQLite use the (excluded, anchor) index
@@ -223,14 +234,14 @@ def select_groups_around(conn: AsyncConnection) -> CompoundSelect[Any]:
     """The session's groups whose ``group_id`` is in ``ids``, and every group at the
     anchor of one of them, in one statement (a group may come twice). Parameters as
     :func:`select_among`'s."""
-    return _select_groups_around(dialect.of(conn).array_parameters)
+    return _select_groups_around(list_mode(dialect.of(conn)))
 
 
 def _update_among(
-    table: str, column: str, arrays: bool, values: tuple[str, ...], nulls: tuple[str, ...]
+    table: str, column: str, mode: ListMode, values: tuple[str, ...], nulls: tuple[str, ...]
 ) -> Update:
     t = _TABLES[table]
-    statement = update(t).where(*_keys(t), among(table, column, arrays))
+    statement = update(t).where(*_keys(t), among(table, column, mode))
     sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=t.c[name].type) for name in values}
     sets.update((name, null()) for name in nulls)
     return statement.values(sets)
@@ -244,8 +255,7 @@ def update_among(
     statement (a JSON column bound ``None`` would store JSON ``null``)."""
     plain = tuple(sorted(k for k, v in values.items() if not isinstance(v, Null)))
     nulls = tuple(sorted(k for k, v in values.items() if isinstance(v, Null)))
-    arrays = dialect.of(conn).array_parameters
-    statement = _update_among(table, column, arrays, plain, nulls)
+    statement = _update_among(table, column, list_mode(dialect.of(conn)), plain, nulls)
     return statement, {f"v_{k}": values[k] for k in plain}
 
 
