@@ -399,6 +399,29 @@ async def append_messages(
             counts.close()
 
 
+async def _planned(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    fresh: Sequence[Message],
+    deduped: Deduped,
+) -> tuple[_Loaded, Annotation, RowBuilder]:
+    """The state the append reads, its annotation, and the builder of its message rows."""
+    loaded = await load_state(conn, ctx, session, fresh)
+    annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
+    builder = RowBuilder(
+        ctx,
+        session["next_seq"],
+        fresh,
+        deduped.hashes,
+        [group_id for _, group_id in annotation.message_groups],
+        loaded.groups,
+        AppendTotals(),
+        contents=deduped.contents,
+    )
+    return loaded, annotation, builder
+
+
 async def _store_fresh(
     conn: AsyncConnection,
     ctx: AppendContext,
@@ -407,20 +430,8 @@ async def _store_fresh(
     deduped: Deduped,
     counts: BackgroundCounts | None,
 ) -> Appended:
-    loaded = await load_state(conn, ctx, session, fresh)
-    annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
-    totals = AppendTotals()
-    group_ids = [group_id for _, group_id in annotation.message_groups]
-    builder = RowBuilder(
-        ctx,
-        session["next_seq"],
-        fresh,
-        deduped.hashes,
-        group_ids,
-        loaded.groups,
-        totals,
-        contents=deduped.contents,
-    )
+    loaded, annotation, builder = await _planned(conn, ctx, session, fresh, deduped)
+    totals, group_ids = builder.totals, builder.group_ids
     pins: set[str] = set()
     gains = await _apply_merges(conn, ctx, annotation, loaded, totals, pins)
     created = _new_groups(ctx, session, annotation, loaded, totals, gains)
@@ -516,20 +527,9 @@ async def _write_blanks(conn: AsyncConnection, blanks: Sequence[_Blank]) -> list
     appended: list[Appended] = []
     for blank in blanks:
         ctx, session, fresh = blank.ctx, blank.session, blank.fresh
-        loaded = await load_state(conn, ctx, session, fresh)  # blank: reads nothing
-        annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
-        totals = AppendTotals()
-        group_ids = [group_id for _, group_id in annotation.message_groups]
-        builder = RowBuilder(
-            ctx,
-            session["next_seq"],
-            fresh,
-            blank.deduped.hashes,
-            group_ids,
-            loaded.groups,
-            totals,
-            contents=blank.deduped.contents,
-        )
+        planned = await _planned(conn, ctx, session, fresh, blank.deduped)  # blank: no reads
+        loaded, annotation, builder = planned
+        totals, group_ids = builder.totals, builder.group_ids
         counted = await blank.counts.get(0, len(fresh)) if blank.counts is not None else None
         messages += builder.rows(0, len(fresh), binds, counted)
         created = _new_groups(ctx, session, annotation, loaded, totals, {})
