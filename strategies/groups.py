@@ -252,7 +252,10 @@ def _is_reasoning_only(message: Message) -> bool:
 
 
 def _has_reasoning(message: Message) -> bool:
-    return any(isinstance(c, ReasoningContent) for c in message.contents)
+    for content in message.contents:  # a loop: no generator for the usual one content
+        if isinstance(content, ReasoningContent):
+            return True
+    return False
 
 
 def _evolve(
@@ -334,22 +337,24 @@ class _Annotator:
         self.position += 1
 
     def _place(self, message: Message) -> GroupInfo:
+        """The group ``message`` joins or starts."""
         role = message.role
         if role in ("system", "user"):
             self.tail = None
             return self._new_group(message, "system" if role == "system" else "user")
+        calls, results = call_links(message)  # read once: placing and linking both need them
         if role == "tool":
             self.tail = None
-            return self._place_results(message)
+            return self._place_results(message, results)
         if role != "assistant":
             self.tail = None
             return self._new_group(message, "assistant_text")
-        if call_ids(message):
-            return self._place_calls(message)
+        if calls:
+            return self._place_calls(message, calls, results)
         if _is_reasoning_only(message):
             return self._place_reasoning(message)
         self.tail = None
-        linked = self._link(message, None)
+        linked = self._link(message, None, results)
         return linked if linked is not None else self._new_group(message, "assistant_text")
 
     def _place_reasoning(self, message: Message) -> GroupInfo:
@@ -359,7 +364,9 @@ class _Annotator:
         self.tail = Tail(group, "reasoning")
         return group
 
-    def _place_calls(self, message: Message) -> GroupInfo:
+    def _place_calls(
+        self, message: Message, calls: list[str | None], results: list[str]
+    ) -> GroupInfo:
         if self.tail is not None and self.tail.mode == "reasoning":
             group = self.tail.group
             group = _evolve(
@@ -377,7 +384,7 @@ class _Annotator:
             )
         pending = group.pending_calls
         joins: list[str] = []
-        for call_id in call_ids(message):
+        for call_id in calls:
             if call_id is None:
                 continue
             waiting = self._answered_early(call_id)
@@ -404,17 +411,19 @@ class _Annotator:
             else:  # it joined an earlier call already: the call joins that group
                 group = self._merge(group.group_id, held)
         # Results in the same message (hosted tools) answer calls at once.
-        linked = self._link(message, group)
+        linked = self._link(message, group, results)
         return group if linked is None else linked
 
-    def _link(self, message: Message, own: GroupInfo | None) -> GroupInfo | None:
-        """Link the message's results to their calls; return the group it joins.
+    def _link(
+        self, message: Message, own: GroupInfo | None, results: list[str]
+    ) -> GroupInfo | None:
+        """Link the message's ``results`` to their calls; return the group it joins.
 
         ``own`` is the message's own group when it declares calls. Every group the
         message touches becomes one, under the id of the earliest.
         """
         answered: dict[str, int] = {}
-        for call_id in result_ids(message):
+        for call_id in results:
             group_id = self.open_calls.pop(call_id, None)
             if group_id is not None:
                 answered[group_id] = answered.get(group_id, 0) + 1
@@ -448,9 +457,9 @@ class _Annotator:
             return None
         return waiting
 
-    def _wait(self, message: Message, group: GroupInfo) -> None:
-        """Let the orphan ``group``'s results wait for calls declared later."""
-        for call_id in result_ids(message):
+    def _wait(self, results: list[str], group: GroupInfo) -> None:
+        """Let the orphan ``group``'s ``results`` wait for calls declared later."""
+        for call_id in results:
             if call_id in self.open_calls or call_id in self.ambiguous or call_id in self.early:
                 continue
             self.early[call_id] = group.group_id
@@ -493,11 +502,11 @@ class _Annotator:
         ]
         return self._save(merged)
 
-    def _place_results(self, message: Message) -> GroupInfo:
-        linked = self._link(message, None)
+    def _place_results(self, message: Message, results: list[str]) -> GroupInfo:
+        linked = self._link(message, None, results)
         if linked is None:
             group = self._new_group(message, "tool_call", orphan=True)
-            self._wait(message, group)
+            self._wait(results, group)
             return group
         return linked
 

@@ -12,7 +12,7 @@ from typing import Any, get_args
 
 from store.errors import InvalidInput
 from store.models import OUTCOMES, PHASES, Provenance, SessionOrder
-from store.rules.limits import DEFAULT_LIMITS, Limits, check_json, check_stored_message
+from store.rules.limits import DEFAULT_LIMITS, Limits, check_json, check_stored_message, fits
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 from strategies.specs import InvalidStrategySpec, parse_strategy
@@ -110,7 +110,8 @@ def check_message(message: object, limits: Limits = DEFAULT_LIMITS) -> None:
     check_stored_message(message, limits)
     for index, content in enumerate(message.contents):
         call_id = getattr(content, "call_id", None)
-        if call_id:  # kept in an id column of its own (the unanswered calls)
+        # kept in an id column of its own (the unanswered calls)
+        if call_id and ("\x00" in call_id or not fits(call_id, limits)):
             name = f"call_id of contents[{index}] of message {message.message_id[:80]!r}"
             if "\x00" in call_id:
                 raise InvalidInput(f"{name} holds a NUL character")

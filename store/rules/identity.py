@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic_core import to_json as _to_json
 
 from store.errors import InvalidInput
 from strategies.messages import (
@@ -181,13 +182,32 @@ def _plain_ascii(text: str) -> bool:
     return text.isascii() and "\x7f" not in text
 
 
+_LONG_TEXT = 64
+"""Characters from which :func:`_quoted` hands plain ASCII text to pydantic's encoder
+(below it, the call itself costs more than the escaping saves)."""
+
+
+def _quoted(text: str) -> tuple[str, bool]:
+    """``text`` as a JSON string, as ``json``'s ASCII encoder writes it, and whether the
+    storage format writes it alike (:func:`_plain_ascii`).
+
+    Such text, ASCII without DEL, is escaped alike by both encoders (the same short
+    escapes, ``\\u00xx`` in lower case for the other control characters); a long one is
+    escaped by pydantic's (a Rust loop, faster than ``json``'s per-character C loop).
+    """
+    plain = _plain_ascii(text)
+    if plain and len(text) >= _LONG_TEXT:
+        return _to_json(text).decode(), True
+    return _quote(text), plain
+
+
 def _text_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
     """:func:`_content_json` of the usual text content (no ``extra``), else None."""
     text, extra = values.get("text"), values.get("extra")
     if type(text) is not str or type(extra) is not dict or extra or values.get("type") != "text":
         return None
-    quoted = _quote(text)
-    stored = '{"extra":{},"type":"text","text":' + quoted + "}" if _plain_ascii(text) else None
+    quoted, plain = _quoted(text)
+    stored = '{"extra":{},"type":"text","text":' + quoted + "}" if plain else None
     return '{"extra":{},"text":' + quoted + ',"type":"text"}', stored
 
 
@@ -208,12 +228,12 @@ def _call_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
         or values.get("type") != "function_call"
     ):
         return None
-    call, named, args = _quote(call_id), _quote(name), _quote(arguments)
+    (args, plain), call, named = _quoted(arguments), _quote(call_id), _quote(name)
     canonical = (
         f'{{"arguments":{args},"call_id":{call},"extra":{{}},"name":{named},'
         '"type":"function_call"}'
     )
-    if not (_plain_ascii(call_id) and _plain_ascii(name) and _plain_ascii(arguments)):
+    if not (plain and _plain_ascii(call_id) and _plain_ascii(name)):
         return canonical, None
     stored = (
         f'{{"extra":{{}},"type":"function_call","call_id":{call},"name":{named},'
@@ -239,12 +259,13 @@ def _result_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
         or values.get("type") != "function_result"
     ):
         return None
-    call, text, error = _quote(call_id), _quote(result), "true" if is_error else "false"
+    (text, plain), call = _quoted(result), _quote(call_id)
+    error = "true" if is_error else "false"
     canonical = (
         f'{{"call_id":{call},"extra":{{}},"is_error":{error},"result":{text},'
         '"type":"function_result"}'
     )
-    if not (_plain_ascii(call_id) and _plain_ascii(result)):
+    if not (plain and _plain_ascii(call_id)):
         return canonical, None
     stored = (
         f'{{"extra":{{}},"type":"function_result","call_id":{call},"result":{text},'

@@ -18,13 +18,21 @@ result or arguments: a value holding a list of scalars is two levels deep).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from store.errors import InvalidInput
 from strategies.messages import Message, has_lone_surrogate
 
-__all__ = ["DEFAULT_LIMITS", "SQL_KEY_LENGTH", "Limits", "check_json", "check_stored_message"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "SQL_KEY_LENGTH",
+    "Limits",
+    "check_json",
+    "check_stored_message",
+    "fits",
+]
 
 SQL_KEY_LENGTH = 255
 """Characters of an id column (session, message, group, call, tenant)."""
@@ -111,26 +119,63 @@ def check_json(value: object, where: str, limits: Limits, depth: int = 0) -> Non
         raise InvalidInput(f"{where}{''.join(f'[{step!r}]' for step in path)} {reason}")
 
 
+def fits(value: str, limits: Limits) -> bool:
+    """Whether :meth:`Limits.check_id` must accept ``value`` without looking further:
+    short enough and ASCII (which holds no surrogate)."""
+    return len(value) <= limits.max_id_length and value.isascii()
+
+
+def _plain_fields(values: Mapping[str, object]) -> bool:
+    """Whether :func:`check_json` must accept a content's fields without walking them:
+    every value is ASCII text, None, a bool, or an empty list or mapping (no surrogate,
+    no number, no nesting: the usual text, call and result)."""
+    for value in values.values():
+        if isinstance(value, str):
+            if not value.isascii():
+                return False
+        elif value is not None and type(value) is not bool and (type(value) not in _EMPTY or value):
+            return False
+    return True
+
+
+_EMPTY = (dict, list)
+"""The container types whose empty value :func:`_plain_fields` accepts."""
+
+
+def _name(message: Message) -> str:
+    """How a refusal names ``message``."""
+    return f"message {message.message_id[:80]!r}"
+
+
 def check_stored_message(message: Message, limits: Limits) -> None:
-    """Refuse a message a store could not keep exactly as given."""
-    name = f"message {message.message_id[:80]!r}"
-    limits.check_id(message.message_id, f"message_id of {name}")
+    """Refuse a message a store could not keep exactly as given.
+
+    Values no limit can refuse (short ASCII ids, a content of ASCII text and flags) are
+    accepted at a glance; anything else, and every refusal, goes through the full checks,
+    whose sentence names the field.
+    """
+    message_id, author = message.message_id, message.author_name
+    if not fits(message_id, limits):
+        limits.check_id(message_id, f"message_id of {_name(message)}")
     if len(message.role) > limits.max_role_length:
         raise InvalidInput(
-            f"role of {name} has {len(message.role)} characters, more than {limits.max_role_length}"
+            f"role of {_name(message)} has {len(message.role)} characters, more than "
+            f"{limits.max_role_length}"
         )
-    if message.author_name is not None:
-        limits.check_id(message.author_name, f"author_name of {name}")
+    if author is not None and not fits(author, limits):
+        limits.check_id(author, f"author_name of {_name(message)}")
     if message.created_at is not None:
         try:
             message.created_at.astimezone(UTC)
         except (OverflowError, ValueError):
             raise InvalidInput(
-                f"created_at of {name} ({message.created_at.isoformat()}) has no UTC time "
-                f"between {datetime.min.year} and {datetime.max.year}"
+                f"created_at of {_name(message)} ({message.created_at.isoformat()}) has no UTC "
+                f"time between {datetime.min.year} and {datetime.max.year}"
             ) from None
     if message.metadata:
-        check_json(message.metadata, f"metadata of {name}", limits)
+        check_json(message.metadata, f"metadata of {_name(message)}", limits)
     for index, content in enumerate(message.contents):
-        # a content's fields (a result, arguments) count their depth as metadata does
-        check_json(content.__dict__, f"contents[{index}] of {name}", limits, -1)
+        values = content.__dict__
+        if not _plain_fields(values):
+            # a content's fields (a result, arguments) count their depth as metadata does
+            check_json(values, f"contents[{index}] of {_name(message)}", limits, -1)

@@ -194,7 +194,13 @@ def message_texts(
         fixed += policy.per_name_overhead
         texts.append(message.author_name)
     for content in message.contents:
-        fixed += _content_texts(content, policy, texts)
+        # the usual contents read directly; any other (or other values) as the rule says
+        if type(content) is TextContent:
+            _add_text(content.text, texts)
+        elif type(content) is FunctionResultContent and isinstance(content.result, str):
+            _add_text(content.result, texts)
+        else:
+            fixed += _content_texts(content, policy, texts)
     return fixed, texts
 
 

@@ -24,7 +24,7 @@ from store.contract import HistoryBackend
 from store.errors import ChatledgerError, InvalidInput, StoreTimeout
 from store.models import Provenance
 from store.rules.limits import DEFAULT_LIMITS, Limits
-from strategies.messages import FunctionResultContent, Message, TextContent
+from strategies.messages import FunctionCallContent, FunctionResultContent, Message, TextContent
 from strategies.tokenizers import CharacterEstimatorTokenizer
 
 SURROGATE = json.loads('"\\ud800"')  # what any JSON request body can carry
@@ -91,6 +91,22 @@ def _deep(depth: int) -> Any:
         Message.text_message(
             "user", "x", created_at=datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5)))
         ),
+        _unchecked(
+            role="tool",
+            contents=[
+                FunctionResultContent.model_construct(call_id="c", result=SURROGATE, extra={})
+            ],
+        ),
+        _unchecked(
+            role="assistant",
+            contents=[
+                FunctionCallContent.model_construct(
+                    call_id="c", name="f", arguments=f"{{{SURROGATE}}}", extra={}
+                )
+            ],
+        ),
+        Message(role="tool", contents=[FunctionResultContent(call_id="c" * 256, result="ok")]),
+        Message(role="tool", contents=[FunctionResultContent(call_id="c\x00", result="ok")]),
     ],
     ids=[
         "surrogate-text",
@@ -105,6 +121,10 @@ def _deep(depth: int) -> Any:
         "long-message-id",
         "long-author",
         "year-1-east-of-utc",
+        "surrogate-result",
+        "surrogate-arguments",
+        "long-call-id",
+        "nul-call-id",
     ],
 )
 async def test_what_no_read_could_give_back_is_refused_and_nothing_stored(

@@ -237,3 +237,11 @@ def test_content_hash_matches_the_reference_for_any_message(
 @given(contents=st.lists(_content_of(st.text(st.characters(max_codepoint=127))), max_size=3))
 def test_contents_text_matches_the_adapter_for_ascii_text(contents: list[Content]) -> None:
     _check(Message(role="user", contents=contents))
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F), min_size=60, max_size=200))
+def test_ascii_text_is_quoted_as_json_quotes_it(text: str) -> None:
+    """Long ASCII text goes through pydantic's encoder: the same bytes as ``json``'s."""
+    quoted, plain = identity._quoted(text)
+    assert quoted == json.encoder.encode_basestring_ascii(text)
+    assert plain == ("\x7f" not in text)
