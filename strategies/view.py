@@ -22,6 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
+from operator import attrgetter
 from typing import Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
@@ -45,6 +46,7 @@ __all__ = [
     "GeneratedCounts",
     "GroupLinks",
     "GroupView",
+    "HeldSource",
     "InMemorySource",
     "LinkedSource",
     "MessageSource",
@@ -81,6 +83,10 @@ class GroupView:
     def order_key(self) -> tuple[int, int]:
         """Where the group sits in the projection."""
         return (self.anchor, self.slot)
+
+
+_ORDER = attrgetter("anchor", "slot")
+"""A group's :attr:`GroupView.order_key`, as a sort key that runs no Python code."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +136,17 @@ class LinkedSource(MessageSource, Protocol):
     def links(self, group_id: str) -> GroupLinks | None:
         """The links of the messages :meth:`load` returns for ``group_id`` (None: unknown,
         the projection walks them)."""
+        ...
+
+
+@runtime_checkable
+class HeldSource(LinkedSource, Protocol):
+    """A linked source that can hand over the groups it holds, with their links, at once."""
+
+    def held(self, group_ids: Sequence[str]) -> list[tuple[Sequence[Message], GroupLinks]] | None:
+        """Each group's messages as :meth:`load` returns them, with their links, in the
+        order of ``group_ids``; None when the source does not hold every one of them
+        (the projection then loads them)."""
         ...
 
 
@@ -306,15 +323,12 @@ class View:
 
     @cached_property
     def _sendable(self) -> tuple[GroupView, ...]:
+        groups = self.groups
         last_user = self.last_user_index()
-        out: list[GroupView] = []
-        for index, g in enumerate(self.groups):
-            if g.orphan:
-                continue
-            if g.pending_calls > 0 and last_user is not None and index < last_user:
-                continue
-            out.append(g)
-        return tuple(out)
+        if last_user is None:  # no stale pending calls: only orphans are left out
+            return tuple(g for g in groups if not g.orphan)
+        before = [g for g in groups[:last_user] if not g.orphan and g.pending_calls <= 0]
+        return (*before, *(g for g in groups[last_user:] if not g.orphan))
 
     async def project(self) -> list[Message]:
         """The messages to send, in order.
@@ -324,9 +338,14 @@ class View:
         linked results) is dropped from its message, and a message left empty by that is
         dropped. The stored message is unchanged.
         """
-        groups = self.sendable()
+        groups = self._sendable
+        # a HeldSource's and a LinkedSource's methods (looked up, not checked with
+        # isinstance: that is slow)
+        held = getattr(self.source, "held", None)
+        pairs = None if held is None else held([g.group_id for g in groups])
+        if pairs is not None:
+            return _paired(pairs)
         loaded = await self.messages(g.group_id for g in groups)
-        # a LinkedSource's method (looked up, not checked with isinstance: that is slow)
         links: Callable[[str], GroupLinks | None] = getattr(self.source, "links", _unknown)
         return _paired((loaded[g.group_id], links(g.group_id)) for g in groups)
 
@@ -334,18 +353,20 @@ class View:
         """The view left after ``changes``; ``self`` is not modified."""
         if changes.is_empty:
             return self
-        by_id = {g.group_id: g for g in self.groups}
+        by_id = dict(self._by_id)
         removed: set[str] = set()
         added: dict[str, list[Message]] = {}
         excluded = self.excluded
-        top_slot: dict[int, int] = {}  # the highest slot at each anchor
-        for g in self.groups:
-            top_slot[g.anchor] = max(top_slot.get(g.anchor, 0), g.slot)
+        top_slot: dict[int, int] = {}  # the highest slot above 0 at each anchor
+        if changes.summaries:
+            for g in self.groups:
+                if g.slot > top_slot.get(g.anchor, 0):
+                    top_slot[g.anchor] = g.slot
         for summary in changes.summaries:
             replaced = [by_id[g] for g in summary.replaces if g in by_id and g not in removed]
             if not replaced:
                 continue
-            first = min(replaced, key=lambda g: g.order_key)
+            first = min(replaced, key=_ORDER)
             slot = 1 + top_slot.get(first.anchor, 0)
             top_slot[first.anchor] = slot
             view_group = GroupView(
@@ -396,7 +417,7 @@ class View:
             for g in by_id.values()
             if g.group_id not in removed
         ]
-        groups.sort(key=lambda g: g.order_key)
+        groups.sort(key=_ORDER)
         source: MessageSource = self.source
         if added or reduced:
             source = _Overlay(base=self.source, added=added, reduced=reduced)
@@ -449,7 +470,7 @@ class View:
                     orphan=info.orphan,
                 )
             )
-        groups.sort(key=lambda g: g.order_key)
+        groups.sort(key=_ORDER)
         return cls(
             groups=tuple(groups),
             source=InMemorySource(members),

@@ -157,7 +157,7 @@ class SessionCache:
             return
         entry.rows, entry.views, entry.excluded = tuple(rows), tuple(views), excluded
         entry.dirty = frozenset()
-        active = {r["group_id"] for r in rows}
+        active = {v.group_id for v in entry.views}
         for group_id in [g for g in entry.messages if g not in active]:
             self._drop_group(entry, group_id)
 
@@ -243,22 +243,30 @@ class SessionCache:
             if v.group_id not in changed
         ]
         place(pairs, [(changed[g], v) for g, v in views.items()])
-        gone = set(touched)
-        messages = {g: p for g, p in entry.messages.items() if g not in gone}
-        messages.update(written.messages)
-        shown = {g: entry.shown[g] for g in messages if g in entry.shown}
-        shown.update((g, tuple(p[1] for p in pairs_)) for g, pairs_ in written.messages.items())
-        links = {g: v for g, v in entry.links.items() if g in shown and g not in written.messages}
+        # copies of the entry's dicts without the touched groups (and, for the links,
+        # the inserted summaries'), then the inserted summaries' messages
+        messages, shown, links = dict(entry.messages), dict(entry.shown), dict(entry.links)
+        size = entry.size
+        for group_id in set(touched):
+            size -= len(messages.pop(group_id, ()))
+            shown.pop(group_id, None)
+            links.pop(group_id, None)
+        for group_id, inserted in written.messages.items():
+            size += len(inserted) - len(messages.get(group_id, ()))
+            messages[group_id] = inserted
+            shown[group_id] = tuple(p[1] for p in inserted)
+            links.pop(group_id, None)
+        rows, kept = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
         advanced = CachedView(
             after,
-            rows=tuple(r for r, _ in pairs),
-            views=tuple(v for _, v in pairs),
+            rows=rows,
+            views=kept,
             dirty=entry.dirty - changed.keys(),
             excluded=written.excluded,
             messages=messages,
             shown=shown,
             links=links,
-            size=sum(len(p) for p in messages.values()),
+            size=size,
         )
         self._entries[session_id] = advanced
         self._size += advanced.size

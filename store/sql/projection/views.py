@@ -272,6 +272,24 @@ class SqlSource:
             links = entry.links[group_id] = GroupLinks.of(shown)
         return links
 
+    def held(self, group_ids: Sequence[str]) -> list[tuple[Sequence[Message], GroupLinks]] | None:
+        """The cached messages and links of each of ``group_ids``, in order (None: the
+        entry does not hold them all); the links are made once per cached group."""
+        entry = self.entry
+        if entry is None:
+            return None
+        shown, links = entry.shown, entry.links
+        out: list[tuple[Sequence[Message], GroupLinks]] = []
+        for group_id in group_ids:
+            messages = shown.get(group_id)
+            if messages is None:
+                return None
+            linked = links.get(group_id)
+            if linked is None:
+                linked = links[group_id] = GroupLinks.of(messages)
+            out.append((messages, linked))
+        return out
+
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """The messages of each group (reductions applied)."""
         if self.entry is not None:
@@ -390,4 +408,7 @@ def _placed(
     (the active ones among them), in projection order."""
     pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
     place(pairs, [(r, group_view(r)) for r in fresh])
-    return [r for r, _ in pairs], [v for _, v in pairs]
+    if not pairs:
+        return [], []
+    placed_rows, placed_views = zip(*pairs, strict=True)
+    return list(placed_rows), list(placed_views)
