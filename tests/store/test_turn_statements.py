@@ -14,8 +14,8 @@ in as few statements as the backend allows, since on a server each is a round tr
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from sqlalchemy import event
@@ -26,12 +26,14 @@ from tests.conformance.toy_strategies import ExcludeOldest
 
 
 @contextmanager
-def _selects(store: HistoryStore) -> Iterator[list[str]]:
+def _recorded(store: HistoryStore, noted: Callable[[str], str | None]) -> Iterator[list[str]]:
+    """What ``noted`` makes of each statement the store runs meanwhile (None: skipped)."""
     seen: list[str] = []
 
     def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if statement.lstrip().upper().startswith("SELECT"):
-            seen.append(statement)
+        note = noted(statement)
+        if note is not None:
+            seen.append(note)
 
     engine = store.engine.sync_engine
     event.listen(engine, "before_cursor_execute", record)
@@ -39,6 +41,11 @@ def _selects(store: HistoryStore) -> Iterator[list[str]]:
         yield seen
     finally:
         event.remove(engine, "before_cursor_execute", record)
+
+
+def _selects(store: HistoryStore) -> AbstractContextManager[list[str]]:
+    """The ``SELECT`` statements run meanwhile, whole."""
+    return _recorded(store, lambda s: s if s.lstrip().upper().startswith("SELECT") else None)
 
 
 def _first_table(statement: str) -> str:
@@ -106,19 +113,9 @@ async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(db_u
         assert await fresh.context("s") == context
 
 
-@contextmanager
-def _statements(store: HistoryStore) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(statement.lstrip().split()[0].upper())
-
-    engine = store.engine.sync_engine
-    event.listen(engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        event.remove(engine, "before_cursor_execute", record)
+def _statements(store: HistoryStore) -> AbstractContextManager[list[str]]:
+    """The first word of every statement run meanwhile."""
+    return _recorded(store, lambda s: s.lstrip().split()[0].upper())
 
 
 async def test_a_current_view_is_one_statement_and_a_moved_one_is_read_again(
