@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,16 +74,41 @@ def test_count_many_splits_calls_into_tiktoken_by_size(monkeypatch: pytest.Monke
     monkeypatch.setattr(module, "_JOINED_CHARS", 64)
     tokenizer = TiktokenTokenizer()
     calls: list[str] = []
-    encode = tokenizer.encoding.encode
+    encode = tokenizer._encode_buffer
+    assert encode is not None  # the tiktoken this project requires has it
 
-    def recording(text: str, **kwargs: object) -> list[int]:
+    def recording(text: str, allowed: object) -> object:
         calls.append(text)
-        return encode(text, **kwargs)  # type: ignore[arg-type]
+        return encode(text, allowed)
 
-    monkeypatch.setattr(tokenizer.encoding, "encode", recording)
+    monkeypatch.setattr(tokenizer, "_encode_buffer", recording)
     texts = [f"message number {i} says something long enough" for i in range(10)]
     assert tokenizer.count_many(texts) == _one_by_one(TiktokenTokenizer(), texts)
     assert len(calls) == 5  # two texts (over 64 characters) a call
+
+
+def test_count_many_without_the_token_buffer_counts_alike() -> None:
+    """A tiktoken without ``encode_to_tiktoken_buffer``: the tokens come as a list."""
+    tokenizer = TiktokenTokenizer()
+    tokenizer._encode_buffer = None
+    texts = [EDGES[(i * 5) % len(EDGES)] + EDGES[i % len(EDGES)] for i in range(100)] + EDGES
+    assert tokenizer.count_many(texts) == _one_by_one(TiktokenTokenizer(), texts)
+
+
+def test_a_separator_across_two_tokens_bytes_is_not_a_boundary() -> None:
+    from array import array
+
+    from strategies.tokenizers.tiktoken_tokenizer import _split_buffer
+
+    separator = 0x00030D3F
+    low, high = separator & 0xFFFF, separator >> 16
+    # the separator's bytes start in the middle of the first token and end in the second
+    first = array("I", [(low << 16) | 0x0101, 0x0202_0000 | high])
+    assert separator.to_bytes(4, sys.byteorder) in first.tobytes()
+    tokens = array("I", [*first, separator, 7, 8, 9, separator, 5]).tobytes()
+    counts = [0, 0, 0]
+    _split_buffer(tokens, separator.to_bytes(4, sys.byteorder), [0, 1, 2], counts)
+    assert counts == [2, 3, 1]
 
 
 def test_count_many_keeps_counts_of_short_texts() -> None:
