@@ -8,6 +8,8 @@ indexes.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -17,7 +19,7 @@ from store import HistoryStore
 from store.models import Provenance
 from store.sql.append.pipeline import COPY_MIN_ROWS
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
-from store.sql.statistics import FIRST_ANALYZE_ROWS
+from store.sql.statistics import CHECK_EVERY_ROWS, FIRST_ANALYZE_ROWS
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 
@@ -109,6 +111,55 @@ async def test_a_store_analyzes_the_tables_once_it_has_written_enough(db_url: st
         assert await analyzed() == {name: count + 1 for name, count in before.items()}
 
 
+@ON_POSTGRES
+async def test_stores_that_each_write_little_analyze_once_together_they_wrote_enough(
+    db_url: str,
+) -> None:
+    # two stores stand for two processes writing one database: neither writes enough
+    # rows for its own count to call for an analysis, both together do, and the server
+    # counts the rows changed over every connection
+    per_turn = len(_turns(1, "x"))
+    turns = CHECK_EVERY_ROWS // per_turn + 1  # a batch crosses the check's interval
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as first,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as second,
+    ):
+
+        async def messages_table() -> tuple[int, int]:
+            query = text(
+                "SELECT analyze_count, n_mod_since_analyze FROM pg_stat_user_tables "
+                "WHERE relname = 'chatledger_messages'"
+            )
+            async with first.engine.connect() as conn:
+                analyzes, changed = (await conn.execute(query)).one()
+                return int(analyzes), int(changed)
+
+        before, _ = await messages_table()
+        written = 0
+        rounds = FIRST_ANALYZE_ROWS // (2 * turns * per_turn) + 1
+        for batch in range(rounds):
+            for store, name in ((first, "one"), (second, "two")):
+                await store.append(name, _turns(turns, f"{name}{batch}"))
+                written += turns * per_turn
+        assert written // 2 < FIRST_ANALYZE_ROWS <= written  # each alone is not enough
+        deadline = time.monotonic() + 30  # the server publishes its counts within seconds
+        while time.monotonic() < deadline:
+            analyzes, changed = await messages_table()
+            if analyzes > before or changed >= FIRST_ANALYZE_ROWS:
+                break
+            await asyncio.sleep(0.2)
+        analyzes, _ = await messages_table()
+        if analyzes == before:  # the counts came after both stores had looked
+            await first.append("one", _turns(turns, "late"))
+            analyzes, _ = await messages_table()
+        assert analyzes == before + 1
+
+
+def _statistics_statement(statement: str) -> bool:
+    return statement.startswith("ANALYZE") or "pg_stat_user_tables" in statement
+
+
 def _open_and_early(prefix: str) -> list[Message]:
     """A result before its call (an early result), a call left open, an answered one."""
     return [
@@ -196,5 +247,6 @@ async def test_blank_sessions_are_written_in_as_many_statements_whatever_their_n
                 )
             finally:
                 event.remove(sync_engine, "before_cursor_execute", record)
-            counts.append(len([s for s in statements if not s.startswith("ANALYZE")]))
+            # leaving out the planner statistics' own: the look at the counts, the analysis
+            counts.append(len([s for s in statements if not _statistics_statement(s)]))
         assert counts[0] == counts[1] <= 8, statements
