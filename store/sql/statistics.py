@@ -14,16 +14,18 @@ happens a few times over a large import and almost never on the per-turn path.
 
 Many processes may write to one database, each a few rows at a time (agents on one
 shared session, say), none of them writing enough alone. So at its first write and
-then every :data:`CHECK_EVERY_ROWS` rows a store also asks the server how many rows of its tables
-changed since their last analysis, counted over every connection
-(``n_mod_since_analyze``), and analyzes when one of them changed by as many rows as it
-held at that analysis (or :data:`FIRST_ANALYZE_ROWS`, never analyzed). Without it, on a
-server without autovacuum, eight writers of one session never analyzed it, and the
-compaction's read of the touched groups was planned on guesses: it scanned the
-session's groups once for each of them, about 0.3 s at 1,200 groups, while holding the
-session's row lock, so that the turns behind it queued for seconds. Where
-the database keeps no such statistics (SQLite's planner uses the indexes regardless) or
-the role may not analyze the tables, nothing is done.
+then every :data:`CHECK_EVERY_ROWS` rows a store also asks the server how many rows of
+its tables changed since their last analysis, counted over every connection
+(``n_mod_since_analyze``), and analyzes each table that changed by as many rows as it
+held at its last analysis (or :data:`FIRST_ANALYZE_ROWS`, never analyzed): the session
+rows, updated on every write, are analyzed alone, without sampling the messages again.
+Without it, on a server without autovacuum, eight writers of one session never analyzed
+it, and the compaction's read of the touched groups was planned on guesses: it scanned
+the session's groups once for each of them, about 0.3 s at 1,200 groups, while holding
+the session's row lock, so that the turns behind it queued for seconds.
+
+Where the database keeps no such statistics (SQLite's planner uses the indexes
+regardless) or the role may not analyze the tables, nothing is done.
 """
 
 from __future__ import annotations
@@ -47,13 +49,12 @@ CHECK_EVERY_ROWS = 100
 """Rows a store writes between two looks at the server's count of changed rows (the
 first look is at its first write)."""
 _NAMES = [t.name for t in (SESSIONS, MESSAGES, GROUPS, OPEN_CALLS, EARLY_RESULTS)]
-_TABLES = ", ".join(_NAMES)
 _CHANGED = text(
-    "SELECT coalesce(bool_or(s.n_mod_since_analyze >= greatest(:first, c.reltuples)), false) "
-    "FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid "
-    "WHERE s.relid = ANY(CAST(:tables AS regclass[]))"
+    "SELECT c.relname FROM pg_stat_user_tables AS s JOIN pg_class AS c ON c.oid = s.relid "
+    "WHERE s.relid = ANY(CAST(:tables AS regclass[])) "
+    "AND s.n_mod_since_analyze >= greatest(:first, c.reltuples) ORDER BY c.relname"
 )
-"""Whether one of the tables changed by as many rows as it held when last analyzed."""
+"""The tables that changed by as many rows as they held when last analyzed."""
 
 
 class Statistics:
@@ -82,9 +83,13 @@ class Statistics:
             self._due = self._written * 2  # doubling: a few analyses over any import
         try:
             async with self._engine.connect() as conn:
-                params = {"first": FIRST_ANALYZE_ROWS, "tables": _NAMES}
-                if mine or (await conn.execute(_CHANGED, params)).scalar_one():
-                    await conn.execute(text(f"ANALYZE {_TABLES}"))
+                due = _NAMES
+                if not mine:  # only the tables the server counts enough changes of
+                    params = {"first": FIRST_ANALYZE_ROWS, "tables": _NAMES}
+                    found = set((await conn.execute(_CHANGED, params)).scalars())
+                    due = [name for name in _NAMES if name in found]
+                if due:
+                    await conn.execute(text(f"ANALYZE {', '.join(due)}"))
                 await conn.commit()
         except DBAPIError as error:  # the role may not own the tables: the server decides
             self._enabled = False
