@@ -408,7 +408,8 @@ def _restore_plan(
 ) -> tuple[set[str], set[str], dict[str, str]]:
     """The groups to re-include, those to exclude, and the summary that covers each
     excluded group a returning summary replaced (directly, or through a summary it
-    hides)."""
+    hides). A group a summary names that a merge absorbed since is left out: its
+    messages belong to the absorbing group, whose own state stands."""
     include_ids: set[str] = set()
     exclude_ids: set[str] = set()
     work = sorted(targets)
@@ -426,8 +427,8 @@ def _restore_plan(
     for summary_id in sorted(drop):
         hide_summary(summary_id)
     while work:
-        group = session.groups[work.pop()]
-        if group.group_id in include_ids or not group.excluded:
+        group = session.groups.get(work.pop())  # None: merged away since (see above)
+        if group is None or group.group_id in include_ids or not group.excluded:
             continue
         include_ids.add(group.group_id)
         if group.reason == SUMMARIZED_REASON and group.summarized_by is not None:
@@ -440,7 +441,7 @@ def _restore_plan(
         replaced = [(g, group_id) for g in group.summary_of] if group.kind == "summary" else []
         while replaced:
             hidden, by = replaced.pop()
-            if hidden in include_ids | targets | exclude_ids:
+            if hidden in include_ids | targets | exclude_ids or hidden not in session.groups:
                 continue
             exclude_ids.add(hidden)
             covered[hidden] = by

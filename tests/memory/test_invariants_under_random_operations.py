@@ -173,3 +173,53 @@ def test_store_invariants_hold_on_adversarial_shapes(
 ) -> None:
     """Reused and duplicated call ids, results before calls, orphans, custom roles."""
     asyncio.run(Runner(messages, pairs=False).run(ops))
+
+
+def test_restoring_a_summary_whose_group_was_merged_away_since() -> None:
+    """An early result is summarized, restored, then absorbed by its late call's group;
+    restoring again finds the summary naming a group that no longer exists."""
+    from strategies.messages import (
+        FunctionCallContent,
+        FunctionResultContent,
+        OtherContent,
+        TextContent,
+    )
+
+    def user(i: int) -> Message:
+        return Message(role="user", contents=[TextContent(text="")], message_id=f"m{i}")
+
+    messages = [
+        user(0),
+        user(1),
+        Message(
+            role="assistant",
+            message_id="m2",
+            contents=[FunctionCallContent(call_id="c1", name="lookup", arguments={"q": "c1"})],
+        ),
+        Message(
+            role="tool",
+            message_id="m3",
+            contents=[
+                OtherContent(
+                    kind="mcp_server_tool_result",
+                    payload={"out": 1},
+                    call_id="c_a",
+                    pairing="result",
+                )
+            ],
+        ),
+        Message(
+            role="assistant",
+            message_id="m4",
+            contents=[FunctionCallContent(call_id="c_a", name="lookup", arguments={"q": "c_a"})],
+        ),
+        Message(
+            role="tool",
+            message_id="m5",
+            contents=[FunctionResultContent(call_id="c1", result="r")],
+        ),
+        *(user(i) for i in range(6, 15)),
+    ]
+    ops = [("append", 3), ("summarize", 1), ("restore_event", 0), ("append", 0)]
+    asyncio.run(Runner(messages, pairs=False).run([*ops, ("restore_event", 1)]))
+    asyncio.run(Runner(messages, pairs=False).run([*ops, ("restore_event", 0)]))
