@@ -162,9 +162,9 @@ def _scans_history(plan: list[str]) -> bool:
     )
 
 
-async def test_a_turn_after_compaction_never_walks_the_session(tmp_path: Path) -> None:
-    """Every statement of a turn (append, after-run compaction, context) uses a key
-    narrower than the session on SQLite, so a turn costs the same at any history size."""
+async def _turn_plans(tmp_path: Path) -> dict[str, list[str]]:
+    """The SQLite plan of every read, update and delete of four turns (append, after-run
+    compaction, context) after a compaction, by statement."""
     url = f"sqlite:///{tmp_path}/plans.db"
     async with HistoryStore.open(url, tokenizer=CharacterEstimatorTokenizer()) as store:
         await _bulk(store, _conversation(400), 100)
@@ -185,7 +185,7 @@ async def test_a_turn_after_compaction_never_walks_the_session(tmp_path: Path) -
             await store.context(SESSION)
         event.remove(sync_engine, "before_cursor_execute", capture)
         async with store.engine.connect() as conn:
-            plans = {
+            return {
                 statement: [
                     str(row[-1])
                     for row in await conn.exec_driver_sql(
@@ -194,5 +194,21 @@ async def test_a_turn_after_compaction_never_walks_the_session(tmp_path: Path) -
                 ]
                 for statement, parameters in statements.items()
             }
-    assert statements
+
+
+async def test_a_turn_after_compaction_never_walks_the_session(tmp_path: Path) -> None:
+    """Every statement of a turn (append, after-run compaction, context) uses a key
+    narrower than the session on SQLite, so a turn costs the same at any history size."""
+    plans = await _turn_plans(tmp_path)
+    assert plans
     assert [s for s, plan in plans.items() if _scans_history(plan)] == []
+
+
+async def test_a_turn_looks_rows_up_by_their_keys_not_by_the_active_index(tmp_path: Path) -> None:
+    """A turn's look-ups of a list of ids search by those ids, never walking the session's
+    active rows by the index on ``excluded`` and testing each against the list (which
+    grows with the window, and was the dearest statement of a cached turn)."""
+    plans = await _turn_plans(tmp_path)
+    by_ids = {s: plan for s, plan in plans.items() if "json_each" in s}
+    assert by_ids
+    assert [s for s, plan in by_ids.items() if any("excluded=?)" in p for p in plan)] == []

@@ -45,12 +45,14 @@ _NO_SOURCE = InMemorySource({})
 _SESSION_WIDTH = len(SESSIONS.c)
 _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
+_GROUP_ID = _SESSION_WIDTH + _GROUP_COLUMNS.index("group_id")
+_GROUP_EXCLUDED = _SESSION_WIDTH + _GROUP_COLUMNS.index("excluded")
 
 
 @cache
 def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]:
-    """The session row (its columns first, by their names), left-joined to the active
-    groups ``ids`` or to the messages of the groups ``ids`` (their columns after it)."""
+    """The session row (its columns first, by their names), left-joined to the groups
+    ``ids`` or to the messages of the groups ``ids`` (their columns after it)."""
     table = GROUPS if part == "groups" else MESSAGES
     on = [
         table.c.tenant == SESSIONS.c.tenant,
@@ -58,7 +60,10 @@ def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]
         in_key_list(table.c.group_id, "ids", capabilities),
     ]
     if part == "groups":
-        on.append(GROUPS.c.excluded.is_(False))
+        # every dirty group, excluded or not (the caller keeps the active ones): a test of
+        # ``excluded`` here made SQLite walk all the session's active groups by their
+        # index ``(tenant, session_id, excluded, ...)`` instead of looking the few ids up
+        # by the primary key (0.25 against 0.03 ms at 300 active groups, growing with them)
         columns = [c.label(label) for (label, _), c in zip(_GROUP_LABELS, GROUPS.c, strict=True)]
     else:
         columns = [c.label(f"m_{c.key}") for c in message_columns()]
@@ -167,11 +172,10 @@ async def open_view(
     source = SqlSource(engine, tenant, session_id, cache, entry)
     fresh: list[Mapping[str, Any]] | None = None
     if current and known.part == "groups":
-        group_id = _SESSION_WIDTH + _GROUP_COLUMNS.index("group_id")
         fresh = [
             dict(zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:], strict=True))
             for row in found
-            if row[group_id] is not None
+            if row[_GROUP_ID] is not None and not row[_GROUP_EXCLUDED]
         ]
     elif current and entry is not None and known.part == "messages":
         parts = [row[_SESSION_WIDTH:] for row in found if row[_SESSION_WIDTH] is not None]
