@@ -35,7 +35,7 @@ from sqlalchemy.util.concurrency import await_
 
 from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql import dialect
-from store.sql.sqlite_driver import OneHopAiosqliteDBAPI
+from store.sql.sqlite_driver import WRITE_OPTION, InlineAsyncEngine, OneHopAiosqliteDBAPI
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -57,8 +57,6 @@ __all__ = [
 
 URL_ENV = "CHATLEDGER_URL"
 DEFAULT_URL = "sqlite:///./chatledger.db"
-WRITE_OPTION = "chatledger_write"
-"""Connection execution option that makes SQLite begin with ``BEGIN IMMEDIATE``."""
 SINGLE_READ_OPTION = "chatledger_single_read"
 """Connection execution option that makes SQLite begin no transaction: each statement
 is its own snapshot until :func:`begin_snapshot` (see :func:`read_connection`)."""
@@ -178,6 +176,8 @@ def create_engine(
     if sqlite and parsed.get_driver_name() == "aiosqlite":
         options["module"] = OneHopAiosqliteDBAPI()  # see store.sql.sqlite_driver
     engine = create_async_engine(parsed, connect_args=connect_args, **options)
+    if "module" in options:  # connections that skip the greenlet where they can
+        engine = InlineAsyncEngine(engine.sync_engine)
     if sqlite:
         configure_sqlite(engine, wait_ms)
     return engine

@@ -8,11 +8,25 @@ from typing import Any
 
 import aiosqlite
 import pytest
-from sqlalchemy import text
+from sqlalchemy import (
+    Column,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.util.concurrency import in_greenlet
 
-from store.sql.engine import create_engine, write_connection
+from store.sql.engine import WRITE_OPTION, create_engine, write_connection
 from store.sql.sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI, short_statements
 
 
@@ -191,3 +205,86 @@ def test_an_appends_insert_slices_fit_inline() -> None:
     from store.sql.append.pipeline import INSERT_CHUNK
 
     assert INSERT_CHUNK <= INLINE_ROWS
+
+
+_TABLE = Table(
+    "t",
+    MetaData(),
+    Column("id", Integer, primary_key=True),
+    Column("name", String, unique=True),
+)
+
+
+async def _core_script(engine: AsyncEngine) -> list[Any]:
+    """SQLAlchemy Core statements of every kind, short ones; what each returned."""
+    seen: list[Any] = []
+    async with engine.begin() as conn:
+        await conn.run_sync(_TABLE.metadata.create_all)
+    with short_statements():
+        async with write_connection(engine) as conn:
+            one = await conn.execute(insert(_TABLE).values(name="a"))
+            seen.append((one.rowcount, one.inserted_primary_key))
+            many = await conn.execute(insert(_TABLE), [{"name": n} for n in "bcd"])
+            seen.append(many.rowcount)
+            renamed = update(_TABLE).where(_TABLE.c.id > 2).values(name=_TABLE.c.name + "!")
+            seen.append((await conn.execute(renamed)).rowcount)
+            with pytest.raises(IntegrityError):
+                await conn.execute(insert(_TABLE).values(name="a"))
+            seen.append((await conn.execute(delete(_TABLE).where(_TABLE.c.id == 1))).rowcount)
+        async with engine.connect() as conn:
+            rows = await conn.execute(select(_TABLE.c.id, _TABLE.c.name).order_by(_TABLE.c.id))
+            seen.append((list(rows.keys()), [tuple(r) for r in rows]))
+            seen.append((await conn.execute(select(func.count()).select_from(_TABLE))).scalar())
+    return seen
+
+
+async def test_short_core_statements_skip_the_greenlet_with_the_same_answers(
+    tmp_path: Path,
+) -> None:
+    """Inside short_statements() a Core SELECT, and a write under the write lock, run in
+    the caller's own frame (no greenlet), and answer as SQLAlchemy's own adapter does."""
+    ours = create_engine(f"sqlite:///{tmp_path}/ours.db")
+    stock = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/stock.db")
+    where: list[tuple[str, bool]] = []
+
+    def record(*args: Any) -> None:
+        statement = args[2]
+        where.append((statement.split()[0].upper(), in_greenlet()))
+
+    event.listen(ours.sync_engine, "before_cursor_execute", record)
+    try:
+        assert await _core_script(ours) == await _core_script(stock)
+        dml = ("SELECT", "INSERT", "UPDATE", "DELETE")
+        short = {(verb, inside) for verb, inside in where if verb in dml}
+        assert short == {(verb, False) for verb in dml}
+        assert ("CREATE", True) in where  # DDL, outside short_statements(): SQLAlchemy's way
+    finally:
+        await ours.dispose()
+        await stock.dispose()
+
+
+async def test_a_first_statement_that_would_begin_a_write_takes_the_greenlet(
+    tmp_path: Path,
+) -> None:
+    """A write connection whose transaction is not begun yet (its first statement would
+    issue BEGIN IMMEDIATE, which may wait for the lock) goes SQLAlchemy's way."""
+    engine = create_engine(f"sqlite:///{tmp_path}/first.db")
+    where: list[tuple[str, bool]] = []
+    event.listen(
+        engine.sync_engine,
+        "before_cursor_execute",
+        lambda *args: where.append((args[2].split()[0].upper(), in_greenlet())),
+    )
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_TABLE.metadata.create_all)
+        writer = engine.execution_options(**{WRITE_OPTION: True})
+        with short_statements():
+            async with writer.connect() as conn:
+                where.clear()
+                await conn.execute(select(_TABLE.c.id))  # begins the write transaction
+                await conn.execute(select(_TABLE.c.id))
+                await conn.commit()
+        assert where == [("BEGIN", True), ("SELECT", True), ("SELECT", False)]
+    finally:
+        await engine.dispose()
