@@ -23,7 +23,7 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util.concurrency import in_greenlet
 
 from store.sql.engine import WRITE_OPTION, create_engine, write_connection
@@ -286,5 +286,43 @@ async def test_a_first_statement_that_would_begin_a_write_takes_the_greenlet(
                 await conn.execute(select(_TABLE.c.id))
                 await conn.commit()
         assert where == [("BEGIN", True), ("SELECT", True), ("SELECT", False)]
+    finally:
+        await engine.dispose()
+
+
+async def test_a_connection_closes_at_once_into_a_pool_with_room(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside short_statements() a connection goes back to the pool synchronously,
+    rolled back; one the pool has no room for is closed SQLAlchemy's way."""
+    engine = create_engine(f"sqlite:///{tmp_path}/close.db")
+    slow: list[bool] = []
+    original = AsyncConnection.close
+
+    async def counting(self: AsyncConnection) -> None:
+        slow.append(True)
+        await original(self)
+
+    try:
+        async with engine.begin() as conn:
+            await conn.run_sync(_TABLE.metadata.create_all)
+        monkeypatch.setattr(AsyncConnection, "close", counting)
+        writer = engine.execution_options(**{WRITE_OPTION: True})
+        with short_statements():
+            conn = await writer.connect().start()
+            await conn.execute(insert(_TABLE).values(name="dropped"))
+            await conn.close()  # uncommitted: rolled back, the write lock let go
+            async with write_connection(engine) as conn:
+                await conn.execute(insert(_TABLE).values(name="kept"))
+            assert slow == []
+            size = engine.sync_engine.pool.size()  # type: ignore[attr-defined]
+            conns = [await engine.connect().start() for _ in range(size + 1)]
+            for conn in conns:
+                await conn.execute(select(_TABLE.c.name))
+                await conn.close()
+            assert slow == [True]  # the one the pool had no room for
+            async with engine.connect() as conn:
+                names = (await conn.execute(select(_TABLE.c.name))).scalars().all()
+        assert names == ["kept"]
     finally:
         await engine.dispose()
