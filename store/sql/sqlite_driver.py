@@ -364,14 +364,7 @@ class InlineAsyncConnection(AsyncConnection):
         SQLAlchemy's own close runs in a greenlet, in a task of its own so that a
         cancellation cannot interrupt it: about 95 of the 210 µs a connection costs."""
         sync = self.sync_connection
-        if sync is None or not _SHORT.get() or sync.closed or sync.invalidated:
-            return False
-        adapt = sync.connection.dbapi_connection
-        if (
-            not isinstance(adapt, _OneHopConnection)
-            or not adapt.wal
-            or adapt._execute_mutex.locked()
-        ):
+        if sync is None or _free_short(sync) is None:
             return False
         pool = sync.engine.pool
         if not isinstance(pool, QueuePool) or pool.checkedin() >= pool.size():
@@ -402,13 +395,22 @@ _READ_STATEMENTS = (Select, CompoundSelect)
 _WRITE_STATEMENTS = (Insert, Update, Delete)
 
 
+def _free_short(sync: Connection) -> _OneHopConnection | None:
+    """The driver connection of ``sync`` when, inside :func:`short_statements`, it is an
+    open WAL connection that no other call is using; else None."""
+    if not _SHORT.get() or sync.closed or sync.invalidated:
+        return None
+    adapt = sync.connection.dbapi_connection
+    if not isinstance(adapt, _OneHopConnection) or not adapt.wal or adapt._execute_mutex.locked():
+        return None
+    return adapt
+
+
 def _at_once(sync: Connection, statement: Any, parameters: Any) -> bool:
     """Whether ``statement`` runs on the loop's thread without waiting (see
     :class:`InlineAsyncConnection`)."""
-    if not _SHORT.get() or sync.closed or sync.invalidated:
-        return False
-    adapt = sync.connection.dbapi_connection
-    if not isinstance(adapt, _OneHopConnection) or not adapt.wal or adapt._execute_mutex.locked():
+    adapt = _free_short(sync)
+    if adapt is None:
         return False
     if not sync.in_transaction() and sync.get_execution_options().get(WRITE_OPTION, False):
         return False  # its first statement begins with BEGIN IMMEDIATE, which may wait
