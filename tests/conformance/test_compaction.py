@@ -188,3 +188,52 @@ async def test_a_late_result_joins_its_excluded_call_group(store: HistoryBackend
     assert late.group_id == "group_a1" and late.excluded and late.excluded_event_id == event.id
     assert [m.message_id for m in await store.context("s")] == ["u2"]
     assert (await store.why("s", "t1")).reason == "test_excluded"
+
+
+def _compact_early_result(summary: bool) -> Fixed:
+    if summary:
+        return Fixed(ChangeSet(summaries=(SummaryInsert(user("sum", "gist"), ("group_t1",)),)))
+    return Fixed(ChangeSet(exclusions=(Exclusion("group_t1", "test"),)))
+
+
+@pytest.mark.parametrize("summary", [False, True], ids=["excluded", "summarized"])
+async def test_a_call_whose_early_result_was_excluded_takes_the_next_result(
+    store: HistoryBackend, summary: bool
+) -> None:
+    """A compacted early result joins nothing, so its call is pending as usual and the
+    next result for its id answers it (docs/groups.md, rule 10): sent with the call,
+    also while in flight."""
+    await store.append("s", [user("u1", "a"), tool("t1", result("c1", "early")), user("u2", "b")])
+    assert await store.compact("s", _compact_early_result(summary)) is not None
+    await store.append("s", [assistant("a1", call("c1", "f")), user("u3", "c")])
+    assert "a1" not in await _ids(store)  # a stale pending call
+    again = tool("t2", result("c1", "again"))
+    assert [m.message_id for m in await store.context("s", pending=[again])][-3:] == [
+        "a1",
+        "t2",
+        "u3",
+    ]
+    await store.append("s", [again])
+    assert (await _ids(store))[-3:] == ["a1", "t2", "u3"]
+    stored = {m.message_id: m for m in await store.history("s", include_excluded=True)}
+    assert stored["t1"].group_id == "group_t1" and stored["t1"].excluded
+    assert stored["t2"].group_id == stored["a1"].group_id == "group_a1"
+    view = await store.view("s")
+    group = next(g for g in view.groups if g.group_id == "group_a1")
+    assert (group.message_count, group.pending_calls, group.orphan) == (2, 0, False)
+
+
+async def test_a_second_result_beside_ambiguous_calls(store: HistoryBackend) -> None:
+    """The example the random operations found: the call message also declares one id
+    twice; those two calls stay pending (rule 7), so the group is not sent."""
+    await store.append("s", [user("u1", "a"), tool("t1", result("c_a", "early")), user("u2", "b")])
+    assert await store.compact("s", _compact_early_result(False)) is not None
+    calls = assistant("a1", call("x", "f"), call("c_a", "f"), call("x", "f"))
+    await store.append("s", [calls, user("u3", "c"), tool("t2", result("c_a", "again"))])
+    stored = {m.message_id: m for m in await store.history("s", include_excluded=True)}
+    assert stored["t1"].group_id == "group_t1" and stored["t1"].excluded
+    assert stored["t2"].group_id == stored["a1"].group_id == "group_a1"
+    view = await store.view("s")
+    group = next(g for g in view.groups if g.group_id == "group_a1")
+    assert (group.message_count, group.pending_calls, group.orphan) == (2, 2, False)
+    assert await _ids(store) == ["u1", "u2", "u3"]

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from store.memory import InMemoryHistoryStore
-from strategies.groups import annotate, group_id_for
+from strategies.groups import Annotation, AnnotationState, annotate
 from strategies.messages import Message
 from tests.conformance.toy_strategies import (
     TOKENIZER,
@@ -45,6 +45,14 @@ class Runner:
         self.store = InMemoryHistoryStore(tokenizer=TOKENIZER)
         self.todo = list(messages)
         self.appended: list[Message] = []
+        self.state = AnnotationState()
+        """The annotation state after :attr:`appended`, kept apart from the store's."""
+        self.placed: dict[str, str] = {}
+        """Each appended message's group, as the annotations of the appends say."""
+        self.frozen: set[str] = set()
+        """Groups of early results compacted before an append (rule 10)."""
+        self.frozen_orphans: set[str] = set()
+        """Those of :attr:`frozen` that were orphans."""
 
     async def run(self, ops: list[tuple[str, int]]) -> None:
         for op, n in ops:
@@ -58,7 +66,11 @@ class Runner:
     async def step(self, op: str, n: int) -> None:
         if op == "append":
             chunk, self.todo = self.todo[: n + 1], self.todo[n + 1 :]
+            frozen = await self.compacted_waiting_groups()
+            self.frozen |= frozen
+            self.frozen_orphans |= {g for g in frozen if self.state.waiting_groups[g].orphan}
             await self.store.append("s", chunk)
+            self.expect(annotate(chunk, self.state, frozen=frozen))
             self.appended += chunk
             return
         if not self.appended:
@@ -82,6 +94,24 @@ class Runner:
             if self.pairs:
                 assert_projection_invariants(sent, nonempty=False)
 
+    async def compacted_waiting_groups(self) -> set[str]:
+        """Groups of early results that compaction excluded or summarized (or that are
+        gone): rule 10 says a call arriving now does not join them."""
+        if not self.state.waiting_groups:
+            return set()
+        stored = await self.store.history("s", include_excluded=True)
+        excluded = {m.group_id: m.excluded for m in stored}
+        return {g for g in self.state.waiting_groups if excluded.get(g, True)}
+
+    def expect(self, annotation: Annotation) -> None:
+        """Apply ``annotation`` to :attr:`placed` as a store applies it."""
+        for absorbed, into in annotation.merged.items():
+            for message_id, group_id in self.placed.items():
+                if group_id == absorbed:
+                    self.placed[message_id] = into
+        self.placed.update(annotation.message_groups)
+        self.state = annotation.state
+
     async def group_op(self, op: str, n: int) -> None:
         groups = sorted({m.group_id for m in await self.store.history("s", include_excluded=True)})
         target = groups[n % len(groups)]
@@ -99,18 +129,18 @@ class Runner:
         assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
         originals = [m for m in stored if m.kind != "summary"]
         assert [m.message for m in originals] == self.appended
-        # incremental annotation gave what annotating the whole history gives, but for
-        # rule 10's exception (docs/groups.md): an early result excluded or summarized
-        # before its call came joins nothing and stays in its own group
-        whole = dict(annotate(self.appended).message_groups)
+        # every message is where the annotations of the appends put it, given the early
+        # results compacted before each append (rule 10 of docs/groups.md); without
+        # such a compaction, that is where annotating the whole history puts it
+        assert {m.message_id: m.group_id for m in originals} == self.placed
+        if not self.frozen:
+            assert self.placed == dict(annotate(self.appended).message_groups)
         roles: dict[str, set[str]] = {}
         for m in originals:
             roles.setdefault(m.group_id, set()).add(m.message.role)
-        for m in originals:
-            if m.group_id != whole[m.message_id]:
-                # a group of early results only, named after its first
-                assert roles[m.group_id] == {"tool"}, (m.message_id, m.group_id)
-                assert any(m.group_id == group_id_for(o.message_id) for o in originals)
+        for group_id in self.frozen_orphans & set(roles):
+            # a compacted orphan joined no call: a group of tool messages only
+            assert roles[group_id] == {"tool"}, group_id
         view = await store.view("s")
         sent = await store.context("s")
         if self.pairs:
@@ -223,3 +253,44 @@ def test_restoring_a_summary_whose_group_was_merged_away_since() -> None:
     ops = [("append", 3), ("summarize", 1), ("restore_event", 0), ("append", 0)]
     asyncio.run(Runner(messages, pairs=False).run([*ops, ("restore_event", 1)]))
     asyncio.run(Runner(messages, pairs=False).run([*ops, ("restore_event", 0)]))
+
+
+def test_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
+    """The early result ``m1`` is excluded before its call ``m7`` comes, so the call does
+    not join it and stays pending: ``m15``, a second result for the id, answers it. Had
+    ``m1`` joined, ``m15`` would be an orphan; the store and annotating the whole history
+    then place ``m15`` differently, and both are right. ``m7`` also declares
+    ``call_1_é`` twice, which is ambiguous: those two calls stay pending."""
+    from strategies.messages import FunctionCallContent, FunctionResultContent, TextContent
+
+    def user(i: int) -> Message:
+        return Message(role="user", contents=[TextContent(text="")], message_id=f"m{i}")
+
+    def answer(i: int) -> Message:
+        result = FunctionResultContent(call_id="c_a", result=f"r{i}")
+        return Message(role="tool", message_id=f"m{i}", contents=[result])
+
+    calls = [
+        FunctionCallContent(call_id=c, name="lookup", arguments={"q": c})
+        for c in ("call_1_é", "c_a", "call_1_é")
+    ]
+    messages = [
+        user(0),
+        answer(1),
+        *(user(i) for i in range(2, 7)),
+        Message(role="assistant", message_id="m7", contents=calls),
+        *(user(i) for i in range(8, 15)),
+        answer(15),
+        user(16),
+    ]
+    runner = Runner(messages, pairs=False)
+    asyncio.run(runner.run([("append", 0), ("append", 0), ("exclude", 0)]))
+
+    async def outcome() -> None:
+        stored = {m.message_id: m for m in await runner.store.history("s", include_excluded=True)}
+        assert stored["m1"].group_id == "group_m1" and stored["m1"].excluded
+        assert stored["m15"].group_id == stored["m7"].group_id == "group_m7"
+        group = next(g for g in (await runner.store.view("s")).groups if g.group_id == "group_m7")
+        assert (group.message_count, group.pending_calls, group.orphan) == (2, 2, False)
+
+    asyncio.run(outcome())
