@@ -27,7 +27,9 @@ from Agent Framework's ``group_messages`` and the tests that show both behaviour
   declaring the id is answered by it, and the orphan group joins the call's group,
   which keeps the id, turn and place of its earliest call (:func:`in_call_order` shows
   each call before its result). A waiting group that was compacted meanwhile
-  (``frozen``) joins nothing.
+  (``frozen``) joins nothing, and neither does any group when the call's message
+  declares the id twice (ambiguous, as when the result comes after): the call is
+  pending, and a later result for it links as usual.
 * Consecutive reasoning-only assistant messages join the call they lead into, or
   else form one ``assistant_text`` group.
 * Messages with a custom role form ``assistant_text`` groups.
@@ -247,6 +249,18 @@ def result_ids(message: Message) -> list[str]:
     return call_links(message)[1]
 
 
+def _repeated(calls: list[str | None]) -> frozenset[str]:
+    """The call ids declared more than once in one message's ``calls``."""
+    if len(calls) < 2:
+        return frozenset()
+    seen: set[str] = set()
+    repeated: set[str] = set()
+    for call_id in calls:
+        if call_id is not None:
+            (repeated if call_id in seen else seen).add(call_id)
+    return frozenset(repeated)
+
+
 def _is_reasoning_only(message: Message) -> bool:
     return bool(message.contents) and all(isinstance(c, ReasoningContent) for c in message.contents)
 
@@ -384,10 +398,11 @@ class _Annotator:
             )
         pending = group.pending_calls
         joins: list[str] = []
+        repeated = _repeated(calls)
         for call_id in calls:
             if call_id is None:
                 continue
-            waiting = self._answered_early(call_id)
+            waiting = self._answered_early(call_id, ambiguous=call_id in repeated)
             if waiting is not None:
                 if waiting not in joins:
                     joins.append(waiting)
@@ -446,14 +461,15 @@ class _Annotator:
             target = self._save(_evolve(target, has_reasoning=True))
         return target
 
-    def _answered_early(self, call_id: str) -> str | None:
+    def _answered_early(self, call_id: str, *, ambiguous: bool) -> str | None:
         """The group whose result, stored before this call, answers it (the call is then
-        not pending); None when no result waits for it, or it waits in a frozen group
-        (which then waits no more: the call is pending as usual)."""
+        not pending); None when no result waits for it, or it waits in a frozen group, or
+        the call's message declares the id more than once (``ambiguous``): the result
+        then waits no more, and the call is pending as usual."""
         if call_id in self.open_calls or call_id in self.ambiguous:
             return None
         waiting = self.early.pop(call_id, None)
-        if waiting is None or waiting in self.frozen:
+        if waiting is None or ambiguous or waiting in self.frozen:
             return None
         return waiting
 

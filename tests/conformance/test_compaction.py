@@ -237,3 +237,18 @@ async def test_a_second_result_beside_ambiguous_calls(store: HistoryBackend) -> 
     group = next(g for g in view.groups if g.group_id == "group_a1")
     assert (group.message_count, group.pending_calls, group.orphan) == (2, 2, False)
     assert await _ids(store) == ["u1", "u2", "u3"]
+
+
+async def test_a_call_id_declared_twice_in_one_message_is_ambiguous_for_an_early_result(
+    store: HistoryBackend,
+) -> None:
+    """The early result joins neither call; the id stays ambiguous across appends."""
+    await store.append("s", [user("u1", "a"), tool("t1", result("c1", "early"))])
+    await store.append("s", [assistant("a1", call("c1", "f"), call("c1", "f"))])
+    await store.append("s", [tool("t2", result("c1", "late")), assistant("a2", call("c1", "f"))])
+    await store.append("s", [tool("t3", result("c1", "later"))])
+    stored = {m.message_id: m.group_id for m in await store.history("s")}
+    assert stored == {m: f"group_{m}" for m in ("u1", "t1", "a1", "t2", "a2", "t3")}
+    view = {g.group_id: g for g in (await store.view("s")).groups}
+    assert [view[f"group_{m}"].pending_calls for m in ("a1", "a2")] == [2, 1]
+    assert all(view[f"group_{m}"].orphan for m in ("t1", "t2", "t3"))

@@ -173,14 +173,16 @@ def linked_pairs(messages: Sequence[Message]) -> list[tuple[int, int]]:
     message's calls count as earlier than its own results). Each pair is one result. A
     tool message none of whose results links leaves each of its ids that no call holds
     waiting (the first such message per id): the next call declaring a waiting id, when
-    no call holds it, pairs with that message instead (result index below call index).
+    no call holds it and its message declares the id once, pairs with that message
+    instead (result index below call index).
     """
     unanswered: dict[str, list[int]] = {}
     waiting: dict[str, int] = {}
     pairs: list[tuple[int, int]] = []
     for index, message in enumerate(messages):
-        for call_id in _declared(message):
-            if call_id in waiting and not unanswered.get(call_id):
+        declared = _declared(message)
+        for call_id in declared:
+            if call_id in waiting and not unanswered.get(call_id) and declared.count(call_id) == 1:
                 pairs.append((index, waiting.pop(call_id)))
                 continue
             unanswered.setdefault(call_id, []).append(index)

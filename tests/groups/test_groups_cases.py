@@ -175,6 +175,33 @@ def test_duplicated_call_id_in_one_message_is_ambiguous() -> None:
     assert info(msgs, "a").pending_calls == 2
 
 
+def test_duplicated_call_id_in_one_message_is_ambiguous_for_an_early_result() -> None:
+    """Whether the results come after the message or before it: none links."""
+    early = tool("t", result("c"))
+    msgs = [early, assistant("a", call("c"), call("x"), call("c")), tool("t2", result("c"))]
+    assert partition(msgs) == [["t"], ["a"], ["t2"]]
+    assert info(msgs, "t").orphan and info(msgs, "t2").orphan
+    assert info(msgs, "a").pending_calls == 3
+    state = annotate_all(msgs).state
+    assert (state.ambiguous_calls, state.early_results) == (frozenset({"c"}), {})
+    after = [msgs[1], early, msgs[2]]
+    assert partition(after) == [["a"], ["t"], ["t2"]]
+    assert info(after, "a").pending_calls == 3
+
+
+def test_a_call_whose_early_result_is_frozen_takes_a_later_result() -> None:
+    """Rule 10's frozen result joins nothing; the call pends and the next result answers
+    it, where annotating without ``frozen`` makes that result an orphan."""
+    first = annotate([user("u"), tool("t", result("c"))])
+    rest = [assistant("a", call("c")), tool("t2", result("c"))]
+    thawed = fold([first, annotate(rest, first.state)])
+    assert thawed.group_of == {"u": "group_u", "t": "group_a", "a": "group_a", "t2": "group_t2"}
+    assert thawed.groups["group_t2"].orphan
+    frozen = fold([first, annotate(rest, first.state, frozen={"group_t"})])
+    assert frozen.group_of == {"u": "group_u", "t": "group_t", "a": "group_a", "t2": "group_a"}
+    assert frozen.groups["group_a"].pending_calls == 0
+
+
 def test_result_before_its_call_is_an_orphan_until_the_call_joins_it() -> None:
     before = [user("u"), tool("t", result("c"))]
     assert partition(before) == [["u"], ["t"]]
