@@ -91,6 +91,21 @@ def surrogate_path(value: object, path: str) -> str | None:
     return None
 
 
+def _check_content_tags(contents: object) -> None:
+    """Refuse a content whose ``type`` tag is not a string, before the discriminated
+    union looks at it: pydantic-core writes an unmatched tag into its error message with
+    ``str()``, and a value whose ``str()`` raises (an integer of more digits than Python
+    converts) is then reported as an unraisable exception instead."""
+    if not isinstance(contents, list):
+        return
+    for index, content in enumerate(contents):
+        if isinstance(content, dict) and not isinstance(content.get("type", ""), str):
+            raise ValueError(
+                f"contents[{index}].type must be a string naming the content type, not "
+                f"{type(content['type']).__name__}"
+            )
+
+
 def new_message_id() -> str:
     """Return a fresh, random message id (never derived from a position)."""
     # Not "msg_<digits>": that is the positional form Agent Framework assigns.
@@ -219,9 +234,11 @@ class Message(BaseModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _map_role(cls, data: Any, info: ValidationInfo) -> Any:
+    def _read_input(cls, data: Any, info: ValidationInfo) -> Any:
+        """Refuse content tags that are not strings; store aliased roles as standard."""
         if not isinstance(data, dict):
             return data
+        _check_content_tags(data.get("contents"))
         data = dict(data)
         allow_custom = bool(data.pop("allow_custom_roles", False))
         if isinstance(info.context, dict):

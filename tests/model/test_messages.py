@@ -115,6 +115,25 @@ def test_discriminator_rejects_unknown_content_types() -> None:
         CONTENTS_ADAPTER.validate_python([{"type": "hologram"}])
 
 
+class _Unprintable:
+    def __str__(self) -> str:
+        raise ValueError("no text")
+
+    __repr__ = __str__
+
+
+@pytest.mark.parametrize(
+    "tag",
+    [10**4301, [10**4301], {"k": 10**4301}, _Unprintable(), 7],
+    ids=["huge-int", "in-a-list", "in-a-dict", "unprintable", "int"],
+)
+def test_a_content_tag_that_is_no_string_is_refused_by_the_model(tag: object) -> None:
+    """Refused before the discriminated union formats it into its error message (a
+    value ``str()`` fails on was reported as an unraisable exception there)."""
+    with pytest.raises(ValidationError, match=r"contents\[0\]\.type must be a string"):
+        Message.model_validate({"role": "user", "contents": [{"type": tag}]})
+
+
 def test_text_property_joins_text_contents_only() -> None:
     message = Message(
         role="assistant",
