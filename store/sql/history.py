@@ -36,10 +36,13 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import AsyncGenerator, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from sqlalchemy import String, bindparam, select, type_coerce
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
@@ -52,17 +55,16 @@ from store.sql.errors import translate_errors
 from store.sql.mapping import (
     COLUMN_INDEX,
     message_columns,
+    page_mapper,
     paused_collection,
     session_from_row,
-    stored_message,
 )
 from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
-from store.sql.sqlite_driver import short_statements
+from store.sql.sqlite_driver import rows_at_once, short_statements
 from store.sql.statements import chunks
 
 __all__ = [
-    "KIND",
     "history_query",
     "read_history",
     "read_page_rows",
@@ -71,9 +73,6 @@ __all__ = [
 ]
 
 _SEQ = COLUMN_INDEX["seq"]
-_GROUP = COLUMN_INDEX["group_id"]
-KIND = len(COLUMN_INDEX)
-"""Where a page row holds its group's kind (after the columns of ``message_columns``)."""
 
 
 def history_query(
@@ -141,10 +140,9 @@ async def read_history(
     rows = list((await conn.execute(query)).all())
     if before is not None and limit is not None:
         rows.reverse()  # read newest first (see history_query)
+    mapped = page_mapper(tenant, session_id)
     with paused_collection():
-        return [
-            stored_message(row, row[KIND], tenant=tenant, session_id=session_id) for row in rows
-        ]
+        return [mapped(row) for row in rows]
 
 
 def _kind_column() -> Any:
@@ -176,6 +174,36 @@ def _page_statement(include_excluded: bool, bounded: bool) -> Select[Any]:
     return query.order_by(m.seq).limit(bindparam("limit"))
 
 
+@dataclass(frozen=True, slots=True)
+class _DriverPage:
+    """A page statement compiled once for a dialect: its SQL and how to bind it."""
+
+    sql: str
+    names: tuple[str, ...]
+    """The bound parameters, in the order the driver takes them."""
+    fixed: dict[str, Any]
+    """The values of the parameters the statement sets itself (an ``OFFSET`` of 0)."""
+
+    def parameters(self, values: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(values[name] if name in values else self.fixed[name] for name in self.names)
+
+
+_DRIVER_PAGES: WeakKeyDictionary[Dialect, dict[tuple[bool, bool], _DriverPage]] = (
+    WeakKeyDictionary()
+)
+
+
+def _driver_page(dialect: Dialect, include_excluded: bool, bounded: bool) -> _DriverPage:
+    pages = _DRIVER_PAGES.setdefault(dialect, {})
+    page = pages.get((include_excluded, bounded))
+    if page is None:
+        compiled = _page_statement(include_excluded, bounded).compile(dialect=dialect)
+        names = tuple(compiled.positiontup or ())
+        fixed = {name: compiled.binds[name].effective_value for name in names}
+        page = pages[(include_excluded, bounded)] = _DriverPage(str(compiled), names, fixed)
+    return page
+
+
 async def read_page_rows(
     conn: AsyncConnection,
     tenant: str,
@@ -187,19 +215,27 @@ async def read_page_rows(
     limit: int,
 ) -> Sequence[Any]:
     """A keyset page: the first ``limit`` rows between the exclusive ``seq`` bounds,
-    oldest first, each ending with its group's kind (map a row with
-    :func:`stored_message` and ``row[KIND]``; pass the last ``seq`` seen as ``after``
-    for the next page)."""
-    params: dict[str, Any] = {
+    oldest first, each ending with its group's kind (map the rows with
+    :func:`~store.sql.mapping.page_mapper`; pass the last ``seq`` seen as ``after`` for
+    the next page).
+
+    The statement is compiled once per dialect and sent as the driver's own SQL: the
+    rows are mapped from plain tuples, so SQLAlchemy's result processing is not needed
+    (on SQLite inside :func:`~store.sql.sqlite_driver.short_statements`, the driver's
+    tuples are read directly: :func:`~store.sql.sqlite_driver.rows_at_once`)."""
+    values: dict[str, Any] = {
         "tenant": tenant,
         "session_id": session_id,
         "after": FIRST_SEQ - 1 if after is None else after,
         "limit": limit,
     }
     if before is not None:
-        params["before"] = before
-    query = _page_statement(include_excluded, before is not None)
-    rows: Sequence[Any] = (await conn.execute(query, params)).all()
+        values["before"] = before
+    page = _driver_page(conn.dialect, include_excluded, before is not None)
+    parameters = page.parameters(values)
+    rows = rows_at_once(conn, page.sql, parameters)
+    if rows is None:
+        rows = list((await conn.exec_driver_sql(page.sql, parameters)).all())
     return rows
 
 
@@ -267,6 +303,7 @@ async def stream_history(
     with translate_errors():
         async with engine.connect() as conn:
             short_transactions = not dialect.of(conn).snapshot_reads
+            mapped = page_mapper(tenant, session_id)
             with on_loop():
                 await read_session(conn, tenant, session_id)
             cursor = after
@@ -284,7 +321,7 @@ async def stream_history(
                 if short_transactions:
                     await conn.commit()
                 for row in rows:
-                    yield stored_message(row, row[KIND], tenant=tenant, session_id=session_id)
+                    yield mapped(row)
                 if len(rows) < page_size:
                     return
                 cursor = rows[-1][_SEQ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -55,6 +55,7 @@ __all__ = [
     "message_columns",
     "message_from_row",
     "message_to_values",
+    "page_mapper",
     "paused_collection",
     "reduced_to_value",
     "row_message",
@@ -354,6 +355,148 @@ def stored_message(
         return _built(StoredMessage, values, _STORED_FIELDS)
     except _MAPPED as error:
         raise _corrupt(error, row, tenant, session_id) from error
+
+
+_PAGE_ORDER = (
+    "seq",
+    "anchor",
+    "slot",
+    "message_id",
+    "role",
+    "contents",
+    "author_name",
+    "created_at",
+    "stored_at",
+    "metadata",
+    "group_id",
+    "token_count",
+    "excluded",
+    "excluded_reason",
+    "excluded_event_id",
+    "reduced_contents",
+    "reduced_token_count",
+    "reduced_event_id",
+    "source_system",
+    "source_id",
+    "imported_at",
+    "format_version",
+)
+"""The columns of :func:`message_columns`, in the order :func:`page_mapper` unpacks them."""
+if tuple(COLUMN_INDEX) != _PAGE_ORDER:  # pragma: no cover - the table's columns moved
+    raise RuntimeError(f"the message columns are {tuple(COLUMN_INDEX)}, not {_PAGE_ORDER}")
+
+_KINDS = frozenset(GROUP_KINDS)
+_loads = json.loads
+
+
+def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], StoredMessage]:
+    """The mapping of a history page's rows (the columns of :func:`message_columns`,
+    then the group's kind) of one session: :func:`stored_message` of each row, with the
+    same checks, unpacking the row once and building both models in one frame.
+
+    A row that is not the usual one (a reduced version, a format or kind to check, a
+    value of the wrong type) takes :func:`stored_message` itself, which maps it or
+    raises :class:`~store.errors.CorruptRowError` with the reason."""
+    stored_times = _Timestamps()
+    imported_times = _Timestamps()
+    validate, parse, new, put = _VALIDATE_CONTENTS, timestamp, _new, _set
+    message_fields, stored_fields = _MESSAGE_FIELDS, _STORED_FIELDS
+
+    def general(row: Sequence[Any]) -> StoredMessage:
+        return stored_message(row, row[-1], tenant=tenant, session_id=session_id)
+
+    def mapped(row: Sequence[Any]) -> StoredMessage:
+        (
+            seq,
+            anchor,
+            slot,
+            message_id,
+            role,
+            contents,
+            author,
+            created,
+            stored,
+            metadata,
+            group_id,
+            tokens,
+            excluded,
+            excluded_reason,
+            excluded_event_id,
+            reduced,
+            reduced_tokens,
+            reduced_event_id,
+            source_system,
+            source_id,
+            imported,
+            version,
+            kind,
+        ) = row
+        if (
+            reduced is not None
+            or version != MESSAGE_FORMAT
+            or kind not in _KINDS
+            or stored is None
+            or type(role) is not str
+            or not role
+            or type(message_id) is not str
+            or not message_id
+            or (author is not None and (type(author) is not str or not author))
+        ):
+            return general(row)
+        try:
+            meta = {} if metadata is None or metadata == "{}" else _loads(metadata)
+            if type(meta) is not dict:
+                return general(row)
+            message = new(Message)
+            put(
+                message,
+                "__dict__",
+                {
+                    "role": role,
+                    "contents": validate(contents),
+                    "message_id": message_id,
+                    "author_name": author,
+                    "created_at": None if created is None else parse(created),
+                    "metadata": meta,
+                },
+            )
+            put(message, "__pydantic_fields_set__", set(message_fields))
+            put(message, "__pydantic_extra__", None)
+            put(message, "__pydantic_private__", None)
+            out = new(StoredMessage)
+            put(
+                out,
+                "__dict__",
+                {
+                    "session_id": session_id,
+                    "tenant": tenant,
+                    "seq": seq,
+                    "anchor": anchor,
+                    "slot": slot,
+                    "message": message,
+                    "group_id": group_id,
+                    "kind": kind,
+                    "token_count": tokens,
+                    "excluded": bool(excluded),
+                    "excluded_reason": excluded_reason,
+                    "excluded_event_id": excluded_event_id,
+                    "reduced": None,
+                    "reduced_token_count": reduced_tokens,
+                    "reduced_event_id": reduced_event_id,
+                    "stored_at": stored_times(stored),
+                    "source_system": source_system,
+                    "source_id": source_id,
+                    "imported_at": None if imported is None else imported_times(imported),
+                },
+            )
+            put(out, "__pydantic_fields_set__", set(stored_fields))
+            put(out, "__pydantic_extra__", None)
+            put(out, "__pydantic_private__", None)
+            return out
+        except _MAPPED:
+            return general(row)  # raises CorruptRowError, saying why
+
+    return mapped
 
 
 def message_to_values(message: Message) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from typing import Any, cast
 
 import aiosqlite
 from sqlalchemy import CompoundSelect, Delete, Insert, Select, Update
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_connection,
     AsyncAdapt_aiosqlite_cursor,
@@ -73,6 +74,7 @@ __all__ = [
     "InlineAsyncConnection",
     "InlineAsyncEngine",
     "OneHopAiosqliteDBAPI",
+    "rows_at_once",
     "short_statements",
 ]
 
@@ -421,3 +423,35 @@ def _at_once(sync: Connection, statement: Any, parameters: Any) -> bool:
     if isinstance(statement, _WRITE_STATEMENTS) and adapt.holds_write_lock:
         return not isinstance(parameters, list) or len(parameters) <= INLINE_ROWS
     return False
+
+
+def _listened(sync: Connection) -> bool:
+    """Whether anything listens to the statements the connection executes."""
+    dispatch = sync.dispatch
+    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+
+def rows_at_once(conn: AsyncConnection, sql: str, parameters: Sequence[Any]) -> list[Any] | None:
+    """The rows of the ``SELECT`` ``sql`` (its parameters positional) as the driver's
+    plain tuples, read on the caller's thread inside the connection's transaction, when
+    :class:`InlineAsyncConnection` would run it at once and nothing listens to the
+    engine's statements; None otherwise, for the caller to execute it the usual way.
+
+    This is the read of many rows (a page of history): SQLAlchemy's result object, a
+    ``Row`` per tuple and its processors, cost as much as the driver's own fetch, and the
+    caller maps the tuples itself. The driver's errors are raised as SQLAlchemy would
+    raise them (:class:`sqlalchemy.exc.DBAPIError`), for the store to translate."""
+    sync = conn.sync_connection
+    if sync is None or not sync.in_transaction() or _listened(sync):
+        return None
+    adapt = _free_short(sync)
+    if adapt is None:
+        return None
+    try:
+        try:
+            outcome = _run(adapt._connection._conn, sql, parameters, False)
+        except Exception as error:
+            adapt._handle_exception(error)  # a closed connection: the DBAPI's own error
+    except sqlite3.Error as error:
+        raise sa_exc.DBAPIError.instance(sql, parameters, error, sqlite3.Error) from error
+    return outcome[1] or []

@@ -22,12 +22,23 @@ from sqlalchemy import (
     text,
     update,
 )
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 from sqlalchemy.util.concurrency import in_greenlet
 
+from store import HistoryStore
+from store.contract import PAGE_SIZE
 from store.sql.engine import WRITE_OPTION, create_engine, write_connection
-from store.sql.sqlite_driver import INLINE_ROWS, OneHopAiosqliteDBAPI, short_statements
+from store.sql.history import _page_statement, read_page_rows
+from store.sql.mapping import page_mapper
+from store.sql.schema import MESSAGES
+from store.sql.sqlite_driver import (
+    INLINE_ROWS,
+    OneHopAiosqliteDBAPI,
+    rows_at_once,
+    short_statements,
+)
+from strategies.messages import Message
 
 
 async def _script(engine: AsyncEngine) -> list[Any]:
@@ -324,5 +335,75 @@ async def test_a_connection_closes_at_once_into_a_pool_with_room(
             async with engine.connect() as conn:
                 names = (await conn.execute(select(_TABLE.c.name))).scalars().all()
         assert names == ["kept"]
+    finally:
+        await engine.dispose()
+
+
+async def _page_rows(store: HistoryStore) -> list[Any]:
+    async with store.engine.connect() as conn:
+        with short_statements():
+            await conn.execute(select(func.count()).select_from(MESSAGES))  # begins the read
+            rows = await read_page_rows(
+                conn,
+                store.tenant,
+                "s",
+                include_excluded=True,
+                after=None,
+                before=None,
+                limit=PAGE_SIZE,
+            )
+    return list(rows)
+
+
+async def test_a_page_of_history_is_read_as_the_drivers_tuples(tmp_path: Path) -> None:
+    """Inside short_statements() a history page is read straight from sqlite3 (its plain
+    tuples, no result object) and maps to what SQLAlchemy's own read maps to."""
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/page.db") as store:
+        await store.append("s", [Message.text_message("user", f"m{i}") for i in range(5)])
+        rows = await _page_rows(store)
+        assert [type(row) for row in rows] == [tuple] * 5
+        async with store.engine.connect() as conn:  # SQLAlchemy's own execution and Rows
+            stock = list(
+                (await conn.execute(_page_statement(True, False), _page_values(store))).all()
+            )
+        mapped = page_mapper(store.tenant, "s")
+        assert [mapped(row) for row in rows] == [mapped(row) for row in stock]
+        assert [mapped(row) for row in rows] == await store.history("s", include_excluded=True)
+
+
+def _page_values(store: HistoryStore) -> dict[str, Any]:
+    return {"tenant": store.tenant, "session_id": "s", "after": 0, "limit": PAGE_SIZE}
+
+
+async def test_a_listened_engine_sees_every_history_read(tmp_path: Path) -> None:
+    """With a statement listener on the engine, history pages take SQLAlchemy's way, so
+    that the listener sees them (and rows_at_once declines)."""
+    async with HistoryStore.open(f"sqlite:///{tmp_path}/listened.db") as store:
+        await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
+        seen: list[str] = []
+        listener = lambda *args: seen.append(args[2])  # noqa: E731
+        event.listen(store.engine.sync_engine, "before_cursor_execute", listener)
+        try:
+            async with store.engine.connect() as conn:
+                with short_statements():
+                    await conn.execute(select(func.count()).select_from(MESSAGES))
+                    assert rows_at_once(conn, "SELECT 1", ()) is None
+            assert len([m async for m in store.aiter_history("s")]) == 3
+        finally:
+            event.remove(store.engine.sync_engine, "before_cursor_execute", listener)
+        assert any("FROM chatledger_messages" in s and "LIMIT" in s for s in seen)
+        assert len(await _page_rows(store)) == 3
+
+
+async def test_a_driver_read_error_is_the_stores_own(tmp_path: Path) -> None:
+    """A statement the driver refuses raises SQLAlchemy's error for the store to
+    translate, never sqlite3's own."""
+    engine = create_engine(f"sqlite:///{tmp_path}/error.db")
+    try:
+        async with engine.connect() as conn:
+            with short_statements():
+                await conn.execute(text("SELECT 1"))
+                with pytest.raises(OperationalError, match="no such table"):
+                    rows_at_once(conn, "SELECT x FROM missing", ())
     finally:
         await engine.dispose()
