@@ -7,41 +7,18 @@ given the prefix, and appending the rest again must read like the whole conversa
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
-from store import HistoryStore, InMemoryHistoryStore
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from strategies.changeset import ChangeSet, Exclusion, Reduction, SummaryInsert
 from strategies.messages import Message
-from strategies.tokenizers import CharacterEstimatorTokenizer
 from strategies.view import View
 from tests.groups.conversations import assistant, call, reasoning, result, system, tool, user
-
-STORES = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-
-
-@pytest.fixture(params=STORES)
-async def any_store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[HistoryBackend]:
-    """A store of each backend, counting with the character estimator."""
-    tokenizer = CharacterEstimatorTokenizer()
-    if request.param == "memory":
-        yield InMemoryHistoryStore(tokenizer=tokenizer)
-        return
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/retract.db"
-    else:
-        server = request.getfixturevalue("pg_server")
-        name = server.clone()
-        request.addfinalizer(lambda: server.drop_later(name))
-        url = server.url_for(name)
-    async with HistoryStore.open(url, tokenizer=tokenizer) as store:
-        yield store
-
+from tests.retract.readings import reading
 
 CONVERSATION: list[Message] = [
     system("s1", "rules"),
@@ -56,40 +33,6 @@ CONVERSATION: list[Message] = [
     assistant("r2", reasoning()),
     assistant("a3", "done"),
 ]
-
-
-@dataclass(frozen=True)
-class Reading:
-    """Everything a session reads as, without times and revisions."""
-
-    history: list[tuple[Any, ...]]
-    groups: list[tuple[Any, ...]]
-    flags: list[tuple[bool, bool]]
-    totals: tuple[int, ...]
-    context: list[Message]
-
-
-async def reading(store: HistoryBackend, session_id: str) -> Reading:
-    history = [
-        (m.seq, m.message, m.group_id, m.kind, m.token_count, m.excluded)
-        for m in await store.history(session_id, include_excluded=True)
-    ]
-    view: View = await store.view(session_id)
-    groups = [
-        (g.group_id, g.kind, g.turn, g.message_count, g.token_count, g.pending_calls)
-        for g in view.groups
-    ]
-    flags = [(g.orphan, g.has_reasoning) for g in view.groups]
-    info = await store.session(session_id)
-    totals = (
-        info.stored_messages,
-        info.stored_groups,
-        info.stored_tokens,
-        info.active_messages,
-        info.active_groups,
-        info.active_tokens,
-    )
-    return Reading(history, groups, flags, totals, await store.context(session_id))
 
 
 async def stored_prefix(
