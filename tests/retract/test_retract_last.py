@@ -150,3 +150,16 @@ async def test_a_summary_stored_after_keeps_seq_unique(any_store: HistoryBackend
     await any_store.append("s", [assistant("a3", "again")])
     seqs = [m.seq for m in await any_store.history("s", include_excluded=True)]
     assert len(seqs) == len(set(seqs)) == 5
+
+
+async def test_a_retracted_early_result_waits_no_more(any_store: HistoryBackend) -> None:
+    """A message stored again under a retracted early result's id does not answer the
+    retracted result's call."""
+    await any_store.append("s", [user("u1", "a"), tool("t1", result("c9", "early"))])
+    await any_store.retract_last("s")
+    await any_store.append("s", [tool("t1", result("c8", "other"))])
+    await any_store.append("s", [assistant("a1", call("c9")), user("u2", "b")])
+    stored = {m.message_id: m.group_id for m in await any_store.history("s")}
+    assert stored == {"u1": "group_u1", "t1": "group_t1", "a1": "group_a1", "u2": "group_u2"}
+    view = {g.group_id: g for g in (await any_store.view("s")).groups}
+    assert (view["group_a1"].pending_calls, view["group_t1"].orphan) == (1, True)

@@ -3,8 +3,8 @@
 The plan is the shared rule (:mod:`store.rules.retract`): the session's appended
 messages are read (a retraction re-annotates them: O(history)), the rule says what the
 message's group and the session's annotation become without the last one, and this
-module deletes its row and writes the group, the unanswered calls, the session row and
-the ``retract`` audit event.
+module deletes its row and writes the group, the unanswered calls and the results
+waiting for their call, the session row and the ``retract`` audit event.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from store.sql.compaction.mirror import before_totals, mirror_of
 from store.sql.compaction.write_back import write_event
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
-from store.sql.schema import GROUPS, MESSAGES, OPEN_CALLS
+from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS
 from store.sql.sessions import lock_session
 from store.sql.statements import chunks, key_params, session_update
 from strategies.groups import AnnotationState
@@ -89,18 +89,24 @@ async def _write_group(
 async def _write_calls(
     conn: AsyncConnection, tenant: str, session_id: str, state: AnnotationState
 ) -> None:
-    await conn.execute(delete(OPEN_CALLS).where(*_keys(OPEN_CALLS, tenant, session_id)))
+    """Replace the session's unanswered calls and waiting early results by the state's."""
     base = {"tenant": tenant, "session_id": session_id}
-    rows: list[dict[str, Any]] = [
+    calls: list[dict[str, Any]] = [
         {**base, "call_id": call_id, "group_id": group_id, "ambiguous": False}
         for call_id, group_id in sorted(state.open_calls.items())
     ]
-    rows.extend(
+    calls.extend(
         {**base, "call_id": call_id, "group_id": None, "ambiguous": True}
         for call_id in sorted(state.ambiguous_calls)
     )
-    for part in chunks(rows):
-        await conn.execute(insert(OPEN_CALLS), list(part))
+    early = [
+        {**base, "call_id": call_id, "group_id": group_id}
+        for call_id, group_id in sorted(state.early_results.items())
+    ]
+    for table, rows in ((OPEN_CALLS, calls), (EARLY_RESULTS, early)):
+        await conn.execute(delete(table).where(*_keys(table, tenant, session_id)))
+        for part in chunks(rows):
+            await conn.execute(insert(table), list(part))
 
 
 async def retract_last(
