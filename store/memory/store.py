@@ -400,7 +400,7 @@ class InMemoryHistoryStore:
             reduced=row.reduced is not None,
         )
         plan = plan_retraction(
-            session_id, [r.message for r in appended], group.group_id, group.message_ids
+            session_id, [r.message for r in appended], [r.group_id for r in appended]
         )
         stored = session.stored_message(row)
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())

@@ -126,8 +126,8 @@ async def retract_last(
         reason=last.excluded_reason,
         reduced=last.reduced_event_id is not None,
     )
-    members = [m.message_id for m in appended if m.group_id == last.group_id]
-    plan = plan_retraction(session_id, [m.message for m in appended], last.group_id, members)
+    messages, groups = [m.message for m in appended], [m.group_id for m in appended]
+    plan = plan_retraction(session_id, messages, groups)
     await conn.execute(
         delete(MESSAGES).where(*_keys(MESSAGES, tenant, session_id), MESSAGES.c.seq == last.seq)
     )
