@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from store.errors import InvalidInput
 from store.memory import InMemoryHistoryStore
 from strategies.groups import Annotation, AnnotationState, annotate
 from strategies.messages import Message
@@ -33,6 +34,7 @@ OPS = (
     "pin",
     "unpin",
     "context",
+    "retract",
 )
 
 
@@ -47,12 +49,16 @@ class Runner:
         self.appended: list[Message] = []
         self.state = AnnotationState()
         """The annotation state after :attr:`appended`, kept apart from the store's."""
+        self.before: list[AnnotationState] = []
+        """The annotation state before each message of :attr:`appended`."""
         self.placed: dict[str, str] = {}
         """Each appended message's group, as the annotations of the appends say."""
         self.frozen: set[str] = set()
         """Groups of early results compacted before an append (rule 10)."""
         self.frozen_orphans: set[str] = set()
         """Those of :attr:`frozen` that were orphans."""
+        self.retracted = False
+        """Whether a message was taken back (its ``seq`` is lost when a summary followed)."""
 
     async def run(self, ops: list[tuple[str, int]]) -> None:
         for op, n in ops:
@@ -70,10 +76,15 @@ class Runner:
             self.frozen |= frozen
             self.frozen_orphans |= {g for g in frozen if self.state.waiting_groups[g].orphan}
             await self.store.append("s", chunk)
-            self.expect(annotate(chunk, self.state, frozen=frozen))
+            for message in chunk:  # one by one: the state before each, for a retraction
+                self.before.append(self.state)
+                self.expect(annotate([message], self.state, frozen=frozen))
             self.appended += chunk
             return
         if not self.appended:
+            return
+        if op == "retract":
+            await self.retract()
             return
         if op in ("exclude", "summarize", "reduce"):
             strategy: Any = {
@@ -93,6 +104,22 @@ class Runner:
             sent = await self.store.context("s", pending=pending)
             if self.pairs:
                 assert_projection_invariants(sent, nonempty=False)
+
+    async def retract(self) -> None:
+        """Take back the newest message: the session is then as it was before that message
+        was appended (its state is the one its append started from), and the message is
+        appended again later."""
+        try:
+            taken = await self.store.retract_last("s")
+        except InvalidInput as error:  # compaction touched it, or it joined two groups
+            assert any(w in str(error) for w in ("excluded", "summarized", "reduced", "split"))
+            return
+        message = self.appended.pop()
+        assert taken is not None and taken.message_id == message.message_id
+        del self.placed[message.message_id]
+        self.state = self.before.pop()
+        self.todo.insert(0, message)
+        self.retracted = True
 
     async def compacted_waiting_groups(self) -> set[str]:
         """Groups of early results that compaction excluded or summarized (or that are
@@ -125,8 +152,10 @@ class Runner:
     async def check(self) -> None:
         store = self.store
         stored = await store.history("s", include_excluded=True)
-        # nothing lost, nothing duplicated, seq gapless, content unchanged
-        assert [m.seq for m in stored] == list(range(1, len(stored) + 1))
+        # nothing lost, nothing duplicated, seq gapless (unique after a retraction),
+        # content unchanged
+        seqs = [m.seq for m in stored]
+        assert seqs == (sorted(set(seqs)) if self.retracted else list(range(1, len(stored) + 1)))
         originals = [m for m in stored if m.kind != "summary"]
         assert [m.message for m in originals] == self.appended
         # every message is where the annotations of the appends put it, given the early
@@ -255,12 +284,8 @@ def test_restoring_a_summary_whose_group_was_merged_away_since() -> None:
     asyncio.run(Runner(messages, pairs=False).run([*ops, ("restore_event", 0)]))
 
 
-def test_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
-    """The early result ``m1`` is excluded before its call ``m7`` comes, so the call does
-    not join it and stays pending: ``m15``, a second result for the id, answers it. Had
-    ``m1`` joined, ``m15`` would be an orphan; the store and annotating the whole history
-    then place ``m15`` differently, and both are right. ``m7`` also declares
-    ``call_1_é`` twice, which is ambiguous: those two calls stay pending."""
+def _second_result_history() -> list[Message]:
+    """An early result ``m1`` of call ``m7``, and ``m15``, a second result for it."""
     from strategies.messages import FunctionCallContent, FunctionResultContent, TextContent
 
     def user(i: int) -> Message:
@@ -274,7 +299,7 @@ def test_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
         FunctionCallContent(call_id=c, name="lookup", arguments={"q": c})
         for c in ("call_1_é", "c_a", "call_1_é")
     ]
-    messages = [
+    return [
         user(0),
         answer(1),
         *(user(i) for i in range(2, 7)),
@@ -283,7 +308,15 @@ def test_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
         answer(15),
         user(16),
     ]
-    runner = Runner(messages, pairs=False)
+
+
+def test_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
+    """The early result ``m1`` is excluded before its call ``m7`` comes, so the call does
+    not join it and stays pending: ``m15``, a second result for the id, answers it. Had
+    ``m1`` joined, ``m15`` would be an orphan; the store and annotating the whole history
+    then place ``m15`` differently, and both are right. ``m7`` also declares
+    ``call_1_é`` twice, which is ambiguous: those two calls stay pending."""
+    runner = Runner(_second_result_history(), pairs=False)
     asyncio.run(runner.run([("append", 0), ("append", 0), ("exclude", 0)]))
 
     async def outcome() -> None:
@@ -294,3 +327,12 @@ def test_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
         assert (group.message_count, group.pending_calls, group.orphan) == (2, 2, False)
 
     asyncio.run(outcome())
+
+
+def test_retracting_a_second_result_for_a_call_whose_early_result_was_excluded() -> None:
+    """The history above: taking back ``m15`` leaves ``m7`` pending, so that ``m15``
+    appended again joins it; taking back a user message before it changes nothing."""
+    runner = Runner(_second_result_history(), pairs=False)
+    appends = [("append", 0), ("append", 0), ("exclude", 0), ("append", 13)]
+    asyncio.run(runner.run([*appends, ("retract", 0), ("retract", 0), ("append", 0)]))
+    asyncio.run(runner.run([("retract", 0), ("retract", 0), ("retract", 0)]))
