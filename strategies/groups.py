@@ -66,6 +66,7 @@ __all__ = [
     "call_links",
     "group_id_for",
     "in_call_order",
+    "kind_is_settled",
     "result_ids",
 ]
 
@@ -263,6 +264,14 @@ def _repeated(calls: list[str | None]) -> frozenset[str]:
 
 def _is_reasoning_only(message: Message) -> bool:
     return bool(message.contents) and all(isinstance(c, ReasoningContent) for c in message.contents)
+
+
+def kind_is_settled(message: Message) -> bool:
+    """Whether the kind of the group ``message`` is placed in is final: nothing appended
+    or retracted later changes it. True for every message but an assistant's reasoning
+    alone, whose group becomes a tool call when calls follow it (and an assistant text
+    again when they are retracted). Merges join tool calls to tool calls only."""
+    return message.role != "assistant" or not _is_reasoning_only(message)
 
 
 def _has_reasoning(message: Message) -> bool:

@@ -41,7 +41,7 @@ from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from sqlalchemy import String, bindparam, select, type_coerce
+from sqlalchemy import String, bindparam, func, select, type_coerce
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
@@ -146,15 +146,16 @@ async def read_history(
 
 
 def _kind_column() -> Any:
-    """The kind of a message row's group, looked up by the group's primary key (read as
-    plain text, without the enum's per-row result processing: the mapping checks it)."""
+    """The kind of a message row's group: the row's own ``group_kind`` where it is
+    stored, else the group's, looked up by its primary key (read as plain text, without
+    the enum's per-row result processing: the mapping checks it)."""
     m, g = MESSAGES.c, GROUPS.c
     kind = (
         select(g.kind)
         .where(g.tenant == m.tenant, g.session_id == m.session_id, g.group_id == m.group_id)
         .scalar_subquery()
     )
-    return type_coerce(kind, String()).label("group_kind")
+    return type_coerce(func.coalesce(m.group_kind, kind), String()).label("group_kind")
 
 
 @functools.cache

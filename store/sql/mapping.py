@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy import String, Text, type_coerce
 from sqlalchemy import cast as sql_cast
 
@@ -73,8 +73,10 @@ dumps them, ``metadata`` a JSON object."""
 
 _JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
 _TIMESTAMP_COLUMNS = ("created_at", "stored_at", "imported_at")
-_UNREAD_COLUMNS = ("tenant", "session_id", "content_hash")
-"""Not needed to map a row (every query is filtered by tenant and session)."""
+_UNREAD_COLUMNS = ("tenant", "session_id", "content_hash", "group_kind")
+"""Not needed to map a row: every query is filtered by tenant and session, and a read
+that maps the kind takes it from the row where it is stored, else from the group (see
+:func:`store.sql.history.history_query`)."""
 
 
 _CONTEXT = {"allow_custom_roles": True}
@@ -387,6 +389,29 @@ if tuple(COLUMN_INDEX) != _PAGE_ORDER:  # pragma: no cover - the table's columns
 
 _KINDS = frozenset(GROUP_KINDS)
 _loads = json.loads
+_from_iso = datetime.fromisoformat
+_UTC = "+00:00"
+"""Appended to SQLite's naive UTC text: one parse gives the aware timestamp."""
+
+
+def _read_time(value: Any) -> datetime:
+    """:func:`timestamp` of a value that is not None: SQLite's naive UTC text in one
+    parse, any other value as :func:`timestamp` reads it (PostgreSQL's aware
+    ``datetime``). Text that is not naive date and time (an offset of its own, a date
+    alone, whose "+" would be read as the separator) raises ``ValueError``: the caller
+    then takes :func:`stored_message`'s way."""
+    parsed = _from_iso(value + _UTC) if type(value) is str else timestamp(value)
+    if parsed is None or parsed.tzinfo is None:
+        raise ValueError("not a naive date and time")
+    return parsed
+
+
+_SET_FIELDS, _SET_EXTRA, _SET_PRIVATE = (
+    vars(BaseModel)[slot].__set__
+    for slot in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__")
+)
+"""The setters of a model's slots (what :func:`_built` sets, without the attribute
+lookup of ``object.__setattr__``)."""
 
 
 def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], StoredMessage]:
@@ -395,17 +420,27 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
     same checks, unpacking the row once and building both models in one frame.
 
     A row that is not the usual one (a reduced version, a format or kind to check, a
-    value of the wrong type) takes :func:`stored_message` itself, which maps it or
-    raises :class:`~store.errors.CorruptRowError` with the reason."""
-    stored_times = _Timestamps()
-    imported_times = _Timestamps()
-    validate, parse, new, put = _VALIDATE_CONTENTS, timestamp, _new, _set
+    value of the wrong type, a timestamp that is not SQLite's naive UTC text) takes
+    :func:`stored_message` itself, which maps it or raises
+    :class:`~store.errors.CorruptRowError` with the reason."""
+    validate, new, put, set_fields, set_extra, set_private = (
+        _VALIDATE_CONTENTS,
+        _new,
+        _set,
+        _SET_FIELDS,
+        _SET_EXTRA,
+        _SET_PRIVATE,
+    )
     message_fields, stored_fields = _MESSAGE_FIELDS, _STORED_FIELDS
+    last_stored: Any = None
+    stored_at: datetime | None = None
+    imported_times = _Timestamps()
 
     def general(row: Sequence[Any]) -> StoredMessage:
         return stored_message(row, row[-1], tenant=tenant, session_id=session_id)
 
     def mapped(row: Sequence[Any]) -> StoredMessage:
+        nonlocal last_stored, stored_at
         (
             seq,
             anchor,
@@ -447,6 +482,8 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
             meta = {} if metadata is None or metadata == "{}" else _loads(metadata)
             if type(meta) is not dict:
                 return general(row)
+            if stored != last_stored:
+                stored_at, last_stored = _read_time(stored), stored
             message = new(Message)
             put(
                 message,
@@ -456,13 +493,13 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
                     "contents": validate(contents),
                     "message_id": message_id,
                     "author_name": author,
-                    "created_at": None if created is None else parse(created),
+                    "created_at": None if created is None else _read_time(created),
                     "metadata": meta,
                 },
             )
-            put(message, "__pydantic_fields_set__", set(message_fields))
-            put(message, "__pydantic_extra__", None)
-            put(message, "__pydantic_private__", None)
+            set_fields(message, set(message_fields))
+            set_extra(message, None)
+            set_private(message, None)
             out = new(StoredMessage)
             put(
                 out,
@@ -483,15 +520,15 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
                     "reduced": None,
                     "reduced_token_count": reduced_tokens,
                     "reduced_event_id": reduced_event_id,
-                    "stored_at": stored_times(stored),
+                    "stored_at": stored_at,
                     "source_system": source_system,
                     "source_id": source_id,
                     "imported_at": None if imported is None else imported_times(imported),
                 },
             )
-            put(out, "__pydantic_fields_set__", set(stored_fields))
-            put(out, "__pydantic_extra__", None)
-            put(out, "__pydantic_private__", None)
+            set_fields(out, set(stored_fields))
+            set_extra(out, None)
+            set_private(out, None)
             return out
         except _MAPPED:
             return general(row)  # raises CorruptRowError, saying why

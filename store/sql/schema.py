@@ -280,6 +280,10 @@ class MessageRow(Base):
     format_version: Mapped[int] = mapped_column(SmallInteger, server_default=text("1"))
     """The version of the stored JSON (``contents``, ``metadata``, ``reduced_contents``);
     rows written before versions were recorded are version 1."""
+    group_kind: Mapped[str | None] = mapped_column(String(32))
+    """The kind of the message's group when the message alone settles it (see
+    :func:`settled_kind`); None otherwise, and in rows written before the column
+    existed: a read then looks the group up."""
 
 
 class GroupRow(Base):

@@ -11,7 +11,7 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strategies.groups import AnnotationState, annotate_all, group_id_for
+from strategies.groups import AnnotationState, annotate_all, group_id_for, kind_is_settled
 from strategies.messages import Message
 from tests.groups.conversations import (
     Folded,
@@ -114,3 +114,26 @@ def check_linking(messages: list[Message], folded: Folded) -> None:
         group = folded.groups[folded.group_of[message.message_id]]
         if message.role == "tool":
             assert group.orphan == (index not in linked_results)
+
+
+@settings(max_examples=800, deadline=None)
+@given(conversations(), st.data())
+def test_a_settled_kind_is_the_kind_the_group_keeps(
+    messages: list[Message], data: st.DataObject
+) -> None:
+    """The kind of a message's group when it is placed, for a message whose kind is
+    settled, is its group's kind once everything is appended, in any chunks, and after
+    any newest messages are taken back (what a store writes with the row stays true)."""
+    cuts = data.draw(st.lists(st.integers(0, len(messages))))
+    annotations = split_annotate(messages, cuts)
+    placed: dict[str, str] = {}
+    for annotation in annotations:
+        for message_id, group_id in annotation.message_groups:
+            placed[message_id] = annotation.groups[group_id].kind
+    kept = data.draw(st.integers(0, len(messages)))
+    for prefix in (messages, messages[:kept]):
+        final = whole(prefix)
+        for message in prefix:
+            if kind_is_settled(message):
+                kind = final.groups[final.group_of[message.message_id]].kind
+                assert placed[message.message_id] == kind, message.message_id

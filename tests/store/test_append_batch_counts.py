@@ -110,6 +110,7 @@ def _builder(messages: list[Message], *, provenance: Provenance | None) -> RowBu
         fresh=messages,
         hashes={m.message_id: content_hash(m) for m in messages},
         group_ids=["g1", "g2", "g2", "g3"],
+        kinds=["user", "tool_call", "tool_call", None],
         groups={"g2": hidden},  # type: ignore[dict-item]
         totals=AppendTotals(),
         stamp=STAMP,

@@ -135,7 +135,7 @@ async def test_read_models_equal_validated_ones_for_every_content(
         ("contents", "[1]"),
         ("metadata", "[1, 2]"),
         ("role", ""),
-        ("group_id", "no-such-group"),
+        ("group_kind", "no-such-kind"),
     ],
 )
 async def test_a_damaged_field_raises_naming_the_row(
@@ -150,6 +150,29 @@ async def test_a_damaged_field_raises_naming_the_row(
             ),
             {"damage": damage},
         )
+    for read in (store.history("s"), _all(store)):
+        with pytest.raises(CorruptRowError, match="seq 2"):
+            await read
+
+
+async def test_a_message_whose_group_is_missing_is_found(store: HistoryStore) -> None:
+    """A row naming a group that does not exist: a read that must look its kind up
+    refuses it; one whose row holds the kind maps it as stored, and ``doctor`` finds it
+    (history reads check a row, not the group rows it points to)."""
+    await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
+    async with store.engine.begin() as conn:
+        await conn.execute(
+            text(
+                "UPDATE chatledger_messages SET group_id = 'no-such-group' "
+                "WHERE tenant = 'default' AND session_id = 's' AND seq = 2"
+            )
+        )
+    [second] = (await store.history("s"))[1:2]
+    assert (second.group_id, second.kind) == ("no-such-group", "user")
+    report = await store.doctor("s")
+    assert ("unparsable_row", 2) in [(f.check, f.seq) for f in report.findings]
+    async with store.engine.begin() as conn:
+        await conn.execute(text("UPDATE chatledger_messages SET group_kind = NULL WHERE seq = 2"))
     for read in (store.history("s"), _all(store)):
         with pytest.raises(CorruptRowError, match="seq 2"):
             await read
@@ -180,10 +203,12 @@ async def test_a_page_before_a_bound_is_the_newest_ones_oldest_first(store: Hist
 
 
 async def test_a_group_of_no_known_kind_raises_naming_the_row(tmp_path: Path) -> None:
-    """Only SQLite can be made to skip the kind's CHECK constraint."""
+    """A row without its kind reads its group's, which must be known (only SQLite can be
+    made to skip the kind's CHECK constraint)."""
     async with HistoryStore.open(f"sqlite:///{tmp_path}/k.db") as store:
         await store.append("s", [Message.text_message("user", f"m{i}") for i in range(3)])
         async with store.engine.begin() as conn:
+            await conn.execute(text("UPDATE chatledger_messages SET group_kind = NULL"))
             await conn.execute(text("PRAGMA ignore_check_constraints = ON"))
             await conn.execute(
                 text(

@@ -31,6 +31,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from sqlalchemy import text
 
 from store import HistoryStore
 from store.memory import InMemoryHistoryStore
@@ -247,6 +248,22 @@ def compaction_strategies(draw: Any) -> CompactionStrategy:
     )
 
 
+async def _stale_kinds(store: Any) -> list[tuple[str, str, str]]:
+    """The messages whose row holds a kind their group does not have (none may; an
+    in-memory store has no rows)."""
+    if not isinstance(store, HistoryStore):
+        return []
+    query = text(
+        "SELECT m.message_id, m.group_kind, g.kind FROM chatledger_messages m "
+        "JOIN chatledger_groups g ON g.tenant = m.tenant AND g.session_id = m.session_id "
+        "AND g.group_id = m.group_id WHERE m.tenant = :tenant AND m.session_id = :session "
+        "AND m.group_kind IS NOT NULL AND m.group_kind <> g.kind"
+    )
+    async with store.engine.connect() as conn:
+        rows = await conn.execute(query, {"tenant": store.tenant, "session": SESSION})
+        return [tuple(row) for row in rows]
+
+
 class StoreMachine(RuleBasedStateMachine):
     """Drive a store under test and an in-memory model with the same operations."""
 
@@ -447,6 +464,7 @@ class StoreMachine(RuleBasedStateMachine):
         context = self.run(store.context(SESSION))
         assert_projection_invariants(context, nonempty=bool(active))
         assert self.run(store.context(SESSION)) == context, "context is not deterministic"
+        assert self.run(_stale_kinds(store)) == [], "a row holds a kind its group lost"
 
     def _check_stored(self, stored: list[StoredMessage]) -> None:
         assert [m.seq for m in stored] == list(range(1, len(stored) + 1)), "seq has gaps"

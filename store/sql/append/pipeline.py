@@ -105,6 +105,7 @@ MESSAGE_COLUMNS: Final = (
     "source_system",
     "source_id",
     "imported_at",
+    "group_kind",
 )
 """The bound parameters of a message row, in the order of the compiled ``INSERT``."""
 

@@ -92,6 +92,9 @@ class RowBuilder:
     fresh: Sequence[Message]
     hashes: Mapping[str, str]
     group_ids: Sequence[str]
+    kinds: Sequence[str | None]
+    """The ``group_kind`` column of each message: its group's kind where the message
+    settles it (:func:`~strategies.groups.kind_is_settled`), else None."""
     groups: Mapping[str, RowMapping]
     """The stored groups the append touches (by id)."""
     totals: AppendTotals
@@ -130,8 +133,12 @@ class RowBuilder:
         seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
         known = counted if counted is not None else [None] * (stop - start)
-        for message, group_id, tokens in zip(
-            self.fresh[start:stop], self.group_ids[start:stop], known, strict=True
+        for message, group_id, kind, tokens in zip(
+            self.fresh[start:stop],
+            self.group_ids[start:stop],
+            self.kinds[start:stop],
+            known,
+            strict=True,
         ):
             message_id = message.message_id
             if tokens is None:
@@ -177,6 +184,7 @@ class RowBuilder:
                     source_system,
                     source_ids.get(message_id),
                     imported_at,
+                    kind,
                 )
             )
             seq += 1

@@ -49,6 +49,7 @@ from strategies.groups import (
     Tail,
     annotate,
     call_links,
+    kind_is_settled,
 )
 from strategies.messages import Message
 
@@ -399,6 +400,17 @@ async def append_messages(
             counts.close()
 
 
+def _settled_kinds(
+    fresh: Sequence[Message], group_ids: Sequence[str], annotation: Annotation
+) -> list[str | None]:
+    """Each message's group kind where the message settles it (else None)."""
+    groups = annotation.groups
+    return [
+        groups[group_id].kind if group_id in groups and kind_is_settled(message) else None
+        for message, group_id in zip(fresh, group_ids, strict=True)
+    ]
+
+
 async def _planned(
     conn: AsyncConnection,
     ctx: AppendContext,
@@ -409,12 +421,14 @@ async def _planned(
     """The state the append reads, its annotation, and the builder of its message rows."""
     loaded = await load_state(conn, ctx, session, fresh)
     annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
+    group_ids = [group_id for _, group_id in annotation.message_groups]
     builder = RowBuilder(
         ctx,
         session["next_seq"],
         fresh,
         deduped.hashes,
-        [group_id for _, group_id in annotation.message_groups],
+        group_ids,
+        _settled_kinds(fresh, group_ids, annotation),
         loaded.groups,
         AppendTotals(),
         contents=deduped.contents,

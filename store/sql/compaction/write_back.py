@@ -168,6 +168,7 @@ def _plan_summary(
             **message_to_values(row.message),
             "stored_at": now,
             "group_id": group.group_id,
+            "group_kind": "summary",
             "token_count": row.tokens,
             "excluded": group.excluded,
             "excluded_reason": group.reason,
