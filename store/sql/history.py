@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -290,16 +290,21 @@ async def stream_history(
     after: int | None = None,
     before: int | None = None,
     page_size: int = PAGE_SIZE,
+    prepare: Callable[[], Awaitable[None]] | None = None,
 ) -> AsyncGenerator[StoredMessage, None]:
     """The session's stored messages, oldest first, read ``page_size`` at a time.
 
     ``after`` and ``before`` are exclusive ``seq`` bounds; excluded messages are left
-    out unless ``include_excluded``. Raises only :class:`~store.errors.ChatledgerError`:
+    out unless ``include_excluded``; ``prepare``, when given, is awaited before the
+    first read (the store readies its connections). Raises only
+    :class:`~store.errors.ChatledgerError`:
     :class:`~store.errors.SessionNotFound` at the first step when the session is absent,
     :class:`~store.errors.CorruptRowError` at a row that does not validate.
     """
     check_session_id(session_id)
     check_page_size(page_size)
+    if prepare is not None:
+        await prepare()
     on_loop = short_statements if page_size <= PAGE_SIZE else contextlib.nullcontext
     with translate_errors():
         async with engine.connect() as conn:

@@ -655,25 +655,7 @@ class HistoryStore:
         check_bound(before, "before")
         check_bound(after, "after")
         check_page_size(page_size)
-        return self._stream(
-            session_id,
-            include_excluded=include_excluded,
-            after=after,
-            before=before,
-            page_size=page_size,
-        )
-
-    async def _stream(
-        self,
-        session_id: str,
-        *,
-        include_excluded: bool,
-        after: int | None,
-        before: int | None,
-        page_size: int,
-    ) -> AsyncIterator[StoredMessage]:
-        await self._adopt_connections()
-        async for message in stream_history(
+        return stream_history(
             self._engine,
             self._tenant,
             session_id,
@@ -681,8 +663,8 @@ class HistoryStore:
             after=after,
             before=before,
             page_size=page_size,
-        ):
-            yield message
+            prepare=self._adopt_connections,
+        )
 
     @_call
     async def retract_last(self, session_id: str) -> StoredMessage | None:
