@@ -254,8 +254,10 @@ class SyncHistoryStore:
         what they were before the message was appended, and its ``seq`` is given back
         when no summary was stored after it. Audited as a ``manual`` event of strategy
         ``retract``. Refused with :class:`~store.errors.InvalidInput` when the message is
-        excluded, summarized or reduced, or when it joined two groups into one.
-        Re-annotates the session's appended messages: O(history).
+        excluded, summarized or reduced, when it joined two groups into one, or when
+        annotating the history again cannot give its stored groups (a result compacted
+        before its call arrived, whose group a later result then merged with the
+        call's). Re-annotates the session's appended messages: O(history).
         """
         return self._loop.run(self._store.retract_last(session_id))
 
