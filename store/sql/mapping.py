@@ -75,8 +75,8 @@ _JSON_COLUMNS = ("contents", "metadata", "reduced_contents")
 _TIMESTAMP_COLUMNS = ("created_at", "stored_at", "imported_at")
 _UNREAD_COLUMNS = ("tenant", "session_id", "content_hash", "group_kind")
 """Not needed to map a row: every query is filtered by tenant and session, and a read
-that maps the kind takes it from the row where it is stored, else from the group (see
-:func:`store.sql.history.history_query`)."""
+of history selects the kind as one column, the row's where it is stored, else its
+group's (:mod:`store.sql.history`)."""
 
 
 _CONTEXT = {"allow_custom_roles": True}
