@@ -97,6 +97,11 @@ def config_from(args: argparse.Namespace) -> Config:
         raise SystemExit(f"unknown system or workload: {', '.join(unknown)}")
     if args.baseline is not None and all(REGISTRY[s].peer for s in config.systems):
         raise SystemExit("--baseline compares chatledger systems, and --systems names none")
+    if args.work_dir is not None:
+        try:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise SystemExit(f"--work-dir {args.work_dir}: {error.strerror}") from None
     return config
 
 
