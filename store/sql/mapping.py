@@ -246,7 +246,11 @@ Python layer; raises for what is not a list of contents."""
 
 
 def _text(value: Any, name: str, *, optional: bool = False) -> Any:
-    if (value is None and optional) or (type(value) is str and value):
+    """``value`` when it is text (non-empty, unless ``optional``: then also empty or
+    None, as the model allows an empty ``author_name``), else ``ValueError``."""
+    if optional and (value is None or type(value) is str):
+        return value
+    if type(value) is str and value:
         return value
     raise ValueError(f"{name} is {value!r}, not text")
 
@@ -274,7 +278,7 @@ def _row_message(row: Sequence[Any]) -> Message:
         _text(role, "role")
     if type(message_id) is not str or not message_id:
         _text(message_id, "message_id")
-    if author is not None and (type(author) is not str or not author):
+    if author is not None and type(author) is not str:
         _text(author, "author_name", optional=True)
     created = row[_CREATED]
     values = {
@@ -475,7 +479,7 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
             or not role
             or type(message_id) is not str
             or not message_id
-            or (author is not None and (type(author) is not str or not author))
+            or (author is not None and type(author) is not str)
         ):
             return general(row)
         try:

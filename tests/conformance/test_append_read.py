@@ -74,6 +74,19 @@ async def test_round_trip_keeps_every_field(store: HistoryBackend) -> None:
     assert stored.session_id == "s" and stored.tenant == "default"
 
 
+async def test_an_empty_author_name_reads_back(store: HistoryBackend) -> None:
+    """The model allows an empty ``author_name``: every read gives back what was stored
+    (a SQL read once refused such a row as corrupt, and with it the whole session)."""
+    message = Message(role="user", contents=[TextContent(text="hi")], author_name="")
+    await store.append("s", [message])
+    for read in (
+        [m.message for m in await store.history("s")],
+        await store.context("s"),
+        [m.message async for m in store.aiter_history("s")],
+    ):
+        assert read == [message]
+
+
 async def test_created_at_reads_back_in_utc(store: HistoryBackend) -> None:
     """A naive ``created_at`` is taken as UTC, an aware one converted to it, in what every
     read gives back (the SQL columns hold UTC; the in-memory store keeps the same)."""

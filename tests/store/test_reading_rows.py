@@ -82,7 +82,7 @@ MESSAGES = st.builds(
     Message,
     role=st.sampled_from(["system", "user", "assistant", "tool"]),
     contents=st.lists(CONTENTS, max_size=3),
-    author_name=st.none() | st.text(NAME_CHARS, min_size=1, max_size=10),
+    author_name=st.none() | st.text(NAME_CHARS, max_size=10),
     created_at=st.none() | st.datetimes(timezones=st.just(UTC), min_value=datetime(2000, 1, 1)),
     metadata=st.dictionaries(KEYS, JSON_VALUES, max_size=2),
 )
