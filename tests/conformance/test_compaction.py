@@ -10,6 +10,7 @@ from store.contract import HistoryBackend
 from store.errors import InvalidInput
 from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.messages import Message
+from strategies.view import GroupView
 from tests.conformance.toy_strategies import (
     ExcludeOldest,
     Fixed,
@@ -215,12 +216,18 @@ async def test_a_call_whose_early_result_was_excluded_takes_the_next_result(
     ]
     await store.append("s", [again])
     assert (await _ids(store))[-3:] == ["a1", "t2", "u3"]
+    group = await _second_result_joined_the_call(store)
+    assert (group.message_count, group.pending_calls, group.orphan) == (2, 0, False)
+
+
+async def _second_result_joined_the_call(store: HistoryBackend) -> GroupView:
+    """The excluded early result ``t1`` kept its own group; the second result ``t2``
+    joined the call ``a1``: that group, as the view has it."""
     stored = {m.message_id: m for m in await store.history("s", include_excluded=True)}
     assert stored["t1"].group_id == "group_t1" and stored["t1"].excluded
     assert stored["t2"].group_id == stored["a1"].group_id == "group_a1"
     view = await store.view("s")
-    group = next(g for g in view.groups if g.group_id == "group_a1")
-    assert (group.message_count, group.pending_calls, group.orphan) == (2, 0, False)
+    return next(g for g in view.groups if g.group_id == "group_a1")
 
 
 async def test_a_second_result_beside_ambiguous_calls(store: HistoryBackend) -> None:
@@ -230,11 +237,7 @@ async def test_a_second_result_beside_ambiguous_calls(store: HistoryBackend) -> 
     assert await store.compact("s", _compact_early_result(False)) is not None
     calls = assistant("a1", call("x", "f"), call("c_a", "f"), call("x", "f"))
     await store.append("s", [calls, user("u3", "c"), tool("t2", result("c_a", "again"))])
-    stored = {m.message_id: m for m in await store.history("s", include_excluded=True)}
-    assert stored["t1"].group_id == "group_t1" and stored["t1"].excluded
-    assert stored["t2"].group_id == stored["a1"].group_id == "group_a1"
-    view = await store.view("s")
-    group = next(g for g in view.groups if g.group_id == "group_a1")
+    group = await _second_result_joined_the_call(store)
     assert (group.message_count, group.pending_calls, group.orphan) == (2, 2, False)
     assert await _ids(store) == ["u1", "u2", "u3"]
 
