@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.child import SESSIONS_PAGE
 from benchmarks.peers import spec_for
 from benchmarks.runner import Case, CaseResult, Config
 from benchmarks.stats import Summary, summarize
@@ -58,7 +59,8 @@ _WRITER_METRICS: list[tuple[str, str, float]] = [
 SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
     "many_sessions": (
         "Many sessions: one session of 1,000 messages in a database of N sessions "
-        "(20 short messages each); growth against the smallest database",
+        "(20 short messages each); growth against the smallest database (for a "
+        "sessions() page, the smallest that fills one)",
         "sessions",
         [
             ("per_turn_s", "per turn ms", 1e3),
@@ -245,7 +247,8 @@ def _scale_cells(
     smallest: dict[tuple[str, str], float] | None,
 ) -> list[str]:
     """A case's median of each metric; with ``smallest`` (the first median seen of each
-    system and time), its growth too."""
+    system and time), its growth too. A ``sessions()`` page of a database too small to
+    fill one is no base: it is shown as a partial page, without growth."""
     cells: list[str] = []
     for metric, _, scale in metrics:
         values = case["samples"].get(metric)
@@ -254,6 +257,9 @@ def _scale_cells(
             continue
         median = summarize(values).median
         cell = _fmt(median * scale)
+        if metric.startswith("page_") and smallest is not None and case["size"] < SESSIONS_PAGE:
+            cells.append(f"{cell} (partial page)")
+            continue
         if metric.endswith("_s") and smallest is not None:
             base = smallest.setdefault((case["system"], metric), median)
             cell += f" ({_fmt(median / base if base else None)}x)"

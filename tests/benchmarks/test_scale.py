@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.child import ChildSpec, run_spec
 from benchmarks.generator import ConversationGenerator
-from benchmarks.report import _memory_table
+from benchmarks.report import _memory_table, _scale_table
 from benchmarks.runner import PRESETS, Case, Runner
 
 
@@ -121,3 +121,25 @@ def test_the_memory_table_shows_growth_and_the_cache_against_its_bound() -> None
     text = "\n".join(_memory_table(report))
     assert "| full_read | chatledger | 1,000 | 80.0 | 80.0 to 80.0 | 1.00 |  |" in text
     assert "projection" not in text
+
+
+def test_sessions_pages_grow_against_the_smallest_database_that_fills_one() -> None:
+    def case(sessions: int, turn: float, page: float) -> dict[str, Any]:
+        samples = {"per_turn_s": [turn], "page_first_s": [page]}
+        return {
+            "workload": "many_sessions",
+            "system": "chatledger",
+            "size": sessions,
+            "samples": samples,
+        }
+
+    report = {
+        "cases": [case(1, 0.004, 0.0005), case(10_000, 0.005, 0.002), case(100_000, 0.006, 0.003)]
+    }
+    rows = [line for line in _scale_table(report, "many_sessions") if line.startswith("| chat")]
+    cells = [[row.split(" | ")[3], row.split(" | ")[5]] for row in rows]
+    assert cells == [
+        ["4.00 (1.00x)", "0.50 (partial page)"],  # one session: a page of one row
+        ["5.00 (1.25x)", "2.00 (1.00x)"],
+        ["6.00 (1.50x)", "3.00 (1.50x)"],
+    ]
