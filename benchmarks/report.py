@@ -257,7 +257,7 @@ def _scale_cells(
             continue
         median = summarize(values).median
         cell = _fmt(median * scale)
-        if metric.startswith("page_") and smallest is not None and case["size"] < SESSIONS_PAGE:
+        if metric.startswith("page_") and case["size"] < SESSIONS_PAGE:
             cells.append(f"{cell} (partial page)")
             continue
         if metric.endswith("_s") and smallest is not None:
