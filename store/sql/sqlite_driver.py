@@ -68,6 +68,8 @@ from sqlalchemy.sql.base import Executable
 from sqlalchemy.util import EMPTY_DICT
 from sqlalchemy.util.concurrency import await_, in_greenlet
 
+from store.sql.prepared import PreparedResult, parameter_sets, prepare
+
 __all__ = [
     "INLINE_ROWS",
     "WRITE_OPTION",
@@ -345,6 +347,9 @@ class InlineAsyncConnection(AsyncConnection):
     ) -> CursorResult[Any]:
         sync = self._proxied
         if execution_options is None and _at_once(sync, statement, parameters):
+            prepared = _run_prepared(sync, statement, parameters)
+            if prepared is not None:
+                return cast(CursorResult[Any], prepared)  # the Result API, and rowcount
             return sync.execute(statement, parameters)
         result: CursorResult[Any] = await super().execute(
             statement, parameters, execution_options=execution_options
@@ -429,6 +434,35 @@ def _listened(sync: Connection) -> bool:
     """Whether anything listens to the statements the connection executes."""
     dispatch = sync.dispatch
     return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+
+def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> PreparedResult | None:
+    """Run ``statement`` (which :func:`_at_once` allows) on the loop's thread as
+    :mod:`store.sql.prepared` compiled it, in the connection's transaction (begun as
+    SQLAlchemy's own execution begins it); None when it is not prepared or something
+    listens to the engine's statements, for SQLAlchemy to execute it."""
+    sets = parameter_sets(parameters)
+    if sets is None or _listened(sync):
+        return None
+    prepared = prepare(sync.dialect, statement, sets)
+    if prepared is None:
+        return None
+    if not sync.in_transaction():
+        sync.begin()  # what SQLAlchemy's execution does first (its "begin" event included)
+    adapt = cast(_OneHopConnection, sync.connection.dbapi_connection)
+    many = len(sets) > 1
+    bound: Any = (
+        [prepared.bind(s) for s in sets] if many else prepared.bind(sets[0] if sets else {})
+    )
+    sql = prepared.sql
+    try:
+        try:
+            outcome = _run(adapt._connection._conn, sql, bound, many)
+        except Exception as error:
+            adapt._handle_exception(error)  # a closed connection: the DBAPI's own error
+    except sqlite3.Error as error:
+        raise sa_exc.DBAPIError.instance(sql, bound, error, sqlite3.Error) from error
+    return prepared.result(outcome[0], outcome[1], outcome[2])
 
 
 def rows_at_once(conn: AsyncConnection, sql: str, parameters: Sequence[Any]) -> list[Any] | None:

@@ -1,0 +1,195 @@
+"""Core statements the store runs again and again, compiled once and bound without
+SQLAlchemy's execution machinery.
+
+A turn runs about twenty short statements, nearly all of them built once (module
+constants and cached builders) and executed with new parameters each time. For each
+execution SQLAlchemy looks the statement up in its compiled cache (walking it to make
+the cache key), builds an execution context, runs every parameter through
+``construct_params`` and builds a cursor result with its metadata: on SQLite, where the
+driver's own call takes tens of microseconds, that was about two thirds of a
+statement's cost and a fifth of a turn.
+
+:func:`prepare` gives, for a statement object seen before and the names of its
+parameters, the statement compiled once for the dialect with what SQLAlchemy would do
+for each execution worked out in advance: the parameters' positional order, the bind
+processors of those that have one, the values the statement binds itself, and the keys
+and result processors of its rows. :meth:`Prepared.bind` and :meth:`Prepared.result`
+then do exactly that per execution: the same SQL, the same driver parameters and the
+same row values as SQLAlchemy's own execution, in a :class:`PreparedResult` (a
+SQLAlchemy ``Result`` of those rows).
+
+Only what can be worked out in advance is prepared; anything else gives None and the
+caller lets SQLAlchemy execute it: a statement seen for the first time (one built for a
+single call would only be compiled twice), parameters that expand (``IN`` lists) or
+are rendered as literals, Python-side column defaults, escaped parameter names,
+parameter sets of different keys, a multi-row ``INSERT`` that SQLAlchemy would batch,
+and statements with execution options of their own. Which connections may run a
+prepared statement, and how, is :mod:`store.sql.sqlite_driver`'s business.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+from weakref import WeakKeyDictionary
+
+from sqlalchemy.engine import Dialect, IteratorResult
+from sqlalchemy.engine.result import SimpleResultMetaData
+from sqlalchemy.sql.base import Executable
+
+__all__ = ["Prepared", "PreparedResult", "parameter_sets", "prepare"]
+
+Processor = Any
+"""A bind or result processor: one value in, one value out."""
+
+_UNSUPPORTED: Final = None
+
+
+class PreparedResult(IteratorResult[Any]):
+    """The rows of a prepared statement as a SQLAlchemy result (``all()``,
+    ``mappings()``, ``scalar_one_or_none()``...), with the driver's ``rowcount``."""
+
+    rowcount: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A statement compiled for one dialect and one set of parameter names."""
+
+    sql: str
+    binds: tuple[tuple[str, Processor | None, bool, Any], ...]
+    """Each positional parameter: its name, bind processor, whether the caller gives
+    it, and otherwise the (processed) value the statement binds itself."""
+    metadata: SimpleResultMetaData | None
+    """The keys of the statement's rows; None for a statement without rows."""
+    width: int
+    """How many columns its rows have."""
+    processors: tuple[tuple[int, Processor], ...]
+    """The result processor of each column that has one, by position."""
+
+    def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The driver's parameters for one parameter set, as SQLAlchemy binds them."""
+        out: list[Any] = []
+        for name, process, given, fixed in self.binds:
+            if given:
+                value = values[name]
+                out.append(value if process is None else process(value))
+            else:
+                out.append(fixed)
+        return tuple(out)
+
+    def result(self, description: Any, rows: Sequence[Any] | None, rowcount: int) -> PreparedResult:
+        """The result of an execution from the driver's description, rows and rowcount,
+        each value through its column's result processor."""
+        metadata = self.metadata
+        if metadata is None:
+            result = PreparedResult(SimpleResultMetaData(()), iter(()))
+        else:
+            if description is None or len(description) != self.width:
+                raise RuntimeError(  # pragma: no cover - a compiled SELECT names its columns
+                    f"the driver returned {0 if description is None else len(description)} "
+                    f"columns for {self.width} compiled ones"
+                )
+            found = rows or ()
+            if self.processors:
+                found = [self._processed(row) for row in found]
+            result = PreparedResult(metadata, iter(found))
+        result.rowcount = rowcount
+        return result
+
+    def _processed(self, row: Sequence[Any]) -> list[Any]:
+        values = list(row)
+        for index, process in self.processors:
+            values[index] = process(values[index])
+        return values
+
+
+_Key = tuple[Dialect, tuple[str, ...], bool]
+_PREPARED: WeakKeyDictionary[Executable, dict[_Key, Prepared | None]] = WeakKeyDictionary()
+"""What each statement object seen so far compiled to, by dialect, parameter names and
+whether it runs for many parameter sets (None: SQLAlchemy executes it)."""
+
+
+def parameter_sets(parameters: Any) -> list[Mapping[str, Any]] | None:
+    """The parameter sets of an ``execute`` call, as SQLAlchemy distills them (None when
+    they are of a shape left to SQLAlchemy)."""
+    if parameters is None:
+        return []
+    if isinstance(parameters, Mapping):
+        return [parameters]
+    if isinstance(parameters, list | tuple) and all(isinstance(p, Mapping) for p in parameters):
+        return list(parameters)
+    return None
+
+
+def prepare(
+    dialect: Dialect, statement: Executable, sets: Sequence[Mapping[str, Any]]
+) -> Prepared | None:
+    """``statement`` prepared for ``dialect`` and the names of ``sets`` (the parameter
+    sets of one execution), or None when SQLAlchemy should execute it (see the module)."""
+    entries = _PREPARED.get(statement)
+    if entries is None:
+        _PREPARED[statement] = {}  # seen once: prepared only when it comes back
+        return None
+    names = tuple(sorted(sets[0])) if sets else ()
+    many = len(sets) > 1
+    if many and any(len(s) != len(names) or any(n not in s for n in names) for s in sets):
+        return None
+    key = (dialect, names, many)
+    if key in entries:
+        return entries[key]
+    prepared = entries[key] = _compile(dialect, statement, names, many)
+    return prepared
+
+
+def _compile(
+    dialect: Dialect, statement: Executable, names: tuple[str, ...], many: bool
+) -> Prepared | None:
+    """Compile as SQLAlchemy compiles for execution (the parameter names as column keys),
+    and work out each execution's binding, or None if it cannot be done in advance."""
+    if statement.get_execution_options():
+        return _UNSUPPORTED
+    compiled: Any = statement.compile(  # type: ignore[attr-defined]
+        dialect=dialect, column_keys=list(names), for_executemany=many
+    )
+    if (
+        not compiled.positional
+        or compiled.escaped_bind_names
+        or compiled.literal_execute_params
+        or compiled.post_compile_params
+        or compiled.insert_prefetch
+        or compiled.update_prefetch
+        or compiled.schema_translate_map
+        or (many and compiled._insertmanyvalues is not None)
+        or (compiled._result_columns and not compiled._ordered_columns)
+        or compiled._textual_ordered_columns
+    ):
+        return _UNSUPPORTED
+    given = set(names)
+    processors = compiled._bind_processors
+    binds: list[tuple[str, Processor | None, bool, Any]] = []
+    for name in compiled.positiontup or ():
+        process = processors.get(name)
+        if name in given:
+            binds.append((name, process, True, None))
+            continue
+        bind = compiled.binds.get(name)
+        if bind is None or bind.required or bind.callable is not None:
+            return _UNSUPPORTED  # SQLAlchemy says what is missing
+        value = bind.value
+        binds.append((name, None, False, value if process is None else process(value)))
+    columns = compiled._result_columns
+    metadata: SimpleResultMetaData | None = None
+    result_processors: list[tuple[int, Processor]] = []
+    if columns:
+        keys = [column[0] for column in columns]
+        if len(set(keys)) != len(keys):
+            return _UNSUPPORTED  # SQLAlchemy's result says which duplicate is ambiguous
+        metadata = SimpleResultMetaData(keys)
+        for index, column in enumerate(columns):
+            # the processor SQLAlchemy's cursor result takes (SQLite describes no types)
+            process = column[3]._cached_result_processor(dialect, None)
+            if process is not None:
+                result_processors.append((index, process))
+    return Prepared(str(compiled), tuple(binds), metadata, len(columns), tuple(result_processors))
