@@ -334,6 +334,11 @@ class InlineAsyncConnection(AsyncConnection):
     instead: the same statement, events and result, without the switches. Anything
     else (a transaction to begin with ``BEGIN IMMEDIATE``, a streamed result, explicit
     execution options) takes SQLAlchemy's way.
+
+    Such a statement that the store runs again and again, when nothing listens to the
+    engine's statements, skips SQLAlchemy's execution too: it is compiled once and
+    bound as SQLAlchemy binds it (:mod:`store.sql.prepared`), then sent to the driver
+    here, its rows handed back as a SQLAlchemy result of the same values.
     """
 
     __slots__ = ()

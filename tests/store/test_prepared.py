@@ -83,7 +83,9 @@ async def _script(engine: AsyncEngine) -> tuple[list[Any], list[bool]]:
                 keep(one, one.rowcount)
                 many = await conn.execute(_INSERT, [_item(10 * round_ + n) for n in (2, 3, 4)])
                 keep(many, many.rowcount)
-                renamed = await conn.execute(_RENAME, {"item": 10 * round_ + 2, "new_name": f"x{round_}"})
+                renamed = await conn.execute(
+                    _RENAME, {"item": 10 * round_ + 2, "new_name": f"x{round_}"}
+                )
                 keep(renamed, renamed.rowcount)
             async with engine.connect() as conn:
                 rows = await conn.execute(_READ, {"low": 10 * round_})
