@@ -24,6 +24,9 @@ capability                  SQLite    PostgreSQL  used by
 ==========================  ========  ==========  ==============================
 
 .. [1] From SQLite 3.38, which always has ``json_each``.
+
+What the store compiles for one dialect (inserts, pages of history, prepared
+statements) is kept on the dialect itself (:func:`kept_on`), and goes with it.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Table
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -41,7 +44,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import StoreError
 
-__all__ = ["SUPPORTED", "Capabilities", "capabilities", "of"]
+__all__ = ["SUPPORTED", "Capabilities", "capabilities", "kept_on", "of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +161,21 @@ def capabilities(dialect: Dialect) -> Capabilities:
 def of(conn: AsyncConnection) -> Capabilities:
     """The capabilities of the database ``conn`` is connected to."""
     return capabilities(conn.dialect)
+
+
+_T = TypeVar("_T")
+
+
+def kept_on(dialect: Dialect, name: str, factory: Callable[[], _T]) -> _T:
+    """The cache ``name`` of what the store compiled for ``dialect`` (made by ``factory``
+    the first time), kept on the dialect itself so that it goes when the dialect goes.
+
+    Kept anywhere else, keyed by the dialect (even weakly), such a cache would keep
+    every dialect alive: what it holds (bind processors) refers back to the dialect,
+    and a store opened and closed again and again kept each one's dialect and caches,
+    about 80 kB a store."""
+    kept: dict[str, Any] = vars(dialect).setdefault("_chatledger_kept", {})
+    found = kept.get(name)
+    if found is None:
+        found = kept[name] = factory()
+    return found

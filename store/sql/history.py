@@ -39,7 +39,6 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Seque
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import String, bindparam, func, select, type_coerce
 from sqlalchemy.engine import Dialect
@@ -51,6 +50,7 @@ from store.errors import InvalidInput
 from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
+from store.sql.dialect import kept_on
 from store.sql.errors import translate_errors
 from store.sql.mapping import (
     COLUMN_INDEX,
@@ -189,13 +189,8 @@ class _DriverPage:
         return tuple(values[name] if name in values else self.fixed[name] for name in self.names)
 
 
-_DRIVER_PAGES: WeakKeyDictionary[Dialect, dict[tuple[bool, bool], _DriverPage]] = (
-    WeakKeyDictionary()
-)
-
-
 def _driver_page(dialect: Dialect, include_excluded: bool, bounded: bool) -> _DriverPage:
-    pages = _DRIVER_PAGES.setdefault(dialect, {})
+    pages: dict[tuple[bool, bool], _DriverPage] = kept_on(dialect, "history_pages", dict)
     page = pages.get((include_excluded, bounded))
     if page is None:
         compiled = _page_statement(include_excluded, bounded).compile(dialect=dialect)

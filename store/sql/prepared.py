@@ -38,6 +38,8 @@ from sqlalchemy.engine import Dialect, IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql.base import Executable
 
+from store.sql.dialect import kept_on
+
 __all__ = ["Prepared", "PreparedResult", "parameter_sets", "prepare"]
 
 Processor = Any
@@ -105,10 +107,10 @@ class Prepared:
         return values
 
 
-_Key = tuple[Dialect, tuple[str, ...], bool]
-_PREPARED: WeakKeyDictionary[Executable, dict[_Key, Prepared | None]] = WeakKeyDictionary()
-"""What each statement object seen so far compiled to, by dialect, parameter names and
-whether it runs for many parameter sets (None: SQLAlchemy executes it)."""
+_Key = tuple[tuple[str, ...], bool]
+_Seen = WeakKeyDictionary[Executable, dict[_Key, "Prepared | None"]]
+"""What each statement object seen so far compiled to for one dialect, by parameter
+names and whether it runs for many parameter sets (None: SQLAlchemy executes it)."""
 
 
 def parameter_sets(parameters: Any) -> list[Mapping[str, Any]] | None:
@@ -128,15 +130,16 @@ def prepare(
 ) -> Prepared | None:
     """``statement`` prepared for ``dialect`` and the names of ``sets`` (the parameter
     sets of one execution), or None when SQLAlchemy should execute it (see the module)."""
-    entries = _PREPARED.get(statement)
+    seen: _Seen = kept_on(dialect, "prepared", WeakKeyDictionary)
+    entries = seen.get(statement)
     if entries is None:
-        _PREPARED[statement] = {}  # seen once: prepared only when it comes back
+        seen[statement] = {}  # seen once: prepared only when it comes back
         return None
     names = tuple(sorted(sets[0])) if sets else ()
     many = len(sets) > 1
     if many and any(len(s) != len(names) or any(n not in s for n in names) for s in sets):
         return None
-    key = (dialect, names, many)
+    key = (names, many)
     if key in entries:
         return entries[key]
     prepared = entries[key] = _compile(dialect, statement, names, many)

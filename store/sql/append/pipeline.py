@@ -14,7 +14,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any, Final
-from weakref import WeakKeyDictionary
 
 from sqlalchemy import JSON, bindparam, insert
 from sqlalchemy.engine import Dialect
@@ -24,6 +23,7 @@ from sqlalchemy.types import TypeDecorator
 
 from store.errors import StoreError
 from store.sql import dialect
+from store.sql.dialect import kept_on
 from store.sql.schema import GROUPS, MESSAGES, UTCDateTime
 
 if TYPE_CHECKING:
@@ -215,13 +215,11 @@ GROUP_COLUMNS: Final = (
 )
 """The bound parameters of a new group's row, in the order of the compiled ``INSERT``."""
 
-_DRIVER_INSERTS: WeakKeyDictionary[Dialect, dict[str, DriverInsert]] = WeakKeyDictionary()
-
 
 def _driver_insert(
     dialect: Dialect, key: str, statement: Insert, columns: tuple[str, ...]
 ) -> DriverInsert:
-    compiled = _DRIVER_INSERTS.setdefault(dialect, {})
+    compiled: dict[str, DriverInsert] = kept_on(dialect, "driver_inserts", dict)
     found = compiled.get(key)
     if found is None:
         found = DriverInsert.compile(statement, columns, dialect)
