@@ -1,7 +1,7 @@
 """Core statements the store runs again and again, compiled once and bound without
 SQLAlchemy's execution machinery.
 
-A turn runs about twenty short statements, nearly all of them built once (module
+A turn runs a dozen or more short statements, nearly all of them built once (module
 constants and cached builders) and executed with new parameters each time. For each
 execution SQLAlchemy looks the statement up in its compiled cache (walking it to make
 the cache key), builds an execution context, runs every parameter through
@@ -19,8 +19,9 @@ same row values as SQLAlchemy's own execution, in a :class:`PreparedResult` (a
 SQLAlchemy ``Result`` of those rows).
 
 Only what can be worked out in advance is prepared; anything else gives None and the
-caller lets SQLAlchemy execute it: a statement seen for the first time (one built for a
-single call would only be compiled twice), parameters that expand (``IN`` lists) or
+caller lets SQLAlchemy execute it: a statement seen for the first time (one built anew
+for each call is found in SQLAlchemy's cache by its shape, where compiling it here at
+every call would cost more), parameters that expand (``IN`` lists) or
 are rendered as literals, Python-side column defaults, escaped parameter names,
 parameter sets of different keys, a multi-row ``INSERT`` that SQLAlchemy would batch,
 and statements with execution options of their own. Which connections may run a
