@@ -459,15 +459,21 @@ def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> Prepared
     bound: Any = (
         [prepared.bind(s) for s in sets] if many else prepared.bind(sets[0] if sets else {})
     )
-    sql = prepared.sql
+    outcome = _run_here(adapt, prepared.sql, bound, many)
+    return prepared.result(outcome[0], outcome[1], outcome[2])
+
+
+def _run_here(adapt: _OneHopConnection, sql: str, parameters: Any, many: bool) -> Outcome:
+    """Run a statement on the caller's thread, the driver's errors raised as SQLAlchemy
+    would raise them (:class:`sqlalchemy.exc.DBAPIError`), for the store to translate."""
     try:
         try:
-            outcome = _run(adapt._connection._conn, sql, bound, many)
+            return _run(adapt._connection._conn, sql, parameters, many)
         except Exception as error:
             adapt._handle_exception(error)  # a closed connection: the DBAPI's own error
+            raise  # pragma: no cover - _handle_exception always raises
     except sqlite3.Error as error:
-        raise sa_exc.DBAPIError.instance(sql, bound, error, sqlite3.Error) from error
-    return prepared.result(outcome[0], outcome[1], outcome[2])
+        raise sa_exc.DBAPIError.instance(sql, parameters, error, sqlite3.Error) from error
 
 
 def rows_at_once(conn: AsyncConnection, sql: str, parameters: Sequence[Any]) -> list[Any] | None:
@@ -486,11 +492,4 @@ def rows_at_once(conn: AsyncConnection, sql: str, parameters: Sequence[Any]) -> 
     adapt = _free_short(sync)
     if adapt is None:
         return None
-    try:
-        try:
-            outcome = _run(adapt._connection._conn, sql, parameters, False)
-        except Exception as error:
-            adapt._handle_exception(error)  # a closed connection: the DBAPI's own error
-    except sqlite3.Error as error:
-        raise sa_exc.DBAPIError.instance(sql, parameters, error, sqlite3.Error) from error
-    return outcome[1] or []
+    return _run_here(adapt, sql, parameters, False)[1] or []

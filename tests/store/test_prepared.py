@@ -3,6 +3,7 @@ execution machinery, and SQLAlchemy's own way for whatever cannot be prepared.""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -118,49 +119,44 @@ async def test_prepared_statements_answer_as_sqlalchemy_does(tmp_path: Path) -> 
         await stock.dispose()
 
 
-async def test_a_missing_parameter_is_sqlalchemys_error(tmp_path: Path) -> None:
-    engine = create_engine(f"sqlite:///{tmp_path}/missing.db")
+@pytest.fixture
+async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
+    """The store's SQLite engine, with the table created."""
+    made = create_engine(f"sqlite:///{tmp_path}/items.db")
     try:
-        async with engine.begin() as conn:
+        async with made.begin() as conn:
             await conn.run_sync(_TABLE.metadata.create_all)
-        with short_statements():
-            async with engine.connect() as conn:
-                await conn.execute(_READ, {"low": 0})
-                with pytest.raises(StatementError, match="low"):
-                    await conn.execute(_READ, {})
+        yield made
     finally:
-        await engine.dispose()
+        await made.dispose()
 
 
-async def test_a_driver_error_is_raised_as_sqlalchemy_raises_it(tmp_path: Path) -> None:
-    engine = create_engine(f"sqlite:///{tmp_path}/unique.db")
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_TABLE.metadata.create_all)
-        with short_statements():
-            async with write_connection(engine) as conn:
-                await conn.execute(_INSERT, _item(1))
-                with pytest.raises(IntegrityError):
-                    await conn.execute(_INSERT, {**_item(2), "name": "item 1"})
-    finally:
-        await engine.dispose()
+async def test_a_missing_parameter_is_sqlalchemys_error(engine: AsyncEngine) -> None:
+    with short_statements():
+        async with engine.connect() as conn:
+            await conn.execute(_READ, {"low": 0})
+            with pytest.raises(StatementError, match="low"):
+                await conn.execute(_READ, {})
 
 
-async def test_a_listened_engine_sees_every_statement(tmp_path: Path) -> None:
+async def test_a_driver_error_is_raised_as_sqlalchemy_raises_it(engine: AsyncEngine) -> None:
+    with short_statements():
+        async with write_connection(engine) as conn:
+            await conn.execute(_INSERT, _item(1))
+            await conn.execute(_INSERT, _item(2))  # prepared: seen before
+            with pytest.raises(IntegrityError):
+                await conn.execute(_INSERT, {**_item(3), "name": "item 1"})
+
+
+async def test_a_listened_engine_sees_every_statement(engine: AsyncEngine) -> None:
     """With a listener on the engine's statements nothing is prepared: it sees them all."""
-    engine = create_engine(f"sqlite:///{tmp_path}/listened.db")
     seen: list[str] = []
-    try:
-        async with engine.begin() as conn:
-            await conn.run_sync(_TABLE.metadata.create_all)
-        event.listen(
-            engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2].split()[0])
-        )
-        with short_statements():
-            async with engine.connect() as conn:
-                for _ in range(3):
-                    result = await conn.execute(_READ, {"low": 0})
-                    assert not isinstance(result, PreparedResult)
-        assert seen.count("SELECT") == 3
-    finally:
-        await engine.dispose()
+    event.listen(
+        engine.sync_engine, "before_cursor_execute", lambda *a: seen.append(a[2].split()[0])
+    )
+    with short_statements():
+        async with engine.connect() as conn:
+            for _ in range(3):
+                result = await conn.execute(_READ, {"low": 0})
+                assert not isinstance(result, PreparedResult)
+    assert seen.count("SELECT") == 3
