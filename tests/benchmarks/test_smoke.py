@@ -116,9 +116,10 @@ async def test_missing_peer_is_skipped_with_its_reason(monkeypatch: pytest.Monke
 
 
 def test_smoke_run_writes_a_well_formed_report(tmp_path: Path) -> None:
-    out = tmp_path / "results"
+    out, work = tmp_path / "results", tmp_path / "work"
+    work.mkdir()  # the databases of many sessions are built here, not in the shared cache
     done = subprocess.run(
-        [sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out)],
+        [sys.executable, "-m", "benchmarks", "--smoke", "--out", str(out), "--work-dir", str(work)],
         cwd=REPO,
         capture_output=True,
         text=True,
