@@ -48,6 +48,9 @@ Processor = Any
 
 _UNSUPPORTED: Final = None
 
+_NO_ROWS: Final = SimpleResultMetaData(())
+"""The keys of a statement without rows (an ``INSERT``, ``UPDATE`` or ``DELETE``)."""
+
 
 class PreparedResult(IteratorResult[Any]):
     """The rows of a prepared statement as a SQLAlchemy result (``all()``,
@@ -66,8 +69,6 @@ class Prepared:
     it, and otherwise the (processed) value the statement binds itself."""
     metadata: SimpleResultMetaData | None
     """The keys of the statement's rows; None for a statement without rows."""
-    width: int
-    """How many columns its rows have."""
     processors: tuple[tuple[int, Processor], ...]
     """The result processor of each column that has one, by position."""
 
@@ -87,12 +88,13 @@ class Prepared:
         each value through its column's result processor."""
         metadata = self.metadata
         if metadata is None:
-            result = PreparedResult(SimpleResultMetaData(()), iter(()))
+            result = PreparedResult(_NO_ROWS, iter(()))
         else:
-            if description is None or len(description) != self.width:
+            width = len(metadata.keys)
+            if description is None or len(description) != width:
                 raise RuntimeError(  # pragma: no cover - a compiled SELECT names its columns
                     f"the driver returned {0 if description is None else len(description)} "
-                    f"columns for {self.width} compiled ones"
+                    f"columns for {width} compiled ones"
                 )
             found = rows or ()
             if self.processors:
@@ -196,4 +198,4 @@ def _compile(
             process = column[3]._cached_result_processor(dialect, None)
             if process is not None:
                 result_processors.append((index, process))
-    return Prepared(str(compiled), tuple(binds), metadata, len(columns), tuple(result_processors))
+    return Prepared(str(compiled), tuple(binds), metadata, tuple(result_processors))
