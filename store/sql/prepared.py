@@ -25,23 +25,28 @@ every call would cost more), parameters that expand (``IN`` lists) or
 are rendered as literals, Python-side column defaults, escaped parameter names,
 parameter sets of different keys, a multi-row ``INSERT`` that SQLAlchemy would batch,
 and statements with execution options of their own. Which connections may run a
-prepared statement, and how, is :mod:`store.sql.sqlite_driver`'s business.
+prepared statement, and how, is the business of the driver modules
+(:mod:`store.sql.sqlite_driver`, :mod:`store.sql.asyncpg_driver`).
+
+A driver that describes the type of each column it returns (asyncpg, by type oid) has
+the result processors chosen by that type, as SQLAlchemy's cursor result chooses them
+(:meth:`Prepared.typed_processors`); SQLite describes none, and they are chosen once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 from weakref import WeakKeyDictionary
 
-from sqlalchemy.engine import Dialect, IteratorResult
+from sqlalchemy.engine import Connection, Dialect, IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
 from sqlalchemy.sql.base import Executable
 
 from store.sql.dialect import kept_on
 
-__all__ = ["Prepared", "PreparedResult", "parameter_sets", "prepare"]
+__all__ = ["Prepared", "PreparedResult", "listened", "parameter_sets", "prepare"]
 
 Processor = Any
 """A bind or result processor: one value in, one value out."""
@@ -70,7 +75,13 @@ class Prepared:
     metadata: SimpleResultMetaData | None
     """The keys of the statement's rows; None for a statement without rows."""
     processors: tuple[tuple[int, Processor], ...]
-    """The result processor of each column that has one, by position."""
+    """The result processor of each column that has one, by position (for a driver
+    that describes no column types; see :meth:`typed_processors`)."""
+    types: tuple[Any, ...] = ()
+    """The SQLAlchemy type of each result column."""
+    _typed: dict[tuple[Any, ...], tuple[tuple[int, Processor], ...]] = field(
+        default_factory=dict, compare=False
+    )
 
     def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The driver's parameters for one parameter set, as SQLAlchemy binds them."""
@@ -83,9 +94,30 @@ class Prepared:
                 out.append(fixed)
         return tuple(out)
 
-    def result(self, description: Any, rows: Sequence[Any] | None, rowcount: int) -> PreparedResult:
+    def typed_processors(
+        self, dialect: Dialect, coltypes: tuple[Any, ...]
+    ) -> tuple[tuple[int, Processor], ...]:
+        """The result processors for columns the driver describes as ``coltypes``
+        (its type code of each), as SQLAlchemy's cursor result chooses them."""
+        found = self._typed.get(coltypes)
+        if found is None:
+            found = self._typed[coltypes] = tuple(
+                (index, process)
+                for index, (type_, coltype) in enumerate(zip(self.types, coltypes, strict=True))
+                if (process := type_._cached_result_processor(dialect, coltype)) is not None
+            )
+        return found
+
+    def result(
+        self,
+        description: Any,
+        rows: Sequence[Any] | None,
+        rowcount: int,
+        processors: tuple[tuple[int, Processor], ...] | None = None,
+    ) -> PreparedResult:
         """The result of an execution from the driver's description, rows and rowcount,
-        each value through its column's result processor."""
+        each value through its column's result processor (``processors``, when the
+        driver's description chose them, else :attr:`processors`)."""
         metadata = self.metadata
         if metadata is None:
             result = PreparedResult(_NO_ROWS, iter(()))
@@ -97,17 +129,26 @@ class Prepared:
                     f"columns for {width} compiled ones"
                 )
             found = rows or ()
-            if self.processors:
-                found = [self._processed(row) for row in found]
+            chosen = self.processors if processors is None else processors
+            if chosen:
+                found = [_processed(row, chosen) for row in found]
             result = PreparedResult(metadata, iter(found))
         result.rowcount = rowcount
         return result
 
-    def _processed(self, row: Sequence[Any]) -> list[Any]:
-        values = list(row)
-        for index, process in self.processors:
-            values[index] = process(values[index])
-        return values
+
+def _processed(row: Sequence[Any], processors: tuple[tuple[int, Processor], ...]) -> list[Any]:
+    values = list(row)
+    for index, process in processors:
+        values[index] = process(values[index])
+    return values
+
+
+def listened(sync: Connection) -> bool:
+    """Whether anything listens to the statements the connection executes (a prepared
+    statement would skip the listeners: SQLAlchemy executes it then)."""
+    dispatch = sync.dispatch
+    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
 
 _Key = tuple[tuple[str, ...], bool]
@@ -129,10 +170,16 @@ def parameter_sets(parameters: Any) -> list[Mapping[str, Any]] | None:
 
 
 def prepare(
-    dialect: Dialect, statement: Executable, sets: Sequence[Mapping[str, Any]]
+    dialect: Dialect,
+    statement: Executable,
+    sets: Sequence[Mapping[str, Any]],
+    *,
+    typed: bool = False,
 ) -> Prepared | None:
     """``statement`` prepared for ``dialect`` and the names of ``sets`` (the parameter
-    sets of one execution), or None when SQLAlchemy should execute it (see the module)."""
+    sets of one execution), or None when SQLAlchemy should execute it (see the module).
+    ``typed``: the driver describes its columns' types, and the result processors are
+    chosen by them (:meth:`Prepared.typed_processors`)."""
     seen: _Seen = kept_on(dialect, "prepared", WeakKeyDictionary)
     entries = seen.get(statement)
     if entries is None:
@@ -145,12 +192,12 @@ def prepare(
     key = (names, many)
     if key in entries:
         return entries[key]
-    prepared = entries[key] = _compile(dialect, statement, names, many)
+    prepared = entries[key] = _compile(dialect, statement, names, many, typed)
     return prepared
 
 
 def _compile(
-    dialect: Dialect, statement: Executable, names: tuple[str, ...], many: bool
+    dialect: Dialect, statement: Executable, names: tuple[str, ...], many: bool, typed: bool
 ) -> Prepared | None:
     """Compile as SQLAlchemy compiles for execution (the parameter names as column keys),
     and work out each execution's binding, or None if it cannot be done in advance."""
@@ -193,9 +240,11 @@ def _compile(
         if len(set(keys)) != len(keys):
             return _UNSUPPORTED  # SQLAlchemy's result says which duplicate is ambiguous
         metadata = SimpleResultMetaData(keys)
-        for index, column in enumerate(columns):
-            # the processor SQLAlchemy's cursor result takes (SQLite describes no types)
-            process = column[3]._cached_result_processor(dialect, None)
-            if process is not None:
-                result_processors.append((index, process))
-    return Prepared(str(compiled), tuple(binds), metadata, tuple(result_processors))
+        if not typed:  # else chosen by the types the driver describes, at execution
+            for index, column in enumerate(columns):
+                # the processor SQLAlchemy's cursor result takes (SQLite describes no types)
+                process = column[3]._cached_result_processor(dialect, None)
+                if process is not None:
+                    result_processors.append((index, process))
+    types = tuple(column[3] for column in columns or ())
+    return Prepared(str(compiled), tuple(binds), metadata, tuple(result_processors), types)

@@ -68,7 +68,7 @@ from sqlalchemy.sql.base import Executable
 from sqlalchemy.util import EMPTY_DICT
 from sqlalchemy.util.concurrency import await_, in_greenlet
 
-from store.sql.prepared import PreparedResult, parameter_sets, prepare
+from store.sql.prepared import PreparedResult, listened, parameter_sets, prepare
 
 __all__ = [
     "INLINE_ROWS",
@@ -435,19 +435,13 @@ def _at_once(sync: Connection, statement: Any, parameters: Any) -> bool:
     return False
 
 
-def _listened(sync: Connection) -> bool:
-    """Whether anything listens to the statements the connection executes."""
-    dispatch = sync.dispatch
-    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
-
-
 def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> PreparedResult | None:
     """Run ``statement`` (which :func:`_at_once` allows) on the loop's thread as
     :mod:`store.sql.prepared` compiled it, in the connection's transaction (begun as
     SQLAlchemy's own execution begins it); None when it is not prepared or something
     listens to the engine's statements, for SQLAlchemy to execute it."""
     sets = parameter_sets(parameters)
-    if sets is None or _listened(sync):
+    if sets is None or listened(sync):
         return None
     prepared = prepare(sync.dialect, statement, sets)
     if prepared is None:
@@ -487,7 +481,7 @@ def rows_at_once(conn: AsyncConnection, sql: str, parameters: Sequence[Any]) -> 
     caller maps the tuples itself. The driver's errors are raised as SQLAlchemy would
     raise them (:class:`sqlalchemy.exc.DBAPIError`), for the store to translate."""
     sync = conn.sync_connection
-    if sync is None or not sync.in_transaction() or _listened(sync):
+    if sync is None or not sync.in_transaction() or listened(sync):
         return None
     adapt = _free_short(sync)
     if adapt is None:
