@@ -35,6 +35,7 @@ from sqlalchemy.util.concurrency import await_
 
 from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql import dialect
+from store.sql.asyncpg_driver import PreparedAsyncEngine
 from store.sql.sqlite_driver import WRITE_OPTION, InlineAsyncEngine, OneHopAiosqliteDBAPI
 
 __all__ = [
@@ -178,6 +179,8 @@ def create_engine(
     engine = create_async_engine(parsed, connect_args=connect_args, **options)
     if "module" in options:  # connections that skip the greenlet where they can
         engine = InlineAsyncEngine(engine.sync_engine)
+    elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "asyncpg":
+        engine = PreparedAsyncEngine(engine.sync_engine)  # see store.sql.asyncpg_driver
     if sqlite:
         configure_sqlite(engine, wait_ms)
     return engine

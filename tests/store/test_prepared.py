@@ -1,9 +1,10 @@
 """Statements compiled once and bound in advance: SQLAlchemy's answers, without its
-execution machinery, and SQLAlchemy's own way for whatever cannot be prepared."""
+execution machinery, and SQLAlchemy's own way for whatever cannot be prepared (on
+SQLite, on the loop's thread; on PostgreSQL, on asyncpg directly)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from sqlalchemy import (
     JSON,
     Boolean,
     Column,
+    Float,
     Integer,
     MetaData,
     String,
@@ -21,15 +23,17 @@ from sqlalchemy import (
     event,
     insert,
     select,
+    text,
     update,
 )
-from sqlalchemy.exc import IntegrityError, StatementError
+from sqlalchemy.exc import DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from store.sql.engine import create_engine, write_connection
+from store.sql.engine import create_engine, normalize_url, write_connection
 from store.sql.prepared import PreparedResult
 from store.sql.schema import UTCDateTime
 from store.sql.sqlite_driver import short_statements
+from tests.conftest import PgServer, _unique_name
 
 _TABLE = Table(
     "prepared_items",
@@ -39,6 +43,7 @@ _TABLE = Table(
     Column("flag", Boolean),
     Column("at", UTCDateTime()),
     Column("data", JSON),
+    Column("ratio", Float),
 )
 
 _INSERT = insert(_TABLE)
@@ -48,7 +53,12 @@ _RENAME = (
     .values(name=bindparam("new_name"), flag=True)
 )
 _READ = select(
-    _TABLE.c.id, _TABLE.c.name.label("label"), _TABLE.c.flag, _TABLE.c.at, _TABLE.c.data
+    _TABLE.c.id,
+    _TABLE.c.name.label("label"),
+    _TABLE.c.flag,
+    _TABLE.c.at,
+    _TABLE.c.data,
+    _TABLE.c.ratio,
 ).where(_TABLE.c.id >= bindparam("low"))
 _AMONG = select(_TABLE.c.id).where(_TABLE.c.id.in_(bindparam("ids", expanding=True)))
 
@@ -62,6 +72,7 @@ def _item(number: int) -> dict[str, Any]:
         "flag": number % 2 == 0,
         "at": _AT,
         "data": {"n": number, "list": [1, "two", None]},
+        "ratio": number / 4,
     }
 
 
@@ -100,29 +111,50 @@ async def _script(engine: AsyncEngine) -> tuple[list[Any], list[bool]]:
     return seen, prepared
 
 
-async def test_prepared_statements_answer_as_sqlalchemy_does(tmp_path: Path) -> None:
+@pytest.fixture
+def urls(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[str]]:
+    """Two empty databases of the backend under test (throwaway ones on PostgreSQL)."""
+    if backend == "sqlite":
+        yield [f"sqlite:///{tmp_path}/ours.db", f"sqlite:///{tmp_path}/stock.db"]
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    names = [_unique_name("chatledger_e") for _ in range(2)]
+    try:
+        yield [server.create(name) for name in names]
+    finally:
+        for name in names:
+            server.drop_later(name)
+
+
+# insert one, insert many, rename, read, read again (twice), an IN list; twice each.
+# SQLite and asyncpg prepare the same shapes: an expanding IN list never, the rest from
+# its second run on (the first three statements of the first round each run once)
+_PREPARED = [False, True, False, False, True, True, False] + [True] * 6 + [False]
+
+
+async def test_prepared_statements_answer_as_sqlalchemy_does(urls: list[str]) -> None:
     """A statement is prepared from its second run on (an expanding IN list never),
     and every answer equals SQLAlchemy's own, typed columns processed alike."""
-    ours = create_engine(f"sqlite:///{tmp_path}/ours.db")
-    stock = create_async_engine(f"sqlite+aiosqlite:///{tmp_path}/stock.db")
+    ours = create_engine(urls[0])
+    stock = create_async_engine(normalize_url(urls[1]))
     try:
         seen, prepared = await _script(ours)
         expected, _ = await _script(stock)
         assert seen == expected
-        # insert one, insert many, rename, read, read again (twice), an IN list
-        assert prepared == [False, True, False, False, True, True, False] + [True] * 6 + [False]
+        assert prepared == _PREPARED
         at = seen[3][1][0][3]
         assert at == _AT and at.tzinfo is UTC  # UTCDateTime's result processor ran
         assert seen[4][0]["data"] == {"n": 1, "list": [1, "two", None]}
+        assert seen[4][0]["ratio"] == 0.25 and type(seen[4][0]["ratio"]) is float
     finally:
         await ours.dispose()
         await stock.dispose()
 
 
 @pytest.fixture
-async def engine(tmp_path: Path) -> AsyncIterator[AsyncEngine]:
-    """The store's SQLite engine, with the table created."""
-    made = create_engine(f"sqlite:///{tmp_path}/items.db")
+async def engine(urls: list[str]) -> AsyncIterator[AsyncEngine]:
+    """The store's engine for the backend under test, with the table created."""
+    made = create_engine(urls[0])
     try:
         async with made.begin() as conn:
             await conn.run_sync(_TABLE.metadata.create_all)
@@ -160,3 +192,22 @@ async def test_a_listened_engine_sees_every_statement(engine: AsyncEngine) -> No
                 result = await conn.execute(_READ, {"low": 0})
                 assert not isinstance(result, PreparedResult)
     assert seen.count("SELECT") == 3
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("backend", ["postgres"], indirect=True)
+async def test_a_lost_connection_is_invalidated_as_sqlalchemy_does(engine: AsyncEngine) -> None:
+    """The server ends the connection under a prepared statement: the error is
+    SQLAlchemy's, saying the connection was invalidated, and the pool gives a working
+    connection afterwards."""
+    async with engine.connect() as conn:
+        await conn.execute(_READ, {"low": 0})
+        assert isinstance(await conn.execute(_READ, {"low": 0}), PreparedResult)
+        pid = (await conn.execute(text("SELECT pg_backend_pid()"))).scalar_one()
+        async with engine.connect() as other:
+            await other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        with pytest.raises(DBAPIError) as raised:
+            await conn.execute(_READ, {"low": 0})
+        assert raised.value.connection_invalidated
+    async with engine.connect() as conn:
+        assert (await conn.execute(_READ, {"low": 0})).all() == []
