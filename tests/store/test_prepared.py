@@ -126,9 +126,9 @@ def urls(backend: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterat
             server.drop_later(name)
 
 
-# insert one, insert many, rename, read, read again (twice), an IN list; twice each.
-# SQLite and asyncpg prepare the same shapes: an expanding IN list never, the rest from
-# its second run on (the first three statements of the first round each run once)
+# insert one, insert many, rename, read, read again (twice), an IN list; two rounds.
+# SQLite and asyncpg prepare the same: a statement object from its second run on (the
+# insert of many rows is the insert of one, run again), an expanding IN list never
 _PREPARED = [False, True, False, False, True, True, False] + [True] * 6 + [False]
 
 
