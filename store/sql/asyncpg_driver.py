@@ -26,12 +26,18 @@ import re
 from typing import Any, cast
 
 from sqlalchemy import CompoundSelect, Delete, Insert, Select, Update
-from sqlalchemy.engine import Connection, CursorResult, Engine
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.util.concurrency import greenlet_spawn
 
-from store.sql.prepared import PreparedResult, listened, parameter_sets, prepare
+from store.sql.prepared import (
+    PreparedEngine,
+    PreparedResult,
+    listened,
+    parameter_sets,
+    prepare,
+)
 
 __all__ = ["PreparedAsyncConnection", "PreparedAsyncEngine"]
 
@@ -73,22 +79,13 @@ class PreparedAsyncConnection(AsyncConnection):
         return result
 
 
-class PreparedAsyncEngine(AsyncEngine):
+class PreparedAsyncEngine(PreparedEngine):
     """An :class:`~sqlalchemy.ext.asyncio.AsyncEngine` making
     :class:`PreparedAsyncConnection` connections (its views with other execution options
     too)."""
 
     __slots__ = ()
     _connection_cls = PreparedAsyncConnection
-
-    def execution_options(self, **opt: Any) -> AsyncEngine:
-        return PreparedAsyncEngine(self.sync_engine.execution_options(**opt))
-
-    @classmethod
-    def _regenerate_proxy_for_target(
-        cls, target: Engine, **additional_kw: Any
-    ) -> PreparedAsyncEngine:
-        return PreparedAsyncEngine(target)
 
 
 def _adapter(sync: Connection) -> Any:

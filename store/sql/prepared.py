@@ -37,16 +37,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Self
 from weakref import WeakKeyDictionary
 
-from sqlalchemy.engine import Connection, Dialect, IteratorResult
+from sqlalchemy.engine import Connection, Dialect, Engine, IteratorResult
 from sqlalchemy.engine.result import SimpleResultMetaData
+from sqlalchemy.ext.asyncio import AsyncEngine
 from sqlalchemy.sql.base import Executable
 
 from store.sql.dialect import kept_on
 
-__all__ = ["Prepared", "PreparedResult", "listened", "parameter_sets", "prepare"]
+__all__ = [
+    "Prepared",
+    "PreparedEngine",
+    "PreparedResult",
+    "listened",
+    "parameter_sets",
+    "prepare",
+]
 
 Processor = Any
 """A bind or result processor: one value in, one value out."""
@@ -55,6 +63,21 @@ _UNSUPPORTED: Final = None
 
 _NO_ROWS: Final = SimpleResultMetaData(())
 """The keys of a statement without rows (an ``INSERT``, ``UPDATE`` or ``DELETE``)."""
+
+
+class PreparedEngine(AsyncEngine):
+    """An :class:`~sqlalchemy.ext.asyncio.AsyncEngine` whose connections, its views with
+    other execution options too, are of its class's ``_connection_cls``: a driver
+    module's connection that runs prepared statements."""
+
+    __slots__ = ()
+
+    def execution_options(self, **opt: Any) -> AsyncEngine:
+        return type(self)(self.sync_engine.execution_options(**opt))
+
+    @classmethod
+    def _regenerate_proxy_for_target(cls, target: Engine, **additional_kw: Any) -> Self:
+        return cls(target)
 
 
 class PreparedResult(IteratorResult[Any]):

@@ -61,14 +61,20 @@ from sqlalchemy.dialects.sqlite.aiosqlite import (
     AsyncAdapt_aiosqlite_cursor,
     AsyncAdapt_aiosqlite_dbapi,
 )
-from sqlalchemy.engine import Connection, CursorResult, Engine
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.engine import Connection, CursorResult
+from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.pool import QueuePool
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.util import EMPTY_DICT
 from sqlalchemy.util.concurrency import await_, in_greenlet
 
-from store.sql.prepared import PreparedResult, listened, parameter_sets, prepare
+from store.sql.prepared import (
+    PreparedEngine,
+    PreparedResult,
+    listened,
+    parameter_sets,
+    prepare,
+)
 
 __all__ = [
     "INLINE_ROWS",
@@ -385,22 +391,13 @@ class InlineAsyncConnection(AsyncConnection):
         return True
 
 
-class InlineAsyncEngine(AsyncEngine):
+class InlineAsyncEngine(PreparedEngine):
     """An :class:`~sqlalchemy.ext.asyncio.AsyncEngine` making
     :class:`InlineAsyncConnection` connections (its views with other execution options
     too)."""
 
     __slots__ = ()
     _connection_cls = InlineAsyncConnection
-
-    def execution_options(self, **opt: Any) -> AsyncEngine:
-        return InlineAsyncEngine(self.sync_engine.execution_options(**opt))
-
-    @classmethod
-    def _regenerate_proxy_for_target(
-        cls, target: Engine, **additional_kw: Any
-    ) -> InlineAsyncEngine:
-        return InlineAsyncEngine(target)
 
 
 _READ_STATEMENTS = (Select, CompoundSelect)
