@@ -114,7 +114,7 @@ async def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> Pr
     adapt = _adapter(sync)
     if adapt is None:
         return None
-    prepared = prepare(sync.dialect, statement, sets, typed=True)
+    prepared = prepare(sync.dialect, statement, sets)
     if prepared is None:
         return None
     if not sync.in_transaction():
@@ -133,7 +133,7 @@ async def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> Pr
             if many:
                 await adapt._check_type_cache_invalidation(invalidated_at)
                 await adapt._connection.executemany(sql, bound)
-                return prepared.result(None, None, -1)
+                return prepared.result(sync.dialect, None, None, -1)
             statement_, attributes = await adapt._prepare(sql, invalidated_at)
             rows = await statement_.fetch(*bound)
             status = statement_.get_statusmsg()
@@ -142,11 +142,8 @@ async def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> Pr
         raise  # pragma: no cover - _raise_as_sqlalchemy always raises
     found = _STATUS.match(status or "")
     rowcount = int(found.group(1)) if found else -1
-    if prepared.metadata is None:
-        return prepared.result(None, None, rowcount)
-    coltypes = tuple(attribute.type.oid for attribute in attributes)
-    processors = prepared.typed_processors(sync.dialect, coltypes)
-    return prepared.result(attributes, rows, rowcount, processors)
+    coltypes = tuple(attribute.type.oid for attribute in attributes) if attributes else None
+    return prepared.result(sync.dialect, coltypes, rows, rowcount)
 
 
 def _raise_as_sqlalchemy(

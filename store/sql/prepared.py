@@ -28,9 +28,10 @@ and statements with execution options of their own. Which connections may run a
 prepared statement, and how, is the business of the driver modules
 (:mod:`store.sql.sqlite_driver`, :mod:`store.sql.asyncpg_driver`).
 
-A driver that describes the type of each column it returns (asyncpg, by type oid) has
-the result processors chosen by that type, as SQLAlchemy's cursor result chooses them
-(:meth:`Prepared.typed_processors`); SQLite describes none, and they are chosen once.
+The result processors are chosen by the type code the driver gives each column, as
+SQLAlchemy's cursor result chooses them: asyncpg describes a column by its type's oid
+(PostgreSQL's ``Float`` needs it), SQLite by None. They are chosen once for each set of
+type codes a statement returns.
 """
 
 from __future__ import annotations
@@ -97,14 +98,13 @@ class Prepared:
     it, and otherwise the (processed) value the statement binds itself."""
     metadata: SimpleResultMetaData | None
     """The keys of the statement's rows; None for a statement without rows."""
-    processors: tuple[tuple[int, Processor], ...]
-    """The result processor of each column that has one, by position (for a driver
-    that describes no column types; see :meth:`typed_processors`)."""
-    types: tuple[Any, ...] = ()
+    types: tuple[Any, ...]
     """The SQLAlchemy type of each result column."""
-    _typed: dict[tuple[Any, ...], tuple[tuple[int, Processor], ...]] = field(
+    _processors: dict[tuple[Any, ...], tuple[tuple[int, Processor], ...]] = field(
         default_factory=dict, compare=False
     )
+    """The result processor of each column that has one, by position, for each set of
+    type codes the driver gave the columns."""
 
     def bind(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
         """The driver's parameters for one parameter set, as SQLAlchemy binds them."""
@@ -117,44 +117,36 @@ class Prepared:
                 out.append(fixed)
         return tuple(out)
 
-    def typed_processors(
-        self, dialect: Dialect, coltypes: tuple[Any, ...]
-    ) -> tuple[tuple[int, Processor], ...]:
-        """The result processors for columns the driver describes as ``coltypes``
-        (its type code of each), as SQLAlchemy's cursor result chooses them."""
-        found = self._typed.get(coltypes)
-        if found is None:
-            found = self._typed[coltypes] = tuple(
-                (index, process)
-                for index, (type_, coltype) in enumerate(zip(self.types, coltypes, strict=True))
-                if (process := type_._cached_result_processor(dialect, coltype)) is not None
-            )
-        return found
-
     def result(
         self,
-        description: Any,
+        dialect: Dialect,
+        coltypes: tuple[Any, ...] | None,
         rows: Sequence[Any] | None,
         rowcount: int,
-        processors: tuple[tuple[int, Processor], ...] | None = None,
     ) -> PreparedResult:
-        """The result of an execution from the driver's description, rows and rowcount,
-        each value through its column's result processor (``processors``, when the
-        driver's description chose them, else :attr:`processors`)."""
+        """The result of an execution from the driver's type code of each column (None
+        without a description), rows and rowcount, each value through the result
+        processor SQLAlchemy's cursor result chooses for its column and type code."""
         metadata = self.metadata
         if metadata is None:
             result = PreparedResult(_NO_ROWS, iter(()))
         else:
             width = len(metadata.keys)
-            if description is None or len(description) != width:
+            if coltypes is None or len(coltypes) != width:
                 raise RuntimeError(  # pragma: no cover - a compiled SELECT names its columns
-                    f"the driver returned {0 if description is None else len(description)} "
+                    f"the driver returned {0 if coltypes is None else len(coltypes)} "
                     f"columns for {width} compiled ones"
                 )
             found = rows or ()
-            chosen = self.processors if processors is None else processors
-            if chosen:
-                found = [_processed(row, chosen) for row in found]
+            processors = self._processors.get(coltypes)
+            if processors is None:
+                processors = self._processors[coltypes] = tuple(
+                    (index, process)
+                    for index, (type_, code) in enumerate(zip(self.types, coltypes, strict=True))
+                    if (process := type_._cached_result_processor(dialect, code)) is not None
+                )
+            if processors:
+                found = [_processed(row, processors) for row in found]
             result = PreparedResult(metadata, iter(found))
         result.rowcount = rowcount
         return result
@@ -193,16 +185,10 @@ def parameter_sets(parameters: Any) -> list[Mapping[str, Any]] | None:
 
 
 def prepare(
-    dialect: Dialect,
-    statement: Executable,
-    sets: Sequence[Mapping[str, Any]],
-    *,
-    typed: bool = False,
+    dialect: Dialect, statement: Executable, sets: Sequence[Mapping[str, Any]]
 ) -> Prepared | None:
     """``statement`` prepared for ``dialect`` and the names of ``sets`` (the parameter
-    sets of one execution), or None when SQLAlchemy should execute it (see the module).
-    ``typed``: the driver describes its columns' types, and the result processors are
-    chosen by them (:meth:`Prepared.typed_processors`)."""
+    sets of one execution), or None when SQLAlchemy should execute it (see the module)."""
     seen: _Seen = kept_on(dialect, "prepared", WeakKeyDictionary)
     entries = seen.get(statement)
     if entries is None:
@@ -215,12 +201,12 @@ def prepare(
     key = (names, many)
     if key in entries:
         return entries[key]
-    prepared = entries[key] = _compile(dialect, statement, names, many, typed)
+    prepared = entries[key] = _compile(dialect, statement, names, many)
     return prepared
 
 
 def _compile(
-    dialect: Dialect, statement: Executable, names: tuple[str, ...], many: bool, typed: bool
+    dialect: Dialect, statement: Executable, names: tuple[str, ...], many: bool
 ) -> Prepared | None:
     """Compile as SQLAlchemy compiles for execution (the parameter names as column keys),
     and work out each execution's binding, or None if it cannot be done in advance."""
@@ -257,17 +243,10 @@ def _compile(
         binds.append((name, None, False, value if process is None else process(value)))
     columns = compiled._result_columns
     metadata: SimpleResultMetaData | None = None
-    result_processors: list[tuple[int, Processor]] = []
     if columns:
         keys = [column[0] for column in columns]
         if len(set(keys)) != len(keys):
             return _UNSUPPORTED  # SQLAlchemy's result says which duplicate is ambiguous
         metadata = SimpleResultMetaData(keys)
-        if not typed:  # else chosen by the types the driver describes, at execution
-            for index, column in enumerate(columns):
-                # the processor SQLAlchemy's cursor result takes (SQLite describes no types)
-                process = column[3]._cached_result_processor(dialect, None)
-                if process is not None:
-                    result_processors.append((index, process))
     types = tuple(column[3] for column in columns or ())
-    return Prepared(str(compiled), tuple(binds), metadata, tuple(result_processors), types)
+    return Prepared(str(compiled), tuple(binds), metadata, types)

@@ -451,7 +451,9 @@ def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> Prepared
         [prepared.bind(s) for s in sets] if many else prepared.bind(sets[0] if sets else {})
     )
     outcome = _run_here(adapt, prepared.sql, bound, many)
-    return prepared.result(outcome[0], outcome[1], outcome[2])
+    description = outcome[0]
+    coltypes = None if description is None else tuple(column[1] for column in description)
+    return prepared.result(sync.dialect, coltypes, outcome[1], outcome[2])
 
 
 def _run_here(adapt: _OneHopConnection, sql: str, parameters: Any, many: bool) -> Outcome:
