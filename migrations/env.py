@@ -24,7 +24,7 @@ from typing import Any
 from alembic import context
 from sqlalchemy.engine import Connection
 
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 from store.sql.migrations import record_step
 from store.sql.schema import TABLE_PREFIX, metadata
 

@@ -37,7 +37,7 @@ if _typing.TYPE_CHECKING:
         WhyResult,
     )
     from store.provider import TwoPhaseProvider
-    from store.sql.engine import create_engine, normalize_url
+    from store.sql.drivers.engine import create_engine, normalize_url
     from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
     from store.sql.store import HistoryStore
     from store.sync.store import SyncHistoryStore
@@ -65,7 +65,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "WhyResult",
     ),
     "store.provider": ("TwoPhaseProvider",),
-    "store.sql.engine": ("create_engine", "normalize_url"),
+    "store.sql.drivers.engine": ("create_engine", "normalize_url"),
     "store.sql.migrations": ("downgrade", "ensure_schema", "migrate", "migrate_sync"),
     "store.sql.store": ("HistoryStore",),
     "store.sync.store": ("SyncHistoryStore",),

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, select
 from sqlalchemy.engine import URL
 
-from store.sql.engine import create_engine, normalize_url, sqlite_file
+from store.sql.drivers.engine import create_engine, normalize_url, sqlite_file
 from store.sql.errors import translate_errors
 from store.sql.migrations import check_sqlite_file, ensure_schema
 from store.sql.schema import SESSIONS

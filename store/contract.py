@@ -455,7 +455,7 @@ class HistoryBackend(Protocol):
         events; with ``dry_run``, report what would go and remove nothing.
 
         The SQL backend erases in the bytes where the database can (see
-        :mod:`store.sql.erasure` and ``docs/retention.md``).
+        :mod:`store.sql.upkeep.erasure` and ``docs/retention.md``).
         """
         ...
 

@@ -84,7 +84,7 @@ async def _play(url: str | None, tenant: str, config: DemoConfig, quiet: bool) -
 
 
 def _summary(report: DemoReport, url: str | None, tenant: str) -> None:
-    from store.sql.engine import describe_url
+    from store.sql.drivers.engine import describe_url
 
     last = report.turns[-1]
     echo(

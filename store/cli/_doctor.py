@@ -1,6 +1,6 @@
 """``chatledger doctor [SESSION] [--fix]``: check a database, repair what can be repaired.
 
-What is checked and what ``--fix`` does is :mod:`store.sql.doctor`. The command exits 0
+What is checked and what ``--fix`` does is :mod:`store.sql.upkeep.doctor`. The command exits 0
 when nothing is left to repair, 1 when something is (reported but not repairable, or
 found without ``--fix``), so that scripts can act on it.
 """
@@ -23,7 +23,7 @@ from store.cli._common import (
 from store.cli._output import Column, Table, echo, print_table
 
 if TYPE_CHECKING:
-    from store.sql.doctor import DoctorReport
+    from store.sql.upkeep.doctor import DoctorReport
     from strategies.tokenizers import Tokenizer
 
 __all__ = ["doctor"]

@@ -69,7 +69,7 @@ _SYNC_GUARD = threading.Lock()
 
 
 def _key(url: str | None, tenant: str, tokenizer: Tokenizer | None) -> _Key:
-    from store.sql.engine import normalize_url
+    from store.sql.drivers.engine import normalize_url
 
     target = normalize_url(url).render_as_string(hide_password=False)
     return (target, tenant, tokenizer.name if tokenizer is not None else "")

@@ -1,7 +1,11 @@
-"""Audit reads in SQL: events, excluded groups, why a message is (not) sent, stats.
+"""The audit in SQL: its events, written and read; excluded groups, why a message is (not)
+sent, stats.
 
-``why`` reads the facts of the message's group and leaves the decision to
-:func:`store.rules.why.explain`; ``stats`` reads the sessions' aggregates.
+Every event row is written here (:func:`write_event`: a compaction's, a restore's, a
+retraction's; :func:`record_event`: a write made outside a change set, such as a
+redaction or a repair) and read back here (:func:`read_events`). ``why`` reads the facts
+of the message's group and leaves the decision to :func:`store.rules.why.explain`;
+``stats`` reads the sessions' aggregates.
 """
 
 from __future__ import annotations
@@ -10,20 +14,31 @@ import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import ChatledgerError, CorruptRowError
 from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
+from store.rules.changes import log_event
 from store.rules.why import GroupFacts, explain, not_stored
 from store.sql.schema import EVENTS, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
-from store.sql.statements import chunks
+from store.sql.statements import chunks, insert_rows
 from strategies.changeset import Diagnostic
 
-__all__ = ["event_from_row", "excluded_groups", "read_events", "stats", "why"]
+__all__ = [
+    "event_from_row",
+    "event_note",
+    "excluded_groups",
+    "read_events",
+    "record_event",
+    "stats",
+    "why",
+    "write_event",
+]
 
 
 @contextmanager
@@ -259,3 +274,119 @@ def _stats(tenant: str, session_id: str | None, values: list[int]) -> Stats:
         active_tokens=values[6],
         events=values[7],
     )
+
+
+def event_note(event: CompactionEvent) -> str:
+    """The event's ordered group lists, kept verbatim in its ``note`` column."""
+    return json.dumps(
+        {
+            "excluded": list(event.excluded),
+            "summarized": [[k, list(v)] for k, v in event.summarized.items()],
+            "reduced": list(event.reduced),
+            "restored": list(event.restored),
+            "reasons": event.reasons,
+            "diagnostics": [d.as_json() for d in event.diagnostics],
+        }
+    )
+
+
+def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
+    links: list[tuple[str, str]] = [(g, "excluded") for g in event.excluded]
+    for summary, replaced in event.summarized.items():
+        links.append((summary, "summary_inserted"))
+        links.extend((g, "summarized") for g in replaced)
+    links.extend((g, "reduced") for g in event.reduced)
+    links.extend((g, "restored") for g in event.restored)
+    return list(dict.fromkeys(links))
+
+
+async def write_event(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    event: CompactionEvent,
+    *,
+    number: int,
+    revision: int,
+) -> None:
+    """Insert the event row (its ``number`` in the session) and its links to groups."""
+    await conn.execute(
+        insert_rows("events"),
+        {
+            "tenant": tenant,
+            "session_id": session_id,
+            "event_id": event.id,
+            "number": number,
+            "phase": event.phase,
+            "strategy": event.strategy,
+            "params": event.params,
+            "messages_before": event.messages_before,
+            "messages_after": event.messages_after,
+            "groups_before": event.groups_before,
+            "groups_after": event.groups_after,
+            "tokens_before": event.tokens_before,
+            "tokens_after": event.tokens_after,
+            "revision": revision,
+            "created_at": event.created_at,
+            "note": event_note(event),
+            "outcome": event.outcome,
+            "duration_seconds": event.duration_seconds,
+            "attempts": event.attempts,
+            "summarizer": event.summarizer,
+            "summarizer_model": event.summarizer_model,
+        },
+    )
+    rows = [
+        {
+            "tenant": tenant,
+            "session_id": session_id,
+            "event_id": event.id,
+            "group_id": group_id,
+            "action": action,
+        }
+        for group_id, action in _link_rows(event)
+    ]
+    for part in chunks(rows):
+        await conn.execute(insert_rows("event_groups"), list(part))
+
+
+async def record_event(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    before: RowMapping,
+    *,
+    event_id: str,
+    strategy: str,
+    params: dict[str, Any],
+    now: datetime,
+) -> CompactionEvent:
+    """Audit a write made outside a change set (a redaction, a repair) as a ``manual``
+    event: ``before`` is the session row before the write, which is read again for the
+    counts after; the session's event count is bumped."""
+    after = await read_session(conn, tenant, session_id)
+    event = CompactionEvent(
+        id=event_id,
+        session_id=session_id,
+        tenant=tenant,
+        phase="manual",
+        strategy=strategy,
+        params=params,
+        messages_before=before["active_messages"],
+        messages_after=after["active_messages"],
+        groups_before=before["active_groups"],
+        groups_after=after["active_groups"],
+        tokens_before=before["active_tokens"],
+        tokens_after=after["active_tokens"],
+        created_at=now,
+    )
+    await write_event(
+        conn, tenant, session_id, event, number=after["event_count"] + 1, revision=after["revision"]
+    )
+    await conn.execute(
+        update(SESSIONS)
+        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+        .values(event_count=SESSIONS.c.event_count + 1)
+    )
+    log_event(event)
+    return event

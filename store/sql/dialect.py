@@ -31,7 +31,6 @@ statements) is kept on the dialect itself (:func:`kept_on`), and goes with it.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -43,6 +42,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import StoreError
+from store.sql.drivers.sqlite_file import LIBRARY_VERSION as SQLITE_LIBRARY
 
 __all__ = ["SUPPORTED", "Capabilities", "capabilities", "kept_on", "of"]
 
@@ -111,7 +111,7 @@ SUPPORTED: dict[str, Capabilities] = {
         name="sqlite",
         row_locks=False,
         array_parameters=False,
-        json_lists=sqlite3.sqlite_version_info >= (3, 38, 0),
+        json_lists=SQLITE_LIBRARY >= (3, 38, 0),
         snapshot_reads=True,
         row_by_row_updates=True,
         advisory_locks=False,

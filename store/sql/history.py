@@ -9,7 +9,7 @@ does not keep the messages never holds a page of them at once. A corrupt row rai
 
 On SQLite a page of up to :data:`~store.contract.PAGE_SIZE` rows (the default) is read on
 the event loop's own thread, as the projection reads its view
-(:func:`~store.sql.sqlite_driver.short_statements`: in WAL mode a read never waits for
+(:func:`~store.sql.drivers.sqlite.short_statements`: in WAL mode a read never waits for
 a lock), not on aiosqlite's: a hand-off to that thread and back costs two thread
 wake-ups, and on a loaded machine each wake-up waits for a core, so that a stream of
 100,000 rows (200 pages) spent most of its time waiting for them. Reading a page holds
@@ -20,7 +20,7 @@ How long a stream's transaction stays open is a capability of the dialect
 (:attr:`~store.sql.dialect.Capabilities.snapshot_reads`):
 
 * SQLite: the whole iteration is one read transaction, so it sees one snapshot of the
-  session. In WAL mode (which :mod:`store.sql.engine` sets) a reader never blocks
+  session. In WAL mode (which :mod:`store.sql.drivers.engine` sets) a reader never blocks
   writers; the cost of a slow consumer is only that checkpoints cannot pass the
   snapshot until the iteration ends.
 * PostgreSQL: each page is read in its own short transaction, committed before the
@@ -51,6 +51,7 @@ from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.dialect import kept_on
+from store.sql.drivers.sqlite import rows_at_once, short_statements
 from store.sql.errors import translate_errors
 from store.sql.mapping import (
     COLUMN_INDEX,
@@ -61,7 +62,6 @@ from store.sql.mapping import (
 )
 from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
-from store.sql.sqlite_driver import rows_at_once, short_statements
 from store.sql.statements import chunks
 
 __all__ = [
@@ -217,8 +217,8 @@ async def read_page_rows(
 
     The statement is compiled once per dialect and sent as the driver's own SQL: the
     rows are mapped from plain tuples, so SQLAlchemy's result processing is not needed
-    (on SQLite inside :func:`~store.sql.sqlite_driver.short_statements`, the driver's
-    tuples are read directly: :func:`~store.sql.sqlite_driver.rows_at_once`)."""
+    (on SQLite inside :func:`~store.sql.drivers.sqlite.short_statements`, the driver's
+    tuples are read directly: :func:`~store.sql.drivers.sqlite.rows_at_once`)."""
     values: dict[str, Any] = {
         "tenant": tenant,
         "session_id": session_id,

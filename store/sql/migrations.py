@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -42,9 +41,9 @@ from sqlalchemy import delete, insert, inspect, select, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from store.errors import MigrationRequired, StoreError, StoreTimeout
+from store.errors import MigrationRequired
 from store.sql import dialect
-from store.sql.engine import (
+from store.sql.drivers.engine import (
     DEFAULT_TIMEOUT,
     check_sqlite_path,
     create_engine,
@@ -53,6 +52,7 @@ from store.sql.engine import (
     sqlite_file,
     write_connection,
 )
+from store.sql.drivers.sqlite_file import read_table
 from store.sql.errors import translate_errors
 from store.sql.schema import SCHEMA_REVISIONS
 
@@ -350,7 +350,7 @@ async def ensure_schema(
 
 def check_sqlite_file(path: str, *, create: bool, timeout: float = DEFAULT_TIMEOUT) -> None:
     """Refuse a SQLite file a store cannot open (see
-    :func:`~store.sql.engine.check_sqlite_path`), one that is not a database, or one at
+    :func:`~store.sql.drivers.engine.check_sqlite_path`), one that is not a database, or one at
     a revision this library cannot use, before anything is written to it. A file
     another process keeps locked past ``timeout`` seconds raises
     :class:`~store.errors.StoreTimeout`."""
@@ -364,41 +364,15 @@ def check_sqlite_file(path: str, *, create: bool, timeout: float = DEFAULT_TIMEO
 def sqlite_revisions(path: str, *, timeout: float = DEFAULT_TIMEOUT) -> tuple[str, ...]:
     """The chatledger revisions recorded in the SQLite file at ``path`` (empty when it
     has no chatledger schema), read without writing anything to it."""
-    rows = _read_sqlite(path, VERSION_TABLE, "version_num", timeout=timeout)
+    rows = read_table(path, VERSION_TABLE, "version_num", timeout=timeout)
     return tuple(str(row[0]) for row in rows)
 
 
 def sqlite_marks(path: str, *, timeout: float = DEFAULT_TIMEOUT) -> Marks:
     """:func:`schema_marks` of the SQLite file at ``path``, read without writing to it."""
     columns = "revision, down_revision, backward_compatible"
-    rows = _read_sqlite(path, SCHEMA_REVISIONS.name, columns, timeout=timeout)
+    rows = read_table(path, SCHEMA_REVISIONS.name, columns, timeout=timeout)
     return {str(r[0]): Mark(None if r[1] is None else str(r[1]), bool(r[2])) for r in rows}
-
-
-def _read_sqlite(
-    path: str, table: str, columns: str, *, timeout: float
-) -> list[tuple[object, ...]]:
-    uri = Path(path).resolve().as_uri() + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=timeout)
-        try:
-            found = conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
-            ).fetchone()
-            if found is None:
-                return []
-            return list(conn.execute(f"SELECT {columns} FROM {table}").fetchall())
-        finally:
-            conn.close()
-    except sqlite3.OperationalError as error:
-        if "locked" in str(error) or "busy" in str(error):
-            raise StoreTimeout(
-                f"{path} stayed locked by another connection for {timeout:g} s; "
-                "retry, or raise the store's timeout"
-            ) from None
-        raise StoreError(f"{path} is not a SQLite database ({error})") from None
-    except sqlite3.DatabaseError as error:
-        raise StoreError(f"{path} is not a SQLite database ({error})") from None
 
 
 @dataclass(frozen=True)

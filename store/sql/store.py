@@ -105,15 +105,15 @@ from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
-from store.sql import audit, dialect, erasure
+from store.sql import audit, dialect
+from store.sql.annotation import stored_hashes
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
-from store.sql.append.writer import Appended, append_messages, append_to_sessions, stored_hashes
+from store.sql.append.writer import Appended, append_messages, append_to_sessions
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
-from store.sql.doctor import DoctorReport, Finding, diagnose, repair, session_ids
-from store.sql.engine import (
+from store.sql.drivers.engine import (
     DEFAULT_TIMEOUT,
     create_engine,
     normalize_url,
@@ -121,6 +121,7 @@ from store.sql.engine import (
     sqlite_file,
     write_connection,
 )
+from store.sql.drivers.sqlite import short_statements
 from store.sql.errors import is_retryable, translate_errors
 from store.sql.history import read_history, read_sessions, stream_history
 from store.sql.mapping import session_from_row
@@ -129,12 +130,13 @@ from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, ses
 from store.sql.projection.opening import open_view
 from store.sql.projection.pending import with_pending
 from store.sql.projection.views import SqlSource, read_view
-from store.sql.recount import recount_session
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.sessions import lock_session, read_session
-from store.sql.sqlite_driver import short_statements
 from store.sql.statements import chunks
-from store.sql.statistics import Statistics
+from store.sql.upkeep import erasure
+from store.sql.upkeep.doctor import DoctorReport, Finding, diagnose, repair, session_ids
+from store.sql.upkeep.recount import recount_session
+from store.sql.upkeep.statistics import Statistics
 from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -261,7 +263,7 @@ class HistoryStore:
         so writes from other processes are always seen (see
         :mod:`store.sql.projection.cache`). ``timeout`` is each call's deadline for its
         lock waits and retries (past it, :class:`~store.errors.StoreTimeout`); an engine
-        made by :func:`~store.sql.engine.create_engine` bounds each single wait by it
+        made by :func:`~store.sql.drivers.engine.create_engine` bounds each single wait by it
         too. ``limits`` are what the store accepts (:class:`~store.rules.limits.Limits`).
         """
         if not isinstance(engine, AsyncEngine):
@@ -543,7 +545,7 @@ class HistoryStore:
             return await append_messages(conn, ctx, batch)
 
         with telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced:
-            with short_statements():  # see store.sql.sqlite_driver: what runs on the loop's thread
+            with short_statements():  # see store.sql.drivers.sqlite: what runs on the loop's thread
                 appended = await self._write(operation)
             traced.stored(appended.count, appended.tokens)
         if appended.count:
@@ -809,7 +811,6 @@ class HistoryStore:
 
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
-        ctx = AppendContext(self._tenant, session_id, self.tokenizer, self._policy)
 
         def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
@@ -836,10 +837,10 @@ class HistoryStore:
                 # counted through the cache, as for a stored session
                 return View.from_messages(fresh, self.tokenizer, policy=self._policy, counter=count)
             session, view = opened.session, opened.view
-            stored = await stored_hashes(conn, ctx, batch)
+            stored = await stored_hashes(conn, self._tenant, session_id, batch)
             dedupe(session_id, batch, stored)
             fresh = new_messages(batch, stored)
-            return await with_pending(conn, ctx, session, view, fresh, count)
+            return await with_pending(conn, self._tenant, session_id, session, view, fresh, count)
 
     # -- compaction -------------------------------------------------------------------
 
@@ -1049,8 +1050,8 @@ class HistoryStore:
         self, *, older_than: datetime | timedelta, dry_run: bool = False
     ) -> PurgeReport:
         """Remove the tenant's sessions last updated before ``older_than`` (see the
-        contract), :data:`~store.sql.erasure.PURGE_BATCH` sessions a transaction, with
-        the erasure step of :mod:`store.sql.erasure`."""
+        contract), :data:`~store.sql.upkeep.erasure.PURGE_BATCH` sessions a transaction, with
+        the erasure step of :mod:`store.sql.upkeep.erasure`."""
         cutoff = purge_cutoff(older_than, now())
         if not isinstance(dry_run, bool):
             raise InvalidInput(f"dry_run must be a bool, got {type(dry_run).__name__}")
@@ -1075,7 +1076,7 @@ class HistoryStore:
         self, session_id: str, message_ids: Iterable[str], *, reason: str
     ) -> RedactReport:
         """Replace the messages by tombstones (see the contract), with the erasure step
-        of :mod:`store.sql.erasure`."""
+        of :mod:`store.sql.upkeep.erasure`."""
         check_session_id(session_id, self._limits)
         ids = check_redaction(message_ids, reason, self._limits)
         request = erasure.Redaction(
@@ -1112,7 +1113,7 @@ class HistoryStore:
     @_call
     async def doctor(self, session_id: str | None = None, *, fix: bool = False) -> DoctorReport:
         """Check one session, or every session of the tenant, for what
-        :mod:`store.sql.doctor` lists; with ``fix``, repair what can be repaired (one
+        :mod:`store.sql.upkeep.doctor` lists; with ``fix``, repair what can be repaired (one
         write transaction per session, each fix audited). SQL backend only."""
         if session_id is not None:
             check_session_id(session_id, self._limits)

@@ -455,7 +455,7 @@ class SyncHistoryStore:
         events; with ``dry_run``, report what would go and remove nothing.
 
         The SQL backend erases in the bytes where the database can (see
-        :mod:`store.sql.erasure` and ``docs/retention.md``).
+        :mod:`store.sql.upkeep.erasure` and ``docs/retention.md``).
         """
         return self._loop.run(self._store.purge(older_than=older_than, dry_run=dry_run))
 

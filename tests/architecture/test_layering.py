@@ -4,6 +4,11 @@
 - the two backends (``store/sql/``, ``store/memory/``) never import each other;
 - only ``store/sql/dialect.py`` tells SQLite from PostgreSQL (the engine module may
   look at a URL's scheme to pick the driver);
+- no import circle anywhere under ``store/`` (``TYPE_CHECKING`` imports included);
+- the read path (``projection/``, ``history.py``, the audit, the annotation state)
+  imports nothing of the write path's ``append/``;
+- only ``store/sql/drivers/`` imports a database driver (aiosqlite, asyncpg, ``sqlite3``,
+  psycopg), besides the importer's reader of other systems' SQLite files;
 - each backend's store is one class, every method defined in that class's own module.
 """
 
@@ -49,6 +54,130 @@ def _imports(path: Path, module: str | None = None) -> Iterator[str]:
                 yield ".".join([*base, node.module] if node.module else base)
             elif node.module is not None:
                 yield node.module
+
+
+MODULES = {_module_name(path): path for path in _modules(STORE)}
+
+
+def _edges(path: Path, module: str | None = None) -> set[str]:
+    """The modules under ``store/`` that ``path`` imports: ``from package import name``
+    is an import of the module ``package.name`` when there is one, else of ``package``."""
+    name = module or _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                origin = ".".join([*base, node.module] if node.module else base)
+            else:
+                origin = node.module or ""
+            targets = [
+                f"{origin}.{alias.name}" if f"{origin}.{alias.name}" in MODULES else origin
+                for alias in node.names
+            ]
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                other = stack.pop()
+                on_stack.discard(other)
+                component.append(other)
+                if other == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_import_circle_under_store() -> None:
+    graph = {name: _edges(path) for name, path in MODULES.items()}
+    assert _circles(graph) == []
+
+
+def test_the_circle_finder_finds_a_circle_through_type_checking(tmp_path: Path) -> None:
+    first, second = tmp_path / "first.py", tmp_path / "second.py"
+    first.write_text("from store.sql.append import rows\n")
+    second.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from store.sql.append.counting import Plan\n"
+    )
+    graph = {
+        "store.sql.append.counting": _edges(first, "store.sql.append.counting"),
+        "store.sql.append.rows": _edges(second, "store.sql.append.rows"),
+    }
+    assert _circles(graph) == [["store.sql.append.counting", "store.sql.append.rows"]]
+
+
+READ_PATH = (
+    STORE / "sql" / "projection",
+    STORE / "sql" / "history.py",
+    STORE / "sql" / "audit.py",
+    STORE / "sql" / "annotation.py",
+)
+
+
+@pytest.mark.parametrize("part", READ_PATH, ids=lambda p: str(p.relative_to(STORE)))
+def test_the_read_path_never_imports_the_append_path(part: Path) -> None:
+    paths = _modules(part) if part.is_dir() else [part]
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in paths
+        for name in _edges(path)
+        if name == "store.sql.append" or name.startswith("store.sql.append.")
+    ]
+    assert found == []
+
+
+DRIVER_MODULES = ("aiosqlite", "asyncpg", "sqlite3", "psycopg", "psycopg2")
+FOREIGN_FILES = STORE / "importing" / "readers" / "_sqlite.py"
+"""Reads other systems' SQLite files (never the store's database)."""
+
+
+def test_only_the_drivers_import_a_database_driver() -> None:
+    drivers = STORE / "sql" / "drivers"
+    found = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in [*_modules(STORE), *_modules(ROOT / "migrations")]
+        if drivers not in path.parents and path != FOREIGN_FILES
+        for name in _imports(path)
+        if name.split(".")[0] in DRIVER_MODULES
+    ]
+    assert found == []
 
 
 def _offending(folder: Path, forbidden: tuple[str, ...]) -> list[str]:
@@ -128,7 +257,7 @@ def _dialect_tests(path: Path) -> Iterator[str]:
 
 
 def test_only_the_dialect_module_tells_the_databases_apart() -> None:
-    allowed = {STORE / "sql" / "dialect.py", STORE / "sql" / "engine.py"}
+    allowed = {STORE / "sql" / "dialect.py", STORE / "sql" / "drivers" / "engine.py"}
     found = [
         f"{path.relative_to(ROOT)} {where}"
         for path in [*_modules(STORE), *_modules(ROOT / "migrations")]
@@ -139,7 +268,7 @@ def test_only_the_dialect_module_tells_the_databases_apart() -> None:
 
 
 def test_the_engine_looks_only_at_url_schemes() -> None:
-    engine = STORE / "sql" / "engine.py"
+    engine = STORE / "sql" / "drivers" / "engine.py"
     assert [w for w in _dialect_tests(engine) if ".dialect.name" in w] == []
 
 

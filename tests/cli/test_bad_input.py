@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from store import HistoryStore, MigrationRequired
-from store.sql.engine import sqlite_file
+from store.sql.drivers.engine import sqlite_file
 from store.sql.migrations import VERSION_TABLE, migrate
 from tests.cli.helpers import assert_one_line_error, chatledger, conversation, invoke, run_api
 from tests.conftest import PgServer
@@ -147,7 +147,7 @@ def _future(url: str) -> None:
     async def bump() -> None:
         from sqlalchemy import text
 
-        from store.sql.engine import create_engine
+        from store.sql.drivers.engine import create_engine
 
         engine = create_engine(url)
         try:

@@ -15,7 +15,7 @@ import pytest
 from store import HistoryStore
 from store.models import CompactionEvent, ExcludedGroup, SessionInfo, Stats, WhyResult
 from store.provider import BEFORE_STRATEGY_KEY
-from store.sql.engine import sqlite_file
+from store.sql.drivers.engine import sqlite_file
 from strategies.messages import MESSAGES_ADAPTER
 from tests.cli import helpers
 from tests.cli.helpers import (

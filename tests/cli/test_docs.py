@@ -29,7 +29,7 @@ from store.models import (
     StoredMessage,
     WhyResult,
 )
-from store.sql.doctor import DoctorReport
+from store.sql.upkeep.doctor import DoctorReport
 from strategies.messages import Message
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from store import HistoryStore
 from store.errors import CorruptRowError, SessionNotFound
-from store.sql.doctor import QUARANTINE_KEY, QUARANTINED_REASON
+from store.sql.upkeep.doctor import QUARANTINE_KEY, QUARANTINED_REASON
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer

@@ -21,7 +21,7 @@ from sqlalchemy.engine import Connection
 
 from store import HistoryStore, MigrationRequired
 from store.errors import CorruptRowError
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 from store.sql.migrations import (
     alembic_config,
     current_revisions,

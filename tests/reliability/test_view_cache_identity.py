@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import update
 
 from store import HistoryStore
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 from store.sql.schema import SESSIONS
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Dialect
 
 from store.models import Provenance
 from store.rules.identity import _canonical, content_hash
-from store.sql.append.pipeline import (
+from store.sql.append.inserts import (
     _INSERT_MESSAGES,
     MESSAGE_COLUMNS,
     DriverInsert,

@@ -19,9 +19,9 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.engine import Dialect
 
-from store.sql.append.pipeline import GROUP_COLUMNS, group_insert
+from store.sql.annotation import referenced_calls
+from store.sql.append.inserts import GROUP_COLUMNS, group_insert
 from store.sql.append.rows import AppendContext, AppendTotals, NewGroups
-from store.sql.append.writer import _referenced_calls
 from store.sql.schema import GROUPS
 from strategies.groups import GroupInfo, call_ids, result_ids
 from strategies.messages import (
@@ -144,9 +144,9 @@ def test_referenced_calls_are_those_of_call_ids_and_result_ids() -> None:
     for message in messages:
         expected.update(c for c in call_ids(message) if c is not None)
         expected.update(result_ids(message))
-    assert _referenced_calls(messages) == expected == {"c1", "c2", "h1", "h2"}
+    assert referenced_calls(messages) == expected == {"c1", "c2", "h1", "h2"}
     for message in messages:
-        assert _referenced_calls([message]) <= expected
+        assert referenced_calls([message]) <= expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -17,9 +17,9 @@ from sqlalchemy import event, select, text
 
 from store import HistoryStore
 from store.models import Provenance
-from store.sql.append.pipeline import COPY_MIN_ROWS
+from store.sql.append.inserts import COPY_MIN_ROWS
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
-from store.sql.statistics import CHECK_EVERY_ROWS, FIRST_ANALYZE_ROWS
+from store.sql.upkeep.statistics import CHECK_EVERY_ROWS, FIRST_ANALYZE_ROWS
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 

@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import HistoryStore
 from store.errors import ChatledgerError, StoreError
 from store.sql.dialect import kept_on
-from store.sql.engine import (
+from store.sql.drivers.engine import (
     DEFAULT_URL,
     URL_ENV,
     create_engine,

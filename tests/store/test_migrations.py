@@ -17,7 +17,7 @@ from sqlalchemy.engine import Connection
 
 from store import HistoryStore
 from store.errors import MigrationRequired
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 from store.sql.migrations import (
     VERSION_TABLE,
     current_revisions,

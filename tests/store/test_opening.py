@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from store import HistoryStore
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 from strategies.tokenizers import CharacterEstimatorTokenizer, TiktokenTokenizer
 from tests.groups.conversations import user
 

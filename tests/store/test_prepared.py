@@ -29,10 +29,10 @@ from sqlalchemy import (
 from sqlalchemy.exc import DBAPIError, IntegrityError, StatementError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from store.sql.engine import create_engine, normalize_url, write_connection
-from store.sql.prepared import PreparedResult
+from store.sql.drivers.engine import create_engine, normalize_url, write_connection
+from store.sql.drivers.prepared import PreparedResult
+from store.sql.drivers.sqlite import short_statements
 from store.sql.schema import UTCDateTime
-from store.sql.sqlite_driver import short_statements
 from tests.conftest import PgServer, _unique_name
 
 _TABLE = Table(

@@ -12,7 +12,7 @@ from sqlalchemy.dialects import mysql
 from store import HistoryStore
 from store.errors import InvalidInput, StoreError, StoreTimeout
 from store.sql.dialect import capabilities
-from store.sql.engine import create_engine, normalize_url, sqlite_file
+from store.sql.drivers.engine import create_engine, normalize_url, sqlite_file
 from store.sql.errors import is_retryable, translate_errors
 
 

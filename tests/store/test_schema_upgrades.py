@@ -19,7 +19,7 @@ from sqlalchemy import JSON, MetaData, Table, insert, null, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store import HistoryStore, MigrationRequired
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 from store.sql.migrations import (
     alembic_config,
     current_revisions,

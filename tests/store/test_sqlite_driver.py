@@ -28,16 +28,16 @@ from sqlalchemy.util.concurrency import in_greenlet
 
 from store import HistoryStore
 from store.contract import PAGE_SIZE
-from store.sql.engine import WRITE_OPTION, create_engine, write_connection
-from store.sql.history import _page_statement, read_page_rows
-from store.sql.mapping import page_mapper
-from store.sql.schema import MESSAGES
-from store.sql.sqlite_driver import (
+from store.sql.drivers.engine import WRITE_OPTION, create_engine, write_connection
+from store.sql.drivers.sqlite import (
     INLINE_ROWS,
     OneHopAiosqliteDBAPI,
     rows_at_once,
     short_statements,
 )
+from store.sql.history import _page_statement, read_page_rows
+from store.sql.mapping import page_mapper
+from store.sql.schema import MESSAGES
 from strategies.messages import Message
 
 
@@ -213,7 +213,7 @@ async def test_a_writer_waiting_for_the_lock_does_not_block_the_loop(tmp_path: P
 
 
 def test_an_appends_insert_slices_fit_inline() -> None:
-    from store.sql.append.pipeline import INSERT_CHUNK
+    from store.sql.append.inserts import INSERT_CHUNK
 
     assert INSERT_CHUNK <= INLINE_ROWS
 

@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from store import SyncHistoryStore
-from store.sql.engine import create_engine
+from store.sql.drivers.engine import create_engine
 
 _PLAIN = {"tenant", "tokenizer", "policy", "count_tokens"}
 """Members that are not coroutines on the async store either."""

@@ -23,7 +23,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from store.sql.append.pipeline import INSERT_CHUNK
+from store.sql.append.inserts import INSERT_CHUNK
 from store.sql.append.rows import AppendContext
 from strategies.messages import Message
 from strategies.tokenizers import BatchTokenizer, message_texts

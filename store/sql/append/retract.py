@@ -18,8 +18,8 @@ from store.models import CompactionEvent, StoredMessage
 from store.rules.changes import Outcome, build_event, log_event, new_event_id
 from store.rules.records import now
 from store.rules.retract import RETRACT_STRATEGY, Retraction, check_retractable, plan_retraction
+from store.sql.audit import write_event
 from store.sql.compaction.mirror import before_totals, mirror_of
-from store.sql.compaction.write_back import write_event
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS
@@ -165,7 +165,12 @@ async def retract_last(
         record, out, after, phase="manual", strategy=RETRACT_STRATEGY, params=params
     )
     await write_event(
-        conn, record, event, number=session["event_count"] + 1, revision=session["revision"] + 1
+        conn,
+        record.tenant,
+        record.session_id,
+        event,
+        number=session["event_count"] + 1,
+        revision=session["revision"] + 1,
     )
     log_event(event)
     return last, event

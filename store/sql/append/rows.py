@@ -5,7 +5,7 @@ message (no second serialization by the driver layer), the content hash computed
 the dedupe step is reused, and each message is tokenized once: here, or in the counting
 thread of a large append (:mod:`store.sql.append.counting`). Rows are driver tuples for
 an ``INSERT`` compiled once per dialect
-(:class:`~store.sql.append.pipeline.DriverInsert`): its bind processors are applied
+(:class:`~store.sql.append.inserts.DriverInsert`): its bind processors are applied
 only to the columns that have one (timestamps, ``excluded``, the group's kind and
 flags), and once per slice to the constants. A new group's row is ready as soon as its
 last message is built (:class:`NewGroups`), so it goes out in the same pipeline as the
@@ -25,7 +25,7 @@ from sqlalchemy.engine import RowMapping
 
 from store.models import Provenance
 from store.rules.records import now
-from store.sql.append.pipeline import DriverInsert
+from store.sql.append.inserts import DriverInsert
 from strategies.groups import GroupInfo
 from strategies.messages import Content, Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens

@@ -11,7 +11,7 @@ excluded (or summarized) since is *frozen*: its call does not join it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,144 +22,38 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store.rules.checks import check_tokenizer
 from store.rules.identity import Deduped, dedupe, new_messages
 from store.rules.records import now
+from store.sql.annotation import Loaded, load_state, stored_hashes
 from store.sql.append.counting import BackgroundCounts, count_in_background
-from store.sql.append.pipeline import (
-    Statement,
-    execute_inserts,
-    group_insert,
-    insert_messages,
-    message_insert,
-)
+from store.sql.append.inserts import Statement, execute_inserts, group_insert, message_insert
+from store.sql.append.pipeline import insert_messages
 from store.sql.append.rows import AppendContext, AppendTotals, NewGroups, RowBuilder
 from store.sql.projection.cache import Key, session_key
 from store.sql.schema import EARLY_RESULTS, FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
 from store.sql.sessions import lock_session, lock_sessions
 from store.sql.statements import (
-    among_params,
     chunks,
-    key_params,
-    select_among,
-    select_calls_among,
     session_update,
 )
 from strategies.groups import (
     Annotation,
     AnnotationState,
-    GroupInfo,
-    Tail,
     annotate,
-    call_links,
     kind_is_settled,
 )
 from strategies.messages import Message
 
-__all__ = ["Appended", "append_messages", "append_to_sessions", "load_state", "stored_hashes"]
-
-_HASH_COLUMNS = ("message_id", "content_hash")
-
-
-@dataclass(slots=True)
-class _Loaded:
-    """What an append reads besides the session row."""
-
-    state: AnnotationState
-    groups: dict[str, RowMapping]
-    call_rows: set[str]
-    wanted_calls: set[str]
-    early_rows: set[str]
-    """The call ids of the early results read."""
-    frozen: frozenset[str]
-    """Groups of early results that compaction excluded: no call joins them."""
-
-
-async def stored_hashes(
-    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
-) -> dict[str, str]:
-    """The content hash of each message id of ``messages`` already stored in the session."""
-    query = select_among(conn, "messages", "message_id", columns=_HASH_COLUMNS)
-    stored: dict[str, str] = {}
-    ids = {m.message_id for m in messages}
-    for params in among_params(conn, key_params(ctx.tenant, ctx.session_id), ids):
-        stored.update((row[0], row[1]) for row in await conn.execute(query, params))
-    return stored
+__all__ = ["Appended", "append_messages", "append_to_sessions"]
 
 
 def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
     return (table.c.tenant == ctx.tenant, table.c.session_id == ctx.session_id)
 
 
-def _group_info(row: RowMapping) -> GroupInfo:
-    return GroupInfo(
-        group_id=row["group_id"],
-        kind=row["kind"],
-        turn=row["turn"],
-        first_position=row["first_position"],
-        has_reasoning=row["has_reasoning"],
-        pending_calls=row["pending_calls"],
-        orphan=row["orphan"],
-    )
-
-
-def _referenced_calls(messages: Iterable[Message]) -> set[str]:
-    """The call ids the messages' calls declare and their results answer."""
-    wanted: set[str] = set()
-    for message in messages:
-        calls, results = call_links(message)
-        wanted.update(c for c in calls if c is not None)
-        wanted.update(results)
-    return wanted
-
-
-async def load_state(
-    conn: AsyncConnection, ctx: AppendContext, session: RowMapping, fresh: Sequence[Message]
-) -> _Loaded:
-    wanted = _referenced_calls(fresh)
-    open_calls: dict[str, str] = {}
-    ambiguous: set[str] = set()
-    params = key_params(ctx.tenant, ctx.session_id)
-    blank = session["next_seq"] == FIRST_SEQ
-    early: dict[str, str] = {}
-    calls = select_calls_among(conn)
-    for bound in [] if blank else among_params(conn, params, wanted):
-        for row in (await conn.execute(calls, bound)).mappings():
-            if row["early"]:
-                early[row["call_id"]] = row["group_id"]
-            elif row["ambiguous"] or row["group_id"] is None:
-                ambiguous.add(row["call_id"])
-            else:
-                open_calls[row["call_id"]] = row["group_id"]
-    group_ids = set(open_calls.values()) | set(early.values())
-    if session["tail_group_id"] is not None:
-        group_ids.add(session["tail_group_id"])
-    groups: dict[str, RowMapping] = {}
-    query = select_among(conn, "groups", "group_id")
-    for bound in among_params(conn, params, group_ids):
-        groups.update(
-            (row["group_id"], row) for row in (await conn.execute(query, bound)).mappings()
-        )
-    infos = {gid: _group_info(row) for gid, row in groups.items()}
-    tail = None
-    if session["tail_group_id"] in infos:
-        tail = Tail(infos[session["tail_group_id"]], session["tail_mode"])
-    state = AnnotationState(
-        position=session["position"],
-        turn=session["turn"],
-        open_calls=open_calls,
-        ambiguous_calls=frozenset(ambiguous),
-        pending_groups={gid: info for gid, info in infos.items() if info.pending_calls > 0},
-        tail=tail,
-        early_results={c: g for c, g in early.items() if g in infos},
-        waiting_groups={g: infos[g] for g in early.values() if g in infos},
-    )
-    frozen = frozenset(g for g in early.values() if g in groups and groups[g]["excluded"])
-    return _Loaded(state, groups, set(open_calls) | ambiguous, wanted, set(early), frozen)
-
-
 async def _apply_merges(
     conn: AsyncConnection,
     ctx: AppendContext,
     annotation: Annotation,
-    loaded: _Loaded,
+    loaded: Loaded,
     totals: AppendTotals,
     pins: set[str],
 ) -> dict[str, list[int]]:
@@ -214,7 +108,7 @@ def _new_groups(
     ctx: AppendContext,
     session: RowMapping,
     annotation: Annotation,
-    loaded: _Loaded,
+    loaded: Loaded,
     totals: AppendTotals,
     gains: dict[str, list[int]],
 ) -> NewGroups:
@@ -234,7 +128,7 @@ async def _update_groups(
     conn: AsyncConnection,
     ctx: AppendContext,
     annotation: Annotation,
-    loaded: _Loaded,
+    loaded: Loaded,
     totals: AppendTotals,
     gains: dict[str, list[int]],
     created: int,
@@ -264,7 +158,7 @@ async def _update_groups(
     totals.active_groups = created - sum(g[2] for g in gains.values())
 
 
-def _call_rows(ctx: AppendContext, state: AnnotationState, loaded: _Loaded) -> list[dict[str, Any]]:
+def _call_rows(ctx: AppendContext, state: AnnotationState, loaded: Loaded) -> list[dict[str, Any]]:
     """The open-call rows of the call ids the append referenced, as the state has them."""
     rows: list[dict[str, Any]] = []
     for call_id in sorted(loaded.wanted_calls):
@@ -287,9 +181,7 @@ def _call_rows(ctx: AppendContext, state: AnnotationState, loaded: _Loaded) -> l
     return rows
 
 
-def _early_rows(
-    ctx: AppendContext, state: AnnotationState, loaded: _Loaded
-) -> list[dict[str, Any]]:
+def _early_rows(ctx: AppendContext, state: AnnotationState, loaded: Loaded) -> list[dict[str, Any]]:
     """The early-result rows of the call ids the append referenced, as the state has them."""
     return [
         {
@@ -309,7 +201,7 @@ async def _insert_all(conn: AsyncConnection, table: Table, rows: Sequence[dict[s
 
 
 async def _write_calls(
-    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: _Loaded
+    conn: AsyncConnection, ctx: AppendContext, state: AnnotationState, loaded: Loaded
 ) -> None:
     """Replace the open calls and early results of the call ids the append referenced
     by the state's."""
@@ -387,7 +279,7 @@ async def append_messages(
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
     blank = session["next_seq"] == FIRST_SEQ  # nothing stored: no hashes, calls, groups
-    stored = {} if blank else await stored_hashes(conn, ctx, messages)
+    stored = {} if blank else await stored_hashes(conn, ctx.tenant, ctx.session_id, messages)
     fresh = new_messages(messages, stored)
     counts = count_in_background(ctx, fresh)
     try:
@@ -417,9 +309,9 @@ async def _planned(
     session: RowMapping,
     fresh: Sequence[Message],
     deduped: Deduped,
-) -> tuple[_Loaded, Annotation, RowBuilder]:
+) -> tuple[Loaded, Annotation, RowBuilder]:
     """The state the append reads, its annotation, and the builder of its message rows."""
-    loaded = await load_state(conn, ctx, session, fresh)
+    loaded = await load_state(conn, ctx.tenant, ctx.session_id, session, fresh)
     annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
     group_ids = [group_id for _, group_id in annotation.message_groups]
     builder = RowBuilder(

@@ -47,7 +47,7 @@ from store.sql.compaction.mirror import (
     mirror_of,
 )
 from store.sql.compaction.write_back import write_back, write_outcome
-from store.sql.engine import read_connection
+from store.sql.drivers.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
 from store.sql.projection.opening import open_view
 from store.sql.projection.views import group_view

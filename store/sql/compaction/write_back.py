@@ -12,25 +12,24 @@ without reading those groups again.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, null, update
+from sqlalchemy import Table, null
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
-from store.rules.records import GroupRecord, SessionRecord
+from store.rules.records import GroupRecord
 from store.sql import dialect
+from store.sql.audit import write_event
 from store.sql.compaction.mirror import Mirror, Written, mirror_of
 from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
-from store.sql.schema import GROUPS, SESSIONS
-from store.sql.sessions import read_session
+from store.sql.schema import GROUPS
 from store.sql.statements import (
     EACH_KEY,
     among_params,
@@ -45,7 +44,7 @@ from store.sql.statements import (
 from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["event_note", "record_event", "write_back", "write_event", "write_outcome"]
+__all__ = ["write_back", "write_outcome"]
 
 
 @dataclass
@@ -320,7 +319,12 @@ async def write_back(
     )
     event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
     await write_event(
-        conn, mirror.session, event, number=row["event_count"] + 1, revision=row["revision"] + 1
+        conn,
+        mirror.session.tenant,
+        mirror.session.session_id,
+        event,
+        number=row["event_count"] + 1,
+        revision=row["revision"] + 1,
     )
     s = mirror.session
     await conn.execute(
@@ -360,7 +364,12 @@ async def write_outcome(
     record = mirror_of(session).session
     event = build_event(record, out, totals, phase=phase, strategy=strategy, params=params)
     await write_event(
-        conn, record, event, number=session["event_count"] + 1, revision=session["revision"]
+        conn,
+        record.tenant,
+        record.session_id,
+        event,
+        number=session["event_count"] + 1,
+        revision=session["revision"],
     )
     await conn.execute(_EVENT_COUNTED, key_params(record.tenant, record.session_id))
     log_event(event)
@@ -406,119 +415,3 @@ def written(
             pairs.append((values["seq"], inserted_message(values)))
     shown = {gid: tuple(sorted(pairs, key=lambda p: p[0])) for gid, pairs in messages.items()}
     return Written(rows, shown, excluded)
-
-
-def event_note(event: CompactionEvent) -> str:
-    """The event's ordered group lists, kept verbatim in its ``note`` column."""
-    return json.dumps(
-        {
-            "excluded": list(event.excluded),
-            "summarized": [[k, list(v)] for k, v in event.summarized.items()],
-            "reduced": list(event.reduced),
-            "restored": list(event.restored),
-            "reasons": event.reasons,
-            "diagnostics": [d.as_json() for d in event.diagnostics],
-        }
-    )
-
-
-def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
-    links: list[tuple[str, str]] = [(g, "excluded") for g in event.excluded]
-    for summary, replaced in event.summarized.items():
-        links.append((summary, "summary_inserted"))
-        links.extend((g, "summarized") for g in replaced)
-    links.extend((g, "reduced") for g in event.reduced)
-    links.extend((g, "restored") for g in event.restored)
-    return list(dict.fromkeys(links))
-
-
-async def write_event(
-    conn: AsyncConnection,
-    s: SessionRecord,
-    event: CompactionEvent,
-    *,
-    number: int,
-    revision: int,
-) -> None:
-    """Insert the event row (its ``number`` in the session) and its links to groups."""
-    await conn.execute(
-        insert_rows("events"),
-        {
-            "tenant": s.tenant,
-            "session_id": s.session_id,
-            "event_id": event.id,
-            "number": number,
-            "phase": event.phase,
-            "strategy": event.strategy,
-            "params": event.params,
-            "messages_before": event.messages_before,
-            "messages_after": event.messages_after,
-            "groups_before": event.groups_before,
-            "groups_after": event.groups_after,
-            "tokens_before": event.tokens_before,
-            "tokens_after": event.tokens_after,
-            "revision": revision,
-            "created_at": event.created_at,
-            "note": event_note(event),
-            "outcome": event.outcome,
-            "duration_seconds": event.duration_seconds,
-            "attempts": event.attempts,
-            "summarizer": event.summarizer,
-            "summarizer_model": event.summarizer_model,
-        },
-    )
-    rows = [
-        {
-            "tenant": s.tenant,
-            "session_id": s.session_id,
-            "event_id": event.id,
-            "group_id": group_id,
-            "action": action,
-        }
-        for group_id, action in _link_rows(event)
-    ]
-    for part in chunks(rows):
-        await conn.execute(insert_rows("event_groups"), list(part))
-
-
-async def record_event(
-    conn: AsyncConnection,
-    tenant: str,
-    session_id: str,
-    before: RowMapping,
-    *,
-    event_id: str,
-    strategy: str,
-    params: dict[str, Any],
-    now: datetime,
-) -> CompactionEvent:
-    """Audit a write made outside a change set (a redaction, a repair) as a ``manual``
-    event: ``before`` is the session row before the write, which is read again for the
-    counts after; the session's event count is bumped."""
-    after = await read_session(conn, tenant, session_id)
-    event = CompactionEvent(
-        id=event_id,
-        session_id=session_id,
-        tenant=tenant,
-        phase="manual",
-        strategy=strategy,
-        params=params,
-        messages_before=before["active_messages"],
-        messages_after=after["active_messages"],
-        groups_before=before["active_groups"],
-        groups_after=after["active_groups"],
-        tokens_before=before["active_tokens"],
-        tokens_after=after["active_tokens"],
-        created_at=now,
-    )
-    record = mirror_of(after).session
-    await write_event(
-        conn, record, event, number=after["event_count"] + 1, revision=after["revision"]
-    )
-    await conn.execute(
-        update(SESSIONS)
-        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
-        .values(event_count=SESSIONS.c.event_count + 1)
-    )
-    log_event(event)
-    return event

@@ -26,7 +26,7 @@ from sqlalchemy.sql import Select
 
 from store.errors import SessionNotFound
 from store.sql import dialect
-from store.sql.engine import begin_snapshot
+from store.sql.drivers.engine import begin_snapshot
 from store.sql.mapping import message_columns
 from store.sql.projection.cache import CachedView, SessionCache, session_key
 from store.sql.projection.views import SqlSource, read_view
@@ -148,7 +148,7 @@ async def open_view(
     ``check`` sees the session row before anything else is done with it. With ``send``,
     the messages of the groups the projection sends are read too (into the cache entry).
     :class:`~store.errors.SessionNotFound` when the session does not exist. On a
-    ``single`` read connection (:func:`~store.sql.engine.read_connection`) a read the
+    ``single`` read connection (:func:`~store.sql.drivers.engine.read_connection`) a read the
     cache entry says is one statement begins no transaction; when the entry turns out
     to have moved on, one is begun and the session row read again in it.
     """

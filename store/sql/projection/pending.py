@@ -14,8 +14,7 @@ from typing import cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.sql.append.rows import AppendContext
-from store.sql.append.writer import load_state
+from store.sql.annotation import load_state
 from store.sql.projection.views import SqlSource
 from strategies.groups import GroupInfo, annotate, in_call_order
 from strategies.messages import Message
@@ -65,7 +64,8 @@ class _Pending:
 
 async def with_pending(
     conn: AsyncConnection,
-    ctx: AppendContext,
+    tenant: str,
+    session_id: str,
     session: RowMapping,
     view: View,
     fresh: Sequence[Message],
@@ -74,7 +74,7 @@ async def with_pending(
     """``view`` with ``fresh`` (not stored) messages annotated after the stored ones."""
     if not fresh:
         return view
-    loaded = await load_state(conn, ctx, session, fresh)
+    loaded = await load_state(conn, tenant, session_id, session, fresh)
     annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
     work = _Pending(groups={g.group_id: g for g in view.groups})
     base_seq = session["next_seq"]

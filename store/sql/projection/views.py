@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
 from store.sql import dialect
-from store.sql.engine import read_connection
+from store.sql.drivers.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
 from store.sql.projection.cache import (
     CachedView,

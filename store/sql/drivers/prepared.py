@@ -26,7 +26,7 @@ are rendered as literals, Python-side column defaults, escaped parameter names,
 parameter sets of different keys, a multi-row ``INSERT`` that SQLAlchemy would batch,
 and statements with execution options of their own. Which connections may run a
 prepared statement, and how, is the business of the driver modules
-(:mod:`store.sql.sqlite_driver`, :mod:`store.sql.asyncpg_driver`).
+(:mod:`store.sql.drivers.sqlite`, :mod:`store.sql.drivers.asyncpg`).
 
 The result processors are chosen by the type code the driver gives each column, as
 SQLAlchemy's cursor result chooses them: asyncpg describes a column by its type's oid

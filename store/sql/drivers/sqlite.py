@@ -68,7 +68,7 @@ from sqlalchemy.sql.base import Executable
 from sqlalchemy.util import EMPTY_DICT
 from sqlalchemy.util.concurrency import await_, in_greenlet
 
-from store.sql.prepared import (
+from store.sql.drivers.prepared import (
     PreparedEngine,
     PreparedResult,
     listened,
@@ -343,7 +343,7 @@ class InlineAsyncConnection(AsyncConnection):
 
     Such a statement that the store runs again and again, when nothing listens to the
     engine's statements, skips SQLAlchemy's execution too: it is compiled once and
-    bound as SQLAlchemy binds it (:mod:`store.sql.prepared`), then sent to the driver
+    bound as SQLAlchemy binds it (:mod:`store.sql.drivers.prepared`), then sent to the driver
     here, its rows handed back as a SQLAlchemy result of the same values.
     """
 
@@ -434,7 +434,7 @@ def _at_once(sync: Connection, statement: Any, parameters: Any) -> bool:
 
 def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> PreparedResult | None:
     """Run ``statement`` (which :func:`_at_once` allows) on the loop's thread as
-    :mod:`store.sql.prepared` compiled it, in the connection's transaction (begun as
+    :mod:`store.sql.drivers.prepared` compiled it, in the connection's transaction (begun as
     SQLAlchemy's own execution begins it); None when it is not prepared or something
     listens to the engine's statements, for SQLAlchemy to execute it."""
     sets = parameter_sets(parameters)

@@ -49,11 +49,11 @@ from store.rules.changes import new_event_id
 from store.rules.limits import Limits, check_json, check_stored_message
 from store.rules.records import now
 from store.sql import dialect
-from store.sql.compaction.write_back import record_event
+from store.sql.audit import record_event
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
-from store.sql.recount import rebuild_totals
 from store.sql.schema import EVENT_GROUPS, EVENTS, FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import lock_session, read_session
+from store.sql.upkeep.recount import rebuild_totals
 from strategies.messages import (
     FunctionCallContent,
     Message,

@@ -32,18 +32,18 @@ from store.rules.checks import check_tokenizer
 from store.rules.erasure import covering_summaries, tombstone
 from store.rules.identity import is_tombstone
 from store.sql import dialect
-from store.sql.compaction.write_back import record_event
+from store.sql.audit import record_event
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, message_to_values, stored_message
-from store.sql.recount import rebuild_totals
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.sessions import lock_session
 from store.sql.statements import CHUNK, chunks
+from store.sql.upkeep.recount import rebuild_totals
 from strategies.messages import Message
 
 __all__ = ["PURGE_BATCH", "Redaction", "erase_step", "purge_sessions", "redact_messages", "vacuum"]
 
-_log = logging.getLogger("store.sql.erasure")
+_log = logging.getLogger("store.sql.upkeep.erasure")
 
 PURGE_BATCH = CHUNK
 """Sessions a purge removes per transaction."""

@@ -8,7 +8,7 @@ a switch into a new greenlet and back: profiled with py-spy (1,000 messages, 300
 turns), SQLAlchemy's frames and the greenlet's were about a fifth of a turn's time on
 the event loop's thread.
 
-:class:`PreparedAsyncConnection` runs a statement that :mod:`store.sql.prepared` has
+:class:`PreparedAsyncConnection` runs a statement that :mod:`store.sql.drivers.prepared` has
 compiled once (one the store runs again and again, when nothing listens to the
 engine's statements) on asyncpg directly, as SQLAlchemy's asyncpg adapter runs it: under
 the adapter's lock for the connection, in the transaction the adapter begins (none in
@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.util.concurrency import greenlet_spawn
 
-from store.sql.prepared import (
+from store.sql.drivers.prepared import (
     PreparedEngine,
     PreparedResult,
     listened,
@@ -58,7 +58,7 @@ _STATUS = re.compile(r"(?:SELECT|UPDATE|DELETE|INSERT \d+) (\d+)")
 
 class PreparedAsyncConnection(AsyncConnection):
     """An :class:`~sqlalchemy.ext.asyncio.AsyncConnection` that runs the statements
-    :mod:`store.sql.prepared` compiled once on asyncpg directly (see the module)."""
+    :mod:`store.sql.drivers.prepared` compiled once on asyncpg directly (see the module)."""
 
     __slots__ = ()
 
@@ -102,7 +102,7 @@ def _adapter(sync: Connection) -> Any:
 
 
 async def _run_prepared(sync: Connection, statement: Any, parameters: Any) -> PreparedResult | None:
-    """Run ``statement`` on asyncpg as :mod:`store.sql.prepared` compiled it; None when
+    """Run ``statement`` on asyncpg as :mod:`store.sql.drivers.prepared` compiled it; None when
     SQLAlchemy should execute it."""
     if not isinstance(statement, _STATEMENTS):
         return None

@@ -11,7 +11,7 @@
   and then writes fails at once in WAL mode when another writer got there first,
   whatever the timeout), a plain deferred ``BEGIN`` for reads. Statements that cannot
   wait for a lock run on the event loop's thread, the others on aiosqlite's
-  (:mod:`store.sql.sqlite_driver`).
+  (:mod:`store.sql.drivers.sqlite`).
 * PostgreSQL: asyncpg; an optional ``schema`` sets the ``search_path``.
 """
 
@@ -35,8 +35,8 @@ from sqlalchemy.util.concurrency import await_
 
 from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql import dialect
-from store.sql.asyncpg_driver import PreparedAsyncEngine
-from store.sql.sqlite_driver import WRITE_OPTION, InlineAsyncEngine, OneHopAiosqliteDBAPI
+from store.sql.drivers.asyncpg import PreparedAsyncEngine
+from store.sql.drivers.sqlite import WRITE_OPTION, InlineAsyncEngine, OneHopAiosqliteDBAPI
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -175,12 +175,12 @@ def create_engine(
         connect_args["server_settings"] = settings
     options: dict[str, Any] = {}
     if sqlite and parsed.get_driver_name() == "aiosqlite":
-        options["module"] = OneHopAiosqliteDBAPI()  # see store.sql.sqlite_driver
+        options["module"] = OneHopAiosqliteDBAPI()  # see store.sql.drivers.sqlite
     engine = create_async_engine(parsed, connect_args=connect_args, **options)
     if "module" in options:  # connections that skip the greenlet where they can
         engine = InlineAsyncEngine(engine.sync_engine)
     elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "asyncpg":
-        engine = PreparedAsyncEngine(engine.sync_engine)  # see store.sql.asyncpg_driver
+        engine = PreparedAsyncEngine(engine.sync_engine)  # see store.sql.drivers.asyncpg
     if sqlite:
         configure_sqlite(engine, wait_ms)
     return engine
