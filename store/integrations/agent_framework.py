@@ -183,19 +183,19 @@ class ChatledgerHistoryProvider(HistoryProvider):
                 reserved_tokens=reserved_tokens,
                 tokenizer=tokenizer,
             )
-        self._store = StoreLease(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
-        self.phases = provider_for(self._store, window, compaction=compaction)
+        self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
+        self.phases = provider_for(self._lease, window, compaction=compaction)
         self.last_save: SaveResult | None = None
         """What the latest :meth:`save_messages` did (ids appended, replays, event)."""
 
     async def store(self) -> HistoryBackend:
         """The store, opened if needed."""
-        return await self._store.get()
+        return await self._lease.get()
 
     async def aclose(self) -> None:
         """Finish the deferred compactions, then give back the store this provider opened."""
         await self.phases.aclose()
-        await self._store.release()
+        await self._lease.release()
 
     async def __aenter__(self) -> Self:
         return self
