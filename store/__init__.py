@@ -36,7 +36,7 @@ if _typing.TYPE_CHECKING:
         StoredMessage,
         WhyResult,
     )
-    from store.provider import TwoPhaseProvider
+    from store.provider import ContextWindow, TwoPhaseProvider
     from store.sql.drivers.engine import create_engine, normalize_url
     from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
     from store.sql.store import HistoryStore
@@ -64,7 +64,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "StoredMessage",
         "WhyResult",
     ),
-    "store.provider": ("TwoPhaseProvider",),
+    "store.provider": ("ContextWindow", "TwoPhaseProvider"),
     "store.sql.drivers.engine": ("create_engine", "normalize_url"),
     "store.sql.migrations": ("downgrade", "ensure_schema", "migrate", "migrate_sync"),
     "store.sql.store": ("HistoryStore",),
@@ -91,6 +91,7 @@ __all__ = [
     "ChatledgerError",
     "CompactionEvent",
     "ConcurrentWriteError",
+    "ContextWindow",
     "CorruptRowError",
     "DemoBackend",
     "ExcludedGroup",

@@ -11,10 +11,13 @@ store do) and gives an agent framework the two phases of the design:
   and at the end of a user turn run the *after* strategy, whose changes are persisted
   with an audit event.
 
-Configure it with explicit strategies, or with ``max_context_window_tokens`` and
-``max_output_tokens`` (and ``reserved_tokens``), which give
+Configure it with a :class:`ContextWindow` (``window=``), or with the keywords it holds:
+explicit strategies, or ``max_context_window_tokens`` and ``max_output_tokens`` (and
+``reserved_tokens``), which give
 :class:`~strategies.context_window.ContextWindowCompactionStrategy` for both phases, as
 Agent Framework's harness does. An explicit strategy overrides the window's for its phase.
+The backend is a store, or a :class:`BackendSource` that opens one on first use (a
+framework adapter's hold on its store).
 
 Replays: frameworks often hand back messages that were already stored (a whole
 transcript, or the tail of the last call). :func:`new_messages` applies Agent Framework's
@@ -33,8 +36,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import Literal, Protocol, runtime_checkable
 
 from store.contract import MetadataBackend, ProviderBackend
 from store.deferred import DEFAULT_MAX_PENDING, DeferredCompactions
@@ -50,7 +53,9 @@ from strategies.tokenizers import Tokenizer
 __all__ = [
     "BEFORE_STRATEGY_KEY",
     "WINDOW_MIN_SAVING",
+    "BackendSource",
     "CompactionMode",
+    "ContextWindow",
     "SaveResult",
     "TwoPhaseProvider",
     "message_identity",
@@ -150,28 +155,133 @@ BEFORE_STRATEGY_KEY = "chatledger.before_strategy"
 strategy (``chatledger show --context`` projects with it)."""
 
 
-def _window_strategy(
-    max_context_window_tokens: int | None,
-    max_output_tokens: int | None,
-    reserved_tokens: int,
-    tokenizer: Tokenizer | None,
-) -> CompactionStrategy | None:
-    if max_context_window_tokens is None and max_output_tokens is None:
-        if reserved_tokens:
-            raise ValueError("reserved_tokens needs the window and output sizes")
-        return None
-    if max_context_window_tokens is None or max_output_tokens is None:
-        raise ValueError("give both max_context_window_tokens and max_output_tokens, or neither")
-    from strategies.context_window import ContextWindowCompactionStrategy
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextWindow:
+    """How a session is fitted to the model's window, in both phases: the window's sizes,
+    the strategies that replace the window's, and the tokenizer that counts.
 
-    budget = max_context_window_tokens - max_output_tokens - reserved_tokens
-    return ContextWindowCompactionStrategy(
-        max_context_window_tokens=max_context_window_tokens,
-        max_output_tokens=max_output_tokens,
-        reserved_tokens=reserved_tokens,
-        tokenizer=tokenizer,
-        min_saving_tokens=max(0, round(budget * WINDOW_MIN_SAVING)),
-    )
+    With ``max_context_window_tokens`` and ``max_output_tokens`` (and ``reserved_tokens``),
+    both phases run :class:`~strategies.context_window.ContextWindowCompactionStrategy`
+    on the input budget (window minus output minus reserve); ``before_strategy`` or
+    ``after_strategy`` (a strategy or a spec such as ``"sliding-window:keep_last_groups=8"``)
+    replaces it for its phase. Every option is checked here, when the object is made, and
+    :attr:`before` and :attr:`after` hold the strategies the phases run.
+    :class:`TwoPhaseProvider` and every framework adapter (``store.integrations.*``) take
+    it as ``window=``, in place of the keywords it holds, and use it as it is.
+
+    Raises:
+        ValueError: sizes that make no window (one of the two sizes, a reserve without
+            them, an output or reserve that leaves no input budget).
+        InvalidInput: a strategy spec that does not parse, or an object that is no strategy.
+    """
+
+    max_context_window_tokens: int | None = None
+    """The model's whole window, in tokens (give ``max_output_tokens`` too)."""
+    max_output_tokens: int | None = None
+    """Tokens kept free for the model's answer."""
+    reserved_tokens: int = 0
+    """Tokens the framework adds after the projection (instructions, tool schemas)."""
+    tokenizer: Tokenizer | None = None
+    """The tokenizer the window strategy counts with (the store's, when None); an adapter
+    that opens its own store opens it with this one."""
+    before_strategy: CompactionStrategy | str | None = None
+    """The before-call strategy, in place of the window's."""
+    after_strategy: CompactionStrategy | str | None = None
+    """The after-run strategy, in place of the window's."""
+    before: CompactionStrategy | None = field(init=False, repr=False, compare=False)
+    """The strategy the before-call projection runs (None: the stored active context)."""
+    after: CompactionStrategy | None = field(init=False, repr=False, compare=False)
+    """The strategy the after-run compaction runs (None: no compaction)."""
+
+    def __post_init__(self) -> None:
+        window = self._window_strategy()
+        before, after = self.before_strategy, self.after_strategy
+        # frozen: the two resolved strategies are set once, here
+        object.__setattr__(self, "before", window if before is None else resolve_strategy(before))
+        object.__setattr__(self, "after", window if after is None else resolve_strategy(after))
+
+    def _window_strategy(self) -> CompactionStrategy | None:
+        """The window's own strategy, or None without sizes."""
+        window, output = self.max_context_window_tokens, self.max_output_tokens
+        reserved = self.reserved_tokens
+        if window is None and output is None:
+            if reserved:
+                raise ValueError("reserved_tokens needs the window and output sizes")
+            return None
+        if window is None or output is None:
+            raise ValueError(
+                "give both max_context_window_tokens and max_output_tokens, or neither"
+            )
+        from strategies.context_window import ContextWindowCompactionStrategy
+
+        budget = window - output - reserved
+        return ContextWindowCompactionStrategy(
+            max_context_window_tokens=window,
+            max_output_tokens=output,
+            reserved_tokens=reserved,
+            tokenizer=self.tokenizer,
+            min_saving_tokens=max(0, round(budget * WINDOW_MIN_SAVING)),
+        )
+
+    @classmethod
+    def of(
+        cls,
+        window: ContextWindow | None = None,
+        *,
+        before_strategy: CompactionStrategy | str | None = None,
+        after_strategy: CompactionStrategy | str | None = None,
+        max_context_window_tokens: int | None = None,
+        max_output_tokens: int | None = None,
+        reserved_tokens: int = 0,
+        tokenizer: Tokenizer | None = None,
+    ) -> ContextWindow:
+        """``window``, or the window the keywords make when it is None.
+
+        Raises:
+            ValueError: ``window`` and one of the keywords were both given.
+        """
+        if window is None:
+            return cls(
+                max_context_window_tokens=max_context_window_tokens,
+                max_output_tokens=max_output_tokens,
+                reserved_tokens=reserved_tokens,
+                tokenizer=tokenizer,
+                before_strategy=before_strategy,
+                after_strategy=after_strategy,
+            )
+        options = {
+            "max_context_window_tokens": max_context_window_tokens,
+            "max_output_tokens": max_output_tokens,
+            "reserved_tokens": reserved_tokens,
+            "tokenizer": tokenizer,
+            "before_strategy": before_strategy,
+            "after_strategy": after_strategy,
+        }
+        defaults = {f.name: f.default for f in fields(cls) if f.init}
+        given = [name for name, value in options.items() if value != defaults[name]]
+        if given:
+            raise ValueError(f"give window or {', '.join(given)}, not both")
+        return window
+
+
+@runtime_checkable
+class BackendSource(Protocol):
+    """What hands :class:`TwoPhaseProvider` its backend on first use, for a caller that
+    opens nothing before the first call (a framework adapter's hold on its store)."""
+
+    async def get(self) -> ProviderBackend:
+        """The backend, opened on the first call."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Given:
+    """A backend given as it is, handed out as a :class:`BackendSource` would."""
+
+    backend: ProviderBackend
+
+    async def get(self) -> ProviderBackend:
+        return self.backend
 
 
 class TwoPhaseProvider:
@@ -180,8 +290,9 @@ class TwoPhaseProvider:
 
     def __init__(
         self,
-        backend: ProviderBackend,
+        backend: ProviderBackend | BackendSource,
         *,
+        window: ContextWindow | None = None,
         before_strategy: CompactionStrategy | str | None = None,
         after_strategy: CompactionStrategy | str | None = None,
         max_context_window_tokens: int | None = None,
@@ -191,7 +302,9 @@ class TwoPhaseProvider:
         compaction: CompactionMode = "inline",
         max_pending: int = DEFAULT_MAX_PENDING,
     ) -> None:
-        """Use ``backend``; the window arguments give the default strategy of both phases.
+        """Use ``backend`` (a store, or a :class:`BackendSource` asked for it on each call)
+        with the strategies of ``window``, or of the keywords it holds
+        (:class:`ContextWindow`).
 
         A strategy may be given as a spec (``"sliding-window:keep_last_groups=8"``, see
         :func:`strategies.parse_strategy`). With ``compaction="deferred"`` the after phase
@@ -201,16 +314,23 @@ class TwoPhaseProvider:
         """
         if compaction not in ("inline", "deferred"):
             raise ValueError(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
-        window = _window_strategy(
-            max_context_window_tokens, max_output_tokens, reserved_tokens, tokenizer
+        self.window = ContextWindow.of(
+            window,
+            before_strategy=before_strategy,
+            after_strategy=after_strategy,
+            max_context_window_tokens=max_context_window_tokens,
+            max_output_tokens=max_output_tokens,
+            reserved_tokens=reserved_tokens,
+            tokenizer=tokenizer,
         )
+        """The options both phases run with."""
         self.backend = backend
-        self.before_strategy: CompactionStrategy | None = (
-            resolve_strategy(before_strategy) if before_strategy is not None else window
+        """The backend, or the source that hands it out."""
+        self._source: BackendSource = (
+            backend if isinstance(backend, BackendSource) else _Given(backend)
         )
-        self.after_strategy: CompactionStrategy | None = (
-            resolve_strategy(after_strategy) if after_strategy is not None else window
-        )
+        self.before_strategy: CompactionStrategy | None = self.window.before
+        self.after_strategy: CompactionStrategy | None = self.window.after
         self._before_spec = (
             format_strategy(self.before_strategy) if self.before_strategy is not None else None
         )
@@ -225,7 +345,8 @@ class TwoPhaseProvider:
 
     async def load(self, session_id: str, pending: Sequence[Message] = ()) -> list[Message]:
         """The messages to send: stored active context plus ``pending``, through *before*."""
-        return await self.backend.context(
+        backend = await self._source.get()
+        return await backend.context(
             session_id, strategy=self.before_strategy, pending=tuple(pending)
         )
 
@@ -235,12 +356,13 @@ class TwoPhaseProvider:
         Excluded messages are included and reduced ones are in their stored form;
         summaries are left out. A session that does not exist has an empty tail.
         """
+        backend = await self._source.get()
         tail: list[StoredMessage] = []
         before = _AFTER_LAST_SEQ
         while len(tail) < count:
             wanted = count - len(tail)
             try:
-                page = await self.backend.history(
+                page = await backend.history(
                     session_id, include_excluded=True, limit=wanted, before=before
                 )
             except SessionNotFound:
@@ -271,7 +393,7 @@ class TwoPhaseProvider:
         else:
             tail = await self.stored_tail(session_id, len(messages))
         fresh = new_messages(tail, messages)
-        appended = await self.backend.append(session_id, fresh) if fresh else []
+        appended = await (await self._source.get()).append(session_id, fresh) if fresh else []
         if appended:
             await self._record_before_spec(session_id)
         event = None
@@ -291,7 +413,8 @@ class TwoPhaseProvider:
 
     async def _after_run(self, session_id: str) -> CompactionEvent | None:
         assert self.after_strategy is not None
-        return await self.backend.compact(session_id, self.after_strategy, phase="after_run")
+        backend = await self._source.get()
+        return await backend.compact(session_id, self.after_strategy, phase="after_run")
 
     async def flush(self) -> None:
         """Wait for the deferred compactions asked for so far (nothing to do inline)."""
@@ -310,7 +433,7 @@ class TwoPhaseProvider:
         spec = self._before_spec
         if spec is None or session_id in self._recorded:
             return
-        backend = self.backend
+        backend = await self._source.get()
         if isinstance(backend, MetadataBackend):
             metadata = await backend.get_metadata(session_id)
             if metadata.get(BEFORE_STRATEGY_KEY) != spec:

@@ -1,12 +1,17 @@
-"""The stores the framework adapters open for themselves, one per database and tenant.
+"""What the framework adapters share: their hold on a store, and their compaction options.
 
-An adapter given a ``url`` (or nothing: ``$CHATLEDGER_URL``, then ``./chatledger.db``)
-opens nothing in its constructor. On its first call it takes a :class:`StoreLease`
-(async adapters) or a :class:`SyncLease` (adapters with synchronous methods too) from a
-process-wide registry: adapters made with the same URL, tenant and tokenizer share one
-:class:`~store.HistoryStore` (or :class:`~store.SyncHistoryStore`), opened once and
-closed when the last lease is released, or at interpreter exit for those never
-released. An adapter given a store uses it and never closes it.
+An adapter's store is *borrowed* (given by the caller: used, never closed) or *owned*
+(opened from a URL: ``url``, else ``$CHATLEDGER_URL``, then ``./chatledger.db``). An
+adapter opens nothing in its constructor. It holds its store through a lease:
+:class:`StoreLease` for the async adapters, :class:`SyncLease` for those with
+synchronous methods too (a :class:`~store.SyncHistoryStore`), both built on one base.
+An owned store is opened on the lease's first use and shared by the leases on the same
+URL, tenant and tokenizer: opened once, closed when the last of them is released, or at
+interpreter exit for those never released.
+
+The compaction options reach every adapter as one :class:`~store.provider.ContextWindow`,
+built once from the adapter's keywords (or given as ``window=``); :func:`adapter_options`
+raises a bad one as :class:`~store.errors.InvalidInput`.
 """
 
 from __future__ import annotations
@@ -14,58 +19,94 @@ from __future__ import annotations
 import asyncio
 import atexit
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Generic, TypeVar
 
-from pydantic import JsonValue
-
-from store.contract import HistoryBackend, ProviderBackend
+from store.contract import HistoryBackend
 from store.errors import InvalidInput
-from store.models import CompactionEvent, Phase, StoredMessage
-from store.provider import CompactionMode, TwoPhaseProvider
+from store.provider import BackendSource, CompactionMode, ContextWindow, TwoPhaseProvider
 from store.sync import SyncHistoryStore
-from strategies.base import CompactionStrategy
-from strategies.messages import Message
 from strategies.tokenizers import Tokenizer
 
 __all__ = [
-    "LazyBackend",
     "StoreLease",
-    "StoreSource",
     "SyncLease",
+    "adapter_options",
     "close_all",
-    "phase_strategies",
     "provider_for",
 ]
 
 _Key = tuple[str, str, str]
+"""Where an owned store is opened: the URL, the tenant and the tokenizer's name."""
+
+_S = TypeVar("_S")
+"""A store of one kind: a :class:`~store.contract.HistoryBackend` or a
+:class:`~store.SyncHistoryStore`."""
 
 
 @dataclass
-class _Entry:
-    store: HistoryBackend
+class _Entry(Generic[_S]):
+    store: _S
     leases: int = 0
 
 
 @dataclass
-class _Registry:
-    entries: dict[_Key, _Entry] = field(default_factory=dict)
+class _Owned(Generic[_S]):
+    """The owned stores of one kind, one per key, each with the number of leases on it."""
+
+    entries: dict[_Key, _Entry[_S]] = field(default_factory=dict)
     guard: threading.Lock = field(default_factory=threading.Lock)
-    opening: dict[tuple[_Key, int], asyncio.Lock] = field(default_factory=dict)
+
+    def join(self, key: _Key) -> _S | None:
+        """The store open for ``key``, with one more lease on it; None when none is."""
+        with self.guard:
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            entry.leases += 1
+            return entry.store
+
+    def add(self, key: _Key, store: _S) -> _S:
+        """Keep ``store`` for ``key``, with one lease on it."""
+        with self.guard:
+            entry = self.entries.setdefault(key, _Entry(store))
+            entry.leases += 1
+            return entry.store
+
+    def held(self, key: _Key) -> _S:
+        """The store a lease on ``key`` holds."""
+        with self.guard:
+            return self.entries[key].store
+
+    def leave(self, key: _Key) -> _S | None:
+        """One lease less on ``key``: the store, for the caller to close, when it was the last."""
+        with self.guard:
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            entry.leases -= 1
+            if entry.leases > 0:
+                return None
+            del self.entries[key]
+            return entry.store
+
+    def drain(self) -> list[_S]:
+        """Every store, forgotten (for the caller to close)."""
+        with self.guard:
+            stores = [entry.store for entry in self.entries.values()]
+            self.entries.clear()
+            return stores
 
 
-_REGISTRY = _Registry()
-
-
-@dataclass
-class _SyncEntry:
-    store: SyncHistoryStore
-    leases: int = 0
-
-
-_SYNC: dict[_Key, _SyncEntry] = {}
-_SYNC_GUARD = threading.Lock()
+_ASYNC: _Owned[HistoryBackend] = _Owned()
+_SYNC: _Owned[SyncHistoryStore] = _Owned()
+_SYNC_OPENING = threading.Lock()
+"""Held while a :class:`SyncLease` looks for its store and opens it, so that threads
+opening the same one wait for the first."""
+_ASYNC_OPENING: dict[tuple[_Key, int], asyncio.Lock] = {}
+"""The same for :class:`StoreLease`, one lock per key and event loop."""
 
 
 def _key(url: str | None, tenant: str, tokenizer: Tokenizer | None) -> _Key:
@@ -75,203 +116,120 @@ def _key(url: str | None, tenant: str, tokenizer: Tokenizer | None) -> _Key:
     return (target, tenant, tokenizer.name if tokenizer is not None else "")
 
 
-class StoreLease:
-    """One adapter's hold on a store: the one it was given, or a shared one."""
+class _Lease(Generic[_S]):
+    """One adapter's hold on a store: borrowed, or owned and shared (see the module
+    docstring). Its subclasses only open and close."""
+
+    _owned: _Owned[_S]
 
     def __init__(
         self,
-        store: HistoryBackend | None,
+        store: _S | None,
         *,
-        url: str | None,
+        url: str | None = None,
         tenant: str,
         tokenizer: Tokenizer | None = None,
     ) -> None:
-        if store is not None and url is not None:
-            raise InvalidInput("give a store or a url, not both")
-        if store is not None and not isinstance(store, HistoryBackend):
-            raise InvalidInput(f"store must be a chatledger store, got {type(store).__name__}")
-        self._given = store
+        """Borrow ``store``, or own the one of ``url``, ``tenant`` and ``tokenizer`` when
+        it is None (a borrowed store makes ``url`` unused)."""
+        self._given: _S | None = store
         self._url = url
         self._tenant = tenant
         self._tokenizer = tokenizer
         self._key: _Key | None = None
 
     @property
+    def borrowed(self) -> bool:
+        """Whether the store was given by the caller (then it is never closed here)."""
+        return self._given is not None
+
+    @property
     def opened(self) -> bool:
-        """Whether this lease holds a shared store now."""
+        """Whether this lease holds an owned store now."""
         return self._key is not None
 
-    async def get(self) -> HistoryBackend:
-        """The store (the shared one is opened on first use)."""
+    def _held(self) -> _S | None:
+        """The borrowed store, or the owned one this lease holds now."""
         if self._given is not None:
             return self._given
-        if self._key is not None:
-            return _REGISTRY.entries[self._key].store
-        key = _key(self._url, self._tenant, self._tokenizer)
-        lock = _opening_lock(key)
-        async with lock:
-            entry = _REGISTRY.entries.get(key)
-            if entry is None:
+        return self._owned.held(self._key) if self._key is not None else None
+
+    def _target(self) -> _Key:
+        return _key(self._url, self._tenant, self._tokenizer)
+
+    def _took(self, key: _Key, store: _S) -> _S:
+        self._key = key
+        return store
+
+    def _leave(self) -> _S | None:
+        """Let go of the owned store: it, for the caller to close, when this was its last
+        lease (idempotent)."""
+        key, self._key = self._key, None
+        return self._owned.leave(key) if key is not None else None
+
+
+class StoreLease(_Lease[HistoryBackend]):
+    """An async adapter's hold on its store (see the module docstring); the provider's
+    :class:`~store.provider.BackendSource`."""
+
+    _owned = _ASYNC
+
+    @classmethod
+    def of(
+        cls,
+        store: object,
+        *,
+        url: str | None,
+        tenant: str,
+        tokenizer: Tokenizer | None = None,
+    ) -> StoreLease:
+        """The lease of an adapter's ``store`` or ``url`` (not both), checking the store."""
+        if store is not None and url is not None:
+            raise InvalidInput("give a store or a url, not both")
+        if store is not None and not isinstance(store, HistoryBackend):
+            raise InvalidInput(f"store must be a chatledger store, got {type(store).__name__}")
+        return cls(store, url=url, tenant=tenant, tokenizer=tokenizer)
+
+    async def get(self) -> HistoryBackend:
+        """The store (an owned one is opened on first use)."""
+        held = self._held()
+        if held is not None:
+            return held
+        key = self._target()
+        async with _opening_lock(key):
+            store = self._owned.join(key)
+            if store is None:
                 from store.sql.store import HistoryStore
 
                 opened = await HistoryStore.open(
                     self._url, tenant=self._tenant, tokenizer=self._tokenizer
                 )
-                entry = _REGISTRY.entries.setdefault(key, _Entry(opened))
-            entry.leases += 1
-        self._key = key
-        return entry.store
+                store = self._owned.add(key, opened)
+        return self._took(key, store)
 
     async def release(self) -> None:
-        """Give the shared store back; the last lease closes it (idempotent)."""
-        key, self._key = self._key, None
-        if key is None:
-            return
-        entry = _REGISTRY.entries.get(key)
-        if entry is None:
-            return
-        entry.leases -= 1
-        if entry.leases <= 0:
-            del _REGISTRY.entries[key]
-            await entry.store.aclose()
+        """Give the owned store back; the last lease closes it (idempotent)."""
+        store = self._leave()
+        if store is not None:
+            await store.aclose()
 
 
-class StoreSource(Protocol):
-    """What hands an adapter its store: a :class:`StoreLease`, or a store of its own."""
+class SyncLease(_Lease[SyncHistoryStore]):
+    """A synchronous adapter's hold on its :class:`~store.SyncHistoryStore` (see the
+    module docstring)."""
 
-    async def get(self) -> HistoryBackend:
-        """The store, opened on the first call."""
-        ...
+    _owned = _SYNC
 
-
-class LazyBackend:
-    """What the provider calls, on the store of ``source``, opened on the first call."""
-
-    def __init__(self, source: StoreSource) -> None:
-        self.source = source
-
-    async def append(self, session_id: str, messages: Sequence[Message]) -> list[str]:
-        """See :meth:`store.contract.HistoryBackend.append`."""
-        return await (await self.source.get()).append(session_id, messages)
-
-    async def context(
-        self,
-        session_id: str,
-        *,
-        strategy: CompactionStrategy | None = None,
-        pending: Sequence[Message] = (),
-    ) -> list[Message]:
-        """See :meth:`store.contract.HistoryBackend.context`."""
-        store = await self.source.get()
-        return await store.context(session_id, strategy=strategy, pending=pending)
-
-    async def compact(
-        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase = "manual"
-    ) -> CompactionEvent | None:
-        """See :meth:`store.contract.HistoryBackend.compact`."""
-        return await (await self.source.get()).compact(session_id, strategy, phase=phase)
-
-    async def history(
-        self,
-        session_id: str,
-        *,
-        include_excluded: bool = False,
-        limit: int | None = None,
-        before: int | None = None,
-    ) -> list[StoredMessage]:
-        """See :meth:`store.contract.HistoryBackend.history`."""
-        store = await self.source.get()
-        return await store.history(
-            session_id, include_excluded=include_excluded, limit=limit, before=before
-        )
-
-    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
-        """See :meth:`store.contract.HistoryBackend.get_metadata`."""
-        return await (await self.source.get()).get_metadata(session_id)
-
-    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
-        """See :meth:`store.contract.HistoryBackend.set_metadata`."""
-        await (await self.source.get()).set_metadata(session_id, metadata)
-
-
-def provider_for(
-    backend: ProviderBackend,
-    *,
-    before_strategy: CompactionStrategy | str | None,
-    after_strategy: CompactionStrategy | str | None,
-    max_context_window_tokens: int | None,
-    max_output_tokens: int | None,
-    reserved_tokens: int,
-    tokenizer: Tokenizer | None,
-    compaction: CompactionMode = "inline",
-) -> TwoPhaseProvider:
-    """The two phases of an adapter; bad options raise :class:`InvalidInput` at once."""
-    try:
-        return TwoPhaseProvider(
-            backend,
-            before_strategy=before_strategy,
-            after_strategy=after_strategy,
-            max_context_window_tokens=max_context_window_tokens,
-            max_output_tokens=max_output_tokens,
-            reserved_tokens=reserved_tokens,
-            tokenizer=tokenizer,
-            compaction=compaction,
-        )
-    except InvalidInput:
-        raise
-    except ValueError as error:
-        raise InvalidInput(str(error)) from error
-
-
-def phase_strategies(
-    *,
-    before_strategy: CompactionStrategy | str | None,
-    after_strategy: CompactionStrategy | str | None,
-    max_context_window_tokens: int | None,
-    max_output_tokens: int | None,
-    reserved_tokens: int,
-) -> tuple[CompactionStrategy | None, CompactionStrategy | None]:
-    """The before and after strategies these options give, as the provider resolves
-    them (for an adapter that runs them on the store itself)."""
-    phases = provider_for(
-        cast(ProviderBackend, None),  # never called: only the strategies are read
-        before_strategy=before_strategy,
-        after_strategy=after_strategy,
-        max_context_window_tokens=max_context_window_tokens,
-        max_output_tokens=max_output_tokens,
-        reserved_tokens=reserved_tokens,
-        tokenizer=None,
-    )
-    return phases.before_strategy, phases.after_strategy
-
-
-def _opening_lock(key: _Key) -> asyncio.Lock:
-    loop = id(asyncio.get_running_loop())
-    with _REGISTRY.guard:
-        return _REGISTRY.opening.setdefault((key, loop), asyncio.Lock())
-
-
-async def close_all() -> None:
-    """Close every shared store (what interpreter exit does for those still open)."""
-    entries = list(_REGISTRY.entries.values())
-    _REGISTRY.entries.clear()
-    _REGISTRY.opening.clear()
-    for entry in entries:
-        await entry.store.aclose()
-
-
-class SyncLease:
-    """One synchronous adapter's hold on a :class:`~store.SyncHistoryStore`: the one it
-    was given, or one shared by the adapters on the same URL, tenant and tokenizer."""
-
-    def __init__(
-        self,
-        store: SyncHistoryStore | None,
+    @classmethod
+    def of(
+        cls,
+        store: object,
         *,
         url: str | None,
         tenant: str,
         tokenizer: Tokenizer | None = None,
-    ) -> None:
+    ) -> SyncLease:
+        """The lease of an adapter's ``store`` or ``url`` (not both), checking the store."""
         if store is not None and url is not None:
             raise InvalidInput("give a store or a url, not both")
         if store is not None and not isinstance(store, SyncHistoryStore):
@@ -279,51 +237,72 @@ class SyncLease:
                 f"store must be a SyncHistoryStore (SyncHistoryStore.open(url) or "
                 f"SyncHistoryStore.wrap(...)), got {type(store).__name__}"
             )
-        self._given = store
-        self._url = url
-        self._tenant = tenant
-        self._tokenizer = tokenizer
-        self._key: _Key | None = None
+        return cls(store, url=url, tenant=tenant, tokenizer=tokenizer)
 
     def get(self) -> SyncHistoryStore:
-        """The store (the shared one is opened on first use)."""
+        """The store (an owned one is opened on first use)."""
         if self._given is not None:
             return self._given
-        with _SYNC_GUARD:
-            if self._key is not None:
-                return _SYNC[self._key].store
-            key = _key(self._url, self._tenant, self._tokenizer)
-            entry = _SYNC.get(key)
-            if entry is None:
+        with _SYNC_OPENING:
+            held = self._held()
+            if held is not None:
+                return held
+            key = self._target()
+            store = self._owned.join(key)
+            if store is None:
                 opened = SyncHistoryStore.open(
                     self._url, tenant=self._tenant, tokenizer=self._tokenizer
                 )
-                entry = _SYNC[key] = _SyncEntry(opened)
-            entry.leases += 1
-            self._key = key
-            return entry.store
+                store = self._owned.add(key, opened)
+            return self._took(key, store)
 
     def release(self) -> None:
-        """Give the shared store back; the last lease closes it (idempotent)."""
-        with _SYNC_GUARD:
-            key, self._key = self._key, None
-            entry = _SYNC.get(key) if key is not None else None
-            if key is None or entry is None:
-                return
-            entry.leases -= 1
-            if entry.leases > 0:
-                return
-            del _SYNC[key]
-        entry.store.close()
+        """Give the owned store back; the last lease closes it (idempotent)."""
+        store = self._leave()
+        if store is not None:
+            store.close()
+
+
+def _opening_lock(key: _Key) -> asyncio.Lock:
+    loop = id(asyncio.get_running_loop())
+    with _ASYNC.guard:
+        return _ASYNC_OPENING.setdefault((key, loop), asyncio.Lock())
+
+
+@contextmanager
+def adapter_options() -> Iterator[None]:
+    """Raise an adapter's bad compaction options as :class:`InvalidInput` (a
+    ``ValueError`` of :class:`~store.provider.ContextWindow` or of the provider)."""
+    try:
+        yield
+    except InvalidInput:
+        raise
+    except ValueError as error:
+        raise InvalidInput(str(error)) from error
+
+
+def provider_for(
+    source: BackendSource, window: ContextWindow, *, compaction: CompactionMode = "inline"
+) -> TwoPhaseProvider:
+    """The two phases of an adapter, on the store of ``source``, with ``window`` as it is;
+    a bad option raises :class:`InvalidInput` at once."""
+    with adapter_options():
+        return TwoPhaseProvider(source, window=window, compaction=compaction)
+
+
+async def close_all() -> None:
+    """Close every owned async store (what interpreter exit does for those still open)."""
+    stores = _ASYNC.drain()
+    with _ASYNC.guard:
+        _ASYNC_OPENING.clear()
+    for store in stores:
+        await store.aclose()
 
 
 def _close_at_exit() -> None:
-    with _SYNC_GUARD:
-        stores = [entry.store for entry in _SYNC.values()]
-        _SYNC.clear()
-    for store in stores:
+    for store in _SYNC.drain():
         store.close()
-    if _REGISTRY.entries:
+    if _ASYNC.entries:
         asyncio.run(close_all())
 
 

@@ -45,7 +45,6 @@ model response shared by that response's calls:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
@@ -78,9 +77,9 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from store.contract import HistoryBackend
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
-from store.integrations._shared import LazyBackend, provider_for
+from store.integrations._shared import StoreLease, adapter_options, provider_for
 from store.models import ImportResult
-from store.provider import CompactionMode, SaveResult, unanswered_call_ids
+from store.provider import CompactionMode, ContextWindow, SaveResult, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.bounded import (
     AllowancePolicy,
@@ -146,41 +145,6 @@ def _session(session_id: str | None) -> str:
     return session_id
 
 
-class _OwnStore:
-    """The provider's store: the one it was given, or one it opens on first use and
-    closes in :meth:`aclose`."""
-
-    def __init__(
-        self,
-        store: HistoryBackend | None,
-        url: str | None,
-        tenant: str,
-        tokenizer: Tokenizer | None,
-    ) -> None:
-        self.store = store
-        self.owned = store is None
-        self.url = url
-        self.tenant = tenant
-        self.tokenizer = tokenizer
-        self._lock = asyncio.Lock()
-
-    async def get(self) -> HistoryBackend:
-        async with self._lock:
-            if self.store is None:
-                from store.sql.store import HistoryStore
-
-                self.store = await HistoryStore.open(
-                    self.url, tenant=self.tenant, tokenizer=self.tokenizer
-                )
-            return self.store
-
-    async def aclose(self) -> None:
-        store, owned = self.store, self.owned
-        if owned and store is not None:
-            self.store = None
-            await store.aclose()
-
-
 class ChatledgerHistoryProvider(HistoryProvider):
     """An Agent Framework history provider backed by a chatledger store."""
 
@@ -198,34 +162,40 @@ class ChatledgerHistoryProvider(HistoryProvider):
         reserved_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
         compaction: CompactionMode = "inline",
+        window: ContextWindow | None = None,
     ) -> None:
         """Configure; opens nothing. Without ``store``, ``HistoryStore.open(url, ...)``
-        runs on first use and :meth:`aclose` closes it; a given store is left open.
-        ``compaction="deferred"`` runs the after phase in the background (see
-        :class:`store.provider.TwoPhaseProvider`); :meth:`aclose` waits for it."""
+        runs on first use, shared by the providers on the same URL, tenant and tokenizer,
+        and :meth:`aclose` gives it back (the last one closes it); a given store is used,
+        ``url`` is then unused, and it is left open. The strategies and window sizes
+        choose the compaction, as for :class:`store.provider.TwoPhaseProvider`, or give
+        them all as one :class:`~store.provider.ContextWindow` (``window=``), whose
+        tokenizer an owned store is opened with. ``compaction="deferred"`` runs the after
+        phase in the background; :meth:`aclose` waits for it."""
         super().__init__(source_id)
-        self._store = _OwnStore(store, url, tenant, tokenizer)
-        self.phases = provider_for(
-            LazyBackend(self._store),
-            before_strategy=before_strategy,
-            after_strategy=after_strategy,
-            max_context_window_tokens=max_context_window_tokens,
-            max_output_tokens=max_output_tokens,
-            reserved_tokens=reserved_tokens,
-            tokenizer=tokenizer,
-            compaction=compaction,
-        )
+        with adapter_options():
+            window = ContextWindow.of(
+                window,
+                before_strategy=before_strategy,
+                after_strategy=after_strategy,
+                max_context_window_tokens=max_context_window_tokens,
+                max_output_tokens=max_output_tokens,
+                reserved_tokens=reserved_tokens,
+                tokenizer=tokenizer,
+            )
+        self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
+        self.phases = provider_for(self._lease, window, compaction=compaction)
         self.last_save: SaveResult | None = None
         """What the latest :meth:`save_messages` did (ids appended, replays, event)."""
 
     async def store(self) -> HistoryBackend:
         """The store, opened if needed."""
-        return await self._store.get()
+        return await self._lease.get()
 
     async def aclose(self) -> None:
-        """Finish the deferred compactions, then close the store if this provider opened it."""
+        """Finish the deferred compactions, then give back the store this provider opened."""
         await self.phases.aclose()
-        await self._store.aclose()
+        await self._lease.release()
 
     async def __aenter__(self) -> Self:
         return self

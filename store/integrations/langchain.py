@@ -30,7 +30,8 @@ from typing import Any, TypeVar, cast
 from store.contract import DEFAULT_TENANT, HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.formats.langchain import from_langchain, to_langchain
-from store.integrations._shared import SyncLease, phase_strategies
+from store.integrations._shared import SyncLease, adapter_options
+from store.provider import ContextWindow
 from store.sync import SyncHistoryStore
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
@@ -84,7 +85,7 @@ class ChatledgerChatMessageHistory(BaseChatMessageHistory):
     ) -> None:
         super().__init__()
         self.session_id = session_id
-        self._lease = SyncLease(store, url=url, tenant=tenant)
+        self._lease = SyncLease.of(store, url=url, tenant=tenant)
         self._read: list[BaseMessage] | None = None
 
     def store(self) -> SyncHistoryStore:
@@ -163,17 +164,29 @@ class ChatledgerMiddleware(AgentMiddleware):
         max_context_window_tokens: int | None = None,
         max_output_tokens: int | None = None,
         reserved_tokens: int = 0,
+        window: ContextWindow | None = None,
     ) -> None:
+        """Configure; opens nothing. ``before_strategy`` and ``after_strategy`` (strategies
+        or specs), or the window sizes, choose the compaction, as for
+        :class:`~store.provider.TwoPhaseProvider`; or give them all as one
+        :class:`~store.provider.ContextWindow` (``window=``), whose tokenizer an owned
+        store is opened with."""
         super().__init__()
-        self._lease = SyncLease(store, url=url, tenant=tenant)
+        with adapter_options():
+            window = ContextWindow.of(
+                window,
+                before_strategy=before_strategy,
+                after_strategy=after_strategy,
+                max_context_window_tokens=max_context_window_tokens,
+                max_output_tokens=max_output_tokens,
+                reserved_tokens=reserved_tokens,
+            )
+        self._lease = SyncLease.of(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
         self.session_id_key = session_id_key
-        self.before_strategy, self.after_strategy = phase_strategies(
-            before_strategy=before_strategy,
-            after_strategy=after_strategy,
-            max_context_window_tokens=max_context_window_tokens,
-            max_output_tokens=max_output_tokens,
-            reserved_tokens=reserved_tokens,
-        )
+        self.window = window
+        """The compaction options this middleware runs with."""
+        self.before_strategy = window.before
+        self.after_strategy = window.after
 
     def store(self) -> SyncHistoryStore:
         """The store (opened now when this middleware opens its own)."""

@@ -39,8 +39,8 @@ from store.contract import DEFAULT_TENANT, HistoryBackend
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
-from store.integrations._shared import LazyBackend, StoreLease, provider_for
-from store.provider import TwoPhaseProvider, unanswered_call_ids
+from store.integrations._shared import StoreLease, adapter_options, provider_for
+from store.provider import ContextWindow, TwoPhaseProvider, unanswered_call_ids
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, Message, OtherContent
 from strategies.tokenizers import Tokenizer
@@ -118,7 +118,9 @@ class ChatledgerSession:
     ``./chatledger.db``): sessions with the same URL and tenant share one store, opened on
     first use and closed when the last of them calls :meth:`aclose`, or at exit.
     ``before_strategy`` and ``after_strategy`` (strategies or specs), or the window sizes,
-    choose the compaction, as for :class:`~store.provider.TwoPhaseProvider`.
+    choose the compaction, as for :class:`~store.provider.TwoPhaseProvider`; or give them
+    all as one :class:`~store.provider.ContextWindow` (``window=``), whose tokenizer an
+    owned store is opened with.
     """
 
     def __init__(
@@ -135,19 +137,22 @@ class ChatledgerSession:
         reserved_tokens: int = 0,
         tokenizer: Tokenizer | None = None,
         session_settings: SessionSettings | None = None,
+        window: ContextWindow | None = None,
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
-        self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=tokenizer)
-        self._provider = provider_for(
-            LazyBackend(self._lease),
-            before_strategy=before_strategy,
-            after_strategy=after_strategy,
-            max_context_window_tokens=max_context_window_tokens,
-            max_output_tokens=max_output_tokens,
-            reserved_tokens=reserved_tokens,
-            tokenizer=tokenizer,
-        )
+        with adapter_options():
+            window = ContextWindow.of(
+                window,
+                before_strategy=before_strategy,
+                after_strategy=after_strategy,
+                max_context_window_tokens=max_context_window_tokens,
+                max_output_tokens=max_output_tokens,
+                reserved_tokens=reserved_tokens,
+                tokenizer=tokenizer,
+            )
+        self._lease = StoreLease.of(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
+        self._provider = provider_for(self._lease, window)
         self._history_length = 0
         """How many items the last :meth:`get_items` without a limit returned."""
         self._added: Counter[str] = Counter()

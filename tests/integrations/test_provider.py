@@ -186,10 +186,10 @@ async def test_live_saves_drop_annotations_and_import_keeps_them(
 
 async def test_constructor_opens_nothing_and_aclose_releases_the_store() -> None:
     provider = ChatledgerHistoryProvider(url="sqlite:///does/not/exist/nowhere.db")
-    assert provider._store.store is None  # nothing opened
+    assert not provider._lease.opened  # nothing opened
     async with provider:
         pass
-    assert provider._store.store is None
+    assert not provider._lease.opened
 
 
 # -- the strategy adapter --------------------------------------------------------------
