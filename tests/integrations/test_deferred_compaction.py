@@ -16,6 +16,7 @@ import weakref
 import pytest
 
 from store import HistoryStore
+from store.contract import HistoryBackend
 from store.deferred import (
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_MAX_PENDING,
@@ -41,7 +42,7 @@ def _turn(i: int) -> list[Message]:
 
 
 def _provider(
-    store: InMemoryHistoryStore, summarizer: FakeSummarizer, **kwargs: object
+    store: HistoryBackend, summarizer: FakeSummarizer, **kwargs: object
 ) -> TwoPhaseProvider:
     strategy = SummarizationStrategy(
         client=summarizer, target_count=2, threshold=0, tokenizer=store.tokenizer
@@ -265,14 +266,14 @@ async def test_sessions_left_by_aclose_are_compacted_on_their_next_turn(
 ) -> None:
     """What a bounded close leaves undone is what a crash leaves: the next turn's after
     phase compacts the whole active context, the turns left behind included."""
-    hung = _provider(store, FakeSummarizer(delay=3600), compaction="deferred")  # type: ignore[arg-type]
+    hung = _provider(store, FakeSummarizer(delay=3600), compaction="deferred")
     for i in range(3):
         await hung.save_turn("s", _turn(i), end_of_turn=True)
     result = await hung.aclose(timeout=0.05)
     assert result.pending == ("s",)
     assert await store.audit("s") == []
     left = [m.message_id for m in await store.history("s")]
-    restarted = _provider(store, FakeSummarizer(), compaction="deferred")  # type: ignore[arg-type]
+    restarted = _provider(store, FakeSummarizer(), compaction="deferred")
     await restarted.save_turn("s", _turn(3), end_of_turn=True)
     assert (await restarted.aclose()).complete
     [event] = await store.audit("s")
