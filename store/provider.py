@@ -40,7 +40,12 @@ from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol, runtime_checkable
 
 from store.contract import MetadataBackend, ProviderBackend
-from store.deferred import DEFAULT_MAX_PENDING, DeferredCompactions
+from store.deferred import (
+    DEFAULT_CLOSE_TIMEOUT,
+    DEFAULT_MAX_PENDING,
+    DeferredCompactions,
+    FlushResult,
+)
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, StoredMessage
@@ -310,7 +315,7 @@ class TwoPhaseProvider:
         :func:`strategies.parse_strategy`). With ``compaction="deferred"`` the after phase
         runs in the background (:mod:`store.deferred`): ``save_turn`` returns once the
         turn is stored, at most ``max_pending`` sessions wait, and :meth:`aclose` (or
-        :meth:`flush`) waits for them.
+        :meth:`flush`) waits for them, each for at most its ``timeout``.
         """
         if compaction not in ("inline", "deferred"):
             raise ValueError(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
@@ -416,15 +421,21 @@ class TwoPhaseProvider:
         backend = await self._source.get()
         return await backend.compact(session_id, self.after_strategy, phase="after_run")
 
-    async def flush(self) -> None:
-        """Wait for the deferred compactions asked for so far (nothing to do inline)."""
-        if self.deferred is not None:
-            await self.deferred.flush()
+    async def flush(self, *, timeout: float | None = None) -> FlushResult:  # noqa: ASYNC109
+        """Wait for the deferred compactions asked for so far, for at most ``timeout``
+        seconds (None: as long as they take); see :meth:`DeferredCompactions.flush`.
+        Inline, there is nothing to wait for."""
+        if self.deferred is None:
+            return FlushResult()
+        return await self.deferred.flush(timeout=timeout)
 
-    async def aclose(self) -> None:
-        """Finish the deferred compactions and stop their tasks (the backend stays open)."""
-        if self.deferred is not None:
-            await self.deferred.aclose()
+    async def aclose(self, *, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> FlushResult:  # noqa: ASYNC109
+        """Finish the deferred compactions within ``timeout`` seconds, cancel the rest and
+        stop their tasks (the backend stays open); see :meth:`DeferredCompactions.aclose`.
+        """
+        if self.deferred is None:
+            return FlushResult()
+        return await self.deferred.aclose(timeout=timeout)
 
     async def _record_before_spec(self, session_id: str) -> None:
         """Record the before-call strategy's spec in the session's metadata, once per

@@ -76,6 +76,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 from store.contract import HistoryBackend
+from store.deferred import DEFAULT_CLOSE_TIMEOUT, FlushResult
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
 from store.integrations._shared import StoreLease, adapter_options, provider_for
 from store.models import ImportResult
@@ -192,10 +193,13 @@ class ChatledgerHistoryProvider(HistoryProvider):
         """The store, opened if needed."""
         return await self._lease.get()
 
-    async def aclose(self) -> None:
-        """Finish the deferred compactions, then give back the store this provider opened."""
-        await self.phases.aclose()
+    async def aclose(self, *, timeout: float = DEFAULT_CLOSE_TIMEOUT) -> FlushResult:  # noqa: ASYNC109
+        """Finish the deferred compactions (within ``timeout`` seconds, see
+        :meth:`TwoPhaseProvider.aclose`), then give back the store this provider opened;
+        name the sessions whose compaction was left undone."""
+        result = await self.phases.aclose(timeout=timeout)
         await self._lease.release()
+        return result
 
     async def __aenter__(self) -> Self:
         return self
