@@ -9,31 +9,17 @@ with its totals. It reads only (a database without chatledger's schema is refuse
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import func, select
 from sqlalchemy.engine import URL
 
+from store.models import TenantInfo
 from store.sql.drivers.engine import create_engine, normalize_url, sqlite_file
 from store.sql.errors import translate_errors
 from store.sql.migrations import check_sqlite_file, ensure_schema
 from store.sql.schema import SESSIONS
 
 __all__ = ["TenantInfo", "list_tenants"]
-
-
-class TenantInfo(BaseModel):
-    """One tenant of a database and its totals."""
-
-    model_config = ConfigDict(frozen=True)
-
-    tenant: str
-    sessions: int
-    stored_messages: int
-    stored_tokens: int
-    updated_at: datetime
-    """When the tenant's most recently updated session was updated."""
 
 
 async def list_tenants(url: str | URL | None = None) -> list[TenantInfo]:
