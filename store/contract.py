@@ -749,6 +749,18 @@ class BackendBase(metaclass=ABCMeta):
         strategy's still."""
         return strategy_errors()
 
+    def _checked_batch(
+        self, session_id: str, messages: Message | Iterable[Message], provenance: object
+    ) -> list[Message]:
+        """The checks of an append (the session id, the provenance, every message), and
+        its messages as a list: for :meth:`append` and a backend's bulk appends."""
+        check_session_id(session_id, self._limits)
+        check_provenance(provenance)
+        batch = checked_messages(messages)
+        for message in batch:
+            check_message(message, self._limits)
+        return batch
+
     def _unsupported(self, method: str) -> InvalidInput:
         """The error of a contract method this backend does not implement (the default
         of a method added to the contract after the backend was written)."""
@@ -765,11 +777,7 @@ class BackendBase(metaclass=ABCMeta):
     ) -> list[str]:
         """Append ``messages`` to the session, in one write (see the contract)."""
         self._check_open()
-        check_session_id(session_id, self._limits)
-        check_provenance(provenance)
-        batch = checked_messages(messages)
-        for message in batch:
-            check_message(message, self._limits)
+        batch = self._checked_batch(session_id, messages, provenance)
         if not batch:
             return []
         with (

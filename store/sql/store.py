@@ -85,11 +85,8 @@ from store.models import (
 from store.rules.changes import new_event_id
 from store.rules.checks import (
     check_flag,
-    check_message,
-    check_provenance,
     check_session_id,
     check_tokenizer,
-    checked_messages,
 )
 from store.rules.conflicts import plan_and_apply
 from store.rules.identity import dedupe, new_messages
@@ -834,11 +831,7 @@ class HistoryStore(BackendBase):
         Returns the messages stored."""
         prepared: list[tuple[str, AppendContext, list[Message]]] = []
         for session_id, messages, provenance in batches:
-            check_session_id(session_id, self._limits)
-            check_provenance(provenance)
-            batch = checked_messages(messages)
-            for message in batch:
-                check_message(message, self._limits)
+            batch = self._checked_batch(session_id, messages, provenance)
             if batch:
                 prepared.append((session_id, self._append_context(session_id, provenance), batch))
         if not prepared:
