@@ -742,11 +742,12 @@ class BackendBase(metaclass=ABCMeta):
         return
 
     def _translate_errors(self) -> AbstractContextManager[None]:
-        """The context every primitive runs in: raises only
-        :class:`~store.errors.ChatledgerError`. Here a strategy's errors become
-        :class:`~store.errors.InvalidInput` (:func:`~store.errors.strategy_errors`); a
-        backend whose storage raises errors of its own translates those as well, and a
-        strategy's still."""
+        """The context every primitive runs in, so that a call raises only
+        :class:`~store.errors.ChatledgerError` (the stream of :meth:`_aiter_history`,
+        which runs after its call has returned, translates its own). Here a strategy's
+        errors become :class:`~store.errors.InvalidInput`
+        (:func:`~store.errors.strategy_errors`); a backend whose storage raises errors of
+        its own translates those as well, and a strategy's still."""
         return strategy_errors()
 
     def _checked_batch(
