@@ -1,7 +1,8 @@
 """chatledger's persistence: the store's contract, its backends, the provider, the formats.
 
 ``HistoryStore`` (SQL: SQLite or PostgreSQL) and ``InMemoryHistoryStore`` implement the
-contract (``HistoryBackend``, with its parts ``ProviderBackend`` and ``DemoBackend``);
+contract (``HistoryBackend``, with its parts ``ProviderBackend`` and ``DemoBackend``),
+both on ``BackendBase``, the one front a backend is written on;
 ``TwoPhaseProvider`` gives an agent framework the before-call projection and the
 after-run compaction over any of them. Integrations (``store.integrations.*``) and the
 CLI (``store.cli``) are never imported from here: they load optional dependencies.
@@ -15,7 +16,13 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from store.contract import DemoBackend, HistoryBackend, MetadataBackend, ProviderBackend
+    from store.contract import (
+        BackendBase,
+        DemoBackend,
+        HistoryBackend,
+        MetadataBackend,
+        ProviderBackend,
+    )
     from store.errors import (
         ChatledgerError,
         ConcurrentWriteError,
@@ -43,7 +50,13 @@ if _typing.TYPE_CHECKING:
     from store.sync.store import SyncHistoryStore
 
 _HOMES: dict[str, tuple[str, ...]] = {
-    "store.contract": ("DemoBackend", "HistoryBackend", "MetadataBackend", "ProviderBackend"),
+    "store.contract": (
+        "BackendBase",
+        "DemoBackend",
+        "HistoryBackend",
+        "MetadataBackend",
+        "ProviderBackend",
+    ),
     "store.errors": (
         "ChatledgerError",
         "ConcurrentWriteError",
@@ -88,6 +101,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "BackendBase",
     "ChatledgerError",
     "CompactionEvent",
     "ConcurrentWriteError",

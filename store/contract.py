@@ -1,4 +1,5 @@
-"""The store's contract: its whole async API, stated once, for every backend.
+"""The store's contract: its whole async API, stated once, and the one front that
+implements it for every backend.
 
 :class:`HistoryBackend` is what :class:`store.HistoryStore` (SQL) and
 :class:`store.InMemoryHistoryStore` implement, and what a third-party backend
@@ -16,22 +17,48 @@ All three are runtime-checkable: test a store with ``isinstance`` (``issubclass`
 supported, as the contract has properties). Methods are documented on
 :class:`HistoryBackend`; the parts refer to them.
 
+:class:`BackendBase` is the way to write a backend: it implements every method of the
+contract once (the argument checks, the closed-store guard, the spans, the translation
+of a strategy's errors) and calls the backend's own primitives. Both backends are built
+on it; a backend may also implement :class:`HistoryBackend` directly.
+
+Abilities beyond the contract are small Protocols of their own, each with a function
+that tells whether a store has it: :class:`BulkImportBackend`
+(:func:`is_bulk_import_backend`), :class:`AdminBackend` (:func:`is_admin_backend`) and
+:class:`UpkeepBackend` (:func:`is_upkeep_backend`).
+
 Every method raises only :class:`~store.errors.ChatledgerError` subclasses:
 :class:`~store.errors.InvalidInput` for a bad argument (before anything is read or
-written), :class:`~store.errors.SessionNotFound` where a session must exist.
+written), :class:`~store.errors.SessionNotFound` where a session must exist,
+:class:`~store.errors.StoreClosed` once the store is closed.
 """
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Literal, Protocol, Self, overload, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    NamedTuple,
+    Protocol,
+    Self,
+    TypeGuard,
+    overload,
+    runtime_checkable,
+)
 
 from pydantic import JsonValue
 
+from store import telemetry
+from store.errors import InvalidInput, StoreClosed, strategy_errors
 from store.models import (
     CompactionEvent,
+    DoctorReport,
     EventOutcome,
     ExcludedGroup,
     ImportResult,
@@ -43,22 +70,62 @@ from store.models import (
     SessionOrder,
     Stats,
     StoredMessage,
+    TenantInfo,
     WhyResult,
 )
+from store.rules.checks import (
+    check_bound,
+    check_flag,
+    check_limit,
+    check_message,
+    check_metadata,
+    check_outcome,
+    check_page_size,
+    check_phase,
+    check_provenance,
+    check_restore_target,
+    check_session_id,
+    check_session_order,
+    check_since,
+    check_tenant,
+    check_text,
+    checked_ids,
+    checked_messages,
+    resolve_strategy,
+    resolve_tokenizer,
+)
+from store.rules.erasure import check_redaction, purge_cutoff
+from store.rules.limits import DEFAULT_LIMITS, Limits
+from store.rules.records import now
+from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
-from strategies.tokenizers import TokenCountPolicy, Tokenizer
+from strategies.tokenizers import (
+    DEFAULT_POLICY,
+    TiktokenTokenizer,
+    TokenCountPolicy,
+    Tokenizer,
+    count_message_tokens,
+)
 from strategies.view import View
 
 __all__ = [
     "DEFAULT_TENANT",
     "DEFAULT_TOKENIZER",
     "PAGE_SIZE",
+    "AdminBackend",
+    "BackendBase",
+    "BulkImportBackend",
     "DemoBackend",
     "HistoryBackend",
     "MetadataBackend",
     "ProviderBackend",
+    "UpkeepBackend",
+    "Written",
+    "is_admin_backend",
+    "is_bulk_import_backend",
+    "is_upkeep_backend",
 ]
 
 DEFAULT_TENANT = "default"
@@ -472,3 +539,725 @@ class HistoryBackend(Protocol):
         message again is a replay: reported as stored, never restored.
         """
         ...
+
+
+# -- abilities beyond the contract ----------------------------------------------------
+
+
+@runtime_checkable
+class BulkImportBackend(Protocol):
+    """The bulk path of an import: many sessions read in one go, and written in one
+    transaction.
+
+    The importer (:mod:`store.importing`) takes it when the store has it
+    (:func:`is_bulk_import_backend`), and else the contract's methods, a session at a
+    time.
+    """
+
+    async def stored_hashes(self, session_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The content hash of each stored message id of each of ``session_ids`` (sessions
+        that hold no message are left out)."""
+        ...
+
+    async def append_sessions(
+        self, batches: Sequence[tuple[str, Sequence[Message], Provenance | None]]
+    ) -> int:
+        """Append each ``(session id, messages, provenance)`` as
+        :meth:`HistoryBackend.append` would, in the given order, in one write: nothing is
+        stored when one fails. Returns the messages stored."""
+        ...
+
+
+def is_bulk_import_backend(store: object) -> TypeGuard[BulkImportBackend]:
+    """Whether ``store`` has the bulk path of an import (:class:`BulkImportBackend`)."""
+    return isinstance(store, BulkImportBackend)
+
+
+@runtime_checkable
+class AdminBackend(Protocol):
+    """Administration across the tenants of the store's database, which the contract
+    never reaches (every call of a store is limited to its tenant). It only reads."""
+
+    async def tenants(self) -> list[TenantInfo]:
+        """Every tenant of the database with its totals, by name."""
+        ...
+
+
+def is_admin_backend(store: object) -> TypeGuard[AdminBackend]:
+    """Whether ``store`` can list its database's tenants (:class:`AdminBackend`)."""
+    return isinstance(store, AdminBackend)
+
+
+@runtime_checkable
+class UpkeepBackend(Protocol):
+    """Upkeep of the stored rows: check them and repair what can be repaired, and give
+    the space of what was deleted back to the system."""
+
+    async def doctor(self, session_id: str | None = None, *, fix: bool = False) -> DoctorReport:
+        """Check one session, or every session of the tenant, for damage; with ``fix``,
+        repair what can be repaired (each repair audited)."""
+        ...
+
+    async def vacuum(self) -> None:
+        """Return the space of what was deleted to the system, leaving no old copy of an
+        erased row behind where the storage allows."""
+        ...
+
+
+def is_upkeep_backend(store: object) -> TypeGuard[UpkeepBackend]:
+    """Whether ``store`` can check, repair and vacuum its rows (:class:`UpkeepBackend`)."""
+    return isinstance(store, UpkeepBackend)
+
+
+# -- the one front ----------------------------------------------------------------------
+
+
+class Written(NamedTuple):
+    """What a write stored, as a primitive reports it to :class:`BackendBase` (the
+    figures of the operation's span and of the stored-tokens metric)."""
+
+    messages: int
+    """Messages stored (those found stored already are not counted)."""
+    tokens: int
+    """Their tokens."""
+
+
+_CLOSED = "the store was closed (aclose): open a new one"
+
+
+class BackendBase(metaclass=ABCMeta):
+    """The way to write a backend: the whole contract, written once, over a backend's
+    primitives.
+
+    Every method of :class:`HistoryBackend` is implemented here. It refuses a closed
+    store (:class:`~store.errors.StoreClosed`), checks its arguments with
+    :mod:`store.rules.checks` (:class:`~store.errors.InvalidInput`, before anything is
+    read or written), opens its span where the operation has one (``chatledger.append``,
+    ``chatledger.context``, ``chatledger.compact``, ``chatledger.import``: see
+    :mod:`store.telemetry`), and calls the backend's primitive of the same name with a
+    leading underscore (``append`` calls :meth:`_append`) inside
+    :meth:`_translate_errors`, which turns a strategy's errors into ``InvalidInput``. A
+    primitive is given checked arguments in their normal form (a list of messages, a
+    resolved strategy, lists of ids) and does the backend's own work only::
+
+        class MyBackend(BackendBase):
+            def __init__(self, client: MyClient, *, tenant: str = DEFAULT_TENANT) -> None:
+                super().__init__(tenant=tenant)
+                self._client = client
+
+            async def _append(self, session_id, batch, provenance) -> Written: ...
+            ...  # every abstract primitive
+
+    A subclass calls ``super().__init__`` with its tenant, tokenizer, policy and limits,
+    implements every abstract primitive (the class cannot be instantiated before), and
+    may override :meth:`_release` (what :meth:`aclose` frees) and
+    :meth:`_translate_errors` (to translate its own driver's errors too). The abilities
+    beyond the contract (:class:`BulkImportBackend`, :class:`AdminBackend`,
+    :class:`UpkeepBackend`) are the subclass's own public methods.
+
+    The contract grows by addition only. A method added to :class:`HistoryBackend` gets
+    a default here that raises ``InvalidInput("<method> is not supported by <backend
+    class name>")`` (:meth:`_unsupported`), and ``CHANGELOG.md`` names it: a backend
+    built on this base keeps working, and keeps conforming, until it implements it.
+    """
+
+    def __init__(
+        self,
+        *,
+        tenant: str = DEFAULT_TENANT,
+        tokenizer: Tokenizer | None = None,
+        policy: TokenCountPolicy = DEFAULT_POLICY,
+        limits: Limits | None = None,
+    ) -> None:
+        """A store of ``tenant`` that counts with ``tokenizer`` (or the tokenizer a name
+        names; tiktoken's ``o200k_base``, loaded on first use, when None) and ``policy``,
+        and accepts what ``limits`` allow (:class:`~store.rules.limits.Limits`)."""
+        check_tenant(tenant)
+        if limits is not None and not isinstance(limits, Limits):
+            raise InvalidInput(f"limits must be a Limits, got {type(limits).__name__}")
+        resolved = resolve_tokenizer(tokenizer)
+        self._tenant = tenant
+        self._limits = limits or DEFAULT_LIMITS
+        self._tokenizer: Tokenizer | None = resolved
+        self._tokenizer_name = resolved.name if resolved is not None else DEFAULT_TOKENIZER
+        self._policy = policy
+        self._closed = False
+
+    # -- what the store is ------------------------------------------------------------
+
+    @property
+    def tenant(self) -> str:
+        """The tenant every call of this store is limited to."""
+        return self._tenant
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The tokenizer new messages are counted with (the default one is loaded on first
+        use: calls that count nothing never load it)."""
+        if self._tokenizer is None:
+            self._tokenizer = TiktokenTokenizer(self._tokenizer_name)
+        return self._tokenizer
+
+    @property
+    def policy(self) -> TokenCountPolicy:
+        """The token-count policy new messages are counted with."""
+        return self._policy
+
+    @property
+    def limits(self) -> Limits:
+        """The largest values the store accepts (:class:`~store.rules.limits.Limits`)."""
+        return self._limits
+
+    def count_tokens(self, message: Message) -> int:
+        """Count ``message`` the way this store counts what it stores."""
+        return count_message_tokens(message, self.tokenizer, policy=self._policy)
+
+    # -- lifecycle --------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the store and release what it holds (:meth:`_release`); every later call
+        raises :class:`~store.errors.StoreClosed`. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            await self._release()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    def _check_open(self) -> None:
+        """Refuse a closed store."""
+        if self._closed:
+            raise StoreClosed(_CLOSED)
+
+    async def _release(self) -> None:
+        """Free what the backend holds, once, when the store is closed (nothing here)."""
+        return
+
+    def _translate_errors(self) -> AbstractContextManager[None]:
+        """The context every primitive runs in, so that a call raises only
+        :class:`~store.errors.ChatledgerError` (the stream of :meth:`_aiter_history`,
+        which runs after its call has returned, translates its own). Here a strategy's
+        errors become :class:`~store.errors.InvalidInput`
+        (:func:`~store.errors.strategy_errors`); a backend whose storage raises errors of
+        its own translates those as well, and a strategy's still."""
+        return strategy_errors()
+
+    def _checked_batch(
+        self, session_id: str, messages: Message | Iterable[Message], provenance: object
+    ) -> list[Message]:
+        """The checks of an append (the session id, the provenance, every message), and
+        its messages as a list: for :meth:`append` and a backend's bulk appends."""
+        check_session_id(session_id, self._limits)
+        check_provenance(provenance)
+        batch = checked_messages(messages)
+        for message in batch:
+            check_message(message, self._limits)
+        return batch
+
+    def _unsupported(self, method: str) -> InvalidInput:
+        """The error of a contract method this backend does not implement (the default
+        of a method added to the contract after the backend was written)."""
+        return InvalidInput(f"{method} is not supported by {type(self).__name__}")
+
+    # -- messages ---------------------------------------------------------------------
+
+    async def append(
+        self,
+        session_id: str,
+        messages: Message | Iterable[Message],
+        *,
+        provenance: Provenance | None = None,
+    ) -> list[str]:
+        """Append ``messages`` to the session, in one write (see the contract)."""
+        self._check_open()
+        batch = self._checked_batch(session_id, messages, provenance)
+        if not batch:
+            return []
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced,
+        ):
+            written = await self._append(session_id, batch, provenance)
+            traced.stored(written.messages, written.tokens)
+        return [m.message_id for m in batch]
+
+    async def history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool = False,
+        limit: int | None = None,
+        before: int | None = None,
+        after: int | None = None,
+    ) -> list[StoredMessage]:
+        """Stored messages of the session, oldest first, paged by ``seq``."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_limit(limit)
+        check_bound(before, "before")
+        check_bound(after, "after")
+        with self._translate_errors():
+            return await self._history(
+                session_id,
+                include_excluded=include_excluded,
+                limit=limit,
+                before=before,
+                after=after,
+            )
+
+    def aiter_history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool = False,
+        after: int | None = None,
+        before: int | None = None,
+        page_size: int = PAGE_SIZE,
+    ) -> AsyncIterator[StoredMessage]:
+        """Stream the session's history, ``page_size`` messages a read, oldest first (the
+        arguments are checked at once; the stream raises only ``ChatledgerError``)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_bound(before, "before")
+        check_bound(after, "after")
+        check_page_size(page_size)
+        return self._aiter_history(
+            session_id,
+            include_excluded=include_excluded,
+            after=after,
+            before=before,
+            page_size=page_size,
+        )
+
+    async def retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the newest appended message for good (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._retract_last(session_id)
+
+    # -- sessions ---------------------------------------------------------------------
+
+    async def sessions(
+        self,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        updated_since: datetime | None = None,
+        order: SessionOrder = "id",
+    ) -> list[SessionInfo]:
+        """The tenant's sessions by id or newest update first; page with ``after``."""
+        self._check_open()
+        check_limit(limit)
+        check_session_order(order)
+        check_text(after, "after", optional=True)
+        check_since(updated_since)
+        with self._translate_errors():
+            return await self._sessions(
+                limit=limit, after=after, updated_since=updated_since, order=order
+            )
+
+    async def session(self, session_id: str) -> SessionInfo:
+        """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._session(session_id)
+
+    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
+        """The session's metadata."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._get_metadata(session_id)
+
+    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
+        """Replace the session's metadata (creating the session when absent)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        value = check_metadata(metadata, self._limits)
+        with self._translate_errors():
+            await self._set_metadata(session_id, value)
+
+    async def delete_session(self, session_id: str) -> None:
+        """Delete the session and everything stored for it."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            await self._delete_session(session_id)
+
+    async def recount(self, session_id: str) -> SessionInfo:
+        """Recount every message of the session with this store's tokenizer and policy."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._recount(session_id)
+
+    # -- projection -------------------------------------------------------------------
+
+    async def view(self, session_id: str) -> View:
+        """The active view of the session: what a strategy plans on."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._view(session_id)
+
+    async def context(
+        self,
+        session_id: str,
+        *,
+        strategy: CompactionStrategy | str | None = None,
+        pending: Sequence[Message] = (),
+    ) -> list[Message]:
+        """The messages to send: active groups plus ``pending``, through ``strategy``."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        chosen = resolve_strategy(strategy) if strategy is not None else None
+        batch = checked_messages(pending)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced,
+        ):
+            view = await self._pending_view(session_id, batch)
+            if chosen is not None:
+                view = view.apply(await chosen.plan(view))
+            traced.sent(view)
+            return await view.project()
+
+    # -- compaction -------------------------------------------------------------------
+
+    @overload
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy | str,
+        *,
+        phase: Phase = ...,
+        dry_run: Literal[False] = ...,
+    ) -> CompactionEvent | None: ...
+
+    @overload
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy | str,
+        *,
+        phase: Phase = ...,
+        dry_run: Literal[True],
+    ) -> ChangeSet: ...
+
+    async def compact(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy | str,
+        *,
+        phase: Phase = "manual",
+        dry_run: bool = False,
+    ) -> CompactionEvent | ChangeSet | None:
+        """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_phase(phase)
+        chosen = resolve_strategy(strategy)
+        with (
+            self._translate_errors(),
+            telemetry.compaction(self._tenant, session_id, phase, chosen.name) as span,
+        ):
+            return span.finish(
+                await self._compact(session_id, chosen, phase=phase, dry_run=dry_run)
+            )
+
+    # -- audit ------------------------------------------------------------------------
+
+    async def audit(
+        self,
+        session_id: str | None = None,
+        *,
+        since: datetime | None = None,
+        strategy: str | None = None,
+        phase: Phase | None = None,
+        limit: int | None = None,
+        outcome: EventOutcome | None = None,
+    ) -> list[CompactionEvent]:
+        """Compaction events, newest first, of one session or of the whole tenant."""
+        self._check_open()
+        if session_id is not None:
+            check_session_id(session_id, self._limits)
+        check_limit(limit)
+        check_since(since)
+        check_text(strategy, "strategy", optional=True)
+        if phase is not None:
+            check_phase(phase)
+        if outcome is not None:
+            check_outcome(outcome)
+        with self._translate_errors():
+            return await self._audit(
+                session_id,
+                since=since,
+                strategy=strategy,
+                phase=phase,
+                limit=limit,
+                outcome=outcome,
+            )
+
+    async def excluded(self, session_id: str) -> list[ExcludedGroup]:
+        """The session's excluded groups in order, with reason, event and summary."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._excluded(session_id)
+
+    async def why(self, session_id: str, message_id: str) -> WhyResult:
+        """Whether a stored message is in the context (built without a strategy), and why."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_text(message_id, "message_id")
+        with self._translate_errors():
+            return await self._why(session_id, message_id)
+
+    async def stats(self, session_id: str | None = None) -> Stats:
+        """Stored versus active messages, groups and tokens (one session or the tenant)."""
+        self._check_open()
+        if session_id is not None:
+            check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._stats(session_id)
+
+    # -- restore and pin --------------------------------------------------------------
+
+    async def restore(
+        self,
+        session_id: str,
+        *,
+        group_ids: Iterable[str] | None = None,
+        event_id: str | None = None,
+    ) -> CompactionEvent | None:
+        """Re-include groups (pinning them), or undo one event; audited as ``restore``."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        ids = check_restore_target(group_ids, event_id)
+        with self._translate_errors():
+            return await self._restore(session_id, group_ids=ids, event_id=event_id)
+
+    async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
+        """Pin groups: strategies never exclude them. Returns the ids that changed."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        ids = checked_ids(group_ids, "group_ids")
+        with self._translate_errors():
+            return await self._set_pinned(session_id, ids, pinned=True)
+
+    async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
+        """Unpin groups. Returns the ids that changed."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        ids = checked_ids(group_ids, "group_ids")
+        with self._translate_errors():
+            return await self._set_pinned(session_id, ids, pinned=False)
+
+    # -- import -----------------------------------------------------------------------
+
+    async def import_messages(
+        self,
+        session_id: str,
+        messages: Sequence[Message],
+        *,
+        source: str = "agent_framework",
+    ) -> ImportResult:
+        """Append messages that another system may have compacted already (see the
+        contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_text(source, "source")
+        batch = checked_messages(messages)
+        for message in batch:
+            check_message(message, self._limits)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_IMPORT, self._tenant, session_id) as traced,
+        ):
+            result, written = await self._import(session_id, batch, source)
+            traced.stored(written.messages, written.tokens)
+            traced.event(result.event)
+            return result
+
+    # -- retention and erasure --------------------------------------------------------
+
+    async def purge(
+        self, *, older_than: datetime | timedelta, dry_run: bool = False
+    ) -> PurgeReport:
+        """Remove the tenant's sessions last updated before ``older_than`` (see the
+        contract)."""
+        self._check_open()
+        cutoff = purge_cutoff(older_than, now())
+        check_flag(dry_run, "dry_run")
+        with self._translate_errors():
+            return await self._purge(cutoff, dry_run=dry_run)
+
+    async def redact(
+        self, session_id: str, message_ids: Iterable[str], *, reason: str
+    ) -> RedactReport:
+        """Replace the messages by tombstones (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        ids = check_redaction(message_ids, reason, self._limits)
+        with self._translate_errors():
+            return await self._redact(session_id, ids, reason=reason)
+
+    # -- the backend's primitives -----------------------------------------------------
+
+    @abstractmethod
+    async def _append(
+        self, session_id: str, batch: list[Message], provenance: Provenance | None
+    ) -> Written:
+        """Store ``batch`` (one message at least) in one write; a message stored already
+        with the same content is skipped, with other content refused (nothing stored)."""
+
+    @abstractmethod
+    async def _history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool,
+        limit: int | None,
+        before: int | None,
+        after: int | None,
+    ) -> list[StoredMessage]:
+        """One page of the session's stored messages (see :meth:`history`)."""
+
+    @abstractmethod
+    def _aiter_history(
+        self,
+        session_id: str,
+        *,
+        include_excluded: bool,
+        after: int | None,
+        before: int | None,
+        page_size: int,
+    ) -> AsyncIterator[StoredMessage]:
+        """The stream of :meth:`aiter_history`; it raises only ``ChatledgerError``
+        (:class:`~store.errors.SessionNotFound` at its first step) and refuses to go on
+        once the store is closed."""
+
+    @abstractmethod
+    async def _retract_last(self, session_id: str) -> StoredMessage | None:
+        """Take back the session's newest appended message (see :meth:`retract_last`)."""
+
+    @abstractmethod
+    async def _sessions(
+        self,
+        *,
+        limit: int | None,
+        after: str | None,
+        updated_since: datetime | None,
+        order: SessionOrder,
+    ) -> list[SessionInfo]:
+        """One page of the tenant's sessions (see :meth:`sessions`)."""
+
+    @abstractmethod
+    async def _session(self, session_id: str) -> SessionInfo:
+        """The session's info (:class:`~store.errors.SessionNotFound` when absent)."""
+
+    @abstractmethod
+    async def _get_metadata(self, session_id: str) -> dict[str, JsonValue]:
+        """The session's metadata (:class:`~store.errors.SessionNotFound` when absent)."""
+
+    @abstractmethod
+    async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
+        """Replace the session's metadata with ``metadata`` (checked JSON), creating the
+        session when absent."""
+
+    @abstractmethod
+    async def _delete_session(self, session_id: str) -> None:
+        """Delete the session and everything stored for it."""
+
+    @abstractmethod
+    async def _recount(self, session_id: str) -> SessionInfo:
+        """Recount the session with this store's tokenizer and policy."""
+
+    @abstractmethod
+    async def _view(self, session_id: str) -> View:
+        """The session's active view (refusing a session counted with another
+        tokenizer)."""
+
+    @abstractmethod
+    async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
+        """The session's active view with ``batch``, the run's in-flight messages,
+        annotated after it (those stored already are left out); a missing session reads
+        as empty. Nothing is written."""
+
+    @abstractmethod
+    async def _compact(
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
+    ) -> CompactionEvent | ChangeSet | telemetry.Unchanged:
+        """Plan and apply ``strategy`` through :func:`store.rules.conflicts.plan_and_apply`
+        with the backend's snapshot, apply and record, and return what it returns."""
+
+    @abstractmethod
+    async def _audit(
+        self,
+        session_id: str | None,
+        *,
+        since: datetime | None,
+        strategy: str | None,
+        phase: Phase | None,
+        limit: int | None,
+        outcome: EventOutcome | None,
+    ) -> list[CompactionEvent]:
+        """The events :meth:`audit` returns."""
+
+    @abstractmethod
+    async def _excluded(self, session_id: str) -> list[ExcludedGroup]:
+        """The session's excluded groups in projection order."""
+
+    @abstractmethod
+    async def _why(self, session_id: str, message_id: str) -> WhyResult:
+        """Whether the stored message is in the context, and why."""
+
+    @abstractmethod
+    async def _stats(self, session_id: str | None) -> Stats:
+        """The session's figures, or the tenant's."""
+
+    @abstractmethod
+    async def _restore(
+        self, session_id: str, *, group_ids: list[str] | None, event_id: str | None
+    ) -> CompactionEvent | None:
+        """Restore ``group_ids``, or the event ``event_id`` (exactly one is given)."""
+
+    @abstractmethod
+    async def _set_pinned(
+        self, session_id: str, group_ids: list[str], *, pinned: bool
+    ) -> list[str]:
+        """Pin or unpin the groups; the ids that changed."""
+
+    @abstractmethod
+    async def _import(
+        self, session_id: str, batch: list[Message], source: str
+    ) -> tuple[ImportResult, Written]:
+        """Import ``batch`` in one write (see :meth:`import_messages`), with what it
+        appended."""
+
+    @abstractmethod
+    async def _purge(self, cutoff: datetime, *, dry_run: bool) -> PurgeReport:
+        """Remove (or with ``dry_run`` report) the sessions last updated before
+        ``cutoff``, an aware datetime."""
+
+    @abstractmethod
+    async def _redact(
+        self, session_id: str, message_ids: tuple[str, ...], *, reason: str
+    ) -> RedactReport:
+        """Replace the messages by tombstones (see :meth:`redact`)."""
+
+
+if TYPE_CHECKING:
+
+    def _conforms(store: BackendBase) -> HistoryBackend:
+        return store  # mypy checks that the base implements the whole contract

@@ -12,6 +12,9 @@
 * :class:`Stats`: stored versus active messages, groups and tokens.
 * :class:`ImportResult`: what an import of already-compacted history did.
 * :class:`PurgeReport` and :class:`RedactReport`: what a purge or a redaction erased.
+* :class:`DoctorReport` and its :class:`Finding` items: what a check of the stored rows
+  found and repaired; :class:`TenantInfo`: one tenant of a database and its totals
+  (answers of the optional abilities of :mod:`store.contract`).
 """
 
 from __future__ import annotations
@@ -29,9 +32,12 @@ from strategies.messages import Message
 __all__ = [
     "OUTCOMES",
     "PHASES",
+    "Check",
     "CompactionEvent",
+    "DoctorReport",
     "EventOutcome",
     "ExcludedGroup",
+    "Finding",
     "ImportResult",
     "Phase",
     "Provenance",
@@ -41,6 +47,7 @@ __all__ = [
     "SessionOrder",
     "Stats",
     "StoredMessage",
+    "TenantInfo",
     "WhyResult",
 ]
 
@@ -319,3 +326,66 @@ class RedactReport(BaseModel):
     tokens_after: int
     event: CompactionEvent | None = None
     """The audit event (strategy ``redact``), None when nothing changed."""
+
+
+Check = Literal[
+    "unparsable_row",
+    "orphan_result",
+    "stale_call",
+    "duplicate_call_id",
+    "audit_mismatch",
+    "totals_mismatch",
+]
+"""What a doctor's finding is about (each check is described in
+:mod:`store.sql.upkeep.doctor`)."""
+
+
+class Finding(BaseModel):
+    """One problem found in one session."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    check: Check
+    detail: str
+    """One sentence for people."""
+    seq: int | None = None
+    """The message row concerned, if one."""
+    group_id: str | None = None
+    """The group concerned, if one."""
+    fixable: bool
+    """Whether ``--fix`` repairs it."""
+    fixed: bool = False
+    """Whether this run repaired it."""
+    event_id: str | None = None
+    """The audit event of the repair."""
+
+
+class DoctorReport(BaseModel):
+    """What ``doctor`` found (and, with ``fix``, repaired)."""
+
+    model_config = _FROZEN
+
+    tenant: str
+    sessions: int
+    """Sessions checked."""
+    fix: bool
+    findings: tuple[Finding, ...] = ()
+
+    @property
+    def healthy(self) -> bool:
+        """Whether nothing is left to repair (what cannot be repaired counts)."""
+        return all(f.fixed for f in self.findings)
+
+
+class TenantInfo(BaseModel):
+    """One tenant of a database and its totals."""
+
+    model_config = ConfigDict(frozen=True)
+
+    tenant: str
+    sessions: int
+    stored_messages: int
+    stored_tokens: int
+    updated_at: datetime
+    """When the tenant's most recently updated session was updated."""

@@ -25,7 +25,7 @@ import click
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from store.contract import HistoryBackend
+    from store.contract import HistoryBackend, UpkeepBackend
     from strategies.tokenizers import Tokenizer
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "strategy_option_value",
     "tenant_option",
     "tokenizer_option_value",
+    "upkeep",
     "url_option",
     "with_store",
     "yes_option",
@@ -113,6 +114,16 @@ async def open_store(
 
     async with HistoryStore.open(url, tenant=tenant, create=False, **options) as store:
         return await action(store)
+
+
+def upkeep(store: HistoryBackend) -> UpkeepBackend:
+    """The store's upkeep ability (``doctor``, ``vacuum``): :class:`CliError` when it has
+    none."""
+    from store.contract import is_upkeep_backend
+
+    if not is_upkeep_backend(store):
+        raise CliError(f"{type(store).__name__} cannot check, repair or vacuum its storage")
+    return store
 
 
 def with_store(

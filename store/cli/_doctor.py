@@ -15,15 +15,18 @@ from store.cli._common import (
     CliError,
     emit_json,
     json_option,
+    open_store,
     run,
     session_tokenizer,
     tenant_option,
+    upkeep,
     url_option,
 )
 from store.cli._output import Column, Table, echo, print_table
 
 if TYPE_CHECKING:
-    from store.sql.upkeep.doctor import DoctorReport
+    from store.contract import HistoryBackend
+    from store.models import DoctorReport
     from strategies.tokenizers import Tokenizer
 
 __all__ = ["doctor"]
@@ -32,13 +35,10 @@ __all__ = ["doctor"]
 async def _doctor(
     url: str | None, tenant: str, session_id: str | None, fix: bool, tokenizer: Tokenizer | None
 ) -> DoctorReport:
-    from store.sql.store import HistoryStore
+    async def action(store: HistoryBackend) -> DoctorReport:
+        return await upkeep(store).doctor(session_id, fix=fix)
 
-    store = await HistoryStore.open(url, tenant=tenant, create=False, tokenizer=tokenizer)
-    try:
-        return await store.doctor(session_id, fix=fix)
-    finally:
-        await store.aclose()
+    return await open_store(url, tenant, action, tokenizer=tokenizer)
 
 
 @click.command()

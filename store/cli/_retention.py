@@ -22,14 +22,15 @@ from store.cli._common import (
     run,
     session_tokenizer,
     tenant_option,
+    upkeep,
     url_option,
     yes_option,
 )
 from store.cli._output import Column, Table, echo, number, print_table, quantity, when
 
 if TYPE_CHECKING:
+    from store.contract import HistoryBackend
     from store.models import PurgeReport, RedactReport, StoredMessage
-    from store.sql.store import HistoryStore
     from strategies.tokenizers import Tokenizer
 
 __all__ = ["purge", "redact"]
@@ -37,7 +38,7 @@ __all__ = ["purge", "redact"]
 _VACUUM_HELP = "Afterwards, rebuild the database file (VACUUM): returns the space, takes a lock."
 
 
-async def _open(url: str | None, tenant: str, tokenizer: Tokenizer | None = None) -> HistoryStore:
+async def _open(url: str | None, tenant: str, tokenizer: Tokenizer | None = None) -> HistoryBackend:
     from store.sql.store import HistoryStore
 
     return await HistoryStore.open(url, tenant=tenant, create=False, tokenizer=tokenizer)
@@ -60,7 +61,7 @@ async def _purge(
     try:
         report = await store.purge(older_than=cutoff, dry_run=dry_run)
         if vacuum and not dry_run:
-            await store.vacuum()
+            await upkeep(store).vacuum()
         return report
     finally:
         await store.aclose()
@@ -114,7 +115,7 @@ def purge(
         echo(f"  {session_id}")
 
 
-async def _targets(store: HistoryStore, session_id: str, ids: list[str]) -> list[StoredMessage]:
+async def _targets(store: HistoryBackend, session_id: str, ids: list[str]) -> list[StoredMessage]:
     wanted = set(ids)
     found = [
         m
@@ -145,7 +146,7 @@ async def _redact(
             return targets, None
         report = await store.redact(session_id, ids, reason=reason)
         if vacuum:
-            await store.vacuum()
+            await upkeep(store).vacuum()
         return targets, report
     finally:
         await store.aclose()

@@ -1,19 +1,19 @@
 """What the import reads from the store and writes to it, many sessions at a time.
 
-The SQL backend answers for many sessions in one statement and writes many sessions'
-messages in one transaction (its bulk path); any other backend of the contract is
-asked session by session, through its public methods.
+A store with the bulk-import ability (:class:`~store.contract.BulkImportBackend`, such as
+the SQL backend) answers for many sessions in one read and writes many sessions'
+messages in one transaction; any other backend of the contract is asked session by
+session, through its public methods.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from store.contract import HistoryBackend
+from store.contract import HistoryBackend, is_bulk_import_backend
 from store.errors import SessionNotFound
 from store.models import Provenance
 from store.rules.identity import content_hash
-from store.sql.store import HistoryStore
 from strategies.groups import call_links
 from strategies.messages import Message
 
@@ -27,8 +27,8 @@ async def stored_hashes(
     store: HistoryBackend, session_ids: Sequence[str]
 ) -> dict[str, dict[str, str]]:
     """The content hash of each stored message id of each session that holds any."""
-    if isinstance(store, HistoryStore):
-        return await store._stored_hashes(session_ids)
+    if is_bulk_import_backend(store):
+        return await store.stored_hashes(session_ids)
     found: dict[str, dict[str, str]] = {}
     for session_id in dict.fromkeys(session_ids):
         try:
@@ -54,10 +54,10 @@ async def stored_calls(store: HistoryBackend, session_id: str) -> set[str]:
 
 
 async def append_sessions(store: HistoryBackend, batches: Sequence[Batch]) -> None:
-    """Append each batch to its session: in one transaction on the SQL backend, else
-    one append a batch."""
-    if isinstance(store, HistoryStore):
-        await store._append_sessions(batches)
+    """Append each batch to its session: in one transaction when the store has the bulk
+    path, else one append a batch."""
+    if is_bulk_import_backend(store):
+        await store.append_sessions(batches)
         return
     for session_id, messages, provenance in batches:
         await store.append(session_id, messages, provenance=provenance)

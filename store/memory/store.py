@@ -1,34 +1,24 @@
 """The in-memory backend: :class:`InMemoryHistoryStore`, the whole contract in plain Python.
 
 The records live in a :class:`MemoryDatabase` that several stores (one per tenant) may
-share, as stores on one database would. Every rule comes from :mod:`store.rules`, the
-same rules the SQL backend follows; this backend holds whole sessions of records and
-applies them directly. Simple rather than fast: use it in tests, in demos, and as the
+share, as stores on one database would. Its front (argument checks, the closed-store guard, spans)
+is :class:`~store.contract.BackendBase`'s, and every rule comes from :mod:`store.rules`,
+the same as the SQL backend's; this backend holds whole sessions of records and applies
+them directly. Simple rather than fast: use it in tests, in demos, and as the
 plain model a stateful test compares the SQL backend against.
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import (
-    AsyncIterator,
-    Callable,
-    Coroutine,
-    Hashable,
-    Iterable,
-    Mapping,
-    Sequence,
-)
+from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, Self, TypeVar, overload
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Self
 
 from pydantic import JsonValue
 
-from store import telemetry
-from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
-from store.errors import InvalidInput, SessionNotFound, StoreClosed, strategy_errors
+from store.contract import DEFAULT_TENANT, BackendBase, Written
+from store.errors import InvalidInput, SessionNotFound
 from store.models import (
     CompactionEvent,
     EventOutcome,
@@ -55,27 +45,7 @@ from store.rules.changes import (
     restore,
     undo_event,
 )
-from store.rules.checks import (
-    check_bound,
-    check_limit,
-    check_message,
-    check_metadata,
-    check_outcome,
-    check_page_size,
-    check_phase,
-    check_provenance,
-    check_restore_target,
-    check_session_id,
-    check_session_order,
-    check_since,
-    check_tenant,
-    check_text,
-    check_tokenizer,
-    checked_ids,
-    checked_messages,
-    resolve_strategy,
-    resolve_tokenizer,
-)
+from store.rules.checks import check_tokenizer
 from store.rules.conflicts import (
     CONFLICT,
     Compaction,
@@ -84,9 +54,9 @@ from store.rules.conflicts import (
     changed_under,
     plan_and_apply,
 )
-from store.rules.erasure import check_redaction, purge_cutoff, redact_records
+from store.rules.erasure import redact_records
 from store.rules.imported import import_changes, plan_import, source_ids
-from store.rules.limits import DEFAULT_LIMITS, Limits
+from store.rules.limits import Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
 from store.rules.records import SessionRecord, now
 from store.rules.retract import (
@@ -96,39 +66,17 @@ from store.rules.retract import (
     plan_retraction,
 )
 from store.rules.why import GroupFacts, explain, not_stored
-from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
+from store.telemetry import Unchanged
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
-from strategies.tokenizers import (
-    DEFAULT_POLICY,
-    TiktokenTokenizer,
-    TokenCountPolicy,
-    Tokenizer,
-    count_message_tokens,
-)
+from strategies.tokenizers import DEFAULT_POLICY, TokenCountPolicy, Tokenizer
 from strategies.view import View
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
 
 __all__ = ["InMemoryHistoryStore", "MemoryDatabase"]
-
-T = TypeVar("T")
-P = ParamSpec("P")
-
-
-def _open(
-    method: Callable[Concatenate[InMemoryHistoryStore, P], Coroutine[Any, Any, T]],
-) -> Callable[Concatenate[InMemoryHistoryStore, P], Coroutine[Any, Any, T]]:
-    """A public method: refused once the store is closed."""
-
-    @functools.wraps(method)
-    async def wrapper(store: InMemoryHistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        store._check_usable()
-        return await method(store, *args, **kwargs)
-
-    return wrapper
 
 
 @dataclass
@@ -147,7 +95,7 @@ class _Snapshot:
     fingerprints: dict[str, Hashable]
 
 
-class InMemoryHistoryStore:
+class InMemoryHistoryStore(BackendBase):
     """The whole store contract (:class:`store.contract.HistoryBackend`) in memory.
 
     Same API and same rules as the SQL store; simple rather than fast. Stores made with
@@ -161,7 +109,8 @@ class InMemoryHistoryStore:
 
     A message joins its group's state: a late result (or a call after reasoning) joining
     a group that compaction excluded is excluded with it, so that a group is always sent
-    whole or not at all.
+    whole or not at all. Closing a store leaves the database's records to the other
+    stores on it.
     """
 
     def __init__(
@@ -184,17 +133,8 @@ class InMemoryHistoryStore:
                 f"InMemoryHistoryStore() takes a MemoryDatabase (or nothing), got "
                 f"{type(database).__name__}; for a database URL use `await HistoryStore.open(url)`"
             )
-        check_tenant(tenant)
-        if limits is not None and not isinstance(limits, Limits):
-            raise InvalidInput(f"limits must be a Limits, got {type(limits).__name__}")
-        tokenizer = resolve_tokenizer(tokenizer)
-        self._limits = limits or DEFAULT_LIMITS
-        self._closed = False
+        super().__init__(tenant=tenant, tokenizer=tokenizer, policy=policy, limits=limits)
         self._db = database if database is not None else MemoryDatabase()
-        self._tenant = tenant
-        self._tokenizer: Tokenizer | None = tokenizer
-        self._tokenizer_name = tokenizer.name if tokenizer is not None else DEFAULT_TOKENIZER
-        self._policy = policy
         self._pending = PendingCounts(
             self.count_tokens, lambda: (self.tokenizer, self._policy), size=pending_cache_size
         )
@@ -203,57 +143,10 @@ class InMemoryHistoryStore:
         """A store for another tenant over the same database (same tokenizer and policy)."""
         return type(self)(self._db, tenant=tenant, tokenizer=self.tokenizer, policy=self._policy)
 
-    async def aclose(self) -> None:
-        """Close the store: every later call raises :class:`~store.errors.StoreClosed`
-        (the database's records stay, for other stores on it)."""
-        self._closed = True
-
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise StoreClosed("the store was closed (aclose): open a new one")
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
     @property
     def database(self) -> MemoryDatabase:
         """The records, shared by every store made with :meth:`for_tenant`."""
         return self._db
-
-    @property
-    def tenant(self) -> str:
-        """The tenant every call of this store is limited to."""
-        return self._tenant
-
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """The tokenizer new messages are counted with (the default one is loaded on first
-        use)."""
-        if self._tokenizer is None:
-            self._tokenizer = TiktokenTokenizer(self._tokenizer_name)
-        return self._tokenizer
-
-    @property
-    def policy(self) -> TokenCountPolicy:
-        """The token-count policy new messages are counted with."""
-        return self._policy
-
-    @property
-    def limits(self) -> Limits:
-        """The largest values the store accepts (:class:`~store.rules.limits.Limits`)."""
-        return self._limits
-
-    def count_tokens(self, message: Message) -> int:
-        """Count ``message`` the way this store counts what it stores."""
-        return count_message_tokens(message, self.tokenizer, policy=self._policy)
 
     # -- records ----------------------------------------------------------------------
 
@@ -294,22 +187,9 @@ class InMemoryHistoryStore:
 
     # -- messages ---------------------------------------------------------------------
 
-    @_open
-    async def append(
-        self,
-        session_id: str,
-        messages: Message | Iterable[Message],
-        *,
-        provenance: Provenance | None = None,
-    ) -> list[str]:
-        """Append ``messages`` (the session is created on first use); see the contract."""
-        check_session_id(session_id, self._limits)
-        check_provenance(provenance)
-        batch = checked_messages(messages)
-        for message in batch:
-            check_message(message, self._limits)
-        if not batch:
-            return []
+    async def _append(
+        self, session_id: str, batch: list[Message], provenance: Provenance | None
+    ) -> Written:
         existing = self._find(session_id)
         if existing is not None:
             check_tokenizer(existing.tokenizer, self._tokenizer_name, session_id)
@@ -321,26 +201,18 @@ class InMemoryHistoryStore:
             stamp = provenance.imported_at or stamp
             source = (provenance.system, dict(provenance.source_ids))
         count = self._pending.counter(self._tenant, session_id, keep=False)
-        with telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced:
-            session.append(fresh, count, stamp, source=source)
-            traced.stored(len(fresh), sum(session.rows[m.message_id].tokens for m in fresh))
-        return [m.message_id for m in batch]
+        session.append(fresh, count, stamp, source=source)
+        return Written(len(fresh), sum(session.rows[m.message_id].tokens for m in fresh))
 
-    @_open
-    async def history(
+    async def _history(
         self,
         session_id: str,
         *,
-        include_excluded: bool = False,
-        limit: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
+        include_excluded: bool,
+        limit: int | None,
+        before: int | None,
+        after: int | None,
     ) -> list[StoredMessage]:
-        """Stored messages, oldest first by ``seq``; ``after``/``before`` are exclusive."""
-        check_session_id(session_id, self._limits)
-        check_limit(limit)
-        check_bound(before, "before")
-        check_bound(after, "after")
         session = self._get(session_id)
         rows = [
             r
@@ -354,21 +226,16 @@ class InMemoryHistoryStore:
             rows = rows[-limit:] if before is not None and limit else rows[:limit]
         return [session.stored_message(r) for r in rows]
 
-    async def aiter_history(
+    async def _aiter_history(
         self,
         session_id: str,
         *,
-        include_excluded: bool = False,
-        after: int | None = None,
-        before: int | None = None,
-        page_size: int = PAGE_SIZE,
+        include_excluded: bool,
+        after: int | None,
+        before: int | None,
+        page_size: int,
     ) -> AsyncIterator[StoredMessage]:
-        """Stream the session's history in pages of ``page_size``, oldest first."""
-        self._check_usable()
-        check_session_id(session_id, self._limits)
-        check_bound(before, "before")
-        check_bound(after, "after")
-        check_page_size(page_size)
+        """Pages of :meth:`history`, each refused once the store is closed."""
         cursor = after
         while True:
             page = await self.history(
@@ -382,10 +249,7 @@ class InMemoryHistoryStore:
                 return
             cursor = page[-1].seq
 
-    @_open
-    async def retract_last(self, session_id: str) -> StoredMessage | None:
-        """Take back the newest appended message for good (see the contract)."""
-        check_session_id(session_id, self._limits)
+    async def _retract_last(self, session_id: str) -> StoredMessage | None:
         session = self._get(session_id)
         appended = sorted((r for r in session.rows.values() if r.slot == 0), key=lambda r: r.seq)
         if not appended:
@@ -411,20 +275,14 @@ class InMemoryHistoryStore:
 
     # -- sessions ---------------------------------------------------------------------
 
-    @_open
-    async def sessions(
+    async def _sessions(
         self,
         *,
-        limit: int | None = None,
-        after: str | None = None,
-        updated_since: datetime | None = None,
-        order: SessionOrder = "id",
+        limit: int | None,
+        after: str | None,
+        updated_since: datetime | None,
+        order: SessionOrder,
     ) -> list[SessionInfo]:
-        """The tenant's sessions by id or newest update first; page with ``after``."""
-        check_limit(limit)
-        check_session_order(order)
-        check_text(after, "after", optional=True)
-        check_since(updated_since)
         found = [s for s in self._all() if updated_since is None or s.updated_at >= updated_since]
         if order == "updated":
             found.sort(key=lambda s: (s.updated_at, s.session_id), reverse=True)
@@ -438,39 +296,23 @@ class InMemoryHistoryStore:
             found = [s for s in found if s.session_id > after]
         return [s.info() for s in (found if limit is None else found[:limit])]
 
-    @_open
-    async def session(self, session_id: str) -> SessionInfo:
-        """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
-        check_session_id(session_id, self._limits)
+    async def _session(self, session_id: str) -> SessionInfo:
         return self._get(session_id).info()
 
-    @_open
-    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
-        """The session's metadata."""
-        check_session_id(session_id, self._limits)
+    async def _get_metadata(self, session_id: str) -> dict[str, JsonValue]:
         return dict(self._get(session_id).metadata)
 
-    @_open
-    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
-        """Replace the session's metadata (creating the session when absent)."""
-        check_session_id(session_id, self._limits)
-        value = check_metadata(metadata, self._limits)
+    async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
         session = self._get_or_create(session_id)
-        session.metadata = value
+        session.metadata = metadata
         session.touch(now())
 
-    @_open
-    async def delete_session(self, session_id: str) -> None:
-        """Delete the session and everything stored for it."""
-        check_session_id(session_id, self._limits)
+    async def _delete_session(self, session_id: str) -> None:
         self._get(session_id)
         del self._db.sessions[(self._tenant, session_id)]
         self._pending.forget(self._tenant, session_id)
 
-    @_open
-    async def recount(self, session_id: str) -> SessionInfo:
-        """Recount every message of the session with this store's tokenizer and policy."""
-        check_session_id(session_id, self._limits)
+    async def _recount(self, session_id: str) -> SessionInfo:
         session = self._get(session_id)
         for row in session.rows.values():
             row.tokens = self.count_tokens(row.message)
@@ -482,24 +324,11 @@ class InMemoryHistoryStore:
 
     # -- projection -------------------------------------------------------------------
 
-    @_open
-    async def view(self, session_id: str) -> View:
-        """The active view of the session: what a strategy plans on."""
-        check_session_id(session_id, self._limits)
+    async def _view(self, session_id: str) -> View:
         return self._view_of(self._counted(session_id))
 
-    @_open
-    async def context(
-        self,
-        session_id: str,
-        *,
-        strategy: CompactionStrategy | str | None = None,
-        pending: Sequence[Message] = (),
-    ) -> list[Message]:
-        """The messages to send: active groups plus ``pending``, through ``strategy``."""
-        check_session_id(session_id, self._limits)
-        chosen = resolve_strategy(strategy) if strategy is not None else None
-        batch = checked_messages(pending)
+    async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
+        """The active view with ``batch`` appended to a copy of the session."""
         session = self._find(session_id)
         if session is None:
             session = self._blank(session_id)
@@ -508,52 +337,13 @@ class InMemoryHistoryStore:
             session = session.clone()
         fresh = session.new_messages(batch)
         session.append(fresh, self._pending.counter(self._tenant, session_id, keep=True), now())
-        with telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced:
-            view = self._view_of(session)
-            if chosen is not None:
-                with strategy_errors():
-                    view = view.apply(await chosen.plan(view))
-            traced.sent(view)
-            return await view.project()
+        return self._view_of(session)
 
     # -- compaction -------------------------------------------------------------------
 
-    @overload
-    async def compact(
-        self,
-        /,
-        session_id: str,
-        strategy: CompactionStrategy | str,
-        *,
-        phase: Phase = ...,
-        dry_run: Literal[False] = ...,
-    ) -> CompactionEvent | None: ...
-
-    @overload
-    async def compact(
-        self,
-        /,
-        session_id: str,
-        strategy: CompactionStrategy | str,
-        *,
-        phase: Phase = ...,
-        dry_run: Literal[True],
-    ) -> ChangeSet: ...
-
-    @_open
-    async def compact(
-        self,
-        session_id: str,
-        strategy: CompactionStrategy | str,
-        *,
-        phase: Phase = "manual",
-        dry_run: bool = False,
-    ) -> CompactionEvent | ChangeSet | None:
-        """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
-        check_session_id(session_id, self._limits)
-        check_phase(phase)
-        strategy = resolve_strategy(strategy)
-
+    async def _compact(
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
+    ) -> CompactionEvent | ChangeSet | Unchanged:
         async def snapshot() -> _Snapshot:
             session = self._counted(session_id)
             view = self._view_of(session)
@@ -592,9 +382,7 @@ class InMemoryHistoryStore:
             return out.record(session, phase=phase, strategy=name, params=params)
 
         compaction = Compaction(snapshot=snapshot, apply=apply, record=record)
-        return await plan_and_apply(
-            session_id, strategy, compaction, tenant=self._tenant, phase=phase, dry_run=dry_run
-        )
+        return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
 
     def _apply(
         self,
@@ -620,27 +408,16 @@ class InMemoryHistoryStore:
 
     # -- audit ------------------------------------------------------------------------
 
-    @_open
-    async def audit(
+    async def _audit(
         self,
-        session_id: str | None = None,
+        session_id: str | None,
         *,
-        since: datetime | None = None,
-        strategy: str | None = None,
-        phase: Phase | None = None,
-        limit: int | None = None,
-        outcome: EventOutcome | None = None,
+        since: datetime | None,
+        strategy: str | None,
+        phase: Phase | None,
+        limit: int | None,
+        outcome: EventOutcome | None,
     ) -> list[CompactionEvent]:
-        """Compaction events, newest first, of one session or of the whole tenant."""
-        if session_id is not None:
-            check_session_id(session_id, self._limits)
-        check_limit(limit)
-        check_since(since)
-        check_text(strategy, "strategy", optional=True)
-        if phase is not None:
-            check_phase(phase)
-        if outcome is not None:
-            check_outcome(outcome)
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         found = [
             (event, number)
@@ -655,10 +432,7 @@ class InMemoryHistoryStore:
         events = [event for event, _ in found]
         return events if limit is None else events[:limit]
 
-    @_open
-    async def excluded(self, session_id: str) -> list[ExcludedGroup]:
-        """The session's excluded groups in order, with reason, event and summary."""
-        check_session_id(session_id, self._limits)
+    async def _excluded(self, session_id: str) -> list[ExcludedGroup]:
         session = self._get(session_id)
         return [
             ExcludedGroup(
@@ -675,11 +449,7 @@ class InMemoryHistoryStore:
             if group.excluded
         ]
 
-    @_open
-    async def why(self, session_id: str, message_id: str) -> WhyResult:
-        """Whether a stored message is in the context (built without a strategy), and why."""
-        check_session_id(session_id, self._limits)
-        check_text(message_id, "message_id")
+    async def _why(self, session_id: str, message_id: str) -> WhyResult:
         session = self._get(session_id)
         row = session.rows.get(message_id)
         if row is None:
@@ -699,11 +469,7 @@ class InMemoryHistoryStore:
         )
         return explain(message_id, facts, reduced_by=row.reduced_event)
 
-    @_open
-    async def stats(self, session_id: str | None = None) -> Stats:
-        """Stored versus active messages, groups and tokens (one session or the tenant)."""
-        if session_id is not None:
-            check_session_id(session_id, self._limits)
+    async def _stats(self, session_id: str | None) -> Stats:
         sessions = [self._get(session_id)] if session_id is not None else self._all()
         infos = [s.info() for s in sessions]
         return Stats(
@@ -721,23 +487,15 @@ class InMemoryHistoryStore:
 
     # -- restore and pin --------------------------------------------------------------
 
-    @_open
-    async def restore(
-        self,
-        session_id: str,
-        *,
-        group_ids: Iterable[str] | None = None,
-        event_id: str | None = None,
+    async def _restore(
+        self, session_id: str, *, group_ids: list[str] | None, event_id: str | None
     ) -> CompactionEvent | None:
-        """Re-include groups (pinning them), or undo one event; audited as ``restore``."""
-        check_session_id(session_id, self._limits)
-        ids = check_restore_target(group_ids, event_id)
         session = self._get(session_id)
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
-        if ids is not None:
-            check_groups(session, ids)
-            restore(session, out, group_ids=ids)
-            params: dict[str, object] = {"group_ids": ids}
+        if group_ids is not None:
+            check_groups(session, group_ids)
+            restore(session, out, group_ids=group_ids)
+            params: dict[str, object] = {"group_ids": group_ids}
         else:
             event = next((e for e in session.events if e.id == event_id), None)
             if event is None:
@@ -749,21 +507,11 @@ class InMemoryHistoryStore:
             return None
         return out.record(session, phase="restore", strategy="restore", params=params)
 
-    @_open
-    async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
-        """Pin groups: strategies never exclude them. Returns the ids that changed."""
-        check_session_id(session_id, self._limits)
-        return self._set_pinned(session_id, group_ids, pinned=True)
-
-    @_open
-    async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
-        """Unpin groups. Returns the ids that changed."""
-        check_session_id(session_id, self._limits)
-        return self._set_pinned(session_id, group_ids, pinned=False)
-
-    def _set_pinned(self, session_id: str, group_ids: Iterable[str], *, pinned: bool) -> list[str]:
+    async def _set_pinned(
+        self, session_id: str, group_ids: list[str], *, pinned: bool
+    ) -> list[str]:
         session = self._get(session_id)
-        ids = list(dict.fromkeys(checked_ids(group_ids, "group_ids")))
+        ids = list(dict.fromkeys(group_ids))
         check_groups(session, ids)
         changed = [g for g in ids if session.groups[g].pinned != pinned]
         for group_id in changed:
@@ -774,34 +522,17 @@ class InMemoryHistoryStore:
 
     # -- import -----------------------------------------------------------------------
 
-    @_open
-    async def import_messages(
-        self,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        source: str = "agent_framework",
-    ) -> ImportResult:
-        """Append messages that another system may have compacted already (see the
-        contract)."""
-        check_session_id(session_id, self._limits)
-        check_text(source, "source")
-        check_text(source, "source")
-        batch = checked_messages(messages)
-        for message in batch:
-            check_message(message, self._limits)
-        with telemetry.operation(SPAN_IMPORT, self._tenant, session_id) as traced:
-            result = await self._import(session_id, batch, source)
-            traced.event(result.event)
-            return result
-
-    async def _import(self, session_id: str, batch: list[Message], source: str) -> ImportResult:
+    async def _import(
+        self, session_id: str, batch: list[Message], source: str
+    ) -> tuple[ImportResult, Written]:
         plan = plan_import(self._find(session_id), batch)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
-        await self.append(session_id, plan.append, provenance=provenance)
+        written = Written(0, 0)
+        if plan.append:
+            written = await self._append(session_id, plan.append, provenance)
         session = self._find(session_id)
         if session is None:
-            return ImportResult(message_ids=())
+            return ImportResult(message_ids=()), written
         changes = import_changes(session, batch, plan, source)
         event = None if changes.is_empty else self._apply(session, changes, "import", None)
         if event is not None:
@@ -811,19 +542,12 @@ class InMemoryHistoryStore:
                     row.source_system = source
                     row.source_id = provenance.source_ids.get(message.message_id)
                     row.imported_at = row.stored_at
-        return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
+        result = ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
+        return result, written
 
     # -- retention and erasure --------------------------------------------------------
 
-    @_open
-    async def purge(
-        self, *, older_than: datetime | timedelta, dry_run: bool = False
-    ) -> PurgeReport:
-        """Remove the tenant's sessions last updated before ``older_than`` (see the
-        contract)."""
-        cutoff = purge_cutoff(older_than, now())
-        if not isinstance(dry_run, bool):
-            raise InvalidInput(f"dry_run must be a bool, got {type(dry_run).__name__}")
+    async def _purge(self, cutoff: datetime, *, dry_run: bool) -> PurgeReport:
         doomed = [s for s in self._all() if s.updated_at < cutoff]
         if not dry_run:
             for session in doomed:
@@ -839,21 +563,17 @@ class InMemoryHistoryStore:
             events=sum(len(s.events) for s in doomed),
         )
 
-    @_open
-    async def redact(
-        self, session_id: str, message_ids: Iterable[str], *, reason: str
+    async def _redact(
+        self, session_id: str, message_ids: tuple[str, ...], *, reason: str
     ) -> RedactReport:
-        """Replace the messages by tombstones (see the contract)."""
-        check_session_id(session_id, self._limits)
-        ids = check_redaction(message_ids, reason, self._limits)
         session = self._counted(session_id)
-        unknown = [m for m in ids if m not in session.rows]
+        unknown = [m for m in message_ids if m not in session.rows]
         if unknown:
             raise InvalidInput(f"unknown message ids in session {session_id!r}: {unknown}")
         tokens_before = session.info().stored_tokens
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
         redacted, summaries, cleared = redact_records(
-            session, ids, reason=reason, event_id=out.event_id, count=self.count_tokens
+            session, message_ids, reason=reason, event_id=out.event_id, count=self.count_tokens
         )
         event = None
         if redacted or summaries:

@@ -21,6 +21,7 @@ from strategies.tokenizers import Tokenizer, tokenizer_named
 __all__ = [
     "INT64",
     "check_bound",
+    "check_flag",
     "check_limit",
     "check_message",
     "check_metadata",
@@ -70,6 +71,12 @@ def check_bound(value: object, name: str) -> None:
         not isinstance(value, int) or isinstance(value, bool) or not -INT64 <= value < INT64
     ):
         raise InvalidInput(f"{name} must be an integer (a seq), got {value!r}")
+
+
+def check_flag(value: object, name: str) -> None:
+    """Refuse a flag (``dry_run``, ``fix``) that is not a bool."""
+    if not isinstance(value, bool):
+        raise InvalidInput(f"{name} must be a bool, got {type(value).__name__}")
 
 
 def check_provenance(provenance: object) -> None:

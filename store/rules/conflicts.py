@@ -9,7 +9,8 @@ again once; a second conflict applies nothing, logs a warning and records an
 ``abandoned`` event. A plan that changes nothing but reports a failed or blocked step
 records a ``failed`` or ``blocked`` event; one that changes nothing and reports nothing
 records none. Every backend compacts through it, with its own snapshot, apply and
-record, and it reports every compaction to :mod:`store.telemetry`.
+record; the span of the compaction and the translation of a strategy's errors are
+:class:`~store.contract.BackendBase`'s, around it.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from store import telemetry
-from store.errors import strategy_errors
-from store.models import CompactionEvent, EventOutcome, Phase
+from store.models import CompactionEvent, EventOutcome
 from store.rules.changes import Attempt, unapplied_outcome
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -103,35 +103,20 @@ async def plan_and_apply(
     strategy: CompactionStrategy,
     compaction: Compaction[S],
     *,
-    tenant: str,
-    phase: Phase,
     dry_run: bool,
-) -> CompactionEvent | ChangeSet | None:
+) -> CompactionEvent | ChangeSet | telemetry.Unchanged:
     """Plan ``strategy`` on a snapshot and apply it if still valid, at most twice.
 
     Returns the event of the recorded outcome (``applied``, ``failed``, ``blocked`` or
-    ``abandoned``), None when nothing changed and nothing was reported, or with
-    ``dry_run`` the change set, writing nothing.
+    ``abandoned``), :class:`~store.telemetry.Unchanged` when nothing changed and nothing
+    was reported, or with ``dry_run`` the change set, writing nothing.
     """
-    with telemetry.compaction(tenant, session_id, phase, strategy.name) as span:
-        result = await _plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
-        return span.finish(result)
-
-
-async def _plan_and_apply(
-    session_id: str,
-    strategy: CompactionStrategy,
-    compaction: Compaction[S],
-    *,
-    dry_run: bool,
-) -> CompactionEvent | ChangeSet | telemetry.Unchanged:
     started = time.perf_counter()
     changes = ChangeSet()
     for number in (1, 2):
         attempt = Attempt(number, started)
         snapshot = await compaction.snapshot()
-        with strategy_errors():
-            changes = await strategy.plan(snapshot.view)
+        changes = await strategy.plan(snapshot.view)
         if dry_run:
             return changes
         result = None if changes.is_empty else await compaction.apply(snapshot, changes, attempt)

@@ -7,16 +7,23 @@
         for stored in await store.history("session-1"):
             print(stored.seq, stored.message.text)
 
-The class opens and closes the store, runs each write in one transaction (``BEGIN
-IMMEDIATE`` on SQLite, the session row locked on PostgreSQL) retried with a bounded,
-jittered backoff when the database reports a transient conflict
+The class opens and closes the store, gives it fresh connections in a new process or
+event loop, translates driver errors and runs a call once more when the server had
+dropped its pooled connection, runs each write in one transaction (``BEGIN IMMEDIATE``
+on SQLite, the session row locked on PostgreSQL) retried with a bounded, jittered
+backoff when the database reports a transient conflict
 (:class:`~store.errors.ConcurrentWriteError` when the retries run out), and keeps its
-public methods thin: the work lives in the modules of :mod:`store.sql` (appends in
-:mod:`~store.sql.append`, reads in :mod:`~store.sql.history`, the projection and its
-cache in :mod:`~store.sql.projection`, compaction, restore and import in
-:mod:`~store.sql.compaction`, the audit in :mod:`~store.sql.audit`). The rules it shares
-with the in-memory backend are in :mod:`store.rules`; its contract is
-:class:`store.contract.HistoryBackend`. Every query is filtered by the store's tenant.
+primitives thin. The contract's front (argument checks, the closed-store guard, spans)
+is :class:`~store.contract.BackendBase`'s; the work lives in the modules of
+:mod:`store.sql` (appends in :mod:`~store.sql.append`, reads in
+:mod:`~store.sql.history`, the projection and its cache in :mod:`~store.sql.projection`,
+compaction, restore and import in :mod:`~store.sql.compaction`, the audit in
+:mod:`~store.sql.audit`, upkeep in :mod:`~store.sql.upkeep`). The rules it shares with
+the in-memory backend are in :mod:`store.rules`; its contract is
+:class:`store.contract.HistoryBackend`, and it has the abilities
+:class:`~store.contract.BulkImportBackend`, :class:`~store.contract.AdminBackend` and
+:class:`~store.contract.UpkeepBackend`. Every query is filtered by the store's tenant,
+except the administrator's listing of tenants.
 """
 
 from __future__ import annotations
@@ -32,24 +39,21 @@ from collections.abc import (
     Callable,
     Coroutine,
     Generator,
-    Iterable,
     Mapping,
     Sequence,
 )
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 from types import TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
     Concatenate,
-    Literal,
     NoReturn,
     ParamSpec,
-    Self,
     TypeVar,
-    overload,
 )
 
 from pydantic import JsonValue
@@ -58,13 +62,14 @@ from sqlalchemy.engine import URL, RowMapping
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store import telemetry
-from store.contract import DEFAULT_TENANT, DEFAULT_TOKENIZER, PAGE_SIZE
-from store.errors import InvalidInput, SessionNotFound, StoreClosed, StoreTimeout
+from store.contract import DEFAULT_TENANT, BackendBase, Written
+from store.errors import InvalidInput, SessionNotFound, StoreTimeout
 from store.models import (
     CompactionEvent,
+    DoctorReport,
     EventOutcome,
     ExcludedGroup,
+    Finding,
     ImportResult,
     Phase,
     Provenance,
@@ -74,35 +79,19 @@ from store.models import (
     SessionOrder,
     Stats,
     StoredMessage,
+    TenantInfo,
     WhyResult,
 )
 from store.rules.changes import new_event_id
 from store.rules.checks import (
-    check_bound,
-    check_limit,
-    check_message,
-    check_metadata,
-    check_outcome,
-    check_page_size,
-    check_phase,
-    check_provenance,
-    check_restore_target,
+    check_flag,
     check_session_id,
-    check_session_order,
-    check_since,
-    check_tenant,
-    check_text,
     check_tokenizer,
-    checked_ids,
-    checked_messages,
-    resolve_strategy,
-    resolve_tokenizer,
 )
 from store.rules.conflicts import plan_and_apply
-from store.rules.erasure import check_redaction, purge_cutoff
 from store.rules.identity import dedupe, new_messages
 from store.rules.imported import import_changes, plan_import, source_ids
-from store.rules.limits import DEFAULT_LIMITS, Limits
+from store.rules.limits import Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
 from store.sql import audit, dialect
@@ -134,20 +123,15 @@ from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS,
 from store.sql.sessions import lock_session, read_session
 from store.sql.statements import chunks
 from store.sql.upkeep import erasure
-from store.sql.upkeep.doctor import DoctorReport, Finding, diagnose, repair, session_ids
+from store.sql.upkeep.doctor import diagnose, repair, session_ids
 from store.sql.upkeep.recount import recount_session
 from store.sql.upkeep.statistics import Statistics
-from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
+from store.sql.upkeep.tenants import read_tenants
+from store.telemetry import Unchanged
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
-from strategies.tokenizers import (
-    DEFAULT_POLICY,
-    TiktokenTokenizer,
-    TokenCountPolicy,
-    Tokenizer,
-    count_message_tokens,
-)
+from strategies.tokenizers import DEFAULT_POLICY, TokenCountPolicy, Tokenizer
 from strategies.view import MessageSource, View
 
 if TYPE_CHECKING:
@@ -161,32 +145,46 @@ P = ParamSpec("P")
 MAX_ATTEMPTS = 12
 _CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, MESSAGES, GROUPS)
 
+Method = Callable[Concatenate["HistoryStore", P], Coroutine[Any, Any, T]]
+
+
+def _connected(method: Method[P, T]) -> Method[P, T]:
+    """A primitive of :class:`HistoryStore` (run inside :class:`~store.contract.BackendBase`'s
+    front): given fresh connections in a new process or event loop, and run once more
+    when the server had dropped the connection it found in the pool."""
+
+    @functools.wraps(method)
+    async def wrapper(store: HistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        await store._adopt_connections()
+        try:
+            return await method(store, *args, **kwargs)
+        except DBAPIError as error:
+            if not error.connection_invalidated:
+                raise
+        return await method(store, *args, **kwargs)  # the pool holds live ones now
+
+    return wrapper
+
+
+def _call(method: Method[P, T]) -> Method[P, T]:
+    """A public method of :class:`HistoryStore` beyond the contract (an ability): refused
+    once the store is closed and its driver errors translated, as the contract's are,
+    then run as a primitive is (:func:`_connected`)."""
+    connected = _connected(method)
+
+    @functools.wraps(method)
+    async def wrapper(store: HistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        store._check_open()
+        with translate_errors():
+            return await connected(store, *args, **kwargs)
+
+    return wrapper
+
 
 _OPENER_HINT = (
     "HistoryStore.open() is asynchronous: write `store = await HistoryStore.open(...)` "
     "or `async with HistoryStore.open(...) as store:`"
 )
-
-
-def _call(
-    method: Callable[Concatenate[HistoryStore, P], Coroutine[Any, Any, T]],
-) -> Callable[Concatenate[HistoryStore, P], Coroutine[Any, Any, T]]:
-    """A public method of :class:`HistoryStore`: refused once the store is closed, given
-    fresh connections in a new process or event loop, its driver errors translated, and
-    run once more when the server had dropped the connection it found in the pool."""
-
-    @functools.wraps(method)
-    async def wrapper(store: HistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
-        await store._adopt_connections()
-        with translate_errors():
-            try:
-                return await method(store, *args, **kwargs)
-            except DBAPIError as error:
-                if not error.connection_invalidated:
-                    raise
-            return await method(store, *args, **kwargs)  # the pool holds live ones now
-
-    return wrapper
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:
@@ -237,10 +235,13 @@ class StoreOpener:
             await self._store.aclose()
 
 
-class HistoryStore:
+class HistoryStore(BackendBase):
     """Persistent chat history for one tenant, in SQLite or PostgreSQL.
 
-    Implements :class:`store.contract.HistoryBackend`, where each method is documented.
+    Implements :class:`store.contract.HistoryBackend` on :class:`~store.contract.BackendBase`,
+    where each method is documented; it also has the abilities
+    :class:`~store.contract.BulkImportBackend`, :class:`~store.contract.AdminBackend` and
+    :class:`~store.contract.UpkeepBackend`.
     """
 
     def __init__(
@@ -271,25 +272,16 @@ class HistoryStore:
                 f"HistoryStore() takes an SQLAlchemy AsyncEngine, got {type(engine).__name__}: "
                 "to open a database URL, use `await HistoryStore.open(url)`"
             )
-        check_tenant(tenant)
+        super().__init__(tenant=tenant, tokenizer=tokenizer, policy=policy, limits=limits)
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
             raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
-        if limits is not None and not isinstance(limits, Limits):
-            raise InvalidInput(f"limits must be a Limits, got {type(limits).__name__}")
-        tokenizer = resolve_tokenizer(tokenizer)
         self._engine = engine
-        self._tenant = tenant
         self._timeout = float(timeout)
-        self._limits = limits or DEFAULT_LIMITS
         self._process = os.getpid()
         # the loop the engine's connections were made in (opening a store makes some)
         self._loop: asyncio.AbstractEventLoop | None = _running_loop()
-        self._tokenizer: Tokenizer | None = tokenizer
-        self._tokenizer_name = tokenizer.name if tokenizer is not None else DEFAULT_TOKENIZER
-        self._policy = policy
         self._owns_engine = owns_engine
         self._max_attempts = max(1, max_attempts)
-        self._closed = False
         self._pending = PendingCounts(self.count_tokens, lambda: (self.tokenizer, self._policy))
         self._cache = SessionCache(cache_messages)
         self._statistics = Statistics(engine)
@@ -384,77 +376,37 @@ class HistoryStore:
 
         return StoreOpener(factory)
 
-    async def aclose(self) -> None:
-        """Release the engine (when the store created it); every later call raises
-        :class:`~store.errors.StoreClosed`. Idempotent."""
-        if not self._closed:
-            if self._owns_engine:
-                await self._adopt_connections()  # a new process closes only its own
-            self._closed = True
-            self._cache.clear()
-            if self._owns_engine:
-                await self._engine.dispose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
+    async def _release(self) -> None:
+        """Release the engine when the store created it (a new process closes only its own
+        connections), and forget the cached views."""
+        if self._owns_engine:
+            await self._adopt_connections()
+        self._cache.clear()
+        if self._owns_engine:
+            await self._engine.dispose()
 
     @property
     def engine(self) -> AsyncEngine:
         """The SQLAlchemy engine."""
         return self._engine
 
-    @property
-    def tenant(self) -> str:
-        """The tenant every query of this store is limited to."""
-        return self._tenant
+    # -- connections, errors and transactions ------------------------------------------
 
-    @property
-    def tokenizer(self) -> Tokenizer:
-        """The tokenizer new messages are counted with (the default one is loaded on first
-        use: reads that count nothing never load it)."""
-        if self._tokenizer is None:
-            self._tokenizer = TiktokenTokenizer(self._tokenizer_name)
-        return self._tokenizer
-
-    @property
-    def policy(self) -> TokenCountPolicy:
-        """The token-count policy new messages are counted with."""
-        return self._policy
-
-    @property
-    def limits(self) -> Limits:
-        """The largest values the store accepts (:class:`~store.rules.limits.Limits`)."""
-        return self._limits
-
-    def count_tokens(self, message: Message) -> int:
-        """Count ``message`` the way this store counts what it stores."""
-        return count_message_tokens(message, self.tokenizer, policy=self._policy)
-
-    # -- transactions and helpers ------------------------------------------------------
-
-    def _check_open(self) -> None:
-        """Refuse a closed store."""
-        if self._closed:
-            raise StoreClosed("the store was closed (aclose): open a new one")
+    def _translate_errors(self) -> AbstractContextManager[None]:
+        """Driver errors become :class:`~store.errors.ChatledgerError` subclasses, and a
+        strategy's errors :class:`~store.errors.InvalidInput`
+        (:func:`store.sql.errors.translate_errors`)."""
+        return translate_errors()
 
     async def _adopt_connections(self) -> None:
-        """Refuse a closed store; give it fresh connections in a new process (after a
-        ``fork``) or a new event loop.
+        """Give the store fresh connections in a new process (after a ``fork``) or a new
+        event loop.
 
         A child's pool starts empty, leaving the parent's connections to the parent. In
         a new loop of the same process SQLite's old connections are closed first;
         PostgreSQL's belong to the finished loop, which alone could close them: they are
         dropped, and the garbage collector closes their sockets.
         """
-        self._check_open()
         process, loop = os.getpid(), asyncio.get_running_loop()
         if process == self._process and loop is self._loop:
             return
@@ -468,6 +420,11 @@ class HistoryStore:
             await self._engine.dispose()
             self._cache.clear()
         self._process, self._loop = process, loop
+
+    async def _ready(self) -> None:
+        """Refuse a closed store, and adopt the connections (a stream's first step)."""
+        self._check_open()
+        await self._adopt_connections()
 
     async def _write(self, operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
         """Run ``operation`` in a write transaction, retrying transient conflicts until the
@@ -523,109 +480,38 @@ class HistoryStore:
 
     # -- messages ----------------------------------------------------------------------
 
-    @_call
-    async def append(
-        self,
-        session_id: str,
-        messages: Message | Iterable[Message],
-        *,
-        provenance: Provenance | None = None,
-    ) -> list[str]:
-        """Append ``messages`` to the session in one transaction (see the contract)."""
-        check_session_id(session_id, self._limits)
-        check_provenance(provenance)
-        batch = checked_messages(messages)
-        for message in batch:
-            check_message(message, self._limits)
-        if not batch:
-            return []
+    @_connected
+    async def _append(
+        self, session_id: str, batch: list[Message], provenance: Provenance | None
+    ) -> Written:
         ctx = self._append_context(session_id, provenance)
 
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
-        with telemetry.operation(SPAN_APPEND, self._tenant, session_id) as traced:
-            with short_statements():  # see store.sql.drivers.sqlite: what runs on the loop's thread
-                appended = await self._write(operation)
-            traced.stored(appended.count, appended.tokens)
+        with short_statements():  # see store.sql.drivers.sqlite: what runs on the loop's thread
+            appended = await self._write(operation)
         if appended.count:
-            before = appended.before
-            after = (before[0], before[1] + 1)
-            self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
+            self._advance(session_id, appended)
             await self._statistics.wrote(appended.count)
-        return [m.message_id for m in batch]
+        return Written(appended.count, appended.tokens)
 
-    @_call
-    async def _append_sessions(
-        self, batches: Sequence[tuple[str, Sequence[Message], Provenance | None]]
-    ) -> int:
-        """Append to several sessions in one write transaction: the importer's bulk path.
+    def _advance(self, session_id: str, appended: Appended) -> None:
+        """Tell the cache of views what an append wrote."""
+        before = appended.before
+        after = (before[0], before[1] + 1)
+        self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
 
-        Each ``(session id, messages, provenance)`` is checked and appended as
-        :meth:`append` would, in the given order; nothing is stored when one fails.
-        Returns the messages stored."""
-        prepared: list[tuple[str, AppendContext, list[Message]]] = []
-        for session_id, messages, provenance in batches:
-            check_session_id(session_id, self._limits)
-            check_provenance(provenance)
-            batch = checked_messages(messages)
-            for message in batch:
-                check_message(message, self._limits)
-            if batch:
-                prepared.append((session_id, self._append_context(session_id, provenance), batch))
-        if not prepared:
-            return 0
-
-        async def operation(conn: AsyncConnection) -> list[tuple[str, Appended]]:
-            appended = await append_to_sessions(conn, [(ctx, batch) for _, ctx, batch in prepared])
-            return [(sid, one) for (sid, _, _), one in zip(prepared, appended, strict=True)]
-
-        with short_statements():
-            done = await self._write(operation)
-        stored = 0
-        for session_id, appended in done:
-            if appended.count:
-                before = appended.before
-                after = (before[0], before[1] + 1)
-                self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
-                stored += appended.count
-        if stored:
-            await self._statistics.wrote(stored)
-        return stored
-
-    @_call
-    async def _stored_hashes(self, session_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """The content hash of each stored message id of each of ``session_ids``, in one
-        read (a chunk of ids a statement): the importer's check of many sessions.
-        Sessions that hold no message are left out."""
-        for session_id in session_ids:
-            check_session_id(session_id, self._limits)
-        found: dict[str, dict[str, str]] = {}
-        columns = (MESSAGES.c.session_id, MESSAGES.c.message_id, MESSAGES.c.content_hash)
-        async with self._engine.connect() as conn:
-            for part in chunks(sorted(set(session_ids))):
-                query = select(*columns).where(
-                    MESSAGES.c.tenant == self._tenant, MESSAGES.c.session_id.in_(part)
-                )
-                for session_id, message_id, digest in await conn.execute(query):
-                    found.setdefault(session_id, {})[message_id] = digest
-        return found
-
-    @_call
-    async def history(
+    @_connected
+    async def _history(
         self,
         session_id: str,
         *,
-        include_excluded: bool = False,
-        limit: int | None = None,
-        before: int | None = None,
-        after: int | None = None,
+        include_excluded: bool,
+        limit: int | None,
+        before: int | None,
+        after: int | None,
     ) -> list[StoredMessage]:
-        """Stored messages of the session, oldest first, paged by ``seq``."""
-        check_session_id(session_id, self._limits)
-        check_limit(limit)
-        check_bound(before, "before")
-        check_bound(after, "after")
         async with self._engine.connect() as conn:
             await read_session(conn, self._tenant, session_id)
             return await read_history(
@@ -638,25 +524,17 @@ class HistoryStore:
                 after=after,
             )
 
-    def aiter_history(
+    def _aiter_history(
         self,
         session_id: str,
         *,
-        include_excluded: bool = False,
-        after: int | None = None,
-        before: int | None = None,
-        page_size: int = PAGE_SIZE,
+        include_excluded: bool,
+        after: int | None,
+        before: int | None,
+        page_size: int,
     ) -> AsyncIterator[StoredMessage]:
-        """Stream the session's history in pages of ``page_size``, oldest first.
-
-        One connection for the whole stream (see :func:`store.sql.history.stream_history`):
-        on SQLite one snapshot, on PostgreSQL one short transaction per page.
-        """
-        self._check_open()
-        check_session_id(session_id, self._limits)
-        check_bound(before, "before")
-        check_bound(after, "after")
-        check_page_size(page_size)
+        """One connection for the whole stream (see :func:`store.sql.history.stream_history`):
+        on SQLite one snapshot, on PostgreSQL one short transaction per page."""
         return stream_history(
             self._engine,
             self._tenant,
@@ -665,14 +543,11 @@ class HistoryStore:
             after=after,
             before=before,
             page_size=page_size,
-            prepare=self._adopt_connections,
+            prepare=self._ready,
         )
 
-    @_call
-    async def retract_last(self, session_id: str) -> StoredMessage | None:
-        """Take back the newest appended message for good (see the contract)."""
-        check_session_id(session_id, self._limits)
-
+    @_connected
+    async def _retract_last(self, session_id: str) -> StoredMessage | None:
         async def operation(
             conn: AsyncConnection,
         ) -> tuple[StoredMessage, CompactionEvent] | None:
@@ -684,20 +559,15 @@ class HistoryStore:
 
     # -- sessions ----------------------------------------------------------------------
 
-    @_call
-    async def sessions(
+    @_connected
+    async def _sessions(
         self,
         *,
-        limit: int | None = None,
-        after: str | None = None,
-        updated_since: datetime | None = None,
-        order: SessionOrder = "id",
+        limit: int | None,
+        after: str | None,
+        updated_since: datetime | None,
+        order: SessionOrder,
     ) -> list[SessionInfo]:
-        """The tenant's sessions by id or newest update first; page with ``after``."""
-        check_limit(limit)
-        check_session_order(order)
-        check_text(after, "after", optional=True)
-        check_since(updated_since)
         async with self._engine.connect() as conn:
             return await read_sessions(
                 conn,
@@ -708,25 +578,20 @@ class HistoryStore:
                 order=order,
             )
 
-    @_call
-    async def session(self, session_id: str) -> SessionInfo:
-        """One session's info; :class:`~store.errors.SessionNotFound` when absent."""
-        check_session_id(session_id, self._limits)
+    @_connected
+    async def _session(self, session_id: str) -> SessionInfo:
+        return await self._read_info(session_id)
+
+    async def _read_info(self, session_id: str) -> SessionInfo:
         async with self._engine.connect() as conn:
             return session_from_row(await read_session(conn, self._tenant, session_id))
 
-    @_call
-    async def get_metadata(self, session_id: str) -> dict[str, JsonValue]:
-        """The session's metadata."""
-        check_session_id(session_id, self._limits)
-        return dict((await self.session(session_id)).metadata)
+    @_connected
+    async def _get_metadata(self, session_id: str) -> dict[str, JsonValue]:
+        return dict((await self._read_info(session_id)).metadata)
 
-    @_call
-    async def set_metadata(self, session_id: str, metadata: Mapping[str, JsonValue]) -> None:
-        """Replace the session's metadata (creating the session when absent)."""
-        check_session_id(session_id, self._limits)
-        value = check_metadata(metadata, self._limits)
-
+    @_connected
+    async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(
                 conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer_name
@@ -734,16 +599,13 @@ class HistoryStore:
             await conn.execute(
                 update(SESSIONS)
                 .where(SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == session_id)
-                .values(metadata=value, updated_at=now(), revision=SESSIONS.c.revision + 1)
+                .values(metadata=metadata, updated_at=now(), revision=SESSIONS.c.revision + 1)
             )
 
         await self._write(operation)
 
-    @_call
-    async def delete_session(self, session_id: str) -> None:
-        """Delete the session and everything stored for it."""
-        check_session_id(session_id, self._limits)
-
+    @_connected
+    async def _delete_session(self, session_id: str) -> None:
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(conn, self._tenant, session_id)
             for table in (*_CHILD_TABLES, SESSIONS):
@@ -757,25 +619,20 @@ class HistoryStore:
         self._pending.forget(self._tenant, session_id)
         self._cache.discard(session_id)
 
-    @_call
-    async def recount(self, session_id: str) -> SessionInfo:
-        """Recount every message of the session with this store's tokenizer and policy."""
-        check_session_id(session_id, self._limits)
-
+    @_connected
+    async def _recount(self, session_id: str) -> SessionInfo:
         async def operation(conn: AsyncConnection) -> None:
             await recount_session(
                 conn, self._tenant, session_id, tokenizer=self.tokenizer, policy=self._policy
             )
 
         await self._write(operation)
-        return await self.session(session_id)
+        return await self._read_info(session_id)
 
     # -- projection -------------------------------------------------------------------
 
-    @_call
-    async def view(self, session_id: str) -> View:
-        """The active view of the session: what a strategy plans on."""
-        check_session_id(session_id, self._limits)
+    @_connected
+    async def _view(self, session_id: str) -> View:
         with short_statements():
             async with read_connection(self._engine) as conn:
                 session = await read_session(conn, self._tenant, session_id)
@@ -789,125 +646,69 @@ class HistoryStore:
                 )
         return replace(view, source=_TranslatedSource(view.source))
 
-    @_call
-    async def context(
-        self,
-        session_id: str,
-        *,
-        strategy: CompactionStrategy | str | None = None,
-        pending: Sequence[Message] = (),
-    ) -> list[Message]:
-        """The messages to send: active groups plus ``pending``, through ``strategy``."""
-        check_session_id(session_id, self._limits)
-        chosen = resolve_strategy(strategy) if strategy is not None else None
-        batch = checked_messages(pending)
-        with telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced:
-            with short_statements():  # the active view's rows, read once then cached
-                view = await self._pending_view(session_id, batch)
-            if chosen is not None:
-                view = view.apply(await chosen.plan(view))
-            traced.sent(view)
-            return await view.project()
-
+    @_connected
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
         count = self._pending.counter(self._tenant, session_id, keep=True)
 
         def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
 
-        # without in-flight messages the read is usually one statement (see open_view)
-        async with read_connection(self._engine, single=not batch) as conn:
-            try:
-                # the groups a projection sends are read on this connection, with the
-                # session row when the cache knows which are missing
-                opened = await open_view(
-                    conn,
-                    self._engine,
-                    self._cache,
-                    self._tenant,
-                    session_id,
-                    check=check,
-                    send=True,
-                    tokenizer=self.tokenizer,
-                    policy=self._policy,
+        # without in-flight messages the read is usually one statement (see open_view);
+        # the active view's rows are read once, then cached
+        with short_statements():
+            async with read_connection(self._engine, single=not batch) as conn:
+                try:
+                    # the groups a projection sends are read on this connection, with the
+                    # session row when the cache knows which are missing
+                    opened = await open_view(
+                        conn,
+                        self._engine,
+                        self._cache,
+                        self._tenant,
+                        session_id,
+                        check=check,
+                        send=True,
+                        tokenizer=self.tokenizer,
+                        policy=self._policy,
+                    )
+                except SessionNotFound:
+                    dedupe(session_id, batch, {})
+                    fresh = new_messages(batch, {})
+                    # counted through the cache, as for a stored session
+                    return View.from_messages(
+                        fresh, self.tokenizer, policy=self._policy, counter=count
+                    )
+                session, view = opened.session, opened.view
+                stored = await stored_hashes(conn, self._tenant, session_id, batch)
+                dedupe(session_id, batch, stored)
+                fresh = new_messages(batch, stored)
+                return await with_pending(
+                    conn, self._tenant, session_id, session, view, fresh, count
                 )
-            except SessionNotFound:
-                dedupe(session_id, batch, {})
-                fresh = new_messages(batch, {})
-                # counted through the cache, as for a stored session
-                return View.from_messages(fresh, self.tokenizer, policy=self._policy, counter=count)
-            session, view = opened.session, opened.view
-            stored = await stored_hashes(conn, self._tenant, session_id, batch)
-            dedupe(session_id, batch, stored)
-            fresh = new_messages(batch, stored)
-            return await with_pending(conn, self._tenant, session_id, session, view, fresh, count)
 
     # -- compaction -------------------------------------------------------------------
 
-    @overload
-    async def compact(
-        self,
-        /,
-        session_id: str,
-        strategy: CompactionStrategy | str,
-        *,
-        phase: Phase = ...,
-        dry_run: Literal[False] = ...,
-    ) -> CompactionEvent | None: ...
-
-    @overload
-    async def compact(
-        self,
-        /,
-        session_id: str,
-        strategy: CompactionStrategy | str,
-        *,
-        phase: Phase = ...,
-        dry_run: Literal[True],
-    ) -> ChangeSet: ...
-
-    @_call
-    async def compact(
-        self,
-        session_id: str,
-        strategy: CompactionStrategy | str,
-        *,
-        phase: Phase = "manual",
-        dry_run: bool = False,
-    ) -> CompactionEvent | ChangeSet | None:
-        """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
-        check_session_id(session_id, self._limits)
-        check_phase(phase)
-        strategy = resolve_strategy(strategy)
+    @_connected
+    async def _compact(
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
+    ) -> CompactionEvent | ChangeSet | Unchanged:
         compaction = self._compactor().compaction(session_id, strategy, phase)
         with short_statements():
-            return await plan_and_apply(
-                session_id, strategy, compaction, tenant=self._tenant, phase=phase, dry_run=dry_run
-            )
+            return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
 
     # -- audit ------------------------------------------------------------------------
 
-    @_call
-    async def audit(
+    @_connected
+    async def _audit(
         self,
-        session_id: str | None = None,
+        session_id: str | None,
         *,
-        since: datetime | None = None,
-        strategy: str | None = None,
-        phase: Phase | None = None,
-        limit: int | None = None,
-        outcome: EventOutcome | None = None,
+        since: datetime | None,
+        strategy: str | None,
+        phase: Phase | None,
+        limit: int | None,
+        outcome: EventOutcome | None,
     ) -> list[CompactionEvent]:
-        """Compaction events, newest first, of one session or of the whole tenant."""
-        if session_id is not None:
-            check_session_id(session_id, self._limits)
-        check_limit(limit)
-        check_since(since)
-        check_text(strategy, "strategy", optional=True)
-        if phase is not None:
-            check_phase(phase)
-        if outcome is not None:
-            check_outcome(outcome)
         async with self._engine.connect() as conn:
             if session_id is not None:
                 await read_session(conn, self._tenant, session_id)
@@ -922,102 +723,61 @@ class HistoryStore:
                 outcome=outcome,
             )
 
-    @_call
-    async def excluded(self, session_id: str) -> list[ExcludedGroup]:
-        """The session's excluded groups in order, with reason, event and summary."""
-        check_session_id(session_id, self._limits)
+    @_connected
+    async def _excluded(self, session_id: str) -> list[ExcludedGroup]:
         async with self._engine.connect() as conn:
             return await audit.excluded_groups(conn, self._tenant, session_id)
 
-    @_call
-    async def why(self, session_id: str, message_id: str) -> WhyResult:
-        """Whether a stored message is in the context (built without a strategy), and why."""
-        check_session_id(session_id, self._limits)
-        check_text(message_id, "message_id")
+    @_connected
+    async def _why(self, session_id: str, message_id: str) -> WhyResult:
         async with self._engine.connect() as conn:
             return await audit.why(conn, self._tenant, session_id, message_id)
 
-    @_call
-    async def stats(self, session_id: str | None = None) -> Stats:
-        """Stored versus active messages, groups and tokens (one session or the tenant)."""
-        if session_id is not None:
-            check_session_id(session_id, self._limits)
+    @_connected
+    async def _stats(self, session_id: str | None) -> Stats:
         async with self._engine.connect() as conn:
             return await audit.stats(conn, self._tenant, session_id)
 
     # -- restore and pin --------------------------------------------------------------
 
-    @_call
-    async def restore(
-        self,
-        session_id: str,
-        *,
-        group_ids: Iterable[str] | None = None,
-        event_id: str | None = None,
+    @_connected
+    async def _restore(
+        self, session_id: str, *, group_ids: list[str] | None, event_id: str | None
     ) -> CompactionEvent | None:
-        """Re-include groups (pinning them), or undo one event; audited as ``restore``."""
-        check_session_id(session_id, self._limits)
-        ids = check_restore_target(group_ids, event_id)
-
         async def operation(conn: AsyncConnection) -> CompactionEvent | None:
             return await restore_groups(
-                conn, self._tenant, session_id, group_ids=ids, event_id=event_id
+                conn, self._tenant, session_id, group_ids=group_ids, event_id=event_id
             )
 
         return await self._write(operation)
 
-    @_call
-    async def pin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
-        """Pin groups: strategies never exclude them. Returns the ids that changed."""
-        check_session_id(session_id, self._limits)
-        return await self._set_pinned(session_id, group_ids, pinned=True)
-
-    @_call
-    async def unpin(self, session_id: str, group_ids: Iterable[str]) -> list[str]:
-        """Unpin groups. Returns the ids that changed."""
-        check_session_id(session_id, self._limits)
-        return await self._set_pinned(session_id, group_ids, pinned=False)
-
+    @_connected
     async def _set_pinned(
-        self, session_id: str, group_ids: Iterable[str], *, pinned: bool
+        self, session_id: str, group_ids: list[str], *, pinned: bool
     ) -> list[str]:
-        ids = checked_ids(group_ids, "group_ids")
-
         async def operation(conn: AsyncConnection) -> list[str]:
-            return await set_pinned(conn, self._tenant, session_id, ids, pinned=pinned)
+            return await set_pinned(conn, self._tenant, session_id, group_ids, pinned=pinned)
 
         return await self._write(operation)
 
     # -- import -----------------------------------------------------------------------
 
-    @_call
-    async def import_messages(
-        self,
-        session_id: str,
-        messages: Sequence[Message],
-        *,
-        source: str = "agent_framework",
-    ) -> ImportResult:
-        """Append messages that another system may have compacted already.
-
-        Reads the session's message ids (an import is O(history)); see the contract.
-        """
-        check_session_id(session_id, self._limits)
-        check_text(source, "source")
-        batch = checked_messages(messages)
-        for message in batch:
-            check_message(message, self._limits)
+    @_connected
+    async def _import(
+        self, session_id: str, batch: list[Message], source: str
+    ) -> tuple[ImportResult, Written]:
+        """One write transaction: the plan, the appends and the import event. Reads the
+        session's message ids (an import is O(history))."""
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         ctx = self._append_context(session_id, provenance)
         compactor = self._compactor()
-        stored = [0, 0]  # messages and tokens the import appended
+        written = [Written(0, 0)]  # what the import appended, of the attempt that wrote
 
         async def operation(conn: AsyncConnection) -> ImportResult:
-            # one write transaction: the plan, the appends and the import event
             plan = plan_import(await stored_rows(conn, self._tenant, session_id), batch)
             if plan.append:
                 appended = await append_messages(conn, ctx, plan.append)
-                stored[:] = [appended.count, appended.tokens]
+                written[0] = Written(appended.count, appended.tokens)
             rows = await stored_rows(conn, self._tenant, session_id)
             if rows is None:
                 return ImportResult(message_ids=())
@@ -1037,24 +797,67 @@ class HistoryStore:
                 )
             return ImportResult(message_ids=tuple(m.message_id for m in batch), event=event)
 
-        with telemetry.operation(SPAN_IMPORT, self._tenant, session_id) as traced:
-            result: ImportResult = await self._write(operation)
-            traced.stored(stored[0], stored[1])
-            traced.event(result.event)
-            return result
+        result: ImportResult = await self._write(operation)
+        return result, written[0]
+
+    @_call
+    async def stored_hashes(self, session_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The content hash of each stored message id of each of ``session_ids``, in one
+        read (a chunk of ids a statement): the importer's check of many sessions.
+        Sessions that hold no message are left out (see
+        :class:`~store.contract.BulkImportBackend`)."""
+        for session_id in session_ids:
+            check_session_id(session_id, self._limits)
+        found: dict[str, dict[str, str]] = {}
+        columns = (MESSAGES.c.session_id, MESSAGES.c.message_id, MESSAGES.c.content_hash)
+        async with self._engine.connect() as conn:
+            for part in chunks(sorted(set(session_ids))):
+                query = select(*columns).where(
+                    MESSAGES.c.tenant == self._tenant, MESSAGES.c.session_id.in_(part)
+                )
+                for session_id, message_id, digest in await conn.execute(query):
+                    found.setdefault(session_id, {})[message_id] = digest
+        return found
+
+    @_call
+    async def append_sessions(
+        self, batches: Sequence[tuple[str, Sequence[Message], Provenance | None]]
+    ) -> int:
+        """Append to several sessions in one write transaction: the importer's bulk path
+        (see :class:`~store.contract.BulkImportBackend`).
+
+        Each ``(session id, messages, provenance)`` is checked and appended as
+        :meth:`append` would, in the given order; nothing is stored when one fails.
+        Returns the messages stored."""
+        prepared: list[tuple[str, AppendContext, list[Message]]] = []
+        for session_id, messages, provenance in batches:
+            batch = self._checked_batch(session_id, messages, provenance)
+            if batch:
+                prepared.append((session_id, self._append_context(session_id, provenance), batch))
+        if not prepared:
+            return 0
+
+        async def operation(conn: AsyncConnection) -> list[tuple[str, Appended]]:
+            appended = await append_to_sessions(conn, [(ctx, batch) for _, ctx, batch in prepared])
+            return [(sid, one) for (sid, _, _), one in zip(prepared, appended, strict=True)]
+
+        with short_statements():
+            done = await self._write(operation)
+        stored = 0
+        for session_id, appended in done:
+            if appended.count:
+                self._advance(session_id, appended)
+                stored += appended.count
+        if stored:
+            await self._statistics.wrote(stored)
+        return stored
 
     # -- retention and erasure --------------------------------------------------------
 
-    @_call
-    async def purge(
-        self, *, older_than: datetime | timedelta, dry_run: bool = False
-    ) -> PurgeReport:
-        """Remove the tenant's sessions last updated before ``older_than`` (see the
-        contract), :data:`~store.sql.upkeep.erasure.PURGE_BATCH` sessions a transaction, with
-        the erasure step of :mod:`store.sql.upkeep.erasure`."""
-        cutoff = purge_cutoff(older_than, now())
-        if not isinstance(dry_run, bool):
-            raise InvalidInput(f"dry_run must be a bool, got {type(dry_run).__name__}")
+    @_connected
+    async def _purge(self, cutoff: datetime, *, dry_run: bool) -> PurgeReport:
+        """:data:`~store.sql.upkeep.erasure.PURGE_BATCH` sessions a transaction, with the
+        erasure step of :mod:`store.sql.upkeep.erasure`."""
 
         async def read(operation: Callable[[AsyncConnection], Awaitable[T]]) -> T:
             async with self._engine.connect() as conn:
@@ -1071,18 +874,15 @@ class HistoryStore:
                 await erasure.checkpoint(self._engine)
         return report
 
-    @_call
-    async def redact(
-        self, session_id: str, message_ids: Iterable[str], *, reason: str
+    @_connected
+    async def _redact(
+        self, session_id: str, message_ids: tuple[str, ...], *, reason: str
     ) -> RedactReport:
-        """Replace the messages by tombstones (see the contract), with the erasure step
-        of :mod:`store.sql.upkeep.erasure`."""
-        check_session_id(session_id, self._limits)
-        ids = check_redaction(message_ids, reason, self._limits)
+        """With the erasure step of :mod:`store.sql.upkeep.erasure`."""
         request = erasure.Redaction(
             tenant=self._tenant,
             session_id=session_id,
-            message_ids=ids,
+            message_ids=message_ids,
             reason=reason,
             event_id=new_event_id(),
             now=now(),
@@ -1099,26 +899,33 @@ class HistoryStore:
             await erasure.checkpoint(self._engine)
         return report
 
+    # -- administration and upkeep ----------------------------------------------------
+
+    @_call
+    async def tenants(self) -> list[TenantInfo]:
+        """Every tenant of the database, by name, with its totals: for administrators,
+        the one call that reads across tenants (see :class:`~store.contract.AdminBackend`)."""
+        async with self._engine.connect() as conn:
+            return await read_tenants(conn)
+
     @_call
     async def vacuum(self) -> None:
         """Return the space of what was deleted to the system and leave no old page
         behind: ``VACUUM`` of the database file and a truncated write-ahead log (SQLite),
         ``VACUUM`` of the chatledger tables (PostgreSQL; see ``docs/retention.md`` for
-        what it does not erase). SQL backend only; takes the whole database's lock on
-        SQLite while it runs."""
+        what it does not erase). Takes the whole database's lock on SQLite while it runs
+        (see :class:`~store.contract.UpkeepBackend`)."""
         await erasure.vacuum(self._engine)
-
-    # -- repair -----------------------------------------------------------------------
 
     @_call
     async def doctor(self, session_id: str | None = None, *, fix: bool = False) -> DoctorReport:
         """Check one session, or every session of the tenant, for what
         :mod:`store.sql.upkeep.doctor` lists; with ``fix``, repair what can be repaired (one
-        write transaction per session, each fix audited). SQL backend only."""
+        write transaction per session, each fix audited; see
+        :class:`~store.contract.UpkeepBackend`)."""
         if session_id is not None:
             check_session_id(session_id, self._limits)
-        if not isinstance(fix, bool):
-            raise InvalidInput(f"fix must be a bool, got {type(fix).__name__}")
+        check_flag(fix, "fix")
         findings: list[Finding] = []
         checked = 0
         after: str | None = None

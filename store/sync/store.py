@@ -22,7 +22,13 @@ from collections.abc import (
 )
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Self, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Literal,
+    Self,
+    overload,
+)
 
 from pydantic import JsonValue
 
@@ -47,7 +53,10 @@ from store.sync.loop import CLOSE_TIMEOUT, LoopThread, SyncView
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
-from strategies.tokenizers import TokenCountPolicy, Tokenizer
+from strategies.tokenizers import (
+    TokenCountPolicy,
+    Tokenizer,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL

@@ -9,7 +9,8 @@
   imports nothing of the write path's ``append/``;
 - only ``store/sql/drivers/`` imports a database driver (aiosqlite, asyncpg, ``sqlite3``,
   psycopg), besides the importer's reader of other systems' SQLite files;
-- each backend's store is one class, every method defined in that class's own module.
+- each backend's store is one class on :class:`~store.contract.BackendBase` (and no other
+  base), every method defined in that class's own module.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from store import HistoryStore, InMemoryHistoryStore
+from store import BackendBase, HistoryStore, InMemoryHistoryStore
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "store"
@@ -285,7 +286,7 @@ def test_the_dialect_check_finds_what_it_looks_for(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("cls", [HistoryStore, InMemoryHistoryStore], ids=lambda c: c.__name__)
 def test_each_store_is_one_class_in_one_module(cls: type) -> None:
-    assert cls.__mro__ == (cls, object), "no base classes or mixins"
+    assert cls.__mro__ == (cls, BackendBase, object), "BackendBase alone: no other base or mixin"
     elsewhere = [
         name
         for name, member in vars(cls).items()

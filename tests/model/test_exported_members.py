@@ -83,7 +83,13 @@ def test_store_loads_its_names_lazily_from_where_they_are_defined() -> None:
 
 
 def test_the_contract_and_the_provider_are_exported() -> None:
-    for name in ("HistoryBackend", "ProviderBackend", "DemoBackend", "TwoPhaseProvider"):
+    for name in (
+        "HistoryBackend",
+        "ProviderBackend",
+        "DemoBackend",
+        "BackendBase",
+        "TwoPhaseProvider",
+    ):
         assert name in store.__all__
 
 

@@ -211,7 +211,7 @@ async def test_appends_to_many_sessions_store_what_an_append_a_session_stores(
             ("twice", _turns(1, "t2")),
         ]
         provenance = Provenance(system="openai-chat", source_ids={"a-u0": "line 1"})
-        stored = await store._append_sessions(
+        stored = await store.append_sessions(
             [(f"bulk-{sid}", messages, provenance) for sid, messages in parts]
         )
         assert stored == sum(len(messages) for _, messages in parts)
@@ -242,7 +242,7 @@ async def test_blank_sessions_are_written_in_as_many_statements_whatever_their_n
             statements.clear()
             event.listen(sync_engine, "before_cursor_execute", record)
             try:
-                await store._append_sessions(
+                await store.append_sessions(
                     [(f"s{number}-{i}", _turns(2, f"m{i}"), None) for i in range(number)]
                 )
             finally:

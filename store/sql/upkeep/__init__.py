@@ -1,3 +1,4 @@
 """Upkeep of stored sessions: the doctor's checks and repairs, erasure (purge, redact,
-vacuum), recounting tokens, and the planner's statistics.
+vacuum), recounting tokens, the planner's statistics, and the administrator's listing of
+tenants.
 """

@@ -36,15 +36,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
 from sqlalchemy import Text, null, select, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import CorruptRowError, InvalidInput, SessionNotFound
+from store.models import Check, DoctorReport, Finding
 from store.rules.changes import new_event_id
 from store.rules.limits import Limits, check_json, check_stored_message
 from store.rules.records import now
@@ -73,16 +73,6 @@ __all__ = [
     "session_ids",
 ]
 
-Check = Literal[
-    "unparsable_row",
-    "orphan_result",
-    "stale_call",
-    "duplicate_call_id",
-    "audit_mismatch",
-    "totals_mismatch",
-]
-"""What a finding is about (see the module docstring)."""
-
 CHECKS: tuple[Check, ...] = (
     "unparsable_row",
     "orphan_result",
@@ -101,46 +91,7 @@ QUARANTINE_KEY = "chatledger_quarantine"
 _PAGE = 500
 _EXCLUDING = ("excluded", "summarized")
 """Event actions after which a group stays excluded until a later event says otherwise."""
-_FROZEN = ConfigDict(frozen=True, extra="forbid")
 _ROLES = ("system", "user", "assistant", "tool")
-
-
-class Finding(BaseModel):
-    """One problem found in one session."""
-
-    model_config = _FROZEN
-
-    session_id: str
-    check: Check
-    detail: str
-    """One sentence for people."""
-    seq: int | None = None
-    """The message row concerned, if one."""
-    group_id: str | None = None
-    """The group concerned, if one."""
-    fixable: bool
-    """Whether ``--fix`` repairs it."""
-    fixed: bool = False
-    """Whether this run repaired it."""
-    event_id: str | None = None
-    """The audit event of the repair."""
-
-
-class DoctorReport(BaseModel):
-    """What ``doctor`` found (and, with ``fix``, repaired)."""
-
-    model_config = _FROZEN
-
-    tenant: str
-    sessions: int
-    """Sessions checked."""
-    fix: bool
-    findings: tuple[Finding, ...] = ()
-
-    @property
-    def healthy(self) -> bool:
-        """Whether nothing is left to repair (what cannot be repaired counts)."""
-        return all(f.fixed for f in self.findings)
 
 
 @dataclass
