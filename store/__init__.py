@@ -21,10 +21,14 @@ if _typing.TYPE_CHECKING:
         ConcurrentWriteError,
         CorruptRowError,
         InvalidInput,
+        InvalidSource,
         MigrationRequired,
         SessionNotFound,
+        StoreClosed,
         StoreError,
+        StoreTimeout,
     )
+    from store.formats import FormatError
     from store.memory import InMemoryHistoryStore
     from store.models import (
         CompactionEvent,
@@ -49,10 +53,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ConcurrentWriteError",
         "CorruptRowError",
         "InvalidInput",
+        "InvalidSource",
         "MigrationRequired",
         "SessionNotFound",
+        "StoreClosed",
         "StoreError",
+        "StoreTimeout",
     ),
+    "store.formats": ("FormatError",),
     "store.memory": ("InMemoryHistoryStore",),
     "store.models": (
         "CompactionEvent",
@@ -70,7 +78,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "store.sql.store": ("HistoryStore",),
     "store.sync.store": ("SyncHistoryStore",),
 }
-"""The module each public name is defined in."""
+"""The module each public name is imported from."""
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 
@@ -94,11 +102,13 @@ __all__ = [
     "CorruptRowError",
     "DemoBackend",
     "ExcludedGroup",
+    "FormatError",
     "HistoryBackend",
     "HistoryStore",
     "ImportResult",
     "InMemoryHistoryStore",
     "InvalidInput",
+    "InvalidSource",
     "MetadataBackend",
     "MigrationRequired",
     "Provenance",
@@ -106,7 +116,9 @@ __all__ = [
     "SessionInfo",
     "SessionNotFound",
     "Stats",
+    "StoreClosed",
     "StoreError",
+    "StoreTimeout",
     "StoredMessage",
     "SyncHistoryStore",
     "TwoPhaseProvider",

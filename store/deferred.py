@@ -22,6 +22,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
+from store.errors import InvalidInput
 from store.models import CompactionEvent
 
 __all__ = ["DEFAULT_MAX_PENDING", "DEFAULT_WORKERS", "DeferredCompactions"]
@@ -47,7 +48,7 @@ class DeferredCompactions:
         workers: int = DEFAULT_WORKERS,
     ) -> None:
         if max_pending < 1 or workers < 1:
-            raise ValueError("max_pending and workers must be at least 1")
+            raise InvalidInput("max_pending and workers must be at least 1")
         self._compact = compact
         self._max_pending = max_pending
         self._workers = workers

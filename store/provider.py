@@ -38,7 +38,7 @@ from typing import Literal
 
 from store.contract import MetadataBackend, ProviderBackend
 from store.deferred import DEFAULT_MAX_PENDING, DeferredCompactions
-from store.errors import SessionNotFound
+from store.errors import InvalidInput, SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, StoredMessage
 from store.rules.checks import resolve_strategy
@@ -158,10 +158,10 @@ def _window_strategy(
 ) -> CompactionStrategy | None:
     if max_context_window_tokens is None and max_output_tokens is None:
         if reserved_tokens:
-            raise ValueError("reserved_tokens needs the window and output sizes")
+            raise InvalidInput("reserved_tokens needs the window and output sizes")
         return None
     if max_context_window_tokens is None or max_output_tokens is None:
-        raise ValueError("give both max_context_window_tokens and max_output_tokens, or neither")
+        raise InvalidInput("give both max_context_window_tokens and max_output_tokens, or neither")
     from strategies.context_window import ContextWindowCompactionStrategy
 
     budget = max_context_window_tokens - max_output_tokens - reserved_tokens
@@ -200,7 +200,7 @@ class TwoPhaseProvider:
         :meth:`flush`) waits for them.
         """
         if compaction not in ("inline", "deferred"):
-            raise ValueError(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
+            raise InvalidInput(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
         window = _window_strategy(
             max_context_window_tokens, max_output_tokens, reserved_tokens, tokenizer
         )

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from store.errors import ChatledgerError
+
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
@@ -55,7 +57,7 @@ TENANT_ENV = "CHATLEDGER_TENANT"
 URL_ENV = "CHATLEDGER_URL"
 
 
-class CliError(Exception):
+class CliError(ChatledgerError):
     """A failure to report as one line, with ``exit_code`` (2 for usage errors)."""
 
     def __init__(self, message: str, *, exit_code: int = 1) -> None:

@@ -77,6 +77,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     ) from exc
 
 from store.contract import HistoryBackend
+from store.errors import InvalidInput
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
 from store.integrations._shared import LazyBackend, provider_for
 from store.models import ImportResult
@@ -113,7 +114,7 @@ __all__ = [
 logger = logging.getLogger("chatledger.integrations")
 
 
-class MissingSessionId(ValueError):
+class MissingSessionId(InvalidInput):
     """The framework called the provider without a session id."""
 
 
