@@ -12,7 +12,6 @@ the commands that need them, so that ``--help`` and ``--version`` start fast.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
@@ -103,6 +102,8 @@ def yes_option(function: F) -> F:
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Drive one of the async store's coroutines to completion."""
+    import asyncio  # here, not for a command's help
+
     return asyncio.run(coroutine)
 
 
