@@ -28,7 +28,7 @@ else ``./chatledger.db``), those that read or change sessions ``--tenant``, and
 ``CHATLEDGER_DEBUG=1`` adds the traceback of unexpected errors.
 
 Only ``click`` loads before a command runs: the commands are listed here with their
-summaries (:data:`COMMANDS`, checked against the commands themselves by the tests), and
+summaries (:data:`_COMMANDS`, checked against the commands themselves by the tests), and
 a command's module is imported when it runs or its own help is asked for. ``--help``,
 ``--version`` and ``version`` import neither the store nor a tokenizer, and each
 command loads only what it uses.
@@ -44,11 +44,11 @@ from typing import NoReturn
 
 import click
 
-__all__ = ["COMMANDS", "cli", "main"]
+__all__ = ["cli", "main"]
 
 DEBUG_ENV = "CHATLEDGER_DEBUG"
 
-COMMANDS: dict[str, tuple[str, str, str]] = {
+_COMMANDS: dict[str, tuple[str, str, str]] = {
     "sessions": (
         "store.cli._read",
         "sessions",
@@ -163,7 +163,7 @@ class _Deferred(click.Command):
 
 class _Commands(click.Group):
     """Lists the commands in the order people meet them, not alphabetically, with the
-    summaries of :data:`COMMANDS`; a command's module loads when the command is used."""
+    summaries of :data:`_COMMANDS`; a command's module loads when the command is used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
@@ -214,7 +214,7 @@ def cli(ctx: click.Context) -> None:
         ctx.exit(2)
 
 
-for _name, (_module, _attribute, _summary) in COMMANDS.items():
+for _name, (_module, _attribute, _summary) in _COMMANDS.items():
     cli.add_command(_Deferred(_name, _module, _attribute, _summary))
 
 

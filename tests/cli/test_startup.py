@@ -19,7 +19,7 @@ import click
 import pytest
 
 import store.cli
-from store.cli import COMMANDS, cli
+from store.cli import _COMMANDS, cli
 from store.sql.migrations import current_revisions, migrate
 from store.sql.revisions import head_revisions
 from tests.cli.helpers import conversation, run_api
@@ -134,7 +134,7 @@ def test_reads_that_count_nothing_load_no_tokenizer(tmp_path: Path) -> None:
 
 
 def test_each_listed_command_is_the_command_of_that_name_with_that_summary() -> None:
-    for name, (module, attribute, summary) in COMMANDS.items():
+    for name, (module, attribute, summary) in _COMMANDS.items():
         command = getattr(importlib.import_module(module), attribute)
         assert isinstance(command, click.Command)
         assert command.name == name
