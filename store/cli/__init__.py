@@ -44,6 +44,8 @@ from typing import NoReturn
 
 import click
 
+from store.cli._version import installed_version
+
 __all__ = ["cli", "main"]
 
 DEBUG_ENV = "CHATLEDGER_DEBUG"
@@ -136,16 +138,6 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
 the command there, and its summary (the first sentence of its help)."""
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("chatledger")
-    except PackageNotFoundError:  # pragma: no cover - a checkout without metadata
-        return "unknown (not installed)"
-
-
 class _Deferred(click.Command):
     """Stands for a command in the listing until it is used: its name and summary, and
     where the command is defined."""
@@ -188,7 +180,7 @@ class _Commands(click.Group):
 
 def _show_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
-        click.echo(f"chatledger {_version()}")
+        click.echo(f"chatledger {installed_version()}")
         ctx.exit()
 
 
@@ -221,7 +213,7 @@ for _name, (_module, _attribute, _summary) in _COMMANDS.items():
 @cli.command()
 def version() -> None:
     """Print the installed version."""
-    click.echo(f"chatledger {_version()}")
+    click.echo(f"chatledger {installed_version()}")
 
 
 def _fail(message: str, code: int) -> NoReturn:

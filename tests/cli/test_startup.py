@@ -13,6 +13,7 @@ import os
 import pkgutil
 import subprocess
 import sys
+from importlib.metadata import version as metadata_version
 from pathlib import Path
 
 import click
@@ -20,6 +21,7 @@ import pytest
 
 import store.cli
 from store.cli import _COMMANDS, cli
+from store.cli._version import installed_version
 from store.sql.migrations import current_revisions, migrate
 from store.sql.revisions import head_revisions
 from tests.cli.helpers import conversation, run_api
@@ -42,7 +44,7 @@ try:
     main(sys.argv[1:])
 except SystemExit as exited:
     code = exited.code
-print(json.dumps({"code": code, "modules": sorted({m.split(".")[0] for m in sys.modules})}),
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}),
       file=sys.stderr)
 """
 OPEN = """
@@ -56,26 +58,31 @@ async def main() -> None:
         await s.append("s", [Message.text_message("user", "hi")])
 
 asyncio.run(main())
-print(json.dumps({"code": 0, "modules": sorted({m.split(".")[0] for m in sys.modules})}),
+print(json.dumps({"code": 0, "modules": sorted(sys.modules)}),
       file=sys.stderr)
 """
 IMPORT = """
 import json, sys
 from store import HistoryStore
-print(json.dumps({"code": 0, "modules": sorted({m.split(".")[0] for m in sys.modules})}),
+print(json.dumps({"code": 0, "modules": sorted(sys.modules)}),
       file=sys.stderr)
 """
 
 
-def _loaded(*args: str, code: str = PROBE) -> set[str]:
-    """The top-level packages loaded by ``code`` with ``args`` (by default ``chatledger
-    ARGS``), which must succeed."""
+def _modules(*args: str, code: str = PROBE) -> set[str]:
+    """The modules loaded by ``code`` with ``args`` (by default ``chatledger ARGS``),
+    which must succeed."""
     done = subprocess.run(
         [sys.executable, "-c", code, *args], capture_output=True, text=True, check=False
     )
     report = json.loads(done.stderr.strip().splitlines()[-1])
     assert report["code"] == 0, done.stderr
     return set(report["modules"])
+
+
+def _loaded(*args: str, code: str = PROBE) -> set[str]:
+    """The top-level packages of :func:`_modules`."""
+    return {name.split(".")[0] for name in _modules(*args, code=code)}
 
 
 @pytest.mark.parametrize(
@@ -86,6 +93,29 @@ def test_help_and_version_load_nothing_heavy(args: tuple[str, ...]) -> None:
     loaded = _loaded(*args)
     assert "click" in loaded
     assert not loaded & set(HEAVY), sorted(loaded & set(HEAVY))
+
+
+@pytest.mark.parametrize("args", [("version",), ("--version",)])
+def test_the_version_is_read_without_importlib_metadata(args: tuple[str, ...]) -> None:
+    assert "importlib.metadata" not in _modules(*args)
+
+
+def test_the_version_is_the_installed_distributions() -> None:
+    assert installed_version() == metadata_version("chatledger")
+
+
+def test_the_version_is_read_from_the_first_dist_info_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    headless = tmp_path / "first" / "chatledger-0.0.dist-info"
+    headless.mkdir(parents=True)
+    (headless / "METADATA").write_text("Name: chatledger\n\nVersion: 0.0 (in the body)\n")
+    shipped = tmp_path / "second" / "chatledger-9.9.dist-info"
+    shipped.mkdir(parents=True)
+    (shipped / "METADATA").write_text("Metadata-Version: 2.4\nName: chatledger\nVersion: 9.9\n")
+    path = [str(tmp_path / "missing"), str(tmp_path / "first"), str(tmp_path / "second")]
+    monkeypatch.setattr(sys, "path", path)
+    assert installed_version() == "9.9"
 
 
 def test_importing_the_store_loads_no_alembic() -> None:
