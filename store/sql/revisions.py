@@ -146,10 +146,10 @@ def _oldest_first(scripts: list[ShippedRevision]) -> tuple[ShippedRevision, ...]
     while waiting:
         ready = [s for s in waiting if all(p in done for p in s.down_revisions)]
         if not ready:
-            missing = sorted({p for s in waiting for p in s.down_revisions} - set(done))
-            raise MigrationRequired(
-                f"chatledger's migration scripts name parents that do not ship: {missing}"
-            )
+            named = {p for s in waiting for p in s.down_revisions}
+            missing = sorted(named - set(done) - {s.revision for s in waiting})
+            problem = f"parents that do not ship: {missing}" if missing else "a cycle"
+            raise MigrationRequired(f"chatledger's migration scripts name {problem}")
         done.update((s.revision, s) for s in ready)
         waiting = [s for s in waiting if s.revision not in done]
     return tuple(done.values())

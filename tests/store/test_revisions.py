@@ -117,5 +117,7 @@ def test_revisions_are_ordered_after_their_parents_and_a_missing_parent_is_refus
 
     ordered = revisions._oldest_first([rev("c", "a", "b"), rev("b", "a"), rev("a")])
     assert [r.revision for r in ordered] == ["a", "b", "c"]
-    with pytest.raises(MigrationRequired, match=r"\['gone'\]"):
+    with pytest.raises(MigrationRequired, match=r"parents that do not ship: \['gone'\]"):
         revisions._oldest_first([rev("a"), rev("b", "gone")])
+    with pytest.raises(MigrationRequired, match="a cycle"):
+        revisions._oldest_first([rev("a"), rev("b", "c"), rev("c", "b")])
