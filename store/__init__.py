@@ -28,10 +28,14 @@ if _typing.TYPE_CHECKING:
         ConcurrentWriteError,
         CorruptRowError,
         InvalidInput,
+        InvalidSource,
         MigrationRequired,
         SessionNotFound,
+        StoreClosed,
         StoreError,
+        StoreTimeout,
     )
+    from store.formats import FormatError
     from store.memory import InMemoryHistoryStore
     from store.models import (
         CompactionEvent,
@@ -62,10 +66,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "ConcurrentWriteError",
         "CorruptRowError",
         "InvalidInput",
+        "InvalidSource",
         "MigrationRequired",
         "SessionNotFound",
+        "StoreClosed",
         "StoreError",
+        "StoreTimeout",
     ),
+    "store.formats": ("FormatError",),
     "store.memory": ("InMemoryHistoryStore",),
     "store.models": (
         "CompactionEvent",
@@ -83,7 +91,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "store.sql.store": ("HistoryStore",),
     "store.sync.store": ("SyncHistoryStore",),
 }
-"""The module each public name is defined in."""
+"""The module each public name is imported from."""
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 
 
@@ -109,11 +117,13 @@ __all__ = [
     "CorruptRowError",
     "DemoBackend",
     "ExcludedGroup",
+    "FormatError",
     "HistoryBackend",
     "HistoryStore",
     "ImportResult",
     "InMemoryHistoryStore",
     "InvalidInput",
+    "InvalidSource",
     "MetadataBackend",
     "MigrationRequired",
     "Provenance",
@@ -121,7 +131,9 @@ __all__ = [
     "SessionInfo",
     "SessionNotFound",
     "Stats",
+    "StoreClosed",
     "StoreError",
+    "StoreTimeout",
     "StoredMessage",
     "SyncHistoryStore",
     "TwoPhaseProvider",

@@ -32,6 +32,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
+from store.errors import InvalidInput
 from store.models import CompactionEvent
 
 __all__ = [
@@ -98,7 +99,7 @@ class DeferredCompactions:
         workers: int = DEFAULT_WORKERS,
     ) -> None:
         if max_pending < 1 or workers < 1:
-            raise ValueError("max_pending and workers must be at least 1")
+            raise InvalidInput("max_pending and workers must be at least 1")
         self._compact = compact
         self._max_pending = max_pending
         self._workers = workers

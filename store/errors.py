@@ -1,20 +1,42 @@
-"""The exceptions chatledger raises, one tree for every backend::
+"""The exceptions chatledger raises, one tree for both packages::
 
-    ChatledgerError
-    ├── SessionNotFound        the session does not exist (for this tenant)
-    ├── ConcurrentWriteError   a write kept conflicting with other writers; retries exhausted
-    │   └── StoreTimeout       a call waited for a lock past the store's timeout
-    ├── CorruptRowError        a stored row failed to validate (names tenant, session, seq)
-    ├── MigrationRequired      the database schema is behind: run ``chatledger db upgrade``
-    ├── InvalidInput           the caller's input is invalid (ids, tokenizer mismatch, ...)
-    │   │                      (a strategy's TokenizerMismatch is translated to it)
-    │   └── InvalidSource      an import source cannot be read (names file, line or row)
-    ├── StoreClosed            the store was closed (``aclose``); open another
-    └── StoreError             any other database failure (connection refused, ...)
+    ChatledgerError                       the root (defined in strategies.errors)
+    ├── SessionNotFound (LookupError)     the session does not exist (for this tenant)
+    ├── ConcurrentWriteError              a write kept conflicting with other writers
+    │   └── StoreTimeout                  a call waited for a lock past the store's timeout
+    ├── CorruptRowError                   a stored row failed to validate (tenant, session, seq)
+    ├── MigrationRequired                 the schema is behind: run ``chatledger db upgrade``
+    ├── InvalidInput (ValueError)         the caller's input is invalid (ids, options, ...)
+    │   ├── InvalidSource                 an import source cannot be read (file, line or row)
+    │   └── MissingSessionId              an agent framework called without a session id
+    ├── StoreClosed                       the store was closed (``aclose``); open another
+    ├── StoreError                        any other database failure (connection refused, ...)
+    ├── FormatError (ValueError)          a converter cannot read an item (names its index)
+    ├── CliError                          a command failed: one line on stderr, an exit code
+    ├── MissingResult (RuntimeError)      the demo's model met a call without its result
+    │
+    │   raised by the strategies (the store translates these two to InvalidInput):
+    ├── TokenizerMismatch (ValueError)    a strategy's tokenizer is not the view's
+    ├── InvalidStrategySpec (ValueError)  a strategy spec cannot be read or built
+    │
+    │   raised by the tools around a model call (tokenizers, bounded results, fakes):
+    ├── UnknownTokenizer (ValueError)     no shipped tokenizer has that name
+    ├── VocabularyIntegrityError (RuntimeError)   a shipped vocabulary is damaged
+    ├── InvalidCursor (ValueError)        a page cursor that is malformed, forged or stale
+    ├── ResultBudgetError (ValueError)    a budget that cannot hold even the notice
+    └── FakeSummarizerError (RuntimeError)        the fake summarizer failing on purpose
+
+Each keeps the built-in base that says what kind of failure it is, so ``except
+ValueError`` still catches bad input. :class:`ChatledgerError`, the store's errors and
+:class:`~store.formats.FormatError` are importable from :mod:`store`; the strategies'
+from :mod:`strategies`, :class:`~store.integrations.agent_framework.MissingSessionId`,
+:class:`~store.demo.MissingResult` and the CLI's ``CliError`` (which never leaves the
+command line) from their modules.
 
 Callers never see a driver's exception: the SQL backend translates what the database
 reports at its boundary (:mod:`store.sql.errors`), and both backends translate a
-strategy's :class:`~strategies.base.TokenizerMismatch` with :func:`strategy_errors`.
+strategy's :class:`~strategies.base.TokenizerMismatch` and
+:class:`~strategies.specs.InvalidStrategySpec` with :func:`strategy_errors`.
 """
 
 from __future__ import annotations
@@ -22,8 +44,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from strategies.base import TokenizerMismatch
-from strategies.specs import InvalidStrategySpec
+from strategies.errors import ChatledgerError
 
 __all__ = [
     "ChatledgerError",
@@ -38,10 +59,6 @@ __all__ = [
     "StoreTimeout",
     "strategy_errors",
 ]
-
-
-class ChatledgerError(Exception):
-    """Root of every error chatledger raises."""
 
 
 class SessionNotFound(ChatledgerError, LookupError):
@@ -113,5 +130,11 @@ def strategy_errors() -> Iterator[None]:
     (:class:`~strategies.specs.InvalidStrategySpec`) as :class:`InvalidInput`."""
     try:
         yield
-    except (TokenizerMismatch, InvalidStrategySpec) as error:
-        raise InvalidInput(str(error)) from error
+    except ChatledgerError as error:
+        # imported on this path only: importing the errors loads no strategy
+        from strategies.base import TokenizerMismatch
+        from strategies.specs import InvalidStrategySpec
+
+        if isinstance(error, TokenizerMismatch | InvalidStrategySpec):
+            raise InvalidInput(str(error)) from error
+        raise

@@ -46,7 +46,7 @@ from store.deferred import (
     DeferredCompactions,
     FlushResult,
 )
-from store.errors import SessionNotFound
+from store.errors import InvalidInput, SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, StoredMessage
 from store.rules.checks import resolve_strategy
@@ -175,7 +175,7 @@ class ContextWindow:
     it as ``window=``, in place of the keywords it holds, and use it as it is.
 
     Raises:
-        ValueError: sizes that make no window (one of the two sizes, a reserve without
+        InvalidInput: sizes that make no window (one of the two sizes, a reserve without
             them, an output or reserve that leaves no input budget).
         InvalidInput: a strategy spec that does not parse, or an object that is no strategy.
     """
@@ -211,10 +211,10 @@ class ContextWindow:
         reserved = self.reserved_tokens
         if window is None and output is None:
             if reserved:
-                raise ValueError("reserved_tokens needs the window and output sizes")
+                raise InvalidInput("reserved_tokens needs the window and output sizes")
             return None
         if window is None or output is None:
-            raise ValueError(
+            raise InvalidInput(
                 "give both max_context_window_tokens and max_output_tokens, or neither"
             )
         from strategies.context_window import ContextWindowCompactionStrategy
@@ -265,7 +265,7 @@ class ContextWindow:
         defaults = {f.name: f.default for f in fields(cls) if f.init}
         given = [name for name, value in options.items() if value != defaults[name]]
         if given:
-            raise ValueError(f"give window or {', '.join(given)}, not both")
+            raise InvalidInput(f"give window or {', '.join(given)}, not both")
         return window
 
 
@@ -318,7 +318,7 @@ class TwoPhaseProvider:
         :meth:`flush`) waits for them, each for at most its ``timeout``.
         """
         if compaction not in ("inline", "deferred"):
-            raise ValueError(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
+            raise InvalidInput(f"compaction must be 'inline' or 'deferred', got {compaction!r}")
         self.window = ContextWindow.of(
             window,
             before_strategy=before_strategy,

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from strategies.changeset import ChangeSet
+from strategies.errors import ChatledgerError
 from strategies.tokenizers import Tokenizer
 from strategies.view import View
 
@@ -44,7 +45,7 @@ class CompactionStrategy(Protocol):
         ...
 
 
-class TokenizerMismatch(ValueError):
+class TokenizerMismatch(ChatledgerError, ValueError):
     """A strategy was given a tokenizer other than the one the view was counted with."""
 
 

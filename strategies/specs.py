@@ -45,6 +45,7 @@ from typing import Any, Final
 
 from strategies.base import CompactionStrategy
 from strategies.context_window import ContextWindowCompactionStrategy
+from strategies.errors import ChatledgerError
 from strategies.selective import SelectiveToolCallCompactionStrategy
 from strategies.sliding_window import SlidingWindowStrategy
 from strategies.tokenizers import SUPPORTED_ENCODINGS, Tokenizer, tokenizer_named
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 
-class InvalidStrategySpec(ValueError):
+class InvalidStrategySpec(ChatledgerError, ValueError):
     """A strategy spec that cannot be read or built; the one-line message says why."""
 
 

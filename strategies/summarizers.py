@@ -24,6 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from strategies.errors import ChatledgerError
 from strategies.messages import (
     Content,
     FunctionCallContent,
@@ -184,7 +185,7 @@ _LINE_START = re.compile(r"^\d+\. \[[^\]]*\] ?", re.MULTILINE)
 FailMode = Literal["never", "error", "empty"]
 
 
-class FakeSummarizerError(RuntimeError):
+class FakeSummarizerError(ChatledgerError, RuntimeError):
     """Raised by :class:`FakeSummarizer` in ``fail="error"`` mode."""
 
 

@@ -25,53 +25,163 @@
 Commands take ``--url`` (a URL or a SQLite file's path; default ``$CHATLEDGER_URL``,
 else ``./chatledger.db``), those that read or change sessions ``--tenant``, and
 ``--json``. Errors are one line on stderr; usage errors exit 2, other failures 1;
-``CHATLEDGER_DEBUG=1`` adds the traceback of unexpected errors. Only ``click`` loads
-before a command runs: ``--help`` and ``--version`` import neither the store nor a
-tokenizer.
+``CHATLEDGER_DEBUG=1`` adds the traceback of unexpected errors.
+
+Only ``click`` loads before a command runs: the commands are listed here with their
+summaries (:data:`_COMMANDS`, checked against the commands themselves by the tests), and
+a command's module is imported when it runs or its own help is asked for. ``--help``,
+``--version`` and ``version`` import neither the store nor a tokenizer, and each
+command loads only what it uses.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from typing import NoReturn
 
 import click
 
-from store.cli._audit import audit, excluded, why
-from store.cli._change import compact, delete, pin, recount, restore, unpin
-from store.cli._common import CliError
-from store.cli._db import db
-from store.cli._demo import demo
-from store.cli._doctor import doctor
-from store.cli._export import export
-from store.cli._import import import_
-from store.cli._read import sessions, show, stats, tenants
-from store.cli._report import report
-from store.cli._retention import purge, redact
+from store.cli._version import installed_version
 
 __all__ = ["cli", "main"]
 
 DEBUG_ENV = "CHATLEDGER_DEBUG"
 
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "sessions": (
+        "store.cli._read",
+        "sessions",
+        "List the tenant's sessions, most recently updated first.",
+    ),
+    "show": (
+        "store.cli._read",
+        "show",
+        "Show a session's messages, or what the model is sent next.",
+    ),
+    "audit": (
+        "store.cli._audit",
+        "audit",
+        "List compaction events: what each did (or why it did not), what it saved.",
+    ),
+    "excluded": ("store.cli._audit", "excluded", "List a session's excluded groups and why."),
+    "why": ("store.cli._audit", "why", "Say whether a message is sent to the model, and why."),
+    "stats": (
+        "store.cli._read",
+        "stats",
+        "Stored versus active totals of a session or the tenant.",
+    ),
+    "compact": (
+        "store.cli._change",
+        "compact",
+        "Compact a session now with a strategy, or see what it would do.",
+    ),
+    "restore": (
+        "store.cli._change",
+        "restore",
+        "Bring excluded groups back (pinned), or undo an event.",
+    ),
+    "pin": ("store.cli._change", "pin", "Pin groups: no strategy excludes them."),
+    "unpin": ("store.cli._change", "unpin", "Unpin groups: strategies may exclude them again."),
+    "delete": ("store.cli._change", "delete", "Delete a session and all it holds (asks first)."),
+    "recount": (
+        "store.cli._change",
+        "recount",
+        "Recount a session's tokens with another tokenizer.",
+    ),
+    "tenants": (
+        "store.cli._read",
+        "tenants",
+        "List every tenant of the database (for administrators).",
+    ),
+    "purge": (
+        "store.cli._retention",
+        "purge",
+        "Remove a tenant's sessions last updated before a time, with everything they hold.",
+    ),
+    "redact": (
+        "store.cli._retention",
+        "redact",
+        "Replace messages by tombstones (role, call ids and pairing kept), for good.",
+    ),
+    "doctor": (
+        "store.cli._doctor",
+        "doctor",
+        "Check sessions for damage and inconsistencies; --fix repairs what it can.",
+    ),
+    "db": ("store.cli._db", "db", "Create, upgrade and inspect the database schema."),
+    "demo": (
+        "store.cli._demo",
+        "demo",
+        "Play a long, tool-heavy scripted conversation (offline).",
+    ),
+    "import": (
+        "store.cli._import",
+        "import_",
+        "Import chat logs: files, folders or SQLite databases of other systems.",
+    ),
+    "export": (
+        "store.cli._export",
+        "export",
+        "Export sessions: jsonl, openai-chat, openai-responses, anthropic, langchain or "
+        "agent-framework (docs/importing.md gives each shape).",
+    ),
+    "report": (
+        "store.cli._report",
+        "report",
+        "Write a session's visual audit: one self-contained HTML page.",
+    ),
+}
+"""Every command but ``version``, in the order people meet them: its module, the name of
+the command there, and its summary (the first sentence of its help)."""
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
 
-    try:
-        return installed("chatledger")
-    except PackageNotFoundError:  # pragma: no cover - a checkout without metadata
-        return "unknown (not installed)"
+class _Deferred(click.Command):
+    """Stands for a command in the listing until it is used: its name and summary, and
+    where the command is defined."""
+
+    def __init__(self, name: str, module: str, attribute: str, summary: str) -> None:
+        super().__init__(name, help=summary)
+        self.module = module
+        self.attribute = attribute
+
+    def load(self) -> click.Command:
+        """The command itself (importing its module)."""
+        command: click.Command = getattr(importlib.import_module(self.module), self.attribute)
+        return command
 
 
 class _Commands(click.Group):
-    """Lists the commands in the order people meet them, not alphabetically."""
+    """Lists the commands in the order people meet them, not alphabetically, with the
+    summaries of :data:`_COMMANDS`; a command's module loads when the command is used."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(self.commands)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if isinstance(command, _Deferred):
+            command = self.commands[cmd_name] = command.load()
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The commands and their summaries, as click writes them, from the listing
+        alone: no command's module is imported to show them."""
+        listed = [(name, self.commands[name]) for name in self.list_commands(ctx)]
+        shown = [(name, command) for name, command in listed if not command.hidden]
+        if not shown:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, c.get_short_help_str(limit)) for name, c in shown])
+
+
+def _show_version(ctx: click.Context, _: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"chatledger {installed_version()}")
+        ctx.exit()
 
 
 @click.group(
@@ -79,8 +189,14 @@ class _Commands(click.Group):
     invoke_without_command=True,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
-@click.version_option(
-    _version(), "--version", "-V", prog_name="chatledger", message="%(prog)s %(version)s"
+@click.option(
+    "--version",
+    "-V",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
 )
 @click.pass_context
 def cli(ctx: click.Context) -> None:
@@ -90,36 +206,14 @@ def cli(ctx: click.Context) -> None:
         ctx.exit(2)
 
 
-for _command in (
-    sessions,
-    show,
-    audit,
-    excluded,
-    why,
-    stats,
-    compact,
-    restore,
-    pin,
-    unpin,
-    delete,
-    recount,
-    tenants,
-    purge,
-    redact,
-    doctor,
-    db,
-    demo,
-    import_,
-    export,
-    report,
-):
-    cli.add_command(_command)
+for _name, (_module, _attribute, _summary) in _COMMANDS.items():
+    cli.add_command(_Deferred(_name, _module, _attribute, _summary))
 
 
 @cli.command()
 def version() -> None:
     """Print the installed version."""
-    click.echo(f"chatledger {_version()}")
+    click.echo(f"chatledger {installed_version()}")
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -131,6 +225,8 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def _unexpected(error: BaseException) -> NoReturn:
     if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+        import traceback
+
         traceback.print_exception(error, file=sys.stderr)
     else:
         sys.stderr.write(
@@ -155,11 +251,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         _fail(error.format_message(), error.exit_code)
     except (click.Abort, KeyboardInterrupt):
         _fail("aborted", 130)
-    except CliError as error:
-        _fail(str(error), error.exit_code)
     except Exception as error:
+        from store.cli._common import CliError
         from store.errors import ChatledgerError
 
+        if isinstance(error, CliError):
+            _fail(str(error), error.exit_code)
         if isinstance(error, ChatledgerError):
             _fail(str(error), 1)
         if isinstance(error, OSError | ValueError | LookupError):

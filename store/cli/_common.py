@@ -12,7 +12,6 @@ the commands that need them, so that ``--help`` and ``--version`` start fast.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sys
@@ -21,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from store.errors import ChatledgerError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -56,7 +57,7 @@ TENANT_ENV = "CHATLEDGER_TENANT"
 URL_ENV = "CHATLEDGER_URL"
 
 
-class CliError(Exception):
+class CliError(ChatledgerError):
     """A failure to report as one line, with ``exit_code`` (2 for usage errors)."""
 
     def __init__(self, message: str, *, exit_code: int = 1) -> None:
@@ -102,6 +103,8 @@ def yes_option(function: F) -> F:
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Drive one of the async store's coroutines to completion."""
+    import asyncio  # here, not for a command's help
+
     return asyncio.run(coroutine)
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pydantic import JsonValue
 
 from store.demo.tools import FILES, SERVICES, rng_for
+from store.errors import ChatledgerError
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message, TextContent
 
 __all__ = ["SYSTEM_PROMPT", "MissingResult", "ScriptedModel", "TurnPlan"]
@@ -24,7 +25,7 @@ SYSTEM_PROMPT = (
 )
 
 
-class MissingResult(RuntimeError):
+class MissingResult(ChatledgerError, RuntimeError):
     """The model was sent a tool call without the result it needs."""
 
 

@@ -9,6 +9,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
+from strategies.errors import ChatledgerError
 from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Content, Message
 
 __all__ = [
@@ -52,7 +53,7 @@ _Listed = TypeVar("_Listed", bound=str)
 _BASE64_DATA_URI = re.compile(r"^data:(?P<media_type>[^;,]*);base64,(?P<data>.*)$", re.DOTALL)
 
 
-class FormatError(ValueError):
+class FormatError(ChatledgerError, ValueError):
     """Input a converter cannot read. The message names the index of the offending item."""
 
     def __init__(self, index: int, problem: str) -> None:

@@ -77,6 +77,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from store.contract import HistoryBackend
 from store.deferred import DEFAULT_CLOSE_TIMEOUT, FlushResult
+from store.errors import InvalidInput
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
 from store.integrations._shared import StoreLease, adapter_options, provider_for
 from store.models import ImportResult
@@ -113,7 +114,7 @@ __all__ = [
 logger = logging.getLogger("chatledger.integrations")
 
 
-class MissingSessionId(ValueError):
+class MissingSessionId(InvalidInput):
     """The framework called the provider without a session id."""
 
 
@@ -364,7 +365,7 @@ class _Budgets:
         small = {"default_max_tokens": self.default_max_tokens, **self.per_tool}
         small = {name: value for name, value in small.items() if value < needed}
         if small:
-            raise ValueError(
+            raise InvalidInput(
                 f"tool result budgets below the {needed} tokens of the ResultTooLarge notice "
                 f"with {tokenizer.name}: {small}"
             )
@@ -567,8 +568,8 @@ def bounded_tools(
     if turn_tokens is not None:
         check_int(turn_tokens, "turn_tokens")
     if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
+        raise InvalidInput(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
     if policy == "fair_share" and turn_tokens is None:
-        raise ValueError("policy='fair_share' divides turn_tokens: give turn_tokens too")
+        raise InvalidInput("policy='fair_share' divides turn_tokens: give turn_tokens too")
     budgets = _Budgets(default_max_tokens, tools, turn_tokens, policy, tokenizer)
     return [_RunScope(budgets), _ResponseAllowances(), _BoundResults(budgets)]

@@ -24,9 +24,12 @@
 * :mod:`~store.sql.mapping`: rows to models and back.
 * :mod:`~store.sql.statements`: statements prebuilt once per shape; :mod:`~store.sql.sessions`:
   the session row (read, lock, create).
-* :mod:`~store.sql.schema` (the tables), :mod:`~store.sql.migrations` (Alembic, driven
-  from code), :mod:`~store.sql.errors` (driver errors translated) and
-  :mod:`~store.sql.dialect`, the one place that knows SQLite from PostgreSQL.
+* :mod:`~store.sql.schema` (the tables), :mod:`~store.sql.revisions` (the revisions
+  shipped, read without Alembic), :mod:`~store.sql.migrations` (the schema checked on
+  open, created, upgraded), :mod:`~store.sql.migrator` (Alembic, driven from code and
+  imported only when the schema moves), :mod:`~store.sql.errors` (driver errors
+  translated) and :mod:`~store.sql.dialect`, the one place that knows SQLite from
+  PostgreSQL.
 
 ``HistoryStore`` and ``StoreOpener`` load on first use, so that importing one module of
 this package does not import the whole backend.

@@ -1,43 +1,27 @@
-"""Schema migrations, driven from code: no ``alembic.ini`` needed.
+"""The database's schema: where it is, the check on open, and moving it.
 
-The Alembic scripts ship inside the wheel as ``store/_migrations`` (found with
-:mod:`importlib.resources`); in a source checkout (editable install) the repository's
-``migrations/`` directory is used instead. :func:`migrate` upgrades a database to the
-newest revision, from inside a running event loop, serialized against other processes
-doing the same (a transaction-scoped advisory lock on PostgreSQL, a ``BEGIN IMMEDIATE``
-transaction on SQLite). :func:`ensure_schema` is what opening a store does: create the
-schema on an empty database, and refuse (:class:`~store.errors.MigrationRequired`) a
-database whose schema is behind unless asked to upgrade it.
+:func:`ensure_schema` is what opening a store does: create the schema on an empty
+database, and refuse (:class:`~store.errors.MigrationRequired`) a database whose schema
+is behind unless asked to upgrade it, or one a newer chatledger made that is not marked
+compatible with this one (the rule is :func:`~store.sql.revisions.check_revisions`).
+:func:`check_sqlite_file` makes the same check on a SQLite file before a store opens it.
+Both read the revision the database records with one query, and compare it with the
+revisions this library ships (:mod:`store.sql.revisions`), without Alembic.
 
-A rolling deploy runs two releases against one database: the newer one upgrades it,
-the older one must keep working. Each revision script says whether it allows that with
-a module attribute, the *marker*::
-
-    backward_compatible: bool = True  # the previous head's code keeps working on this one
-
-(absent means False). The marker only helps a process that can read it, and that
-process lacks the newer script, so the migration environment records every applied
-revision, its parent and its marker in ``chatledger_schema_revisions``
-(:func:`record_step`). A database at a revision this library does not ship is then
-accepted when a chain of revisions marked backward-compatible leads from it down to
-this library's head (:func:`compatible_ahead`); otherwise it is refused as made by a
-newer chatledger.
+:func:`migrate` upgrades a database to the newest revision, from inside a running event
+loop, serialized against other processes doing the same (a transaction-scoped advisory
+lock on PostgreSQL, a ``BEGIN IMMEDIATE`` transaction on SQLite); :func:`downgrade`
+goes back. Alembic (:mod:`store.sql.migrator`) is imported when a schema is created,
+upgraded or downgraded, never to open a store on a database that is current.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext, MigrationInfo
-from alembic.script import Script, ScriptDirectory
-from alembic.script.revision import Revision
-from sqlalchemy import delete, insert, inspect, select, text
+from sqlalchemy import column, inspect, select, table, text
 from sqlalchemy.engine import URL, Connection
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -54,122 +38,48 @@ from store.sql.drivers.engine import (
 )
 from store.sql.drivers.sqlite_file import read_table
 from store.sql.errors import translate_errors
+from store.sql.revisions import (
+    Mark,
+    Marks,
+    check_revisions,
+    compatible_ahead,
+    head_revisions,
+    known_revisions,
+    unknown_revisions,
+)
 from store.sql.schema import SCHEMA_REVISIONS
 
 __all__ = [
-    "MARKER",
     "VERSION_TABLE",
-    "Mark",
     "SchemaState",
-    "alembic_config",
-    "check_revisions",
     "check_sqlite_file",
-    "compatible_ahead",
     "create_schema",
     "current_revisions",
     "downgrade",
     "ensure_schema",
-    "head_revisions",
-    "known_revisions",
     "migrate",
     "migrate_sync",
-    "record_step",
-    "revision_history",
     "schema_marks",
     "schema_state",
-    "script_location",
     "sqlite_marks",
     "sqlite_revisions",
-    "unknown_revisions",
+    "stored_revisions",
 ]
 
 VERSION_TABLE = "chatledger_alembic_version"
+"""Where the database records its revision(s) (Alembic's version table, renamed)."""
 ADVISORY_LOCK_KEY = 0x63686C6467  # "chldg": serializes chatledger migrations on PostgreSQL
-MARKER = "backward_compatible"
-"""The name of a revision script's backward-compatibility marker (a module attribute)."""
 UPGRADE_HINT = "run `chatledger db upgrade` (or open the store with upgrade=True)"
 
-
-def script_location() -> Path:
-    """Where the Alembic scripts are: the packaged copy, else the repository's."""
-    packaged = resources.files("store").joinpath("_migrations")
-    if packaged.is_dir() and packaged.joinpath("env.py").is_file():
-        return Path(str(packaged))
-    repository = Path(__file__).resolve().parents[2] / "migrations"
-    if (repository / "env.py").is_file():
-        return repository
-    raise MigrationRequired("chatledger's migration scripts are missing from the installation")
+_VERSIONS = table(VERSION_TABLE, column("version_num"))
 
 
-def alembic_config(url: str | URL | None = None) -> Config:
-    """An Alembic configuration for chatledger's scripts, built in code."""
-    location = script_location()
-    config = Config()
-    config.set_main_option("path_separator", "os")
-    config.set_main_option("script_location", str(location))
-    config.set_main_option("version_locations", str(location / "versions"))
-    if url is not None:
-        config.attributes["url"] = url
-        if isinstance(url, str):
-            config.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
-    return config
-
-
-@functools.cache
-def head_revisions() -> tuple[str, ...]:
-    """The newest revision(s) this library ships."""
-    return tuple(ScriptDirectory.from_config(alembic_config()).get_heads())
-
-
-@functools.cache
-def known_revisions() -> frozenset[str]:
-    """Every revision this library ships."""
-    scripts = ScriptDirectory.from_config(alembic_config())
-    return frozenset(script.revision for script in scripts.walk_revisions())
-
-
-@dataclass(frozen=True)
-class Mark:
-    """What the database records of one applied revision."""
-
-    down_revision: str | None
-    backward_compatible: bool
-
-
-Marks = dict[str, Mark]
-"""Applied revisions' records, by revision."""
-
-
-def is_backward_compatible(script: Revision) -> bool:
-    """The revision script's marker (False when it has none)."""
-    module = script.module if isinstance(script, Script) else None
-    return getattr(module, MARKER, False) is True
-
-
-def record_step(
-    ctx: MigrationContext, *, step: MigrationInfo, heads: set[str], run_args: dict[str, object]
-) -> None:
-    """Record (or, on a downgrade, forget) one applied revision and its marker in
-    ``chatledger_schema_revisions``; Alembic calls it after each step (the environment's
-    ``on_version_apply``). Nothing is recorded before the revision creating the table."""
-    connection = ctx.connection
-    if ctx.as_sql or connection is None or not inspect(connection).has_table(SCHEMA_REVISIONS.name):
-        return
-    for revision in step.up_revision_ids:
-        connection.execute(delete(SCHEMA_REVISIONS).where(SCHEMA_REVISIONS.c.revision == revision))
-    if not step.is_upgrade:
-        return
-    script = step.up_revision
-    parents = step.down_revision_ids
-    if script is None:
-        return
-    connection.execute(
-        insert(SCHEMA_REVISIONS).values(
-            revision=script.revision,
-            down_revision=parents[0] if len(parents) == 1 else None,
-            backward_compatible=is_backward_compatible(script),
-        )
-    )
+def stored_revisions(connection: Connection) -> tuple[str, ...]:
+    """The revision(s) the database of ``connection`` records (empty when chatledger was
+    never installed there), read as Alembic reads them."""
+    if not inspect(connection).has_table(VERSION_TABLE):
+        return ()
+    return tuple(str(r) for r in connection.execute(select(_VERSIONS.c.version_num)).scalars())
 
 
 def _marks(connection: Connection) -> Marks:
@@ -186,52 +96,29 @@ async def schema_marks(engine: AsyncEngine) -> Marks:
             return await conn.run_sync(_marks)
 
 
-def compatible_ahead(revision: str, marks: Marks) -> bool:
-    """Whether this library keeps working against a database at ``revision``, which it
-    does not ship: a chain of revisions marked backward-compatible leads from it down to
-    this library's head."""
-    seen: set[str] = set()
-    while revision not in known_revisions():
-        mark = marks.get(revision)
-        if mark is None or not mark.backward_compatible or mark.down_revision is None:
-            return False
-        if revision in seen:
-            return False
-        seen.add(revision)
-        revision = mark.down_revision
-    return revision in head_revisions()
-
-
-def _current(connection: Connection) -> tuple[str, ...]:
-    context = MigrationContext.configure(connection, opts={"version_table": VERSION_TABLE})
-    return tuple(context.get_current_heads())
-
-
-def _run(connection: Connection, revision: str, *, down: bool) -> None:
-    check_revisions(_current(connection), describe_url(connection.engine.url), create=True)
-    config = alembic_config()
-    config.attributes["connection"] = connection
-    if down:
-        command.downgrade(config, revision)
-    else:
-        command.upgrade(config, revision)
-
-
 async def current_revisions(engine: AsyncEngine) -> tuple[str, ...]:
     """The revision(s) the database is at (empty when chatledger was never installed)."""
     with translate_errors():
         async with engine.connect() as conn:
-            return await conn.run_sync(_current)
+            return await conn.run_sync(stored_revisions)
 
 
 async def _migrate_engine(engine: AsyncEngine, revision: str, *, down: bool = False) -> None:
+    # Alembic loads here, when the schema moves, and before the lock is taken
+    from store.sql.migrator import run
+
+    def step(connection: Connection) -> None:
+        where = describe_url(connection.engine.url)
+        check_revisions(stored_revisions(connection), where, create=True)
+        run(connection, revision, down=down)
+
     with translate_errors():
         async with write_connection(engine) as conn:
             if dialect.of(conn).advisory_locks:
                 await conn.execute(
                     text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
                 )
-            await conn.run_sync(_run, revision, down=down)
+            await conn.run_sync(step)
 
 
 async def migrate(
@@ -290,33 +177,6 @@ async def create_schema(engine: AsyncEngine, schema: str | None) -> None:
                 text("SELECT pg_advisory_xact_lock(:key)"), {"key": ADVISORY_LOCK_KEY}
             )
             await conn.execute(text(f"CREATE SCHEMA IF NOT EXISTS {quoted}"))
-
-
-def unknown_revisions(current: tuple[str, ...]) -> list[str]:
-    """The revisions of ``current`` this library does not ship."""
-    return [r for r in current if r not in known_revisions()]
-
-
-def check_revisions(
-    current: tuple[str, ...], where: str, *, create: bool, marks: Marks | None = None
-) -> bool:
-    """Whether a database at ``current`` needs migrating; refuse what this library cannot
-    use: no schema when nothing may be created, or a revision it does not know (a newer
-    chatledger made the database) unless ``marks`` show it backward-compatible with
-    this library's head (:func:`compatible_ahead`), in which case nothing is migrated."""
-    unknown = unknown_revisions(current)
-    if unknown and all(compatible_ahead(r, marks or {}) for r in unknown):
-        return False
-    if unknown:
-        raise MigrationRequired(
-            f"the database at {where} was created by a newer chatledger (revision "
-            f"{', '.join(unknown)}); upgrade the package (pip install -U chatledger)"
-        )
-    if not current and not create:
-        raise MigrationRequired(
-            f"no chatledger schema in {where}: run `chatledger db upgrade` to create it"
-        )
-    return set(current) != set(head_revisions())
 
 
 async def ensure_schema(
@@ -446,16 +306,3 @@ async def schema_state(url: str | URL | None = None) -> SchemaState:
                 await engine.dispose()
     compatible = bool(newer) and all(compatible_ahead(r, marks) for r in newer)
     return SchemaState(where=where, current=current, head=head_revisions(), compatible=compatible)
-
-
-def revision_history() -> list[dict[str, str | None]]:
-    """The revisions this version ships, oldest first: id, parent and description."""
-    scripts = ScriptDirectory.from_config(alembic_config())
-    return [
-        {
-            "revision": script.revision,
-            "down_revision": str(script.down_revision) if script.down_revision else None,
-            "description": (script.doc or "").strip().splitlines()[0] if script.doc else "",
-        }
-        for script in reversed(list(scripts.walk_revisions()))
-    ]

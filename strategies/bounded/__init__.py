@@ -26,19 +26,54 @@ The modules:
 * :mod:`~strategies.bounded.paging`: pages and their cursors.
 
 docs/bounded_results.md shows them together, and how Agent Framework agents use them.
+Names load on first use, so that importing the sub-package costs nothing.
 """
 
-from strategies.bounded.allowance import AllowancePolicy, ToolResultAllowance
-from strategies.bounded.decorator import bounded
-from strategies.bounded.paging import InvalidCursor, Page, paginate
-from strategies.bounded.query import cap_records, cap_text, select_fields
-from strategies.bounded.results import (
-    ResultBudgetError,
-    ResultTooLarge,
-    bound_result,
-    notice_tokens,
-)
-from strategies.bounded.serialization import compact_dumps, result_text
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from strategies.bounded.allowance import AllowancePolicy, ToolResultAllowance
+    from strategies.bounded.decorator import bounded
+    from strategies.bounded.paging import InvalidCursor, Page, paginate
+    from strategies.bounded.query import cap_records, cap_text, select_fields
+    from strategies.bounded.results import (
+        ResultBudgetError,
+        ResultTooLarge,
+        bound_result,
+        notice_tokens,
+    )
+    from strategies.bounded.serialization import compact_dumps, result_text
+
+_HOMES: dict[str, tuple[str, ...]] = {
+    "strategies.bounded.allowance": ("AllowancePolicy", "ToolResultAllowance"),
+    "strategies.bounded.decorator": ("bounded",),
+    "strategies.bounded.paging": ("InvalidCursor", "Page", "paginate"),
+    "strategies.bounded.query": ("cap_records", "cap_text", "select_fields"),
+    "strategies.bounded.results": (
+        "ResultBudgetError",
+        "ResultTooLarge",
+        "bound_result",
+        "notice_tokens",
+    ),
+    "strategies.bounded.serialization": ("compact_dumps", "result_text"),
+}
+"""The module each public name is defined in."""
+_HOME = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'strategies.bounded' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "AllowancePolicy",

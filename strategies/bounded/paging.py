@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict
 
 from strategies.bounded.results import check_int
 from strategies.bounded.serialization import compact_dumps
+from strategies.errors import ChatledgerError
 
 __all__ = ["InvalidCursor", "Page", "paginate"]
 
@@ -47,7 +48,7 @@ _PROCESS_KEY: Final = secrets.token_bytes(32)
 """The default key: cursors signed with it end with the process."""
 
 
-class InvalidCursor(ValueError):
+class InvalidCursor(ChatledgerError, ValueError):
     """A cursor that is malformed, forged, tampered with, or stale (the records changed)."""
 
 

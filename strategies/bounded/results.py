@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from strategies.bounded.serialization import compact_dumps, result_text
+from strategies.errors import ChatledgerError
 from strategies.tokenizers import TiktokenTokenizer, Tokenizer
 
 __all__ = ["ResultBudgetError", "ResultTooLarge", "bound_result", "notice_tokens"]
@@ -52,7 +53,7 @@ class ResultTooLarge(BaseModel):
     """Why the result was withheld and what to ask instead (a narrower query, fewer details)."""
 
 
-class ResultBudgetError(ValueError):
+class ResultBudgetError(ChatledgerError, ValueError):
     """The budget cannot hold even the :class:`ResultTooLarge` notice."""
 
     def __init__(self, message: str, *, budget: int, needed: int) -> None:

@@ -33,6 +33,7 @@ from strategies.tokenizers.base import (
 from strategies.tokenizers.bpe import (
     EXPECTED_SHA256,
     SUPPORTED_ENCODINGS,
+    UnknownTokenizer,
     VocabularyIntegrityError,
     encoding_name_for,
     load_encoding,
@@ -59,6 +60,7 @@ __all__ = [
     "TiktokenTokenizer",
     "TokenCountPolicy",
     "Tokenizer",
+    "UnknownTokenizer",
     "VocabularyIntegrityError",
     "compact_json",
     "count_content_tokens",

@@ -18,12 +18,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Final
 
+from strategies.errors import ChatledgerError
+
 if TYPE_CHECKING:
     import tiktoken
 
 __all__ = [
     "EXPECTED_SHA256",
     "SUPPORTED_ENCODINGS",
+    "UnknownTokenizer",
     "VocabularyIntegrityError",
     "cached_encoding",
     "encoding_name_for",
@@ -88,15 +91,20 @@ _VOCAB_PACKAGE = "strategies.tokenizers"
 _VOCAB_DIR = "vocab"
 
 
-class VocabularyIntegrityError(RuntimeError):
+class VocabularyIntegrityError(ChatledgerError, RuntimeError):
     """A shipped vocabulary file is missing, corrupt, or does not match its hash."""
+
+
+class UnknownTokenizer(ChatledgerError, ValueError):
+    """A tokenizer, encoding or model name that no shipped tokenizer answers to; the
+    message lists the names accepted."""
 
 
 def encoding_name_for(encoding_or_model: str, /) -> str:
     """Map an encoding name or an OpenAI model name to a supported encoding name.
 
     Raises:
-        ValueError: the name is neither a supported encoding nor a model that uses one.
+        UnknownTokenizer: the name is neither a supported encoding nor a model that uses one.
     """
     if encoding_or_model in _ENCODING_SPECS:
         return encoding_or_model
@@ -117,7 +125,7 @@ def encoding_name_for(encoding_or_model: str, /) -> str:
         return encoding
     accepted = ", ".join(SUPPORTED_ENCODINGS)
     detail = f" (it uses {encoding}, which is not shipped)" if encoding else ""
-    raise ValueError(
+    raise UnknownTokenizer(
         f"unknown tokenizer {encoding_or_model!r}{detail}: expected one of {accepted}, "
         "or an OpenAI model name that uses one of them (such as gpt-4o or gpt-4)"
     )
@@ -163,12 +171,12 @@ def load_encoding(encoding_name: str, /) -> tiktoken.Encoding:
     Prefer :class:`TiktokenTokenizer`, which caches the result per process.
 
     Raises:
-        ValueError: ``encoding_name`` is not one of :data:`SUPPORTED_ENCODINGS`.
+        UnknownTokenizer: ``encoding_name`` is not one of :data:`SUPPORTED_ENCODINGS`.
         VocabularyIntegrityError: the shipped file is unreadable or fails its hash check.
     """
     spec = _ENCODING_SPECS.get(encoding_name)
     if spec is None:
-        raise ValueError(
+        raise UnknownTokenizer(
             f"unknown encoding {encoding_name!r}: expected one of {', '.join(SUPPORTED_ENCODINGS)}"
         )
     import tiktoken

@@ -11,7 +11,12 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from strategies.tokenizers.base import CharacterEstimatorTokenizer, Tokenizer
-from strategies.tokenizers.bpe import SUPPORTED_ENCODINGS, cached_encoding, encoding_name_for
+from strategies.tokenizers.bpe import (
+    SUPPORTED_ENCODINGS,
+    UnknownTokenizer,
+    cached_encoding,
+    encoding_name_for,
+)
 
 if TYPE_CHECKING:
     import tiktoken
@@ -36,7 +41,7 @@ class TiktokenTokenizer:
     mapped with tiktoken's own tables). The encoding is loaded once per process.
 
     Raises:
-        ValueError: the name is not accepted; the message lists the accepted ones.
+        UnknownTokenizer: the name is not accepted; the message lists the accepted ones.
         VocabularyIntegrityError: the shipped vocabulary fails its hash check.
     """
 
@@ -170,16 +175,16 @@ def tokenizer_named(name: str, /) -> Tokenizer:
     tiktoken encoding (``"o200k_base"``, ``"cl100k_base"``) or a model name that uses one.
 
     Raises:
-        ValueError: no tokenizer of that name ships here; the message lists the known ones.
+        UnknownTokenizer: no tokenizer of that name ships here; the message lists the known ones.
     """
     estimator = CharacterEstimatorTokenizer()
     if name == estimator.name:
         return estimator
     try:
         return TiktokenTokenizer(name)
-    except ValueError:
+    except UnknownTokenizer:
         known = ", ".join([estimator.name, *SUPPORTED_ENCODINGS])
-        raise ValueError(
+        raise UnknownTokenizer(
             f"unknown tokenizer {name!r}: expected one of {known}, or an OpenAI model name "
             "that uses one of the encodings (such as gpt-4o)"
         ) from None

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from store.sql.migrations import downgrade, head_revisions
+from store.sql.migrations import downgrade
+from store.sql.revisions import head_revisions
 from tests.cli.helpers import assert_one_line_error, chatledger
 
 

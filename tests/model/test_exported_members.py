@@ -93,6 +93,26 @@ def test_the_contract_and_the_provider_are_exported() -> None:
         assert name in store.__all__
 
 
+def test_every_error_a_store_call_raises_is_exported() -> None:
+    errors = (
+        "ChatledgerError",
+        "ConcurrentWriteError",
+        "CorruptRowError",
+        "FormatError",
+        "InvalidInput",
+        "InvalidSource",
+        "MigrationRequired",
+        "SessionNotFound",
+        "StoreClosed",
+        "StoreError",
+        "StoreTimeout",
+    )
+    for name in errors:
+        assert name in store.__all__
+        assert issubclass(getattr(store, name), store.ChatledgerError)
+    assert store.ChatledgerError is strategies.ChatledgerError
+
+
 def test_public_names_have_docstrings() -> None:
     undocumented = [
         f"{pkg.__name__}.{name}"

@@ -23,14 +23,14 @@ from store import HistoryStore, MigrationRequired
 from store.errors import CorruptRowError
 from store.sql.drivers.engine import create_engine
 from store.sql.migrations import (
-    alembic_config,
     current_revisions,
     ensure_schema,
-    head_revisions,
     migrate,
     schema_marks,
     schema_state,
 )
+from store.sql.migrator import alembic_config
+from store.sql.revisions import head_revisions
 from store.sql.schema import MESSAGES, SCHEMA_REVISIONS
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
