@@ -1,7 +1,8 @@
 """The message and group rows of an append, built slice by slice and counted once.
 
 The ``contents`` and ``metadata`` columns are written as JSON text made once per
-message (no second serialization by the driver layer), the content hash computed by
+message by :mod:`store.rules.storage_json` (no second serialization by the driver
+layer; the ``contents`` text hashing wrote is reused), the content hash computed by
 the dedupe step is reused, and each message is tokenized once: here, or in the counting
 thread of a large append (:mod:`store.sql.append.counting`). Rows are driver tuples for
 an ``INSERT`` compiled once per dialect
@@ -14,31 +15,22 @@ messages.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter
 from sqlalchemy.engine import RowMapping
 
 from store.models import Provenance
 from store.rules.records import now
+from store.rules.storage_json import contents_json, object_json
 from store.sql.append.inserts import DriverInsert
 from strategies.groups import GroupInfo
-from strategies.messages import Content, Message
+from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
 
-__all__ = ["AppendContext", "AppendTotals", "NewGroups", "RowBuilder", "contents_text"]
-
-
-_CONTENTS_JSON = TypeAdapter(list[Content], config=ConfigDict(ser_json_inf_nan="constants"))
-"""The storage format (:data:`strategies.messages.CONTENTS_ADAPTER`) written straight to
-JSON text, non-finite floats kept as Python's ``json`` keeps them."""
-
-_METADATA_JSON = json.JSONEncoder(separators=(",", ":"))
-"""``json.dumps(value, separators=(",", ":"))``, without building an encoder per call."""
+__all__ = ["AppendContext", "AppendTotals", "NewGroups", "RowBuilder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,14 +65,6 @@ class AppendTotals:
     groups: int = 0
     active_groups: int = 0
     per_group: dict[str, list[int]] = field(default_factory=dict)
-
-
-def contents_text(message: Message) -> str:
-    """The ``contents`` column of ``message`` as JSON text."""
-    try:
-        return _CONTENTS_JSON.dump_json(message.contents).decode()
-    except ValueError:  # text pydantic cannot encode (a lone surrogate): Python's json can
-        return json.dumps(_CONTENTS_JSON.dump_python(message.contents, mode="json"))
 
 
 @dataclass(slots=True)
@@ -128,7 +112,6 @@ class RowBuilder:
         count = ctx.counter if ctx.counter is not None else ctx.count
         created_at, groups = binds.processor("created_at"), self.groups
         hashes, per_group, written = self.hashes, totals.per_group, self.contents
-        encode = _METADATA_JSON.encode
         tokens_sum = active_messages = active_tokens = 0
         seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
@@ -159,8 +142,8 @@ class RowBuilder:
                 excluded = False
                 active_messages += 1
                 active_tokens += tokens
-            contents = written.get(message_id) or contents_text(message)
-            metadata = encode(message.metadata) if message.metadata else "{}"
+            contents = written.get(message_id) or contents_json(message.contents)
+            metadata = object_json(message.metadata)
             out.append(
                 (
                     tenant,
