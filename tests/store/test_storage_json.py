@@ -35,6 +35,7 @@ from store.rules.storage_json import (
     object_json,
     reduced_json,
 )
+from store.sql import codec
 from strategies.messages import (
     CONTENTS_ADAPTER,
     Content,
@@ -278,6 +279,56 @@ def test_the_other_writes_read_back_as_the_release_before_read_its_own(message: 
         _old_read_reduced(base, reduced_json(message)),
         _old_read_reduced(base, _old_reduced_text(message)),
     )
+
+
+@settings(max_examples=200, deadline=None)
+@given(message=_STORABLE)
+def test_the_codec_reads_back_what_it_wrote(message: Message) -> None:
+    place = ("tenant", "session", 7)
+    contents = codec.encode_contents(*place, message.contents)
+    assert _same_contents(codec.decode_contents(*place, contents), message.contents)
+    metadata = codec.decode_metadata(*place, codec.encode_metadata(*place, message.metadata))
+    assert json.dumps(metadata, sort_keys=True) == json.dumps(message.metadata, sort_keys=True)
+    overlay = codec.decode_reduced(*place, codec.encode_reduced(*place, message))
+    assert _same(Message(**{**message.model_dump(), **overlay}), message)
+
+
+def _same_contents(a: list[Content], b: list[Content]) -> bool:
+    return json.dumps(CONTENTS_ADAPTER.dump_python(a, mode="json"), sort_keys=True) == json.dumps(
+        CONTENTS_ADAPTER.dump_python(b, mode="json"), sort_keys=True
+    )
+
+
+def test_hashing_hands_its_contents_text_to_the_codec() -> None:
+    message = Message(role="user", contents=[TextContent(text="hi")])
+    written = hashed_contents(message)[1]
+    assert written is not None
+    assert codec.encode_contents("t", "s", 1, message.contents, written) is written
+
+
+@pytest.mark.parametrize(
+    ("encode", "decode"),
+    [
+        (codec.encode_session_metadata, codec.decode_session_metadata),
+        (
+            lambda t, s, v: codec.encode_event_params(t, s, "e", v),
+            lambda t, s, v: codec.decode_event_params(t, s, "e", v),
+        ),
+        (
+            lambda t, s, v: codec.encode_event_note(t, s, "e", v),
+            lambda t, s, v: codec.decode_event_note(t, s, "e", v),
+        ),
+    ],
+    ids=["session metadata", "event params", "event note"],
+)
+def test_object_columns_round_trip_and_refuse_what_is_no_object(encode: Any, decode: Any) -> None:
+    value = {"b": [1, "é", None], "a": {"x": 1.5}}
+    text = encode("t", "s", value)
+    assert text == '{"b":[1,"\\u00e9",null],"a":{"x":1.5}}'
+    assert decode("t", "s", text) == value == json.loads(text)
+    assert decode("t", "s", None) == decode("t", "s", "{}") == {}
+    with pytest.raises(ValueError, match="not a JSON object"):
+        decode("t", "s", "[1]")
 
 
 def test_the_json_values_are_the_models_dumps() -> None:

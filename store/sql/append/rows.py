@@ -1,16 +1,15 @@
 """The message and group rows of an append, built slice by slice and counted once.
 
-The ``contents`` and ``metadata`` columns are written as JSON text made once per
-message by :mod:`store.rules.storage_json` (no second serialization by the driver
-layer; the ``contents`` text hashing wrote is reused), the content hash computed by
-the dedupe step is reused, and each message is tokenized once: here, or in the counting
-thread of a large append (:mod:`store.sql.append.counting`). Rows are driver tuples for
-an ``INSERT`` compiled once per dialect
-(:class:`~store.sql.append.inserts.DriverInsert`): its bind processors are applied
-only to the columns that have one (timestamps, ``excluded``, the group's kind and
-flags), and once per slice to the constants. A new group's row is ready as soon as its
-last message is built (:class:`NewGroups`), so it goes out in the same pipeline as the
-messages.
+The ``contents`` and ``metadata`` columns are the texts :mod:`store.sql.codec` encodes,
+once per message (no second serialization by the driver layer; the ``contents`` JSON
+that hashing wrote is reused), the content hash computed by the dedupe step is reused,
+and each message is tokenized once: here, or in the counting thread of a large append
+(:mod:`store.sql.append.counting`). Rows are driver tuples for an ``INSERT`` compiled
+once per dialect (:class:`~store.sql.append.inserts.DriverInsert`): its bind processors
+are applied only to the columns that have one (timestamps, ``excluded``, the group's
+kind and flags), and once per slice to the constants. A new group's row is ready as soon
+as its last message is built (:class:`NewGroups`), so it goes out in the same pipeline
+as the messages.
 """
 
 from __future__ import annotations
@@ -24,8 +23,8 @@ from sqlalchemy.engine import RowMapping
 
 from store.models import Provenance
 from store.rules.records import now
-from store.rules.storage_json import contents_json, object_json
 from store.sql.append.inserts import DriverInsert
+from store.sql.codec import encode_contents, encode_metadata
 from strategies.groups import GroupInfo
 from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
@@ -84,7 +83,7 @@ class RowBuilder:
     totals: AppendTotals
     stamp: datetime = field(default_factory=now)
     contents: Mapping[str, str] = field(default_factory=dict)
-    """The ``contents`` column's JSON text of messages whose hashing wrote it, by id."""
+    """The ``contents`` JSON of messages whose hashing wrote it, by id."""
 
     def rows(
         self,
@@ -142,8 +141,10 @@ class RowBuilder:
                 excluded = False
                 active_messages += 1
                 active_tokens += tokens
-            contents = written.get(message_id) or contents_json(message.contents)
-            metadata = object_json(message.metadata)
+            contents = encode_contents(
+                tenant, session_id, seq, message.contents, written.get(message_id)
+            )
+            metadata = encode_metadata(tenant, session_id, seq, message.metadata)
             out.append(
                 (
                     tenant,
