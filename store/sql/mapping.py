@@ -54,7 +54,7 @@ from sqlalchemy.sql import Insert
 from store.errors import CorruptRowError
 from store.formats._common import describe_validation
 from store.models import SessionInfo, StoredMessage
-from store.rules.identity import content_hash
+from store.rules.identity import hashed_contents
 from store.rules.storage_json import MESSAGE_FORMAT
 from store.sql.codec import (
     ENCODED,
@@ -614,15 +614,17 @@ def message_to_values(
     message: Message, *, tenant: str, session_id: str, seq: int
 ) -> dict[str, Any]:
     """The parameters of :data:`INSERT_MESSAGE` that message ``seq`` fills itself: its
-    id, role, author, timestamp and hash, and its encoded contents and metadata."""
+    id, role, author, timestamp and hash, and its encoded contents and metadata (the
+    contents' JSON as hashing wrote it, where it did)."""
+    digest, written = hashed_contents(message)
     return {
         "message_id": message.message_id,
         "role": message.role,
-        "contents_json": encode_contents(tenant, session_id, seq, message.contents),
+        "contents_json": encode_contents(tenant, session_id, seq, message.contents, written),
         "author_name": message.author_name,
         "created_at": message.created_at,
         "metadata_json": encode_metadata(tenant, session_id, seq, message.metadata),
-        "content_hash": content_hash(message),
+        "content_hash": digest,
     }
 
 
