@@ -31,6 +31,7 @@ from store.formats._common import (
     split_data_uri,
     take,
 )
+from store.rules.storage_json import content_fields
 from strategies.messages import (
     Content,
     DataContent,
@@ -173,8 +174,7 @@ def part_to_openai(content: Content, *, native: bool) -> dict[str, Any]:
         payload = copied(content.payload)
         payload.pop("type", None)
         return {"type": content.kind, **payload, **extra}
-    fields = content.model_dump(mode="json", exclude={"type", "extra"})
-    return {"type": content.type, **fields}
+    return {"type": content.type, **content_fields(content)}
 
 
 def tool_call_from_openai(index: int, position: int, call: Any) -> Content:

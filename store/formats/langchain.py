@@ -56,6 +56,7 @@ from store.formats._common import (
     take,
     write_id,
 )
+from store.rules.storage_json import content_fields
 from strategies.messages import (
     Content,
     DataContent,
@@ -261,8 +262,7 @@ def _block_to_langchain(content: Content, *, native: bool) -> Any:
         kind = (content.media_type or "image/").split("/", 1)[0]
         kind = kind if kind in ("image", "audio", "video") else "file"
         return {"type": kind, "url": content.uri}
-    fields = content.model_dump(mode="json", exclude={"type", "extra"})
-    return {"type": content.type, **fields}
+    return {"type": content.type, **content_fields(content)}
 
 
 def _arguments(arguments: Any) -> dict[str, Any]:

@@ -64,6 +64,7 @@ from store.formats._common import (
     take_role,
     write_id,
 )
+from store.rules.storage_json import content_fields
 from strategies.messages import (
     Content,
     DataContent,
@@ -347,8 +348,7 @@ def _part_to_responses(content: Content, role: str, *, native: bool) -> dict[str
         payload = copied(content.payload)
         payload.pop("type", None)
         return {"type": content.kind, **payload}
-    fields = content.model_dump(mode="json", exclude={"type", "extra"})
-    return {"type": content.type, **fields}
+    return {"type": content.type, **content_fields(content)}
 
 
 def _native_message_item(message: Message) -> dict[str, Any]:

@@ -4,6 +4,8 @@
   to them with incremental annotation, and reading them back as views and models.
 * :mod:`~store.rules.identity`: content identity (the canonical hash) and the dedupe
   decision of an append.
+* :mod:`~store.rules.storage_json`: the storage format's JSON, written once (the
+  canonical text of the hash, the column texts, the values the formats write).
 * :mod:`~store.rules.checks`: the argument checks of the contract.
 * :mod:`~store.rules.changes`: applying a change set or a restore to records, and the
   audit event it becomes.

@@ -21,7 +21,9 @@
 * :mod:`~store.sql.drivers`: the engine and connection setup, the one-hop aiosqlite
   and asyncpg paths, statements compiled once, the SQLite file read before opening; the
   only place that imports a database driver.
-* :mod:`~store.sql.mapping`: rows to models and back.
+* :mod:`~store.sql.mapping`: rows to models and back, every row decoder derived from one
+  table of the message columns; :mod:`~store.sql.codec`: every stored text encoded and
+  decoded at one place.
 * :mod:`~store.sql.statements`: statements prebuilt once per shape; :mod:`~store.sql.sessions`:
   the session row (read, lock, create).
 * :mod:`~store.sql.schema` (the tables), :mod:`~store.sql.revisions` (the revisions

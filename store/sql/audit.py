@@ -3,20 +3,21 @@ sent, stats.
 
 Every event row is written here (:func:`write_event`: a compaction's, a restore's, a
 retraction's; :func:`record_event`: a write made outside a change set, such as a
-redaction or a repair) and read back here (:func:`read_events`). ``why`` reads the facts
-of the message's group and leaves the decision to :func:`store.rules.why.explain`;
-``stats`` reads the sessions' aggregates.
+redaction or a repair) and read back here (:func:`read_events`), its stored texts (the
+parameters, the note) encoded and decoded by :mod:`store.sql.codec`. ``why`` reads the
+facts of the message's group and leaves the decision to
+:func:`store.rules.why.explain`; ``stats`` reads the sessions' aggregates.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import Text, bindparam, func, insert, select, update
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -24,6 +25,13 @@ from store.errors import ChatledgerError, CorruptRowError
 from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
 from store.rules.changes import log_event
 from store.rules.why import GroupFacts, explain, not_stored
+from store.sql.codec import (
+    ENCODED,
+    decode_event_note,
+    decode_event_params,
+    encode_event_note,
+    encode_event_params,
+)
 from store.sql.schema import EVENTS, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
 from store.sql.statements import chunks, insert_rows
@@ -58,18 +66,25 @@ def corrupt_rows(what: str, *, tenant: str, session_id: str | None) -> Iterator[
         ) from error
 
 
+_EVENT_COLUMNS = tuple(
+    sql_cast(column, Text).label(column.key) if column.key == "params" else column
+    for column in EVENTS.c
+)
+"""An event row's columns, its ``params`` as the stored text."""
+
+
 def event_from_row(row: RowMapping) -> CompactionEvent:
     """The public model of one event row (its group lists are kept in ``note``)."""
     try:
-        note = json.loads(row["note"]) if row["note"] else {}
-        params = row["params"]
+        place = (row["tenant"], row["session_id"], row["event_id"])
+        note = decode_event_note(*place, row["note"])
         return CompactionEvent(
             id=row["event_id"],
             session_id=row["session_id"],
             tenant=row["tenant"],
             phase=row["phase"],
             strategy=row["strategy"],
-            params=json.loads(params) if isinstance(params, str) else (params or {}),
+            params=decode_event_params(*place, row["params"]),
             messages_before=row["messages_before"],
             messages_after=row["messages_after"],
             groups_before=row["groups_before"],
@@ -111,7 +126,7 @@ async def read_events(
     outcome: EventOutcome | None = None,
 ) -> list[CompactionEvent]:
     """Events newest first by (created_at, session_id, ordinal)."""
-    query = select(EVENTS).where(EVENTS.c.tenant == tenant)
+    query = select(*_EVENT_COLUMNS).where(EVENTS.c.tenant == tenant)
     if session_id is not None:
         query = query.where(EVENTS.c.session_id == session_id)
     if since is not None:
@@ -276,18 +291,16 @@ def _stats(tenant: str, session_id: str | None, values: list[int]) -> Stats:
     )
 
 
-def event_note(event: CompactionEvent) -> str:
+def event_note(event: CompactionEvent) -> dict[str, Any]:
     """The event's ordered group lists, kept verbatim in its ``note`` column."""
-    return json.dumps(
-        {
-            "excluded": list(event.excluded),
-            "summarized": [[k, list(v)] for k, v in event.summarized.items()],
-            "reduced": list(event.reduced),
-            "restored": list(event.restored),
-            "reasons": event.reasons,
-            "diagnostics": [d.as_json() for d in event.diagnostics],
-        }
-    )
+    return {
+        "excluded": list(event.excluded),
+        "summarized": [[k, list(v)] for k, v in event.summarized.items()],
+        "reduced": list(event.reduced),
+        "restored": list(event.restored),
+        "reasons": event.reasons,
+        "diagnostics": [d.as_json() for d in event.diagnostics],
+    }
 
 
 def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
@@ -300,6 +313,10 @@ def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
     return list(dict.fromkeys(links))
 
 
+_INSERT_EVENT = insert(EVENTS).values(params=bindparam("params_json", type_=ENCODED))
+"""``INSERT`` of an event row, its ``params`` encoded and bound as ``params_json``."""
+
+
 async def write_event(
     conn: AsyncConnection,
     tenant: str,
@@ -310,8 +327,9 @@ async def write_event(
     revision: int,
 ) -> None:
     """Insert the event row (its ``number`` in the session) and its links to groups."""
+    place = (tenant, session_id, event.id)
     await conn.execute(
-        insert_rows("events"),
+        _INSERT_EVENT,
         {
             "tenant": tenant,
             "session_id": session_id,
@@ -319,7 +337,7 @@ async def write_event(
             "number": number,
             "phase": event.phase,
             "strategy": event.strategy,
-            "params": event.params,
+            "params_json": encode_event_params(*place, event.params),
             "messages_before": event.messages_before,
             "messages_after": event.messages_after,
             "groups_before": event.groups_before,
@@ -328,7 +346,7 @@ async def write_event(
             "tokens_after": event.tokens_after,
             "revision": revision,
             "created_at": event.created_at,
-            "note": event_note(event),
+            "note": encode_event_note(*place, event_note(event)),
             "outcome": event.outcome,
             "duration_seconds": event.duration_seconds,
             "attempts": event.attempts,

@@ -61,7 +61,7 @@ from store.sql.mapping import (
     session_from_row,
 )
 from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
-from store.sql.sessions import read_session
+from store.sql.sessions import SESSION_COLUMNS, read_session
 from store.sql.statements import chunks
 
 __all__ = [
@@ -250,7 +250,7 @@ async def read_sessions(
     ``(tenant, updated_at, session_id)``), so a page costs O(page).
     """
     s = SESSIONS.c
-    query = select(SESSIONS).where(s.tenant == tenant)
+    query = select(*SESSION_COLUMNS).where(s.tenant == tenant)
     if updated_since is not None:
         query = query.where(s.updated_at >= updated_since)
     if order == "id":

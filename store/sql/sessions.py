@@ -3,29 +3,35 @@
 Every write transaction begins by locking its session's row (:func:`lock_session`):
 ``SELECT ... FOR UPDATE`` where the database has row locks, a plain read where the
 transaction holds the database's write lock already (SQLite's ``BEGIN IMMEDIATE``).
+The row's ``metadata`` is written as :mod:`store.sql.codec` encodes it and read as text
+(:data:`SESSION_COLUMNS`), for :func:`~store.sql.mapping.session_from_row` to decode.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import Text, bindparam, select, type_coerce
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.errors import SessionNotFound
 from store.rules.records import now
 from store.sql import dialect
+from store.sql.codec import ENCODED, encode_session_metadata
 from store.sql.schema import SESSIONS
 
 __all__ = [
     "KEYS",
+    "SESSION_COLUMNS",
     "create_session",
     "incarnation",
     "lock_session",
     "lock_sessions",
+    "metadata_value",
     "read_session",
 ]
 
@@ -39,7 +45,19 @@ def incarnation() -> str:
     return secrets.token_hex(16)
 
 
-_READ_SESSION = select(SESSIONS).where(*KEYS)
+SESSION_COLUMNS = tuple(
+    sql_cast(column, Text).label(column.key) if column.key == "metadata" else column
+    for column in SESSIONS.c
+)
+"""The session row's columns, its metadata as the stored text."""
+
+
+def metadata_value(tenant: str, session_id: str, metadata: Mapping[str, Any]) -> Any:
+    """The session's ``metadata`` as a statement sets it: the text the codec encodes."""
+    return type_coerce(encode_session_metadata(tenant, session_id, metadata), ENCODED)
+
+
+_READ_SESSION = select(*SESSION_COLUMNS).where(*KEYS)
 _LOCK_SESSION = _READ_SESSION.with_for_update()
 
 
@@ -70,7 +88,7 @@ def _new_row(tenant: str, session_id: str, tokenizer: str) -> dict[str, Any]:
         "incarnation": incarnation(),
         "created_at": stamp,
         "updated_at": stamp,
-        "metadata": {},
+        "metadata": metadata_value(tenant, session_id, {}),
         "tokenizer": tokenizer,
     }
 
@@ -78,7 +96,7 @@ def _new_row(tenant: str, session_id: str, tokenizer: str) -> dict[str, Any]:
 _SESSIONS_A_STATEMENT = 500
 """Sessions a statement of :func:`lock_sessions` names (bound parameters stay few)."""
 _READ_SESSIONS = (
-    select(SESSIONS)
+    select(*SESSION_COLUMNS)
     .where(
         SESSIONS.c.tenant == bindparam("tenant"),
         SESSIONS.c.session_id.in_(bindparam("session_ids", expanding=True)),

@@ -120,7 +120,7 @@ from store.sql.projection.opening import open_view
 from store.sql.projection.pending import with_pending
 from store.sql.projection.views import SqlSource, read_view
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
-from store.sql.sessions import lock_session, read_session
+from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.statements import chunks
 from store.sql.upkeep import erasure
 from store.sql.upkeep.doctor import diagnose, repair, session_ids
@@ -599,7 +599,11 @@ class HistoryStore(BackendBase):
             await conn.execute(
                 update(SESSIONS)
                 .where(SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == session_id)
-                .values(metadata=metadata, updated_at=now(), revision=SESSIONS.c.revision + 1)
+                .values(
+                    metadata=metadata_value(self._tenant, session_id, metadata),
+                    updated_at=now(),
+                    revision=SESSIONS.c.revision + 1,
+                )
             )
 
         await self._write(operation)

@@ -19,7 +19,8 @@ from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.engine import Dialect
 
 from store.models import Provenance
-from store.rules.identity import _canonical, content_hash
+from store.rules.identity import content_hash
+from store.rules.storage_json import canonical_value
 from store.sql.append.inserts import (
     _INSERT_MESSAGES,
     MESSAGE_COLUMNS,
@@ -73,7 +74,7 @@ def _messages() -> list[Message]:
 
 
 def _reference_hash(message: Message) -> str:
-    payload = json.dumps(_canonical(message), sort_keys=True, separators=(",", ":"))
+    payload = json.dumps(canonical_value(message), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(payload.encode()).hexdigest()
 
 

@@ -19,9 +19,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from store.rules import identity
+from store.rules import storage_json
 from store.rules.identity import content_hash, hashed_contents
-from store.sql.append.rows import contents_text
+from store.rules.storage_json import contents_json
 from strategies.messages import (
     Content,
     DataContent,
@@ -141,7 +141,7 @@ def test_content_hash_matches_the_reference(message: Message) -> None:
 def _check(message: Message) -> str | None:
     digest, contents = hashed_contents(message)
     assert digest == content_hash(message) == _reference_hash(message)
-    assert contents is None or contents == contents_text(message)
+    assert contents is None or contents == contents_json(message.contents)
     return contents
 
 
@@ -162,7 +162,7 @@ def test_the_field_by_field_path_writes_the_usual_messages() -> None:
         created_at=datetime(2025, 1, 2, tzinfo=UTC),
         metadata={"k": ["v", 1]},
     )
-    texts = identity._fast_canonical_json(message)
+    texts = storage_json._fast_texts(message)
     assert texts is not None
     assert texts[0] == json.dumps(json.loads(texts[0]), sort_keys=True, separators=(",", ":"))
     assert _check(message) is not None
@@ -174,8 +174,8 @@ def test_contents_text_of_other_strings_is_left_to_the_adapter(text: str) -> Non
 
 
 def test_every_message_field_is_written() -> None:
-    assert set(Message.model_fields) == identity._MESSAGE_FIELDS
-    assert identity._FAST_MESSAGE is Message
+    assert set(Message.model_fields) == storage_json._MESSAGE_FIELDS
+    assert storage_json._FAST_MESSAGE is Message
 
 
 _json_values = st.recursive(
@@ -242,6 +242,6 @@ def test_contents_text_matches_the_adapter_for_ascii_text(contents: list[Content
 @given(st.text(alphabet=st.characters(max_codepoint=0x7F), min_size=60, max_size=200))
 def test_ascii_text_is_quoted_as_json_quotes_it(text: str) -> None:
     """Long ASCII text goes through pydantic's encoder: the same bytes as ``json``'s."""
-    quoted, plain = identity._quoted(text)
+    quoted, plain = storage_json._quoted(text)
     assert quoted == json.encoder.encode_basestring_ascii(text)
     assert plain == ("\x7f" not in text)

@@ -18,6 +18,7 @@ from store.errors import InvalidSource
 from store.formats._common import shown
 from store.importing.readers._convert import own_id
 from store.importing.source import Conversation, Located, iter_lines, parse_line
+from store.rules.storage_json import message_value
 from strategies.messages import Message
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "line_of", "read"]
@@ -40,7 +41,7 @@ def line_of(
         "version": FORMAT_VERSION,
         "session_id": session_id,
         "seq": seq,
-        "message": message.model_dump(mode="json"),
+        "message": message_value(message),
         "source_system": source_system,
         "source_id": source_id,
     }

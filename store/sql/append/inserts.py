@@ -3,8 +3,9 @@ a statement's rows to the driver (``executemany``, or ``COPY`` where the databas
 
 SQLAlchemy's per-row parameter handling (a dict per row, every key looked up, a
 processor call per typed value) is replaced by the statement's own bind processors,
-applied only to the columns that have one. The message ``INSERT`` takes ``contents`` and
-``metadata`` as JSON text made once per message (no second serialization).
+applied only to the columns that have one. The message ``INSERT``
+(:data:`~store.sql.mapping.INSERT_MESSAGE`) takes ``contents`` and ``metadata`` as the
+texts :mod:`store.sql.codec` encoded, once per message (no second serialization).
 """
 
 from __future__ import annotations
@@ -15,16 +16,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any, Final
 
-from sqlalchemy import JSON, bindparam, insert
+from sqlalchemy import insert
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Insert
-from sqlalchemy.types import TypeDecorator
 
 from store.errors import StoreError
 from store.sql import dialect
 from store.sql.dialect import kept_on
-from store.sql.schema import GROUPS, MESSAGES, UTCDateTime
+from store.sql.mapping import INSERT_MESSAGE
+from store.sql.schema import GROUPS, UTCDateTime
 
 __all__ = [
     "COPY_MIN_ROWS",
@@ -52,27 +53,7 @@ stay a plain insert)."""
 _COPY_COLUMNS = {"contents_json": "contents", "metadata_json": "metadata"}
 """The column each bound parameter of a message row fills, where they differ."""
 
-
-class _JSONText(TypeDecorator[str]):
-    """A JSON column bound from text that is already JSON (no second serialization)."""
-
-    impl = JSON
-    cache_ok = True
-
-    def bind_processor(self, dialect: Dialect) -> None:
-        """Send the text as it is."""
-        return None
-
-
-def _message_insert() -> Insert:
-    """``INSERT`` of message rows whose ``contents`` and ``metadata`` are JSON text."""
-    return insert(MESSAGES).values(
-        contents=bindparam("contents_json", type_=_JSONText()),
-        metadata=bindparam("metadata_json", type_=_JSONText()),
-    )
-
-
-_INSERT_MESSAGES = _message_insert()
+_INSERT_MESSAGES = INSERT_MESSAGE
 
 MESSAGE_COLUMNS: Final = (
     "tenant",

@@ -1,44 +1,35 @@
 """The message and group rows of an append, built slice by slice and counted once.
 
-The ``contents`` and ``metadata`` columns are written as JSON text made once per
-message (no second serialization by the driver layer), the content hash computed by
-the dedupe step is reused, and each message is tokenized once: here, or in the counting
-thread of a large append (:mod:`store.sql.append.counting`). Rows are driver tuples for
-an ``INSERT`` compiled once per dialect
-(:class:`~store.sql.append.inserts.DriverInsert`): its bind processors are applied
-only to the columns that have one (timestamps, ``excluded``, the group's kind and
-flags), and once per slice to the constants. A new group's row is ready as soon as its
-last message is built (:class:`NewGroups`), so it goes out in the same pipeline as the
-messages.
+The ``contents`` and ``metadata`` columns are the texts :mod:`store.sql.codec` encodes,
+once per message (no second serialization by the driver layer; the ``contents`` JSON
+that hashing wrote is reused), the content hash computed by the dedupe step is reused,
+and each message is tokenized once: here, or in the counting thread of a large append
+(:mod:`store.sql.append.counting`). Rows are driver tuples for an ``INSERT`` compiled
+once per dialect (:class:`~store.sql.append.inserts.DriverInsert`): its bind processors
+are applied only to the columns that have one (timestamps, ``excluded``, the group's
+kind and flags), and once per slice to the constants. A new group's row is ready as soon
+as its last message is built (:class:`NewGroups`), so it goes out in the same pipeline
+as the messages.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ConfigDict, TypeAdapter
 from sqlalchemy.engine import RowMapping
 
 from store.models import Provenance
 from store.rules.records import now
 from store.sql.append.inserts import DriverInsert
+from store.sql.codec import encode_contents, encode_metadata
 from strategies.groups import GroupInfo
-from strategies.messages import Content, Message
+from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
 
-__all__ = ["AppendContext", "AppendTotals", "NewGroups", "RowBuilder", "contents_text"]
-
-
-_CONTENTS_JSON = TypeAdapter(list[Content], config=ConfigDict(ser_json_inf_nan="constants"))
-"""The storage format (:data:`strategies.messages.CONTENTS_ADAPTER`) written straight to
-JSON text, non-finite floats kept as Python's ``json`` keeps them."""
-
-_METADATA_JSON = json.JSONEncoder(separators=(",", ":"))
-"""``json.dumps(value, separators=(",", ":"))``, without building an encoder per call."""
+__all__ = ["AppendContext", "AppendTotals", "NewGroups", "RowBuilder"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,14 +66,6 @@ class AppendTotals:
     per_group: dict[str, list[int]] = field(default_factory=dict)
 
 
-def contents_text(message: Message) -> str:
-    """The ``contents`` column of ``message`` as JSON text."""
-    try:
-        return _CONTENTS_JSON.dump_json(message.contents).decode()
-    except ValueError:  # text pydantic cannot encode (a lone surrogate): Python's json can
-        return json.dumps(_CONTENTS_JSON.dump_python(message.contents, mode="json"))
-
-
 @dataclass(slots=True)
 class RowBuilder:
     """Builds the messages' insert parameter sets, slice by slice, adding to the totals."""
@@ -100,7 +83,7 @@ class RowBuilder:
     totals: AppendTotals
     stamp: datetime = field(default_factory=now)
     contents: Mapping[str, str] = field(default_factory=dict)
-    """The ``contents`` column's JSON text of messages whose hashing wrote it, by id."""
+    """The ``contents`` JSON of messages whose hashing wrote it, by id."""
 
     def rows(
         self,
@@ -128,7 +111,6 @@ class RowBuilder:
         count = ctx.counter if ctx.counter is not None else ctx.count
         created_at, groups = binds.processor("created_at"), self.groups
         hashes, per_group, written = self.hashes, totals.per_group, self.contents
-        encode = _METADATA_JSON.encode
         tokens_sum = active_messages = active_tokens = 0
         seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
@@ -159,8 +141,10 @@ class RowBuilder:
                 excluded = False
                 active_messages += 1
                 active_tokens += tokens
-            contents = written.get(message_id) or contents_text(message)
-            metadata = encode(message.metadata) if message.metadata else "{}"
+            contents = encode_contents(
+                tenant, session_id, seq, message.contents, written.get(message_id)
+            )
+            metadata = encode_metadata(tenant, session_id, seq, message.metadata)
             out.append(
                 (
                     tenant,

@@ -24,7 +24,7 @@ from store.errors import SessionNotFound
 from store.rules.records import GroupRecord, MessageRecord, SessionRecord
 from store.sql import dialect
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
-from store.sql.sessions import KEYS, lock_session
+from store.sql.sessions import KEYS, SESSION_COLUMNS, lock_session
 from store.sql.statements import (
     CHUNK,
     among_params,
@@ -206,7 +206,7 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
     )
     columns = [around.c[name].label(label) for label, name in _GROUP_LABELS]
     return (
-        select(SESSIONS, taken, *columns)
+        select(*SESSION_COLUMNS, taken, *columns)
         .select_from(SESSIONS.outerjoin(around, true()))
         .where(*KEYS)
     )

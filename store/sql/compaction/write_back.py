@@ -4,10 +4,11 @@ The rules live once, in :mod:`store.rules.changes` (pure functions over records)
 write loads the few records a change set or restore can touch
 (:mod:`~store.sql.compaction.mirror`), runs those functions on them, then
 :func:`write_back` writes what changed, the audit event with its links to groups and
-the session's aggregates, in the caller's write transaction. The
-:class:`~store.sql.compaction.mirror.Written` it returns carries the rows the write
-left, as a read would return them, so that the store's cache of active views moves on
-without reading those groups again.
+the session's aggregates, in the caller's write transaction; the texts it stores (a
+summary's contents and metadata, a reduced version) are encoded by
+:mod:`store.sql.codec`. The :class:`~store.sql.compaction.mirror.Written` it returns
+carries the rows the write left, as a read would return them, so that the store's cache
+of active views moves on without reading those groups again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, null
+from sqlalchemy import Table, bindparam, null
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -27,15 +28,15 @@ from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord
 from store.sql import dialect
 from store.sql.audit import write_event
+from store.sql.codec import ENCODED, encode_reduced
 from store.sql.compaction.mirror import Mirror, Written, mirror_of
-from store.sql.mapping import inserted_message, message_to_values, reduced_to_value
+from store.sql.mapping import INSERT_MESSAGE, inserted_message, message_to_values
 from store.sql.schema import GROUPS
 from store.sql.statements import (
     EACH_KEY,
     among_params,
     chunks,
     each_params,
-    insert_rows,
     key_params,
     session_update,
     update_among,
@@ -91,7 +92,8 @@ class _Plan:
 
 
 def _plan_rows(mirror: Mirror, out: Outcome, plan: _Plan, delta: _Delta) -> None:
-    for message_id, row in mirror.session.rows.items():
+    s = mirror.session
+    for message_id, row in s.rows.items():
         before = mirror.original_rows.get(message_id)
         if before is None or row.reduced_event == before.reduced_event:
             continue
@@ -101,7 +103,7 @@ def _plan_rows(mirror: Mirror, out: Outcome, plan: _Plan, delta: _Delta) -> None
             plan.reduced.append(
                 {
                     _KEY: message_id,
-                    "reduced_contents": reduced_to_value(row.reduced),
+                    "reduced_json": encode_reduced(s.tenant, s.session_id, row.seq, row.reduced),
                     "reduced_token_count": row.reduced_tokens,
                     "reduced_event_id": out.event_id,
                 }
@@ -164,7 +166,7 @@ def _plan_summary(
             "seq": row.seq,
             "anchor": row.anchor,
             "slot": row.slot,
-            **message_to_values(row.message),
+            **message_to_values(row.message, tenant=s.tenant, session_id=s.session_id, seq=row.seq),
             "stored_at": now,
             "group_id": group.group_id,
             "group_kind": "summary",
@@ -222,7 +224,9 @@ def _each(by_values: Mapping[tuple[Any, ...], set[str]], width: int) -> list[dic
 async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
     cleared = {"reduced_contents": null(), "reduced_token_count": None, "reduced_event_id": None}
     await _update_among(conn, mirror, "messages", "message_id", plan.unreduced, cleared)
-    await _update_each(conn, mirror, "messages", "message_id", plan.reduced)
+    if plan.reduced:
+        s = mirror.session
+        await conn.execute(_REDUCE, each_params(s.tenant, s.session_id, plan.reduced))
     if dialect.of(conn).row_by_row_updates:
         # one executemany, each row found by index (SQLite loops in C): fewer statements
         # than one UPDATE per distinct set of values
@@ -233,7 +237,14 @@ async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
             await _update_among(conn, mirror, "messages", "group_id", ids, values)
     await _write_groups(conn, mirror, plan)
     for part in chunks(plan.summary_messages):
-        await conn.execute(insert_rows("messages"), list(part))
+        await conn.execute(INSERT_MESSAGE, list(part))
+
+
+_REDUCE = update_each("messages", "message_id").values(
+    reduced_contents=bindparam("reduced_json", type_=ENCODED)
+)
+"""Give each message row named its reduced version (bound as ``reduced_json``, encoded),
+its token count and event: one statement, run once per row."""
 
 
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)

@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Text, null, select, update
+from sqlalchemy import Text, null, select, type_coerce, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -50,9 +50,15 @@ from store.rules.limits import Limits, check_json, check_stored_message
 from store.rules.records import now
 from store.sql import dialect
 from store.sql.audit import record_event
+from store.sql.codec import (
+    ENCODED,
+    decode_session_metadata,
+    encode_contents,
+    encode_metadata,
+)
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
 from store.sql.schema import EVENT_GROUPS, EVENTS, FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
-from store.sql.sessions import lock_session, read_session
+from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.upkeep.recount import rebuild_totals
 from strategies.messages import (
     FunctionCallContent,
@@ -359,9 +365,7 @@ async def _session_metadata(
         raise SessionNotFound(session_id, tenant=tenant)
     raw = found[0]
     try:
-        value = {} if raw is None else json.loads(raw)
-        if not isinstance(value, dict):
-            raise ValueError(f"it is {type(value).__name__}, not a JSON object")
+        value = decode_session_metadata(tenant, session_id, raw)
         check_json(value, "metadata", limits, 1)
     except (ValueError, InvalidInput) as error:
         return raw, f"the session's metadata does not parse: {error}"
@@ -432,13 +436,16 @@ async def _quarantine(
             }
         )
         placeholder = _placeholder(row, event_id)
+        seq = row[COLUMN_INDEX["seq"]]
+        contents = encode_contents(s["tenant"], s["session_id"], seq, placeholder.contents)
+        metadata = encode_metadata(s["tenant"], s["session_id"], seq, placeholder.metadata)
         await conn.execute(
             update(MESSAGES)
-            .where(*keys, MESSAGES.c.seq == row[COLUMN_INDEX["seq"]])
+            .where(*keys, MESSAGES.c.seq == seq)
             .values(
                 role=placeholder.role,
-                contents=[c.model_dump(mode="json") for c in placeholder.contents],
-                metadata=placeholder.metadata,
+                contents=type_coerce(contents, ENCODED),
+                metadata=type_coerce(metadata, ENCODED),
                 author_name=None,
                 created_at=None,
                 token_count=count(placeholder),
@@ -541,7 +548,7 @@ async def repair(
         await conn.execute(
             update(SESSIONS)
             .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
-            .values(metadata={})
+            .values(metadata=metadata_value(tenant, session_id, {}))
         )
     session = await lock_session(conn, tenant, session_id)
     scan = await _scan(conn, session, limits)

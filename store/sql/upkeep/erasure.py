@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, delete, func, null, select, text
+from sqlalchemy import Table, delete, func, null, select, text, type_coerce
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -33,8 +33,9 @@ from store.rules.erasure import covering_summaries, tombstone
 from store.rules.identity import is_tombstone
 from store.sql import dialect
 from store.sql.audit import record_event
+from store.sql.codec import ENCODED, encode_contents, encode_metadata
 from store.sql.history import group_kinds
-from store.sql.mapping import COLUMN_INDEX, message_columns, message_to_values, stored_message
+from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.sessions import lock_session
 from store.sql.statements import CHUNK, chunks
@@ -227,7 +228,8 @@ async def _summaries(conn: AsyncConnection, r: Redaction) -> dict[str, list[str]
 
 
 async def _write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, message: Message) -> None:
-    values = message_to_values(message)
+    contents = encode_contents(r.tenant, r.session_id, seq, message.contents)
+    metadata = encode_metadata(r.tenant, r.session_id, seq, message.metadata)
     await conn.execute(
         MESSAGES.update()
         .where(
@@ -236,9 +238,9 @@ async def _write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, messag
             MESSAGES.c.seq == seq,
         )
         .values(
-            contents=values["contents"],
+            contents=type_coerce(contents, ENCODED),
             author_name=None,
-            metadata=values["metadata"],
+            metadata=type_coerce(metadata, ENCODED),
             token_count=r.count(message),
             reduced_contents=null(),  # SQL NULL, not JSON null
             reduced_token_count=None,
