@@ -13,7 +13,7 @@ Only ``chatledger_`` tables are compared or touched, so the host application's o
 tables (and its own Alembic history) sharing the database are left alone. SQLite runs in
 batch mode, and the version table is ``chatledger_alembic_version``. After each step,
 the applied revision and its ``backward_compatible`` marker are recorded in
-``chatledger_schema_revisions`` (see ``store/sql/migrator.py``).
+``chatledger_schema_revisions`` (see ``store/sql/migrations/migrator.py``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from alembic import context
 from sqlalchemy.engine import Connection
 
 from store.sql.drivers.engine import create_engine
-from store.sql.migrator import record_step
+from store.sql.migrations.migrator import record_step
 from store.sql.schema import TABLE_PREFIX, metadata
 
 VERSION_TABLE = "chatledger_alembic_version"

@@ -16,7 +16,7 @@ Create Date: 2026-12-01
 * ``chatledger_schema_revisions``: one row per applied revision with its parent and its
   ``backward_compatible`` marker (a module attribute of each revision), written by the
   migration environment, so that a process whose newest revision is behind the
-  database can tell whether it may keep working (see ``store/sql/migrations.py``).
+  database can tell whether it may keep working (see ``store/sql/migrations/__init__.py``).
 * ``chatledger_early_results``: results stored before any call with their ``call_id``,
   each naming the orphan group that the call, when it arrives, joins (see
   ``docs/groups.md``). A previous release ignores the table: its appends link nothing

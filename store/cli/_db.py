@@ -108,7 +108,7 @@ def check(url: str | None, as_json: bool) -> None:
 def history(url: str | None, as_json: bool) -> None:
     """List the schema revisions this version ships, oldest first (marking the
     database's with --url)."""
-    from store.sql.revisions import revision_history
+    from store.sql.migrations.revisions import revision_history
 
     current_revisions: tuple[str, ...] = _state(url).current if url is not None else ()
     revisions = revision_history()

@@ -26,9 +26,9 @@
   decoded at one place.
 * :mod:`~store.sql.statements`: statements prebuilt once per shape; :mod:`~store.sql.sessions`:
   the session row (read, lock, create).
-* :mod:`~store.sql.schema` (the tables), :mod:`~store.sql.revisions` (the revisions
+* :mod:`~store.sql.schema` (the tables), :mod:`~store.sql.migrations.revisions` (the revisions
   shipped, read without Alembic), :mod:`~store.sql.migrations` (the schema checked on
-  open, created, upgraded), :mod:`~store.sql.migrator` (Alembic, driven from code and
+  open, created, upgraded), :mod:`~store.sql.migrations.migrator` (Alembic, driven from code and
   imported only when the schema moves), :mod:`~store.sql.errors` (driver errors
   translated) and :mod:`~store.sql.dialect`, the one place that knows SQLite from
   PostgreSQL.

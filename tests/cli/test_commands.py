@@ -300,7 +300,7 @@ def blank_url(empty_db_url: str) -> str:
 
 
 def test_db_commands(blank_url: str) -> None:
-    from store.sql.revisions import head_revisions, revision_history
+    from store.sql.migrations.revisions import head_revisions, revision_history
 
     empty_db_url = blank_url
 

@@ -6,7 +6,7 @@ import asyncio
 from pathlib import Path
 
 from store.sql.migrations import downgrade
-from store.sql.revisions import head_revisions
+from store.sql.migrations.revisions import head_revisions
 from tests.cli.helpers import assert_one_line_error, chatledger
 
 

@@ -13,7 +13,7 @@ import pytest
 from store import HistoryStore
 from store.models import StoredMessage
 from store.rules.erasure import REDACTED_TEXT
-from store.sql.revisions import revision_history
+from store.sql.migrations.revisions import revision_history
 from strategies.messages import (
     DataContent,
     Message,

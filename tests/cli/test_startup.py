@@ -23,7 +23,7 @@ import store.cli
 from store.cli import _COMMANDS, cli
 from store.cli._version import installed_version
 from store.sql.migrations import current_revisions, migrate
-from store.sql.revisions import head_revisions
+from store.sql.migrations.revisions import head_revisions
 from tests.cli.helpers import conversation, run_api
 
 HEAVY = (

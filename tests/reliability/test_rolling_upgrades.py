@@ -29,8 +29,8 @@ from store.sql.migrations import (
     schema_marks,
     schema_state,
 )
-from store.sql.migrator import alembic_config
-from store.sql.revisions import head_revisions
+from store.sql.migrations.migrator import alembic_config
+from store.sql.migrations.revisions import head_revisions
 from store.sql.schema import MESSAGES, SCHEMA_REVISIONS
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer

@@ -19,7 +19,7 @@ from store import HistoryStore
 from store.errors import MigrationRequired
 from store.sql.drivers.engine import create_engine
 from store.sql.migrations import VERSION_TABLE, current_revisions, downgrade, migrate
-from store.sql.revisions import head_revisions, script_location
+from store.sql.migrations.revisions import head_revisions, script_location
 from store.sql.schema import metadata
 from strategies.messages import Message
 
@@ -174,7 +174,7 @@ def test_packaged_layout_creates_a_fresh_database(tmp_path: Path) -> None:
     workdir = tmp_path / "elsewhere"
     workdir.mkdir()
     code = (
-        "import asyncio, store.sql.revisions as m\n"
+        "import asyncio, store.sql.migrations.revisions as m\n"
         "from store import HistoryStore\n"
         "from strategies.messages import Message\n"
         "async def main():\n"

@@ -12,8 +12,8 @@ from alembic.script import ScriptDirectory
 
 from store.errors import MigrationRequired
 from store.sql import revisions
-from store.sql.migrator import alembic_config, is_backward_compatible
-from store.sql.revisions import (
+from store.sql.migrations.migrator import alembic_config, is_backward_compatible
+from store.sql.migrations.revisions import (
     ShippedRevision,
     head_revisions,
     known_revisions,

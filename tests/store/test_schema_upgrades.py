@@ -21,8 +21,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import HistoryStore, MigrationRequired
 from store.sql.drivers.engine import create_engine
 from store.sql.migrations import current_revisions, downgrade, migrate
-from store.sql.migrator import alembic_config
-from store.sql.revisions import head_revisions
+from store.sql.migrations.migrator import alembic_config
+from store.sql.migrations.revisions import head_revisions
 from strategies import SummarizationStrategy, ToolResultCompactionStrategy, TruncationStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.summarizers import FakeSummarizer

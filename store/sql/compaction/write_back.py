@@ -1,10 +1,11 @@
-"""Writing back what the shared rules changed in a mirror, with the audit event.
+"""Writing back what the shared rules changed in a mirror, its audit event recorded.
 
 The rules live once, in :mod:`store.rules.changes` (pure functions over records). A
 write loads the few records a change set or restore can touch
 (:mod:`~store.sql.compaction.mirror`), runs those functions on them, then
-:func:`write_back` writes what changed, the audit event with its links to groups and
-the session's aggregates, in the caller's write transaction; the texts it stores (a
+:func:`write_back` writes what changed and the session's aggregates, and records the
+audit event with its links to groups (:func:`store.sql.audit.write_event`), in the
+caller's write transaction; the texts it stores (a
 summary's contents and metadata, a reduced version) are encoded by
 :mod:`store.sql.codec`. The :class:`~store.sql.compaction.mirror.Written` it returns
 carries the rows the write left, as a read would return them, so that the store's cache

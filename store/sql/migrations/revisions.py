@@ -6,7 +6,7 @@ here (:func:`check_revisions`). That comparison needs only each version script's
 ``revision``, ``down_revision`` and backward-compatibility marker, which this module
 reads from the scripts' source with :mod:`ast` (:func:`shipped_revisions`), so that
 Alembic loads only when a schema is created, upgraded or downgraded
-(:mod:`store.sql.migrator`). A test keeps this reading in step with Alembic's own.
+(:mod:`store.sql.migrations.migrator`). A test keeps this reading in step with Alembic's own.
 
 The scripts ship inside the wheel as ``store/_migrations`` (found with
 :mod:`importlib.resources`); in a source checkout (editable install) the repository's
@@ -21,7 +21,7 @@ a module attribute, the *marker*::
 (absent means False). The marker only helps a process that can read it, and that
 process lacks the newer script, so the migration environment records every applied
 revision, its parent and its marker in ``chatledger_schema_revisions``
-(:func:`store.sql.migrator.record_step`). A database at a revision this library does
+(:func:`store.sql.migrations.migrator.record_step`). A database at a revision this library does
 not ship is then accepted when a chain of revisions marked backward-compatible leads
 from it down to this library's head (:func:`compatible_ahead`); otherwise it is refused
 as made by a newer chatledger.
@@ -63,7 +63,7 @@ def script_location() -> Path:
     packaged = resources.files("store").joinpath("_migrations")
     if packaged.is_dir() and packaged.joinpath("env.py").is_file():
         return Path(str(packaged))
-    repository = Path(__file__).resolve().parents[2] / "migrations"
+    repository = Path(__file__).resolve().parents[3] / "migrations"
     if (repository / "env.py").is_file():
         return repository
     raise MigrationRequired("chatledger's migration scripts are missing from the installation")

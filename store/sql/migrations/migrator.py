@@ -3,7 +3,7 @@
 The one module of the library that imports Alembic, and only when a schema is created,
 upgraded or downgraded (:func:`store.sql.migrations.migrate` and the others load it
 then): :func:`alembic_config` builds the configuration for the scripts
-:func:`~store.sql.revisions.script_location` finds, :func:`run` applies revisions on an
+:func:`~store.sql.migrations.revisions.script_location` finds, :func:`run` applies revisions on an
 open connection, and :func:`record_step`, which the migration environment calls after
 each step, records every applied revision and its marker in
 ``chatledger_schema_revisions`` for the processes of older releases.
@@ -19,7 +19,7 @@ from alembic.script.revision import Revision
 from sqlalchemy import delete, insert, inspect
 from sqlalchemy.engine import URL, Connection
 
-from store.sql.revisions import MARKER, script_location
+from store.sql.migrations.revisions import MARKER, script_location
 from store.sql.schema import SCHEMA_REVISIONS
 
 __all__ = ["alembic_config", "is_backward_compatible", "record_step", "run"]

@@ -3,15 +3,15 @@
 :func:`ensure_schema` is what opening a store does: create the schema on an empty
 database, and refuse (:class:`~store.errors.MigrationRequired`) a database whose schema
 is behind unless asked to upgrade it, or one a newer chatledger made that is not marked
-compatible with this one (the rule is :func:`~store.sql.revisions.check_revisions`).
+compatible with this one (the rule is :func:`~store.sql.migrations.revisions.check_revisions`).
 :func:`check_sqlite_file` makes the same check on a SQLite file before a store opens it.
 Both read the revision the database records with one query, and compare it with the
-revisions this library ships (:mod:`store.sql.revisions`), without Alembic.
+revisions this library ships (:mod:`store.sql.migrations.revisions`), without Alembic.
 
 :func:`migrate` upgrades a database to the newest revision, from inside a running event
 loop, serialized against other processes doing the same (a transaction-scoped advisory
 lock on PostgreSQL, a ``BEGIN IMMEDIATE`` transaction on SQLite); :func:`downgrade`
-goes back. Alembic (:mod:`store.sql.migrator`) is imported when a schema is created,
+goes back. Alembic (:mod:`store.sql.migrations.migrator`) is imported when a schema is created,
 upgraded or downgraded, never to open a store on a database that is current.
 """
 
@@ -38,7 +38,7 @@ from store.sql.drivers.engine import (
 )
 from store.sql.drivers.sqlite_file import read_table
 from store.sql.errors import translate_errors
-from store.sql.revisions import (
+from store.sql.migrations.revisions import (
     Mark,
     Marks,
     check_revisions,
@@ -105,7 +105,7 @@ async def current_revisions(engine: AsyncEngine) -> tuple[str, ...]:
 
 async def _migrate_engine(engine: AsyncEngine, revision: str, *, down: bool = False) -> None:
     # Alembic loads here, when the schema moves, and before the lock is taken
-    from store.sql.migrator import run
+    from store.sql.migrations.migrator import run
 
     def step(connection: Connection) -> None:
         where = describe_url(connection.engine.url)
