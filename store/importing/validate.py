@@ -201,8 +201,8 @@ class Validation:
         conversation = chunk.conversation
         session_id, legacy = chunk.session_id, False
         if conversation.error is not None:
-            named = None if _nameless(conversation) else session_id
-            self._refused_at_start(plan, chunk, named, conversation.error)
+            named = not _nameless(conversation) and _valid_id(session_id, self.limits)
+            self._refused_at_start(plan, chunk, session_id if named else None, conversation.error)
             return
         if _nameless(conversation):
             old = legacy_session_id(plan.fmt, plan.source, conversation.where, self.prefix(plan))
@@ -234,7 +234,7 @@ class Validation:
             if other is not None:
                 reason = (
                     f"session {session_id!r} is also given by {other[1]} ({other[0]}), another "
-                    f"system: two systems' sessions are never merged; import one of them under "
+                    "system: two systems' sessions are never merged; import one of them under "
                     "another --session-prefix, or both with --prefix-by-source"
                 )
                 self._refuse_current(InvalidSource(plan.source, conversation.where, reason))
