@@ -43,7 +43,7 @@ from store.rules.limits import DEFAULT_LIMITS, Limits
 from strategies.groups import call_links
 from strategies.messages import Message
 
-__all__ = ["WINDOW", "Validation", "stored_system"]
+__all__ = ["WINDOW", "Validation"]
 
 WINDOW = 2000
 """Messages checked together, the stored messages of their sessions read at once."""
@@ -54,7 +54,7 @@ _ALIASES = {"agent_framework": "agent-framework"}
 _KEEP_BOTH = "to keep both, import one of them under another --session-prefix"
 
 
-def stored_system(system: str | None) -> str | None:
+def _stored_system(system: str | None) -> str | None:
     """The format id a stored message's provenance names."""
     return None if system is None else _ALIASES.get(system, system)
 
@@ -313,7 +313,7 @@ class Validation:
             return None
         current.system_checked = True
         first = await self.store.history(current.session_id, include_excluded=True, limit=1)
-        system = stored_system(first[0].source_system) if first else current.plan.fmt
+        system = _stored_system(first[0].source_system) if first else current.plan.fmt
         if system == current.plan.fmt:
             return None
         holder = f"imported from {system}" if system else "written through the API, not imported"
