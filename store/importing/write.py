@@ -107,7 +107,10 @@ class Writing:
         self.pending = _Pending()
         self.held: _Held | None = None
         self.marked: set[str] = set()
-        self.written = {"sessions": 0, "stored": 0}
+        self.sessions = 0
+        """Sessions written whole so far."""
+        self.stored = 0
+        """Their new messages."""
         self.done = 0
 
     async def run(self, compact: str | None) -> None:
@@ -147,20 +150,21 @@ class Writing:
         conversation = chunk.conversation
         if chunk.begins:
             self.held = _Held(chunk.read, session_id, plan)
+        split = session_id in self.ledger.split
+        if split and session_id not in self.marked:
+            await self._mark(session_id)
         if conversation.compacted:  # another system's compaction: imported whole
             await self._flush()
             await self.store.import_messages(
                 session_id, [item.message for item in located], source=plan.fmt
             )
             return
-        if session_id not in self.ledger.split:
+        if not split:
             held = self.held
             if held is not None:
                 held.parts.append((conversation, located))
                 held.size += len(located)
             return
-        if session_id not in self.marked:
-            await self._mark(session_id)
         start = 0
         while start < len(located):
             stop = start + max(1, BATCH - self.pending.size)
@@ -188,21 +192,23 @@ class Writing:
             self.pending.finished.append((held.session_id, new))
 
     async def _flush(self) -> None:
-        """Write the pending messages in one go; then take the marks off the sessions
-        finished, and report them."""
+        """Write the pending messages in one go; then report the sessions finished (as
+        soon as the write returns: an interrupt after it finds them counted) and take
+        their marks off."""
         if self.pending.parts:
             await append_sessions(self.store, self.pending.batches())
         self.pending.parts, self.pending.size = [], 0
         finished, self.pending.finished = self.pending.finished, []
         for session_id, new in finished:
+            mark = self.ledger.split.get(session_id)
+            self.sessions += 1
+            self.stored += new if mark is None else mark.expected - mark.held
+        if finished and self.progress is not None:
+            self.progress("sessions", self.sessions)
+            self.progress("stored", self.stored)
+        for session_id, _ in finished:
             if session_id in self.ledger.split:
                 await self._unmark(session_id, only_when_done=False)
-                new = self.ledger.split[session_id].expected - self.ledger.split[session_id].held
-            self.written["sessions"] += 1
-            self.written["stored"] += new
-        if finished and self.progress is not None:
-            self.progress("sessions", self.written["sessions"])
-            self.progress("stored", self.written["stored"])
 
     async def _mark(self, session_id: str) -> None:
         self.marked.add(session_id)
