@@ -25,8 +25,8 @@ def _one(source: str, where: str, body: Any) -> Conversation:
         raise InvalidSource(source, where, 'expected a request body ({"messages": [...]})')
     system = body.get("system")
 
-    def convert(items: Sequence[Any]) -> list[Message]:
-        return from_anthropic(items, system=system)
+    def convert(items: Sequence[Any], *, allow_custom_roles: bool) -> list[Message]:
+        return from_anthropic(items, system=system, allow_custom_roles=allow_custom_roles)
 
     return conversation(source, where, own_id(body.get("id")), body["messages"], convert)
 

@@ -21,7 +21,7 @@ from store.importing.readers._convert import conversation, own_id
 from store.importing.readers._records import records
 from store.importing.readers._sessions import by_session
 from store.importing.readers._sqlite import is_sqlite, name, rows
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, reading
 
 __all__ = ["MESSAGES_TABLE", "read"]
 
@@ -30,7 +30,9 @@ MESSAGES_TABLE = "message_store"
 
 def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
     try:
-        (message,) = from_langchain([json.loads(row[2])])
+        (message,) = from_langchain(
+            [json.loads(row[2])], allow_custom_roles=reading().allow_custom_roles
+        )
     except (TypeError, json.JSONDecodeError):
         raise InvalidSource(source, where, "message is not JSON") from None
     except FormatError as error:

@@ -15,7 +15,7 @@ from store.errors import InvalidSource
 from store.formats import FormatError, from_openai_responses
 from store.importing.readers._convert import conversation, own_id
 from store.importing.readers._records import records
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, reading
 
 __all__ = ["read"]
 
@@ -34,7 +34,7 @@ def _session(source: str, where: str, value: Any) -> Conversation:
 
 def _item(source: str, where: str, value: Any) -> Located:
     try:
-        (message,) = from_openai_responses([value])
+        (message,) = from_openai_responses([value], allow_custom_roles=reading().allow_custom_roles)
     except FormatError as error:
         raise InvalidSource(source, where, error.problem) from None
     return Located(message, where)
