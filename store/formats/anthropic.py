@@ -29,8 +29,9 @@ Messages from elsewhere are written as the Messages API accepts them: consecutiv
 messages of one side are one turn, so that the calls of one model turn (stored apart
 when they came from the Responses API) are one assistant message and their results one
 user message, its ``tool_result`` blocks first. What Anthropic cannot express is left
-out: reasoning without a signature (or redacted data), and another format's own content
-types; a message left with nothing is not written. (An export keeps all of it in
+out: reasoning without a signature (or redacted data), media of a type its image and
+document blocks do not take, and another format's own content types; a message left
+with nothing is not written. (An export keeps all of it in
 chatledger's record: :mod:`store.formats.documents`.)
 """
 
@@ -294,20 +295,22 @@ def _block_to_anthropic(content: Content, *, native: bool, kind: str = "") -> di
             result["is_error"] = True
         return {**result, **extra}
     if isinstance(content, DataContent | UriContent):
-        return _media_block(content, extra)
+        return _media_block(content, extra, native=native)
     if isinstance(content, OtherContent):
         return {"type": content.kind, **copied(content.payload)}
     raise AssertionError(content)  # pragma: no cover - every content type is handled above
 
 
-def _media_block(content: DataContent | UriContent, extra: dict[str, Any]) -> dict[str, Any]:
+def _media_block(
+    content: DataContent | UriContent, extra: dict[str, Any], *, native: bool
+) -> dict[str, Any]:
     source = dict(extra.pop("source", {}))
     if isinstance(content, DataContent):
         source.update(type="base64", data=content.data)
     else:
         source.update(type="url", url=content.uri)
-    if content.media_type is not None:
-        source["media_type"] = content.media_type
+    if content.media_type is not None and (native or isinstance(content, DataContent)):
+        source["media_type"] = content.media_type  # a URL source has none of its own
     media_type = content.media_type or ""
     kind = extra.pop("type", None) or ("image" if media_type.startswith("image/") else "document")
     return {"type": kind, "source": source, **extra}
@@ -347,10 +350,18 @@ def _native(message: Message, out: list[dict[str, Any]]) -> None:
     out.append(written)
 
 
+_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "application/pdf"})
+"""The media types of Anthropic's image and document blocks (base64 or by URL)."""
+
+
 def _fits(content: Content) -> bool:
     """Whether Anthropic can express ``content`` of a message from elsewhere."""
     if isinstance(content, OtherContent):
         return False
+    if isinstance(content, DataContent):
+        return content.media_type in _MEDIA_TYPES
+    if isinstance(content, UriContent):
+        return content.media_type is None or content.media_type in _MEDIA_TYPES
     if isinstance(content, ReasoningContent):
         payload = content.payload if isinstance(content.payload, dict) else {}
         if content.text is None and isinstance(payload.get("data"), str):
