@@ -13,6 +13,8 @@ import pytest
 
 from store import HistoryStore
 from store.exporting import export_sessions
+from store.importing import import_sources
+from strategies.groups import call_links
 from tests.exporting.fixtures import PARALLEL_SESSION, seed
 from tests.exporting.targets import TARGET_CHECKS, check_document
 
@@ -97,3 +99,44 @@ async def test_every_exported_session_validates_with_the_targets_types(
     assert len(exported) == len(ids)
     for document in exported:
         check_document(fmt, document)
+
+
+async def test_a_round_trip_through_the_agents_sdk_store_keeps_the_turn_whole(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    agents = pytest.importorskip("agents")
+    await seed(store, tmp_path)
+    (document,) = await documents(store, [PARALLEL_SESSION], "openai-responses")
+    database = tmp_path / "sdk-again.db"
+    session = agents.SQLiteSession("again", database)
+    await session.add_items(document["input"])  # what the SDK keeps of the export
+    session.close()
+    await import_sources(store, [database], session_prefix="sdk/")
+    (chat,) = await documents(store, ["sdk/again"], "openai-chat")
+    with_calls = [m for m in chat["messages"] if m.get("tool_calls")]
+    assert [[c["id"] for c in m["tool_calls"]] for m in with_calls] == [PARALLEL_CALLS]
+
+
+async def test_a_round_trip_through_agent_framework_keeps_the_turn_one_message(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    af = pytest.importorskip("agent_framework")
+    await seed(store, tmp_path)
+    (document,) = await documents(store, [PARALLEL_SESSION], "agent-framework")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # AgentSession is marked experimental
+        again = af.AgentSession.from_dict(document).to_dict()  # what Agent Framework keeps
+    path = tmp_path / "af-again.json"
+    path.write_text(json.dumps(again), encoding="utf-8")
+    await import_sources(store, [path], session_prefix="af/")
+    stored = await store.history(f"af/{PARALLEL_SESSION}", include_excluded=True)
+    calls = [call_links(row.message)[0] for row in stored]
+    assert [c for c in calls if c] == [PARALLEL_CALLS]
+    (chat,) = await documents(store, [f"af/{PARALLEL_SESSION}"], "openai-chat")
+    assert [m["role"] for m in chat["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+    ]
