@@ -81,19 +81,25 @@ async def export_sessions(
     format: str,
     context: bool = False,
     strategy: str | None = None,
+    record: bool = True,
 ) -> AsyncIterator[str]:
     """Yield the export of ``session_ids`` in ``format`` (one of :data:`EXPORT_FORMATS`),
     as text chunks to write one after another.
 
     ``context`` exports the request context instead of the full history; ``strategy``
-    (a spec) is the strategy it is projected with. An unknown format or a strategy
-    without ``context`` is :class:`~store.errors.InvalidInput`; an unknown session
+    (a spec) is the strategy it is projected with. ``record=False`` leaves chatledger's
+    record out of every session document (the export then holds the target's messages
+    only, and importing it again stores the sessions again); ``jsonl`` is that record.
+    An unknown format or a strategy without ``context`` is
+    :class:`~store.errors.InvalidInput`; an unknown session
     :class:`~store.errors.SessionNotFound`, raised before its first chunk.
     """
     if format not in EXPORT_FORMATS:
         raise InvalidInput(f"unknown format {format!r} (known: {', '.join(EXPORT_FORMATS)})")
     if strategy is not None and not context:
         raise InvalidInput("a strategy applies to the context only (pass context=True)")
+    if not isinstance(record, bool):
+        raise InvalidInput(f"record must be a bool, got {type(record).__name__}")
     for session_id in session_ids:
         await store.session(session_id)
     if format == "jsonl":
@@ -103,11 +109,11 @@ async def export_sessions(
         return
     if format == "agent-framework":
         sessions = [
-            session_document(format, s, await _messages(store, s, context, strategy))
+            session_document(format, s, await _messages(store, s, context, strategy), record=record)
             for s in session_ids
         ]
         yield json.dumps(sessions, ensure_ascii=False, indent=2) + "\n"
         return
     for session_id in session_ids:
         messages = await _messages(store, session_id, context, strategy)
-        yield _dumps(session_document(format, session_id, messages)) + "\n"
+        yield _dumps(session_document(format, session_id, messages, record=record)) + "\n"

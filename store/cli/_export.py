@@ -29,6 +29,13 @@ class _Writable(Protocol):
 @click.option("--context", is_flag=True, help="Export what the model is sent next.")
 @click.option("--strategy", "spec", metavar="SPEC", help="With --context: project with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option(
+    "--no-record",
+    "plain",
+    is_flag=True,
+    help="Leave out chatledger's record of each session: the target's messages only "
+    "(importing them again stores the sessions again).",
+)
 @url_option
 @tenant_option
 def export(
@@ -37,6 +44,7 @@ def export(
     context: bool,
     spec: str | None,
     output: str | None,
+    plain: bool,
     url: str | None,
     tenant: str,
 ) -> None:
@@ -55,7 +63,12 @@ def export(
     async def write(stream: _Writable) -> None:
         async with HistoryStore.open(url, tenant=tenant, create=False) as store:
             chunks = export_sessions(
-                store, list(session_ids), format=fmt, context=context, strategy=spec
+                store,
+                list(session_ids),
+                format=fmt,
+                context=context,
+                strategy=spec,
+                record=not plain,
             )
             async for chunk in chunks:
                 stream.write(chunk)

@@ -162,11 +162,15 @@ def _record(fmt: str, document: dict[str, Any], messages: Sequence[Message]) -> 
     return record
 
 
-def session_document(fmt: str, session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
+def session_document(
+    fmt: str, session_id: str, messages: Sequence[Message], *, record: bool = True
+) -> dict[str, Any]:
     """The document of session ``session_id`` in ``fmt`` (one of
-    :data:`DOCUMENT_FORMATS`), with its record under :data:`RECORD_KEY`."""
+    :data:`DOCUMENT_FORMATS`), with its record under :data:`RECORD_KEY` unless
+    ``record`` is false."""
     document = _WRITERS[fmt](session_id, messages)
-    document[RECORD_KEY] = _record(fmt, document, messages)
+    if record:
+        document[RECORD_KEY] = _record(fmt, document, messages)
     return document
 
 

@@ -3,6 +3,7 @@ when they cannot, and a default file name that a session id never picks."""
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
@@ -102,3 +103,14 @@ def test_report_default_names_of_two_ids_never_meet(tmp_path: Path) -> None:
         assert done.returncode == 0, done.stderr
     assert len(list(tmp_path.glob("*.report.html"))) == 3
     assert (tmp_path / "a_b.report.html").is_file()  # a safe id keeps its own name
+
+
+def test_export_no_record_writes_the_targets_messages_only(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path}/x.db"
+    _seed(url, "a")
+    kept = chatledger("export", "a", "--format", "openai-chat", "--url", url)
+    assert kept.returncode == 0, kept.stderr
+    assert "chatledger" in json.loads(kept.stdout)
+    plain = chatledger("export", "a", "--format", "openai-chat", "--no-record", "--url", url)
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout) == {"id": "a", "messages": [{"role": "user", "content": "hi"}]}

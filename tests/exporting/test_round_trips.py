@@ -13,7 +13,7 @@ import pytest
 
 from store import HistoryStore
 from store.contract import HistoryBackend
-from store.errors import InvalidSource
+from store.errors import InvalidInput, InvalidSource
 from store.exporting import EXPORT_FORMATS, export_sessions
 from store.formats.documents import RECORD_KEY
 from store.importing import import_sources
@@ -126,3 +126,14 @@ async def test_a_record_of_another_format_or_version_is_refused(
     _edit(path, lambda document: document[RECORD_KEY].update(version=1, format="langchain"))
     with pytest.raises(InvalidSource, match="this is langchain, not openai-chat"):
         await import_sources(store, [path], format="openai-chat")
+
+
+async def test_an_export_without_the_record_holds_the_targets_messages_only(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    await seed(store, tmp_path)
+    chunks = export_sessions(store, ["claude"], format="anthropic", record=False)
+    (line,) = "".join([chunk async for chunk in chunks]).splitlines()
+    assert set(json.loads(line)) == {"id", "system", "messages"}
+    with pytest.raises(InvalidInput, match="record must be a bool"):
+        _ = [c async for c in export_sessions(store, ["claude"], format="anthropic", record=1)]  # type: ignore[arg-type]
