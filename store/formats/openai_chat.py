@@ -267,11 +267,10 @@ def to_openai_chat(messages: Sequence[Message], *, with_ids: bool = False) -> li
     """
     written: list[dict[str, Any]] = []
     for run in turns(messages, _is_native):
-        message: Message | None = joined(run)
-        if message is not None and not _is_native(message):
-            message = _expressible(message)
-        if message is not None:
-            written.extend(_message_to_openai(message, with_ids=with_ids))
+        message = joined(run)
+        kept = message if _is_native(message) else _expressible(message)
+        if kept is not None:
+            written.extend(_message_to_openai(kept, with_ids=with_ids))
     return written
 
 
