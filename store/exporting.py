@@ -6,14 +6,15 @@ for the JSONL formats), so that a large session streams. The shapes:
 - ``jsonl``: chatledger's own, one message a line (see
   :func:`store.importing.readers.jsonl.line_of`): lossless, and importing it again gives
   back exactly the same messages in the same sessions.
-- ``openai-chat``: one session a line, ``{"id": SESSION, "messages": [...]}``.
-- ``openai-responses``: one session a line, ``{"id": SESSION, "input": [...]}``.
-- ``anthropic``: one request body a line, ``{"id": SESSION, "system": ..., "messages":
-  [...]}`` (``system`` only when the session has system messages).
-- ``langchain``: one session a line, ``{"session_id": SESSION, "messages": [...]}`` in
-  ``message_to_dict`` form.
-- ``agent-framework``: one JSON document, a list of ``AgentSession.to_dict()`` objects
-  whose history is under ``state["in_memory"]["messages"]``.
+- ``openai-chat``, ``openai-responses``, ``anthropic``, ``langchain``: one session a
+  line, the document of :func:`store.formats.documents.session_document`;
+- ``agent-framework``: one JSON document, a list of those documents
+  (``AgentSession.to_dict()`` objects whose history is under
+  ``state["in_memory"]["messages"]``).
+
+Each document carries chatledger's record of its session beside the target's messages
+(see :mod:`store.formats.documents`): importing the export into the same store stores
+nothing new, and into another gives back the same messages, ids and times included.
 
 The full stored history is exported (excluded messages included); with ``context`` the
 request context instead: what the model is sent next, through ``strategy`` (a spec), or
@@ -24,58 +25,18 @@ stored.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput
-from store.formats import (
-    anthropic_request,
-    to_agent_framework,
-    to_langchain,
-    to_openai_chat,
-    to_openai_responses,
-)
+from store.formats.documents import DOCUMENT_FORMATS, session_document
 from store.importing.readers.jsonl import line_of
 from strategies.messages import Message
 
 __all__ = ["EXPORT_FORMATS", "export_sessions"]
 
-
-def _chat(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
-    return {"id": session_id, "messages": to_openai_chat(messages)}
-
-
-def _responses(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
-    return {"id": session_id, "input": to_openai_responses(messages)}
-
-
-def _anthropic(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
-    return {"id": session_id, **anthropic_request(messages)}
-
-
-def _langchain(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
-    return {"session_id": session_id, "messages": to_langchain(messages)}
-
-
-def _agent_framework(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
-    return {
-        "type": "session",
-        "session_id": session_id,
-        "service_session_id": None,
-        "state": {"in_memory": {"messages": to_agent_framework(messages)}},
-    }
-
-
-_SESSION_WRITERS: dict[str, Callable[[str, Sequence[Message]], dict[str, Any]]] = {
-    "openai-chat": _chat,
-    "openai-responses": _responses,
-    "anthropic": _anthropic,
-    "langchain": _langchain,
-    "agent-framework": _agent_framework,
-}
-
-EXPORT_FORMATS: tuple[str, ...] = ("jsonl", *_SESSION_WRITERS)
+EXPORT_FORMATS: tuple[str, ...] = ("jsonl", *DOCUMENT_FORMATS)
 """The format ids that can be exported."""
 
 
@@ -120,19 +81,25 @@ async def export_sessions(
     format: str,
     context: bool = False,
     strategy: str | None = None,
+    record: bool = True,
 ) -> AsyncIterator[str]:
     """Yield the export of ``session_ids`` in ``format`` (one of :data:`EXPORT_FORMATS`),
     as text chunks to write one after another.
 
     ``context`` exports the request context instead of the full history; ``strategy``
-    (a spec) is the strategy it is projected with. An unknown format or a strategy
-    without ``context`` is :class:`~store.errors.InvalidInput`; an unknown session
+    (a spec) is the strategy it is projected with. ``record=False`` leaves chatledger's
+    record out of every session document (the export then holds the target's messages
+    only, and importing it again stores the sessions again); ``jsonl`` is that record.
+    An unknown format or a strategy without ``context`` is
+    :class:`~store.errors.InvalidInput`; an unknown session
     :class:`~store.errors.SessionNotFound`, raised before its first chunk.
     """
     if format not in EXPORT_FORMATS:
         raise InvalidInput(f"unknown format {format!r} (known: {', '.join(EXPORT_FORMATS)})")
     if strategy is not None and not context:
         raise InvalidInput("a strategy applies to the context only (pass context=True)")
+    if not isinstance(record, bool):
+        raise InvalidInput(f"record must be a bool, got {type(record).__name__}")
     for session_id in session_ids:
         await store.session(session_id)
     if format == "jsonl":
@@ -140,11 +107,13 @@ async def export_sessions(
             async for chunk in _jsonl(store, session_id, context, strategy):
                 yield chunk
         return
-    write = _SESSION_WRITERS[format]
     if format == "agent-framework":
-        sessions = [write(s, await _messages(store, s, context, strategy)) for s in session_ids]
+        sessions = [
+            session_document(format, s, await _messages(store, s, context, strategy), record=record)
+            for s in session_ids
+        ]
         yield json.dumps(sessions, ensure_ascii=False, indent=2) + "\n"
         return
     for session_id in session_ids:
         messages = await _messages(store, session_id, context, strategy)
-        yield _dumps(write(session_id, messages)) + "\n"
+        yield _dumps(session_document(format, session_id, messages, record=record)) + "\n"

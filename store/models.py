@@ -335,6 +335,7 @@ Check = Literal[
     "duplicate_call_id",
     "audit_mismatch",
     "totals_mismatch",
+    "half_imported",
 ]
 """What a doctor's finding is about (each check is described in
 :mod:`store.sql.upkeep.doctor`)."""

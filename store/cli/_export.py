@@ -1,22 +1,26 @@
 """``chatledger export``: sessions out, in the formats ``chatledger import`` reads.
 
 The export streams to stdout, or to ``-o FILE``, which is written whole or not at all
-(a temporary file beside it, renamed once complete).
+(a temporary file beside it, renamed once complete); a file that cannot be written is
+one line naming it and why.
 """
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol
 
 import click
 
 from store.cli._common import CliError, run, tenant_option, url_option
+from store.cli._files import OutputFile
 
 __all__ = ["export"]
+
+
+class _Writable(Protocol):
+    def write(self, text: str, /) -> object: ...
 
 
 @click.command()
@@ -25,6 +29,13 @@ __all__ = ["export"]
 @click.option("--context", is_flag=True, help="Export what the model is sent next.")
 @click.option("--strategy", "spec", metavar="SPEC", help="With --context: project with it.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE.")
+@click.option(
+    "--no-record",
+    "plain",
+    is_flag=True,
+    help="Leave out chatledger's record of each session: the target's messages only "
+    "(importing them again stores the sessions again).",
+)
 @url_option
 @tenant_option
 def export(
@@ -33,6 +44,7 @@ def export(
     context: bool,
     spec: str | None,
     output: str | None,
+    plain: bool,
     url: str | None,
     tenant: str,
 ) -> None:
@@ -48,10 +60,15 @@ def export(
     if spec is not None and not context:
         raise CliError("--strategy needs --context", exit_code=2)
 
-    async def write(stream: TextIO) -> None:
+    async def write(stream: _Writable) -> None:
         async with HistoryStore.open(url, tenant=tenant, create=False) as store:
             chunks = export_sessions(
-                store, list(session_ids), format=fmt, context=context, strategy=spec
+                store,
+                list(session_ids),
+                format=fmt,
+                context=context,
+                strategy=spec,
+                record=not plain,
             )
             async for chunk in chunks:
                 stream.write(chunk)
@@ -60,12 +77,5 @@ def export(
         run(write(sys.stdout))
         sys.stdout.flush()
         return
-    target = Path(output)
-    handle, temporary = tempfile.mkstemp(dir=target.parent or ".", prefix=f".{target.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            run(write(stream))
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with OutputFile(Path(output)) as stream:
+        run(write(stream))

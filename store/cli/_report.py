@@ -8,12 +8,16 @@ from typing import TYPE_CHECKING
 import click
 
 from store.cli._common import session_tokenizer, tenant_option, url_option, with_store
+from store.cli._files import default_file_name
 from store.cli._output import echo
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
 
-__all__ = ["report"]
+__all__ = ["REPORT_SUFFIX", "report"]
+
+REPORT_SUFFIX = ".report.html"
+"""What the default file name adds to the session id."""
 
 
 @click.command()
@@ -23,13 +27,14 @@ __all__ = ["report"]
     "--output",
     type=click.Path(dir_okay=False, path_type=Path),
     metavar="FILE",
-    help="Where to write the page (default: SESSION.report.html).",
+    help="Where to write the page (default: SESSION.report.html here; an id that is not "
+    "a safe file name is reduced to one, with a hash of it).",
 )
 @url_option
 @tenant_option
 def report(session_id: str, output: Path | None, url: str | None, tenant: str) -> None:
     """Write a session's visual audit: one self-contained HTML page."""
-    target = output if output is not None else Path(f"{session_id}.report.html")
+    target = output if output is not None else Path(default_file_name(session_id, REPORT_SUFFIX))
 
     async def action(store: HistoryBackend) -> Path:
         from store.report import write_report

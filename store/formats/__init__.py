@@ -13,10 +13,13 @@ Each format has a pair of pure functions, list in and list out:
 - LangChain messages (objects or ``message_to_dict`` mappings): :func:`from_langchain`,
   :func:`to_langchain`.
 
-Reading then writing the same format gives back exactly what was read. Input that
-cannot be read raises :class:`FormatError` (a :class:`ValueError`) naming the index of
-the offending item. Nothing here imports a framework: the converters work on plain
-mappings.
+Reading then writing the same format gives back exactly what was read. Messages from
+another format are written as the target accepts them: the calls of one model turn in
+one message, followed by their results, and what the target cannot express left out
+(each module says what). Input that cannot be read raises :class:`FormatError` (a
+:class:`ValueError`) naming the index of the offending item. Nothing here imports a
+framework: the converters work on plain mappings. :mod:`store.formats.documents` makes
+one session a document of each export format, with chatledger's record of it.
 """
 
 from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY, FormatError

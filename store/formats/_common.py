@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar
@@ -15,6 +16,7 @@ from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Content, Messag
 __all__ = [
     "ORIGINAL_ID_KEY",
     "SOURCE_FORMAT_KEY",
+    "TEXT_PART_TYPES",
     "FormatError",
     "Reader",
     "build",
@@ -24,8 +26,10 @@ __all__ = [
     "copied",
     "describe_validation",
     "exported_role",
+    "foreign_result",
     "join_data_uri",
     "message_items",
+    "parts_text",
     "read_id",
     "read_tagged",
     "shown",
@@ -119,6 +123,50 @@ def exported_role(message: Message) -> str:
     if isinstance(original, str) and ROLE_ALIASES.get(original) == message.role:
         return original
     return message.role
+
+
+TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+"""The type tags of a text part in the formats' content lists."""
+
+
+def parts_text(value: Any) -> str | None:
+    """The text of a non-empty list of text parts of any format (:data:`TEXT_PART_TYPES`),
+    joined; None for anything else."""
+    if not isinstance(value, list) or not value:
+        return None
+    texts: list[str] = []
+    for part in value:
+        if not isinstance(part, Mapping) or part.get("type") not in TEXT_PART_TYPES:
+            return None
+        text = part.get("text")
+        if not isinstance(text, str):
+            return None
+        texts.append(text)
+    return "".join(texts)
+
+
+def foreign_result(result: Any, text_tag: str) -> Any:
+    """A function result from another format as a tool message's content in a format
+    whose text parts are tagged ``text_tag``: text as it is, a list of such text parts
+    (``type`` and ``text`` only) as it is, another format's text parts as their joined
+    text, ``""`` for none, else its JSON."""
+    if result is None:
+        return ""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, list) and result and all(_is_text_part(p, text_tag) for p in result):
+        return clone(result)
+    text = parts_text(result)
+    return text if text is not None else json.dumps(result)
+
+
+def _is_text_part(part: Any, tag: str) -> bool:
+    return (
+        isinstance(part, Mapping)
+        and part.keys() == {"type", "text"}
+        and part["type"] == tag
+        and isinstance(part["text"], str)
+    )
 
 
 def split_data_uri(uri: str) -> tuple[str, str] | None:

@@ -22,6 +22,14 @@ Where things go:
 Normalisations, the same that Agent Framework's own ``from_dict``/``to_dict`` make: a
 missing ``type`` is written back as ``"message"``, a missing ``contents`` as ``[]``, a
 missing ``additional_properties`` as ``{}``, and a text content without text as ``""``.
+
+Messages from elsewhere get Agent Framework's defaults: the assistant messages of one
+model turn (reasoning, text and every parallel call, stored apart when they came from
+the Responses API) are one message with all the calls (see
+:mod:`store.formats._turns`), as Agent Framework writes a model's response. Another
+format's own content types are left out (``Message.from_dict`` refuses their fields),
+and a message left with nothing is not written. (An export keeps all of it in
+chatledger's record: :mod:`store.formats.documents`.)
 """
 
 from __future__ import annotations
@@ -44,7 +52,8 @@ from store.formats._common import (
     take_role,
     write_id,
 )
-from strategies.messages import Message
+from store.formats._turns import joined, turns
+from strategies.messages import Message, OtherContent
 
 __all__ = [
     "AF_ANNOTATIONS_KEY",
@@ -246,7 +255,7 @@ def from_agent_framework(
 
 def _message_to_af(message: Message) -> dict[str, Any]:
     metadata = message.metadata
-    native = metadata.get(SOURCE_FORMAT_KEY) == SOURCE_AGENT_FRAMEWORK
+    native = _is_native(message)
     out: dict[str, Any] = {
         "type": "message",
         "role": exported_role(message),
@@ -271,8 +280,21 @@ def to_agent_framework(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Write messages as Agent Framework message mappings, ready for ``Message.from_dict``.
 
     Messages read by :func:`from_agent_framework` come back exactly as they were read.
-    Others get Agent Framework's defaults; their ``message_id`` is written out, and a
-    content of another format's own type is written with that type (Agent Framework's
-    ``Content.from_dict`` does not know it), so nothing is dropped.
+    Others get Agent Framework's defaults, one message a model turn; their
+    ``message_id`` is written out, and another format's own content types are left out
+    (see the module).
     """
-    return [_message_to_af(message) for message in messages]
+    written: list[dict[str, Any]] = []
+    for run in turns(messages, _is_native):
+        message = joined(run)
+        if not _is_native(message):
+            kept = [c for c in message.contents if not isinstance(c, OtherContent)]
+            if message.contents and not kept:
+                continue
+            message = message.model_copy(update={"contents": kept})
+        written.append(_message_to_af(message))
+    return written
+
+
+def _is_native(message: Message) -> bool:
+    return message.metadata.get(SOURCE_FORMAT_KEY) == SOURCE_AGENT_FRAMEWORK

@@ -24,6 +24,15 @@ Anthropic messages have no ids: every message gets a fresh ``message_id``, and
 :data:`ORIGINAL_ID_KEY` ``None`` says so (the importer gives stable ones).
 Normalisations: ``is_error: false`` and a missing result content are written back
 absent.
+
+Messages from elsewhere are written as the Messages API accepts them: consecutive
+messages of one side are one turn, so that the calls of one model turn (stored apart
+when they came from the Responses API) are one assistant message and their results one
+user message, its ``tool_result`` blocks first. What Anthropic cannot express is left
+out: reasoning without a signature (or redacted data), media of a type its image and
+document blocks do not take, and another format's own content types; a message left
+with nothing is not written. (An export keeps all of it in
+chatledger's record: :mod:`store.formats.documents`.)
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from store.formats._common import (
     build_message,
     clone,
     copied,
+    foreign_result,
     read_tagged,
     take,
     take_role,
@@ -279,25 +289,28 @@ def _block_to_anthropic(content: Content, *, native: bool, kind: str = "") -> di
     if isinstance(content, FunctionResultContent):
         result: dict[str, Any] = {"type": "tool_result", "tool_use_id": content.call_id}
         if content.result is not None:
-            result["content"] = clone(content.result) if native else _result_content(content.result)
+            value = content.result
+            result["content"] = clone(value) if native else foreign_result(value, "text")
         if content.is_error:
             result["is_error"] = True
         return {**result, **extra}
     if isinstance(content, DataContent | UriContent):
-        return _media_block(content, extra)
+        return _media_block(content, extra, native=native)
     if isinstance(content, OtherContent):
         return {"type": content.kind, **copied(content.payload)}
     raise AssertionError(content)  # pragma: no cover - every content type is handled above
 
 
-def _media_block(content: DataContent | UriContent, extra: dict[str, Any]) -> dict[str, Any]:
+def _media_block(
+    content: DataContent | UriContent, extra: dict[str, Any], *, native: bool
+) -> dict[str, Any]:
     source = dict(extra.pop("source", {}))
     if isinstance(content, DataContent):
         source.update(type="base64", data=content.data)
     else:
         source.update(type="url", url=content.uri)
-    if content.media_type is not None:
-        source["media_type"] = content.media_type
+    if content.media_type is not None and (native or isinstance(content, DataContent)):
+        source["media_type"] = content.media_type  # a URL source has none of its own
     media_type = content.media_type or ""
     kind = extra.pop("type", None) or ("image" if media_type.startswith("image/") else "document")
     return {"type": kind, "source": source, **extra}
@@ -311,14 +324,6 @@ def _parsed(arguments: str | None) -> dict[str, Any]:
     except ValueError:
         return {"input": arguments}
     return value if isinstance(value, dict) else {"input": value}
-
-
-def _result_content(result: Any) -> Any:
-    if isinstance(result, str):
-        return result
-    if isinstance(result, list) and all(isinstance(p, dict) and "type" in p for p in result):
-        return clone(result)
-    return json.dumps(result)
 
 
 def _role(message: Message) -> str:
@@ -345,18 +350,52 @@ def _native(message: Message, out: list[dict[str, Any]]) -> None:
     out.append(written)
 
 
+_MEDIA_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp", "application/pdf"})
+"""The media types of Anthropic's image and document blocks (base64 or by URL)."""
+
+
+def _fits(content: Content) -> bool:
+    """Whether Anthropic can express ``content`` of a message from elsewhere."""
+    if isinstance(content, OtherContent):
+        return False
+    if isinstance(content, DataContent):
+        return content.media_type in _MEDIA_TYPES
+    if isinstance(content, UriContent):
+        return content.media_type is None or content.media_type in _MEDIA_TYPES
+    if isinstance(content, ReasoningContent):
+        payload = content.payload if isinstance(content.payload, dict) else {}
+        if content.text is None and isinstance(payload.get("data"), str):
+            return True  # redacted thinking
+        return isinstance(payload.get("signature"), str)
+    return True
+
+
+def _results_first(blocks: list[Any]) -> list[Any]:
+    """A user turn's blocks with its ``tool_result`` blocks first, as Anthropic wants."""
+    results: list[Any] = []
+    others: list[Any] = []
+    for block in blocks:
+        is_result = isinstance(block, dict) and block.get("type") == "tool_result"
+        (results if is_result else others).append(block)
+    return results + others
+
+
 def _foreign(message: Message, out: list[dict[str, Any]]) -> None:
     role = _role(message)
-    blocks = [_block_to_anthropic(c, native=False) for c in message.contents]
+    kept = [c for c in message.contents if _fits(c)]
+    if message.contents and not kept:
+        return  # nothing Anthropic can express
+    blocks = [_block_to_anthropic(c, native=False) for c in kept]
     previous = out[-1] if out else None
-    if previous is not None and previous["role"] == role and role == "user":
-        # consecutive user-side messages (results, then text) are one Anthropic turn
+    if previous is not None and previous["role"] == role:
+        # consecutive messages of one side (a model turn's calls, its results, then
+        # text) are one Anthropic turn
         if isinstance(previous["content"], str):
             previous["content"] = [{"type": "text", "text": previous["content"]}]
-        previous["content"].extend(blocks)
+        previous["content"] = _results_first([*previous["content"], *blocks])
         return
-    only = message.contents[0] if len(message.contents) == 1 else None
-    content: Any = only.text if isinstance(only, TextContent) else blocks
+    only = kept[0] if len(kept) == 1 else None
+    content: Any = only.text if isinstance(only, TextContent) else _results_first(blocks)
     out.append({"role": role, "content": content})
 
 
@@ -365,10 +404,10 @@ def to_anthropic(messages: Sequence[Message]) -> list[dict[str, Any]]:
     :func:`anthropic_request`).
 
     Messages read by :func:`from_anthropic` come back exactly as they were read (up to
-    the normalisations above). Others get the usual shapes: a tool message's results
-    join the next user turn as ``tool_result`` blocks, JSON string arguments are parsed
-    into ``input``, content Anthropic cannot express is written as a block of its own
-    type.
+    the normalisations above). Others get the usual shapes: consecutive messages of one
+    side are one turn (a tool message's results join the user turn as ``tool_result``
+    blocks, first), JSON string arguments are parsed into ``input``, a result that is
+    not text is written as its JSON, and content Anthropic cannot express is left out.
     """
     out: list[dict[str, Any]] = []
     for message in messages:
@@ -389,7 +428,7 @@ def anthropic_request(messages: Sequence[Message]) -> dict[str, Any]:
         body["system"] = systems[0].text
     elif systems:
         body["system"] = [
-            _block_to_anthropic(c, native=True)
+            _block_to_anthropic(c, native=m.metadata.get(SOURCE_FORMAT_KEY) == SOURCE_ANTHROPIC)
             for m in systems
             for c in m.contents
             if isinstance(c, TextContent)

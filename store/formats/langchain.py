@@ -34,6 +34,11 @@ Where things go:
 
 Normalisations, as ``message_to_dict`` itself writes: ``data`` always repeats the
 ``type``, and a tool message always has a ``status``.
+
+Messages from elsewhere get LangChain's usual shapes; the assistant messages of one
+model turn (reasoning, text and every parallel call, stored apart when they came from
+the Responses API) are one AI message with all the calls (see
+:mod:`store.formats._turns`), followed by one tool message a result.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from store.formats._common import (
     take,
     write_id,
 )
+from store.formats._turns import joined, turns
 from store.rules.storage_json import content_fields
 from strategies.messages import (
     Content,
@@ -399,16 +405,22 @@ def to_langchain(messages: Sequence[Message], *, with_ids: bool = False) -> list
     """Write messages in LangChain's ``message_to_dict`` form.
 
     Messages read by :func:`from_langchain` come back exactly as they were read. Others
-    get what ``message_to_dict`` writes for a fresh message: a string content for one
-    text (else a list of blocks), ``tool_calls`` with parsed ``args``, one ``tool``
-    message per result (``status`` from ``is_error``); ``with_ids`` writes the
+    get what ``message_to_dict`` writes for a fresh message: one AI message a model turn
+    with every call (see :mod:`store.formats._turns`), a string content for one text
+    (else a list of blocks), ``tool_calls`` with parsed ``args``, one ``tool`` message
+    per result (``status`` from ``is_error``); ``with_ids`` writes the
     ``message_id`` as ``id``. Content LangChain has no block for is written as a block of
     its own type, so nothing is dropped.
     """
     written: list[dict[str, Any]] = []
-    for message in messages:
-        if message.metadata.get(SOURCE_FORMAT_KEY) == SOURCE_LANGCHAIN:
+    for run in turns(messages, _is_native):
+        message = joined(run)
+        if _is_native(message):
             written.append(_native_message(message))
         else:
             written.extend(_foreign_messages(message, with_ids=with_ids))
     return written
+
+
+def _is_native(message: Message) -> bool:
+    return message.metadata.get(SOURCE_FORMAT_KEY) == SOURCE_LANGCHAIN

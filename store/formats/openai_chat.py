@@ -22,11 +22,19 @@ Where things go:
 - ``refusal``, ``audio``, the legacy ``function_call``, any unknown key and any of the
   above holding ``null`` or an unexpected type are kept under :data:`OPENAI_EXTRA_KEY`.
   (Legacy function calls are not paired with their ``function`` results.)
+
+Messages from elsewhere are written as the Chat Completions API accepts them: the
+assistant messages of one model turn (reasoning, text and every parallel call, stored
+apart when they came from the Responses API) are one assistant message with all the
+calls, followed by one ``tool`` message a result (see :mod:`store.formats._turns`).
+What Chat Completions cannot express is left out: reasoning, another format's own
+content types, media outside user messages, calls outside assistant messages, and a
+tool message's ``name``; a message left with nothing is not written. (An export keeps
+all of it in chatledger's record: :mod:`store.formats.documents`.)
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -38,6 +46,7 @@ from store.formats._common import (
     clone,
     copied,
     exported_role,
+    foreign_result,
     message_items,
     read_id,
     shown,
@@ -51,13 +60,17 @@ from store.formats._openai_parts import (
     tool_call_from_openai,
     tool_call_to_openai,
 )
+from store.formats._turns import joined, turns
 from strategies.messages import (
     Content,
+    DataContent,
     FunctionCallContent,
     FunctionResultContent,
     Message,
     OtherContent,
+    ReasoningContent,
     TextContent,
+    UriContent,
 )
 
 __all__ = [
@@ -154,17 +167,6 @@ def from_openai_chat(
     ]
 
 
-def _result_text(result: Any) -> Any:
-    """A foreign result as tool message content: text, or a list of content parts."""
-    if result is None:
-        return ""
-    if isinstance(result, str):
-        return result
-    if isinstance(result, list) and all(isinstance(p, dict) and "type" in p for p in result):
-        return clone(result)
-    return json.dumps(result)
-
-
 def _native_content(parts: list[dict[str, Any]], others: list[Content], form: Any) -> Any:
     if form == "string" and len(others) == 1:
         only = others[0]
@@ -202,7 +204,7 @@ def _write_result(
 ) -> None:
     out["tool_call_id"] = result.call_id
     if not native:
-        out["content"] = _result_text(result.result)
+        out["content"] = foreign_result(result.result, "text")
         return
     form = message.metadata.get(OPENAI_CONTENT_FORM_KEY)
     if form != "missing":
@@ -226,7 +228,7 @@ def _split(message: Message) -> tuple[list[Any], list[FunctionResultContent], li
 
 
 def _message_to_openai(message: Message, *, with_ids: bool) -> list[dict[str, Any]]:
-    native = message.metadata.get(SOURCE_FORMAT_KEY) == SOURCE_OPENAI_CHAT
+    native = _is_native(message)
     calls, results, others = _split(message)
     single = native or (len(results) <= 1 and not (results and others))
     out: dict[str, Any] = {"role": exported_role(message)}
@@ -234,7 +236,7 @@ def _message_to_openai(message: Message, *, with_ids: bool) -> list[dict[str, An
         _write_result(out, message, results[0], native)
     elif others or calls or not results:
         _write_body(out, message, others, native, bool(calls))
-    if message.author_name is not None:
+    if message.author_name is not None and (native or not (single and results)):
         out["name"] = message.author_name
     if calls:
         out["tool_calls"] = [tool_call_to_openai(c, native=native) for c in calls]
@@ -248,9 +250,8 @@ def _message_to_openai(message: Message, *, with_ids: bool) -> list[dict[str, An
     # ``tool`` message per result, after the message's other contents if it has any.
     written = [out] if "content" in out else []
     for result in results:
-        written.append(
-            {"role": "tool", "tool_call_id": result.call_id, "content": _result_text(result.result)}
-        )
+        content = foreign_result(result.result, "text")
+        written.append({"role": "tool", "tool_call_id": result.call_id, "content": content})
     return written
 
 
@@ -258,12 +259,40 @@ def to_openai_chat(messages: Sequence[Message], *, with_ids: bool = False) -> li
     """Write messages as Chat Completions messages.
 
     Messages read by :func:`from_openai_chat` come back exactly as they were read.
-    Messages from elsewhere get the usual shapes: a string content for one text, a
-    ``tool`` message per function result, arguments as a JSON string; ``with_ids``
-    adds their ``message_id`` as ``id``. Content this format cannot express (reasoning,
-    another format's own content types) is written as a part with its own ``type``.
+    Messages from elsewhere get the usual shapes: one assistant message a model turn,
+    with every call, a string content for one text, a ``tool`` message per function
+    result (its text, else its JSON), arguments as a JSON string; ``with_ids`` adds
+    their ``message_id`` as ``id``. Content this format cannot express is left out (see
+    the module).
     """
     written: list[dict[str, Any]] = []
-    for message in messages:
-        written.extend(_message_to_openai(message, with_ids=with_ids))
+    for run in turns(messages, _is_native):
+        message = joined(run)
+        kept = message if _is_native(message) else _expressible(message)
+        if kept is not None:
+            written.extend(_message_to_openai(kept, with_ids=with_ids))
     return written
+
+
+def _is_native(message: Message) -> bool:
+    return message.metadata.get(SOURCE_FORMAT_KEY) == SOURCE_OPENAI_CHAT
+
+
+def _fits(role: str, content: Content) -> bool:
+    """Whether Chat Completions can express ``content`` in a message of ``role``."""
+    if isinstance(content, ReasoningContent | OtherContent):
+        return False
+    if isinstance(content, DataContent | UriContent):
+        return role == "user"
+    if isinstance(content, FunctionCallContent):
+        return role == "assistant"
+    return True
+
+
+def _expressible(message: Message) -> Message | None:
+    """A message from elsewhere with what Chat Completions cannot express left out;
+    None when that leaves nothing of a message that held something."""
+    kept = [c for c in message.contents if _fits(message.role, c)]
+    if len(kept) == len(message.contents):
+        return message
+    return message.model_copy(update={"contents": kept}) if kept else None

@@ -37,6 +37,16 @@ it is not the role's usual one); ``input_image`` with an ``image_url`` and
 every other part (``refusal``, images and files by ``file_id``, unknown parts) is an
 ``OtherContent`` of the part's type. The fields of an item or part that the model does
 not name stay in the content's ``extra`` (with the part's ``type`` for media).
+
+Messages from elsewhere are written as the Responses API accepts them as input: a
+``message`` item for user, system and developer content (a string for one text, else
+``input_text``, ``input_image`` and ``input_file`` parts), one assistant ``message``
+item a text (its content a string: an assistant's parts would need the ids and status
+of output messages), and one item a call and a result. What the Responses API cannot
+take from another system is left out: reasoning (a reasoning item needs the id the API
+gave it), another format's own content types, and media outside user, system and
+developer messages; a message left with nothing is not written. (An export keeps all of
+it in chatledger's record: :mod:`store.formats.documents`.)
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ from store.formats._common import (
     content_form,
     copied,
     exported_role,
+    foreign_result,
     join_data_uri,
     read_id,
     read_tagged,
@@ -315,7 +326,9 @@ def from_openai_responses(
     ]
 
 
-def _media_part(content: DataContent | UriContent, extra: dict[str, Any]) -> dict[str, Any]:
+def _media_part(
+    content: DataContent | UriContent, extra: dict[str, Any], *, native: bool
+) -> dict[str, Any]:
     kind = extra.pop("type", None)
     if kind not in ("input_image", "input_file"):
         media_type = content.media_type or ""
@@ -329,6 +342,8 @@ def _media_part(content: DataContent | UriContent, extra: dict[str, Any]) -> dic
         uri = content.uri
     if kind == "input_image":
         key = "image_url"
+        if not native:
+            extra.setdefault("detail", "auto")  # required of an input image
     else:
         key = "file_data" if isinstance(content, DataContent) else "file_url"
     return {"type": kind, **extra, key: uri}
@@ -343,7 +358,7 @@ def _part_to_responses(content: Content, role: str, *, native: bool) -> dict[str
             part["annotations"] = []
         return part
     if isinstance(content, DataContent | UriContent):
-        return _media_part(content, extra)
+        return _media_part(content, extra, native=native)
     if isinstance(content, OtherContent):
         payload = copied(content.payload)
         payload.pop("type", None)
@@ -368,14 +383,6 @@ def _native_message_item(message: Message) -> dict[str, Any]:
     return out
 
 
-def _output_value(result: Any) -> Any:
-    if isinstance(result, str):
-        return result
-    if isinstance(result, list) and all(isinstance(p, dict) and "type" in p for p in result):
-        return clone(result)
-    return "" if result is None else json.dumps(result)
-
-
 def _content_item(content: Content, *, native: bool) -> dict[str, Any]:
     """The item of a content that is an item of its own (a call, an output, reasoning)."""
     extra = copied(content.extra) if native else {}
@@ -392,7 +399,7 @@ def _content_item(content: Content, *, native: bool) -> dict[str, Any]:
             out["arguments"] = arguments
         return {**out, **extra}
     if isinstance(content, FunctionResultContent):
-        output = clone(content.result) if native else _output_value(content.result)
+        output = clone(content.result) if native else foreign_result(content.result, "input_text")
         return {
             "type": "function_call_output",
             "call_id": content.call_id,
@@ -421,29 +428,44 @@ def _native_items(message: Message) -> list[dict[str, Any]]:
     return items
 
 
-def _foreign_message_item(message: Message, parts: list[Content]) -> dict[str, Any]:
+def _foreign_message_items(message: Message, parts: list[Content]) -> list[dict[str, Any]]:
+    """The ``message`` items of a message's parts: one an assistant text, else one."""
     role = exported_role(message)
+    if role == "assistant" and parts:
+        texts = [c.text for c in parts if isinstance(c, TextContent)]
+        return [{"type": "message", "role": role, "content": text} for text in texts]
     out: dict[str, Any] = {"type": "message", "role": role}
     if len(parts) == 1 and isinstance(parts[0], TextContent):
         out["content"] = parts[0].text
     else:
         out["content"] = [_part_to_responses(c, role, native=False) for c in parts]
-    return out
+    return [out]
+
+
+def _fits(role: str, content: Content) -> bool:
+    """Whether the Responses API takes ``content`` of a message from elsewhere."""
+    if isinstance(content, ReasoningContent | OtherContent):
+        return False
+    if isinstance(content, DataContent | UriContent):
+        return role != "assistant"
+    return True
 
 
 def _foreign_items(message: Message, *, with_ids: bool) -> list[dict[str, Any]]:
+    kept = [c for c in message.contents if _fits(message.role, c)]
+    if message.contents and not kept:
+        return []  # nothing the Responses API takes from another system
     items: list[dict[str, Any]] = []
     parts: list[Content] = []
-    for content in message.contents:
+    for content in kept:
         if _is_item(content):
-            if parts:
-                items.append(_foreign_message_item(message, parts))
-                parts = []
+            items += _foreign_message_items(message, parts) if parts else []
+            parts = []
             items.append(_content_item(content, native=False))
         else:
             parts.append(content)
     if parts or not items:
-        items.append(_foreign_message_item(message, parts))
+        items += _foreign_message_items(message, parts)
     if with_ids:
         write_id(items[0], message, native=False, with_ids=True)
     return items
@@ -455,10 +477,11 @@ def to_openai_responses(
     """Write messages as Responses API input items.
 
     Messages read by :func:`from_openai_responses` come back exactly as they were read.
-    Messages from elsewhere become a ``message`` item for their texts and media (a string
-    content for a single text) and one item for each call, result and reasoning, in their
-    order: arguments as a JSON string, a result that is not text as JSON; ``with_ids``
-    writes the ``message_id`` as the ``id`` of the message's first item.
+    Messages from elsewhere become ``message`` items for their texts and media and one
+    item for each call and result, in their order: arguments as a JSON string, a result
+    that is not text as JSON; what the API cannot take from another system is left out
+    (see the module). ``with_ids`` writes the ``message_id`` as the ``id`` of the
+    message's first item.
     """
     written: list[dict[str, Any]] = []
     for message in messages:

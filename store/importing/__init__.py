@@ -2,9 +2,12 @@
 of :data:`FORMATS`.
 
 :func:`import_sources` validates every source completely, then writes (both passes
-stream), idempotently: the same sources imported again store nothing.
-:func:`detect_format` tells a source's format from its content. The format ids are
-shared with :mod:`store.exporting` and the command line.
+stream), idempotently: the same sources imported again, or copies of them, store
+nothing; its :class:`ImportReport` counts only what was stored. A session's identity is
+its source system and the source's own id (:func:`session_id_for` and
+:func:`message_id_for` name what a source leaves without one). :func:`detect_format`
+tells a source's format from its content. The format ids are shared with
+:mod:`store.exporting` and the command line.
 """
 
 from store.importing.detect import detect_format

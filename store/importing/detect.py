@@ -14,7 +14,8 @@ The rules, in order:
    elements of a ``.json`` list: the first of them that says more than Chat
    Completions):
 
-   - ``"format": "chatledger"``: ``jsonl``;
+   - ``"format": "chatledger"``: ``jsonl``; a session carrying chatledger's record
+     (``"chatledger": {"format": ...}``, an export): the format it names;
    - ``"type": "session"``, or a message with ``contents``: ``agent-framework``;
    - messages of ``{"type": ..., "data": {...}}`` (``message_to_dict``): ``langchain``;
    - a request body or a message whose content has ``tool_use``, ``tool_result`` or
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import InvalidSource
+from store.formats.documents import DOCUMENT_FORMATS, RECORD_KEY
 from store.importing.readers._records import records
 from store.importing.readers._sqlite import columns, is_sqlite, tables
 from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
@@ -96,6 +98,9 @@ def _of_record(record: Any) -> str | None:
         return None
     if record.get("format") == "chatledger":
         return "jsonl"
+    exported = record.get(RECORD_KEY)
+    if isinstance(exported, dict) and exported.get("format") in DOCUMENT_FORMATS:
+        return str(exported["format"])
     if record.get("type") == "session" or "contents" in record:
         return "agent-framework"
     first = _first_message(record)

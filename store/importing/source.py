@@ -1,5 +1,6 @@
 """What the readers hand the importer: conversations of converted messages, with where
-each came from; and the text of a file, decoded strictly."""
+each came from; how an import reads its sources (:class:`Reading`); and the text of a
+file, decoded strictly, with what to do when it does not decode or parse."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import codecs
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,11 +21,17 @@ from strategies.messages import Message
 __all__ = [
     "Conversation",
     "Located",
+    "Reading",
+    "advised",
+    "decoding_failure",
     "format_failure",
+    "guess_encoding",
     "iter_lines",
     "load_document",
     "parse_line",
     "read_text",
+    "read_with",
+    "reading",
     "source_path",
 ]
 
@@ -82,9 +91,47 @@ class Conversation:
 
 
 _BOMS = ((codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_SAMPLE = 1 << 20
+"""Bytes looked at to guess a file's encoding."""
+_FEW = 16
+"""Fewer bytes than this never look like UTF-16."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How the sources of an import are read: what the command line's options and
+    :func:`~store.importing.import_sources`' keywords of the same names say."""
+
+    encoding: str | None = None
+    """The text sources' encoding; None reads UTF-8 (a BOM allowed) or UTF-16 with a
+    BOM."""
+    allow_custom_roles: bool = False
+    """Whether a role outside the standard ones is kept rather than refused."""
+
+
+_DEFAULT_READING = Reading()
+_READING: ContextVar[Reading | None] = ContextVar("chatledger_import_reading", default=None)
+
+
+def reading() -> Reading:
+    """How the import running in this context reads its sources."""
+    return _READING.get() or _DEFAULT_READING
+
+
+@contextmanager
+def read_with(options: Reading) -> Iterator[None]:
+    """Read the sources with ``options`` within the block (the importer's passes)."""
+    token = _READING.set(options)
+    try:
+        yield
+    finally:
+        _READING.reset(token)
 
 
 def _encoding(path: Path) -> str:
+    given = reading().encoding
+    if given is not None:
+        return given
     with path.open("rb") as handle:
         head = handle.read(4)
     if head.startswith(codecs.BOM_UTF8):
@@ -95,37 +142,95 @@ def _encoding(path: Path) -> str:
     return "utf-8"
 
 
+def guess_encoding(data: bytes) -> str:
+    """The likeliest encoding of text that did not decode: UTF-16 (without a BOM) when
+    every other byte is mostly NUL, else Windows-1252 when it decodes so, else Latin-1
+    (which decodes anything)."""
+    even, odd = data[0::2].count(0), data[1::2].count(0)
+    if len(data) >= _FEW and max(even, odd) > len(data) // 4:
+        return "utf-16-le" if odd > even else "utf-16-be"
+    try:
+        data.decode("cp1252")
+    except UnicodeDecodeError:
+        return "latin-1"
+    return "cp1252"
+
+
+def _named(encoding: str) -> str:
+    name = codecs.lookup(encoding).name
+    if name.startswith(("utf-8", "utf-16")):
+        return name[:6].upper()
+    return encoding
+
+
+def _undecodable(path: Path, encoding: str) -> tuple[str | None, str]:
+    """Where the first line that does not decode is (``line 3``) and what is there."""
+    if codecs.lookup(encoding).name.startswith("utf-16"):
+        return None, "it does not decode"
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                raw.decode(encoding)
+            except UnicodeDecodeError as error:
+                column = len(raw[: error.start].decode(encoding, errors="replace")) + 1
+                return f"line {number}", f"byte 0x{raw[error.start]:02x} at column {column}"
+    return None, "it does not decode"
+
+
+def decoding_failure(path: Path, source: str) -> InvalidSource:
+    """Why the file does not decode, where, and the encoding to pass instead."""
+    encoding = _encoding(path)
+    where, what = _undecodable(path, encoding)
+    with path.open("rb") as handle:
+        guess = guess_encoding(handle.read(_SAMPLE))
+    return InvalidSource(
+        source,
+        where,
+        f"not {_named(encoding)} text ({what}); it looks like {guess}: pass --encoding {guess}",
+    )
+
+
 def iter_lines(path: Path, source: str) -> Iterator[tuple[int, str]]:
     """The file's non-blank lines with their 1-based numbers, read as they stream.
 
-    UTF-8 (a BOM allowed), or UTF-16 with a BOM; anything else is an
-    :class:`InvalidSource` naming the line.
+    In :func:`reading`'s encoding, else UTF-8 (a BOM allowed) or UTF-16 with a BOM;
+    text that does not decode is an :class:`InvalidSource` naming the line and the
+    encoding that would read it.
     """
-    number = 0
     try:
         with path.open(encoding=_encoding(path), errors="strict", newline=None) as handle:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
                     yield number, line
     except UnicodeDecodeError:
-        raise InvalidSource(source, f"line {number + 1}", "not UTF-8 text") from None
+        raise decoding_failure(path, source) from None
 
 
 def read_text(path: Path, source: str) -> str:
-    """The whole file as text (UTF-8, or UTF-16 with a BOM)."""
+    """The whole file as text (decoded as :func:`iter_lines` does)."""
     try:
         return path.read_text(encoding=_encoding(path), errors="strict")
-    except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise InvalidSource(source, f"line {line}", "not UTF-8 text") from None
+    except UnicodeDecodeError:
+        raise decoding_failure(path, source) from None
+
+
+def _json_failure(error: json.JSONDecodeError, text: str) -> str:
+    """What is wrong with the JSON and at which column; a text that ends before its
+    JSON does says so (a line cut off)."""
+    what = error.msg.removesuffix(" at")
+    reason = f"not JSON: {what} at column {error.colno}"
+    if error.pos >= len(text.rstrip()) or what.startswith("Unterminated"):
+        reason += "; the text ends before its JSON does (cut off?)"
+    return reason
 
 
 def parse_line(source: str, number: int, line: str) -> Any:
-    """One JSONL line's value; a truncated or broken line is an :class:`InvalidSource`."""
+    """One JSONL line's value; a truncated or broken line is an :class:`InvalidSource`
+    naming the line and the column."""
     try:
         return json.loads(line)
     except json.JSONDecodeError as error:
-        raise InvalidSource(source, f"line {number}", f"not JSON ({error.msg})") from None
+        raise InvalidSource(source, f"line {number}", _json_failure(error, line)) from None
 
 
 def load_document(path: Path, source: str) -> Any:
@@ -134,7 +239,22 @@ def load_document(path: Path, source: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise InvalidSource(source, f"line {error.lineno}", f"not JSON ({error.msg})") from None
+        raise InvalidSource(source, f"line {error.lineno}", _json_failure(error, text)) from None
+
+
+_ADVICE = (("pass allow_custom_roles=True", "pass --allow-custom-roles"),)
+"""Advice of the message model, in the words of the import's options."""
+
+
+def advised(error: InvalidSource) -> InvalidSource:
+    """``error`` with its advice naming the import's options (``--allow-custom-roles``,
+    the keyword ``allow_custom_roles`` of :func:`~store.importing.import_sources`)."""
+    reason = error.reason
+    for said, meant in _ADVICE:
+        reason = reason.replace(said, meant)
+    if reason == error.reason:
+        return error
+    return InvalidSource(error.source, error.where, reason)
 
 
 def format_failure(source: str, where: str, error: FormatError) -> InvalidSource:

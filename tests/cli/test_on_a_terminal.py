@@ -135,7 +135,7 @@ def test_import_on_a_terminal_shows_a_transient_bar_and_imports(
         monkeypatch, "import", str(source), "--format", "openai-chat", "--url", db_url
     )
     assert done.returncode == 0, done
-    assert ANSI.sub("", done.stdout).startswith("imported 3 sessions, 3 messages")
+    assert ANSI.sub("", done.stdout).startswith("3 sessions, 3 messages")
     assert "chatledger: validate:" not in done.stderr  # the bar, not the plain lines of a pipe
     assert "Traceback" not in done.stderr
 

@@ -131,7 +131,7 @@ def test_import_compact_compacts_each_imported_session(db_url: str, tmp_path: Pa
     done = ok(
         "import", str(source), "--format", "openai-chat", "--compact", WINDOW, "--url", db_url
     )
-    assert done.stdout.startswith("imported 1 session, 7 messages")
+    assert done.stdout.startswith("1 session, 7 messages")
     [session] = api(db_url, "sessions")
     [event] = api(db_url, "audit", session.session_id)
     assert event.outcome == "applied" and event.excluded

@@ -12,6 +12,7 @@ from strategies.messages import (
     Message,
     OtherContent,
     ReasoningContent,
+    TextContent,
 )
 
 
@@ -71,7 +72,9 @@ def test_foreign_result_without_value_has_no_result_key() -> None:
     ]
 
 
-def test_foreign_other_content_is_written_as_its_payload_without_defaults() -> None:
+def test_foreign_other_content_is_left_out() -> None:
     other = OtherContent(kind="citation", payload={"type": "ignored", "cited": "doc"})
-    [written] = to_agent_framework([Message(role="assistant", contents=[other])])
-    assert written["contents"] == [{"type": "citation", "cited": "doc"}]
+    assert to_agent_framework([Message(role="assistant", contents=[other])]) == []
+    with_text = Message(role="assistant", contents=[other, TextContent(text="a")])
+    [written] = to_agent_framework([with_text])
+    assert written["contents"] == [{"type": "text", "text": "a", "additional_properties": {}}]

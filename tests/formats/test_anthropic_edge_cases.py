@@ -83,10 +83,19 @@ def test_an_empty_request_reads_to_no_messages() -> None:
     assert from_anthropic([]) == []
 
 
-def test_foreign_reasoning_without_signature_is_a_bare_thinking_block() -> None:
+def test_foreign_reasoning_without_signature_is_left_out() -> None:
     message = Message(role="assistant", contents=[ReasoningContent(text="hmm")])
-    assert to_anthropic([message]) == [
-        {"role": "assistant", "content": [{"type": "thinking", "thinking": "hmm"}]}
+    assert to_anthropic([message]) == []  # a thinking block needs its signature
+    answer = Message(
+        role="assistant", contents=[ReasoningContent(text="hmm"), TextContent(text="a")]
+    )
+    assert to_anthropic([answer]) == [{"role": "assistant", "content": "a"}]
+    signed = ReasoningContent(text="hmm", payload={"signature": "sig"})
+    assert to_anthropic([Message(role="assistant", contents=[signed])]) == [
+        {
+            "role": "assistant",
+            "content": [{"type": "thinking", "thinking": "hmm", "signature": "sig"}],
+        }
     ]
 
 

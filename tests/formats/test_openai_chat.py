@@ -274,7 +274,7 @@ def test_messages_from_elsewhere_get_chat_shapes() -> None:
     )
     assistant, result_a, result_b = to_openai_chat(af_messages)
     assert assistant["role"] == "assistant"
-    assert assistant["content"] == [{"type": "reasoning", "text": "hmm", "payload": None}]
+    assert assistant["content"] is None  # Chat Completions has no place for the reasoning
     assert [c["function"]["arguments"] for c in assistant["tool_calls"]] == ['{"x": 1}', "{}"]
     assert result_a == {"role": "tool", "tool_call_id": "a", "content": "ra"}
     assert result_b == {"role": "tool", "tool_call_id": "b", "content": json.dumps({"v": 2})}

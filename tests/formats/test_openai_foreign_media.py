@@ -92,27 +92,27 @@ def test_foreign_media_become_responses_input_image_and_file_parts() -> None:
         "role": "user",
         "content": [
             {"type": "input_text", "text": "look"},
-            {"type": "input_image", "image_url": "data:image/png;base64,iVBO"},
+            {"type": "input_image", "detail": "auto", "image_url": "data:image/png;base64,iVBO"},
             {"type": "input_file", "file_data": "data:audio/mp3;base64,UklG"},
             {"type": "input_file", "file_data": "data:application/octet-stream;base64,UklG"},
             {"type": "input_file", "file_data": "data:application/pdf;base64,JVBE"},
-            {"type": "input_image", "image_url": "https://x.test/pic.png"},
+            {"type": "input_image", "detail": "auto", "image_url": "https://x.test/pic.png"},
         ],
     }
 
 
-def test_foreign_assistant_texts_among_parts_get_empty_annotations() -> None:
+def test_a_foreign_assistant_message_is_one_string_item_a_text_without_its_media() -> None:
     message = Message(
         role="assistant",
         contents=[
             TextContent(text="a"),
             UriContent(uri="https://x.test/d.pdf", media_type="application/pdf"),
+            TextContent(text="b"),
         ],
     )
-    [written] = to_openai_responses([message])
-    assert written["content"] == [
-        {"type": "output_text", "text": "a", "annotations": []},
-        {"type": "input_file", "file_url": "https://x.test/d.pdf"},
+    assert to_openai_responses([message]) == [
+        {"type": "message", "role": "assistant", "content": "a"},
+        {"type": "message", "role": "assistant", "content": "b"},
     ]
 
 
@@ -125,24 +125,20 @@ def test_a_responses_text_part_without_text_is_kept_verbatim() -> None:
     assert to_openai_responses([message]) == [item]
 
 
-def test_foreign_other_content_splits_the_message_around_it() -> None:
+def test_foreign_other_content_is_left_out_and_the_calls_keep_their_place() -> None:
     hosted = OtherContent(kind="computer_call", payload={"call_id": "cc_1", "action": {}})
     inline = OtherContent(kind="refusal", payload={"refusal": "no"})
+    call = FunctionCallContent(call_id="c1", name="f", arguments="{}")
     message = Message(
-        role="assistant", contents=[TextContent(text="a"), hosted, inline, TextContent(text="b")]
+        role="assistant",
+        contents=[TextContent(text="a"), hosted, call, inline, TextContent(text="b")],
     )
     assert to_openai_responses([message]) == [
         {"type": "message", "role": "assistant", "content": "a"},
-        {"type": "computer_call", "call_id": "cc_1", "action": {}},
-        {
-            "type": "message",
-            "role": "assistant",
-            "content": [
-                {"type": "refusal", "refusal": "no"},
-                {"type": "output_text", "text": "b", "annotations": []},
-            ],
-        },
+        {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+        {"type": "message", "role": "assistant", "content": "b"},
     ]
+    assert to_openai_responses([message.model_copy(update={"contents": [hosted]})]) == []
 
 
 @pytest.mark.parametrize(

@@ -128,6 +128,22 @@ async def write_openai_agents(path: Path, sessions: dict[str, list[dict[str, Any
         session.close()
 
 
+async def write_openai_agents_sqlalchemy(
+    path: Path, sessions: dict[str, list[dict[str, Any]]]
+) -> None:
+    """An Agents SDK ``SQLAlchemySession`` database on SQLite, written by the SDK."""
+    module = pytest.importorskip(
+        "agents.extensions.memory.sqlalchemy_session",
+        reason="the openai-agents extra is not installed",
+    )
+    for session_id, items in sessions.items():
+        session = module.SQLAlchemySession.from_url(
+            session_id, url=f"sqlite+aiosqlite:///{path}", create_tables=True
+        )
+        await session.add_items(items)
+        await session.engine.dispose()
+
+
 def write_langchain(path: Path, sessions: dict[str, list[Any]]) -> None:
     """A LangChain ``SQLChatMessageHistory`` database, written by LangChain."""
     with warnings.catch_warnings():

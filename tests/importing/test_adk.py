@@ -340,10 +340,9 @@ def test_cli_imports_then_says_already_stored(db_url: str, tmp_path: Path) -> No
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith(
-        f"imported {len(EXPECTED)} sessions, {ALL_MESSAGES} messages ({calls} tool calls, "
-        f"{calls} results"
+        f"{len(EXPECTED)} sessions, {ALL_MESSAGES} messages ({calls} tool calls, {calls} results"
     )
-    assert lines[1] == f"{ALL_MESSAGES} new, 0 already stored"
+    assert lines[1] == f"{ALL_MESSAGES} stored, 0 already stored"
     code, out, err = _cli("import", str(source), "--url", db_url, "--json")
     assert code == 0, err
     report = json.loads(out)

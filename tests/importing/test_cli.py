@@ -27,8 +27,8 @@ def test_import_reports_then_says_already_stored(tmp_path: Path) -> None:
     first = chatledger("import", str(source), "--url", url)
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
-    assert lines[0].startswith("imported 2 sessions, 14 messages (3 tool calls, 3 results")
-    assert lines[1] == "14 new, 0 already stored"
+    assert lines[0].startswith("2 sessions, 14 messages (3 tool calls, 3 results")
+    assert lines[1] == "14 stored, 0 already stored"
     assert all(len(line) <= 80 for line in lines)
     again = chatledger("import", str(source), "--url", url, "--json")
     assert again.returncode == 0, again.stderr
@@ -44,7 +44,7 @@ def test_dry_run_and_prefix(tmp_path: Path) -> None:
         "import", str(_source(tmp_path)), "--url", url, "--dry-run", "--session-prefix", "p/"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.startswith("would import 2 sessions")
+    assert result.stdout.splitlines()[1] == "would store 14, 0 already stored"
     listed = chatledger("sessions", "--url", url, "--json")
     assert listed.returncode == 0 and listed.json() == []
 
@@ -60,7 +60,11 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     assert listed.json() == []
     skipped = chatledger("import", str(source), "--url", url, "--skip-invalid")
     assert skipped.returncode == 0, skipped.stderr
-    assert "skipped: " in skipped.stdout and "line 2" in skipped.stdout
+    assert skipped.stdout.splitlines()[2:] == [
+        "skipped 1 conversation",
+        f"skipped conversation: {source}: line 2: not JSON: Expecting value at column 15; the text "
+        "ends before its JSON does (cut off?)",
+    ]
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
@@ -89,7 +93,7 @@ def test_export_to_stdout_and_to_a_file_then_import_again(tmp_path: Path) -> Non
     assert to_file.returncode == 0 and to_file.stdout == ""
     assert target.read_text("utf-8") == out.stdout
     again = chatledger("import", str(target), "--url", url)
-    assert again.stdout.splitlines()[1] == "0 new, 14 already stored"
+    assert again.stdout.splitlines()[1] == "0 stored, 14 already stored"
     chat = chatledger("export", "a", "--url", url, "--format", "openai-chat")
     (conversation,) = [json.loads(line) for line in chat.stdout.splitlines()]
     assert conversation["id"] == "a" and conversation["messages"] == weather_chat(2)

@@ -46,7 +46,7 @@ def test_a_folder_is_agent_framework(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [(b"", "empty"), (b'{"x": 1}\n', "not a chat log"), (b"\xff\xfe\x00", "not UTF-8")],
+    [(b"", "empty"), (b'{"x": 1}\n', "not a chat log"), (b"\xff\xfe\x00", "not UTF-16 text")],
 )
 def test_unknown_content_is_refused(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "x.jsonl"

@@ -12,9 +12,10 @@ import pytest
 from store import HistoryStore
 from store.errors import InvalidSource
 from store.exporting import export_sessions
-from store.importing import detect_format, import_sources, run
+from store.importing import detect_format, import_sources, validate, write
 from store.importing.stored import append_sessions
 from store.memory import InMemoryHistoryStore
+from store.rules.import_mark import IMPORT_MARK_KEY
 from strategies.groups import call_links
 from strategies.messages import FunctionResultContent
 from strategies.tokenizers import CharacterEstimatorTokenizer
@@ -329,28 +330,34 @@ def _many_chats(path: Path) -> dict[str | None, list[dict[str, Any]]]:
     return conversations
 
 
-async def test_writes_hold_many_sessions_and_split_sessions(
+async def test_writes_hold_many_sessions_and_each_session_whole(
     store: HistoryStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "chats.jsonl"
-    conversations = _many_chats(path)
+    conversations = _many_chats(path)  # sessions of 5, 9 and 13 messages
     total = sum(len(m) for m in conversations.values())
-    monkeypatch.setattr(run, "BATCH", 7)  # a write ends inside sessions and spans others
-    monkeypatch.setattr(run, "WINDOW", 5)
-    writes: list[list[str]] = []
+    monkeypatch.setattr(write, "BATCH", 10)
+    monkeypatch.setattr(validate, "WINDOW", 5)
+    writes: list[list[tuple[str, int]]] = []
 
     async def recorded(target: Any, batches: Any) -> None:
-        writes.append([session_id for session_id, _, _ in batches])
+        writes.append([(session_id, len(messages)) for session_id, messages, _ in batches])
         await append_sessions(target, batches)
 
-    monkeypatch.setattr(run, "append_sessions", recorded)
+    monkeypatch.setattr(write, "append_sessions", recorded)
     report = await import_sources(store, [path])
     assert (report.sessions, report.new, report.already_stored) == (6, total, 0)
-    assert max(len(set(w)) for w in writes) > 1
-    assert len(writes) == -(-total // 7)
+    assert max(len(w) for w in writes) > 1  # a write holds many sessions
+    assert all(sum(n for _, n in w) <= 10 for w in writes)
+    parts: dict[str, int] = {}
+    for w in writes:
+        for session_id, _ in w:
+            parts[session_id] = parts.get(session_id, 0) + 1
+    assert {s: n for s, n in parts.items() if n > 1} == {"s2": 3, "s5": 3}  # 13 messages
     for session_id, messages in conversations.items():
         assert session_id is not None
         await _check(store, chat_expected(session_id, messages))
+    assert IMPORT_MARK_KEY not in await store.get_metadata("s2")
     again = await import_sources(store, [path])
     assert (again.new, again.already_stored) == (0, total)
 
@@ -365,7 +372,7 @@ async def test_interrupted_write_pass_is_completed_by_running_again(
     path = tmp_path / "chats.jsonl"
     conversations = _many_chats(path)
     total = sum(len(m) for m in conversations.values())
-    monkeypatch.setattr(run, "BATCH", 7)
+    monkeypatch.setattr(write, "BATCH", 10)
     calls = [0]
 
     async def interrupted(target: Any, batches: Any) -> None:
@@ -374,17 +381,20 @@ async def test_interrupted_write_pass_is_completed_by_running_again(
             raise _Interrupted
         await append_sessions(target, batches)
 
-    monkeypatch.setattr(run, "append_sessions", interrupted)
+    monkeypatch.setattr(write, "append_sessions", interrupted)
     with pytest.raises(_Interrupted):
         await import_sources(store, [path])
-    stored = sum(s.stored_messages for s in await store.sessions())
-    assert stored == 14
-    monkeypatch.setattr(run, "append_sessions", append_sessions)
+    stored = {s.session_id: s.stored_messages for s in await store.sessions()}
+    assert stored == {"s0": 5, "s1": 9, "s2": 1}  # whole, or marked (s2)
+    assert await store.get_metadata("s1") == {}
+    assert IMPORT_MARK_KEY in await store.get_metadata("s2")
+    monkeypatch.setattr(write, "append_sessions", append_sessions)
     report = await import_sources(store, [path])
-    assert (report.new, report.already_stored) == (total - 14, 14)
+    assert (report.new, report.already_stored) == (total - 15, 15)
     for session_id, messages in conversations.items():
         assert session_id is not None
         await _check(store, chat_expected(session_id, messages))
+    assert IMPORT_MARK_KEY not in await store.get_metadata("s2")
 
 
 async def test_a_result_answering_a_stored_call_is_no_orphan(

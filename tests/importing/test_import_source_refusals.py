@@ -116,13 +116,26 @@ async def test_a_stored_session_without_messages_is_imported_into(tmp_path: Path
 async def test_a_session_in_two_sources_is_counted_once(tmp_path: Path) -> None:
     first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
     write_chat_jsonl(first, {"c": weather_chat(1)})
-    # on line 2: a message without an id of its own is named by (format, session, line)
-    write_chat_jsonl(
-        second, {"d": weather_chat(1), "c": [{"role": "user", "content": "and tomorrow?"}]}
-    )
+    grown = [*weather_chat(1), {"role": "user", "content": "and tomorrow?"}]
+    write_chat_jsonl(second, {"d": weather_chat(1), "c": grown})  # c again, further on
     store = InMemoryHistoryStore()
     report = await import_sources(store, [first, second])
     assert report.session_ids == ["c", "d"] and report.sessions == 2
     assert report.messages == report.new == 2 * len(weather_chat(1)) + 1
     texts = [r.message.text for r in await store.history("c")]
     assert texts[1] == "weather 0?" and texts[-1] == "and tomorrow?"
+    assert len(texts) == len(grown)
+
+
+async def test_a_source_holding_only_the_rest_of_a_session_is_refused(tmp_path: Path) -> None:
+    first, second = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    write_chat_jsonl(first, {"c": weather_chat(1)})
+    write_chat_jsonl(second, {"c": [{"role": "user", "content": "and tomorrow?"}]})
+    store = InMemoryHistoryStore()
+    with pytest.raises(InvalidSource, match=r"two\.jsonl: line 1 message 1: session 'c' has "):
+        await import_sources(store, [first, second])
+    report = await import_sources(store, [first, second], skip_invalid=True)
+    assert [(s.source, s.session_id, s.where) for s in report.skipped] == [
+        (str(second), "c", "line 1")
+    ]
+    assert report.messages == report.new == len(weather_chat(1))

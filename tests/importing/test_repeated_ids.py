@@ -1,6 +1,7 @@
-"""One message id given to two contents within one import is refused by pass one, with
-where both are, and writes nothing: ids the importer makes from lines (two files of one
-session whose messages have none), ids a source gives twice, and the store's limits."""
+"""Two contents at one id or one place of a session within one import are refused by
+pass one, with where both are, and write nothing: two files of one session whose
+messages have no ids and differ at the same place, ids a source gives twice, and the
+store's limits."""
 
 from __future__ import annotations
 
@@ -22,8 +23,7 @@ async def _sessions(store: HistoryStore) -> list[str]:
 
 
 def _two_files_of_one_session(tmp_path: Path) -> tuple[Path, Path]:
-    """``conv`` in two files, one line each: the ids made of ``line 1 message N`` meet,
-    and the second message differs."""
+    """``conv`` in two files, one line each: the second message differs."""
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     write_chat_jsonl(first, {"conv": weather_chat(1)})
     changed = weather_chat(1)
@@ -32,20 +32,21 @@ def _two_files_of_one_session(tmp_path: Path) -> tuple[Path, Path]:
     return first, second
 
 
-async def test_one_session_in_two_files_whose_made_ids_meet_is_refused(
+async def test_one_session_in_two_files_that_differ_at_one_place_is_refused(
     store: HistoryStore, tmp_path: Path
 ) -> None:
     first, second = _two_files_of_one_session(tmp_path)
     with pytest.raises(InvalidSource) as raised:
         await import_sources(store, [first, second])
     message = str(raised.value)
-    assert message.startswith(f"{second}: line 1 message 2: message id 'imp-")
-    assert f"of session 'conv' is given to other content at {first}: line 1 message 2" in message
+    assert message.startswith(f"{second}: line 1 message 2: session 'conv' has other content")
+    assert f"here than at {first}: line 1 message 2; " in message
+    assert message.endswith("import one of them under another --session-prefix")
     assert "\n" not in message
     assert await _sessions(store) == []  # nothing written, the first file's part neither
 
 
-async def test_skip_invalid_leaves_out_the_whole_session_and_imports_the_rest(
+async def test_skip_invalid_leaves_out_the_later_source_and_imports_the_rest(
     store: HistoryStore, tmp_path: Path
 ) -> None:
     first, second = _two_files_of_one_session(tmp_path)
@@ -54,23 +55,25 @@ async def test_skip_invalid_leaves_out_the_whole_session_and_imports_the_rest(
     report = await import_sources(store, [first, second, other], skip_invalid=True)
     assert [s.session_id for s in report.skipped] == ["conv"]
     assert report.skipped[0].source == str(second)
-    assert "given to other content" in report.skipped[0].reason
-    assert report.session_ids == ["other"]
-    assert await _sessions(store) == ["other"]
-    assert len(await store.history("other")) == len(weather_chat(2))
+    assert "has other content here than at" in report.skipped[0].reason
+    assert report.session_ids == ["conv", "other"]
+    assert await _sessions(store) == ["conv", "other"]
+    assert [m.message.text for m in await store.history("conv")][1] == "weather 0?"
+    assert report.new == len(weather_chat(1)) + len(weather_chat(2))
 
 
-async def test_the_same_file_twice_and_a_session_continued_elsewhere_are_accepted(
+async def test_the_same_file_twice_and_a_session_grown_elsewhere_are_accepted(
     store: HistoryStore, tmp_path: Path
 ) -> None:
     first = tmp_path / "a.jsonl"
     write_chat_jsonl(first, {"conv": weather_chat(1)})
-    later = tmp_path / "later.jsonl"  # the same session, further on in another file
+    later = tmp_path / "later.jsonl"  # the same session, further on, in another file
     later.write_text(
-        "\n" + json.dumps({"id": "conv", "messages": weather_chat(2)[5:]}) + "\n",
+        "\n" + json.dumps({"id": "conv", "messages": weather_chat(2)}) + "\n",
         encoding="utf-8",
     )
-    await import_sources(store, [first, first, later])
+    report = await import_sources(store, [first, first, later])
+    assert report.messages == report.new == len(weather_chat(2))
     stored = [row.message for row in await store.history("conv")]
     assert [m.role for m in stored] == [m["role"] for m in weather_chat(2)]
     assert stored[5].text == "weather 1?"  # the second file's part follows the first's

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from store.errors import InvalidSource
 from store.formats import FormatError
-from store.importing.source import Conversation, Located, format_failure
+from store.importing.source import Conversation, Located, format_failure, reading
 from strategies.messages import Message
 
-__all__ = ["conversation", "own_id"]
+__all__ = ["Converter", "conversation", "own_id"]
+
+
+class Converter(Protocol):
+    """A converter of :mod:`store.formats`: items to messages."""
+
+    def __call__(self, items: Sequence[Any], *, allow_custom_roles: bool) -> list[Message]: ...
 
 
 def own_id(value: Any) -> str | None:
@@ -27,19 +33,24 @@ def conversation(
     where: str,
     session: str | None,
     items: Any,
-    convert: Callable[[Sequence[Any]], list[Message]],
+    convert: Converter,
     places: Sequence[str] | None = None,
 ) -> Conversation:
     """Convert ``items`` (a list) at ``where`` into one conversation; ``places`` says
-    where each item is (by default ``<where> message <n>``)."""
+    where each item is (by default ``<where> message <n>``). Roles outside the standard
+    ones are kept when the import's :func:`~store.importing.source.reading` allows them.
+    Items that do not convert give the conversation, with its session, and the error."""
     if not isinstance(items, list):
-        raise InvalidSource(source, where, "expected a list of messages")
+        failure = InvalidSource(source, where, "expected a list of messages")
+        return Conversation(source, where, session, error=failure)
     try:
-        messages = convert(items)
+        messages = convert(items, allow_custom_roles=reading().allow_custom_roles)
     except FormatError as error:
         if places is not None and 0 <= error.index < len(places):
-            raise InvalidSource(source, places[error.index], error.problem) from None
-        raise format_failure(source, where, error) from None
+            failure = InvalidSource(source, places[error.index], error.problem)
+        else:
+            failure = format_failure(source, where, error)
+        return Conversation(source, where, session, error=failure)
     if places is not None and len(places) == len(messages):
         located = [Located(m, place) for m, place in zip(messages, places, strict=True)]
     else:

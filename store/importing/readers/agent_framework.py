@@ -5,7 +5,8 @@ of every history provider's state, under ``state[...]["messages"]``), and
 ``FileHistoryProvider`` storage: a folder of JSONL files or one such file, one message
 (``Message.to_dict()``) a line, one session a file, whose name is the session id (names
 the provider encoded, ``~session-<base32>``, are decoded back). Compaction annotations
-become exclusions and summaries (``import_messages``), so a session is read whole.
+become exclusions and summaries (``import_messages``), so a session is read whole. A
+session that carries chatledger's record (an export) gives back the messages it records.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any
 
 from store.errors import InvalidSource
 from store.formats import from_agent_framework
+from store.formats.documents import state_messages
 from store.importing.readers._convert import conversation, own_id
+from store.importing.readers._exported import recognised
 from store.importing.source import Conversation, iter_lines, load_document, parse_line
 
 __all__ = ["ENCODED_PREFIX", "read", "session_of_file"]
@@ -53,13 +56,15 @@ def _history_file(path: Path, source: str) -> Conversation:
 def _session(source: str, where: str, value: Any) -> Conversation:
     if not isinstance(value, dict) or value.get("type") != "session":
         raise InvalidSource(source, where, 'expected AgentSession.to_dict() ({"type": "session"})')
-    state = value.get("state")
-    items: list[Any] = []
-    for entry in (state or {}).values() if isinstance(state, dict) else ():
-        if isinstance(entry, dict) and isinstance(entry.get("messages"), list):
-            items.extend(entry["messages"])
-    found = conversation(
-        source, where, own_id(value.get("session_id")), items, from_agent_framework
+    items = state_messages(value.get("state"))
+    session = own_id(value.get("session_id"))
+    found = recognised(
+        "agent-framework",
+        source,
+        where,
+        session,
+        value,
+        lambda: conversation(source, where, session, items, from_agent_framework),
     )
     found.compacted = True
     return found

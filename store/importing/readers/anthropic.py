@@ -1,7 +1,8 @@
 """``anthropic``: Messages API request bodies (``messages``, with ``system`` apart).
 
 JSONL with one body a line, or a ``.json`` document holding one body or a list of them.
-A body's own id, when it has one, is under ``id``.
+A body's own id, when it has one, is under ``id``. A body that carries chatledger's
+record (an export) gives back the messages it records.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from store.errors import InvalidSource
 from store.formats import from_anthropic
 from store.importing.readers._convert import conversation, own_id
+from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
 from store.importing.source import Conversation
 from strategies.messages import Message
@@ -25,10 +27,18 @@ def _one(source: str, where: str, body: Any) -> Conversation:
         raise InvalidSource(source, where, 'expected a request body ({"messages": [...]})')
     system = body.get("system")
 
-    def convert(items: Sequence[Any]) -> list[Message]:
-        return from_anthropic(items, system=system)
+    def convert(items: Sequence[Any], *, allow_custom_roles: bool) -> list[Message]:
+        return from_anthropic(items, system=system, allow_custom_roles=allow_custom_roles)
 
-    return conversation(source, where, own_id(body.get("id")), body["messages"], convert)
+    session = own_id(body.get("id"))
+    return recognised(
+        "anthropic",
+        source,
+        where,
+        session,
+        body,
+        lambda: conversation(source, where, session, body["messages"], convert),
+    )
 
 
 def _guarded(source: str, where: str, value: Any) -> Conversation:

@@ -4,8 +4,9 @@ read-only, and files of ``message_to_dict`` messages.
 In a database, every row (``message``: ``message_to_dict`` JSON) in order of its row
 id, one session each ``session_id``; the table name is LangChain's default unless
 given. A file is JSONL with one session a line, ``{"session_id": ..., "messages":
-[...]}`` (what ``chatledger export --format langchain`` writes), or a ``.json`` list of
-such sessions.
+[...]}`` (what ``chatledger export --format langchain`` writes: a session that carries
+chatledger's record gives back the messages it records), or a ``.json`` list of such
+sessions.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from typing import Any
 from store.errors import InvalidSource
 from store.formats import FormatError, from_langchain
 from store.importing.readers._convert import conversation, own_id
+from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
 from store.importing.readers._sessions import by_session
 from store.importing.readers._sqlite import is_sqlite, name, rows
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, reading
 
 __all__ = ["MESSAGES_TABLE", "read"]
 
@@ -30,7 +32,9 @@ MESSAGES_TABLE = "message_store"
 
 def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
     try:
-        (message,) = from_langchain([json.loads(row[2])])
+        (message,) = from_langchain(
+            [json.loads(row[2])], allow_custom_roles=reading().allow_custom_roles
+        )
     except (TypeError, json.JSONDecodeError):
         raise InvalidSource(source, where, "message is not JSON") from None
     except FormatError as error:
@@ -44,9 +48,16 @@ def _session(source: str, where: str, value: Any) -> Conversation:
     if not isinstance(value, dict) or "messages" not in value:
         error = InvalidSource(source, where, 'expected {"session_id": ..., "messages": [...]}')
         return Conversation(source, where, None, error=error)
+    session = own_id(value.get("session_id"))
     try:
-        session = own_id(value.get("session_id"))
-        return conversation(source, where, session, value["messages"], from_langchain)
+        return recognised(
+            "langchain",
+            source,
+            where,
+            session,
+            value,
+            lambda: conversation(source, where, session, value["messages"], from_langchain),
+        )
     except InvalidSource as error:
         return Conversation(source, where, None, error=error)
 

@@ -18,7 +18,7 @@ from store.errors import InvalidSource
 from store.formats import FormatError, from_openai_responses
 from store.importing.readers._sessions import by_session
 from store.importing.readers._sqlite import name, rows
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, reading
 
 __all__ = ["MESSAGES_TABLE", "SESSIONS_TABLE", "read", "timestamp"]
 
@@ -43,7 +43,7 @@ def timestamp(value: Any) -> datetime | None:
 def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
     try:
         item = json.loads(row[2])
-        (message,) = from_openai_responses([item])
+        (message,) = from_openai_responses([item], allow_custom_roles=reading().allow_custom_roles)
     except (TypeError, json.JSONDecodeError):
         raise InvalidSource(source, where, "message_data is not JSON") from None
     except FormatError as error:

@@ -3,7 +3,8 @@
 JSONL with one conversation a line (``{"messages": [...]}``, its id under ``id``,
 ``session_id`` or ``conversation_id``; or a bare list of messages), or a ``.json``
 document: a list of such conversations, one conversation object, or a list of messages
-(one conversation).
+(one conversation). A conversation that carries chatledger's record (an export) gives
+back the messages it records.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from store.errors import InvalidSource
 from store.formats import from_openai_chat
 from store.importing.readers._convert import conversation, own_id
+from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
 from store.importing.source import Conversation
 
@@ -30,7 +32,15 @@ def session_of(value: dict[str, Any]) -> str | None:
 
 def _one(source: str, where: str, value: Any) -> Conversation:
     if isinstance(value, dict) and "messages" in value:
-        return conversation(source, where, session_of(value), value["messages"], from_openai_chat)
+        session = session_of(value)
+        return recognised(
+            "openai-chat",
+            source,
+            where,
+            session,
+            value,
+            lambda: conversation(source, where, session, value["messages"], from_openai_chat),
+        )
     if isinstance(value, list):
         return conversation(source, where, None, value, from_openai_chat)
     raise InvalidSource(source, where, 'expected a conversation ({"messages": [...]})')

@@ -2,7 +2,8 @@
 
 A ``.json`` document is one session (a list of items, or ``{"input": [...]}`` with an
 optional ``id``) or a list of such objects. In JSONL, each line is an item and the file
-one session, streamed; or each line is ``{"input": [...]}``, one session a line.
+one session, streamed; or each line is ``{"input": [...]}``, one session a line. A
+session that carries chatledger's record (an export) gives back the messages it records.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 from store.errors import InvalidSource
 from store.formats import FormatError, from_openai_responses
 from store.importing.readers._convert import conversation, own_id
+from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, reading
 
 __all__ = ["read"]
 
@@ -26,7 +28,14 @@ RUN = 1000
 def _session(source: str, where: str, value: Any) -> Conversation:
     if isinstance(value, dict) and isinstance(value.get("input"), list):
         session = own_id(value.get("id"))
-        return conversation(source, where, session, value["input"], from_openai_responses)
+        return recognised(
+            "openai-responses",
+            source,
+            where,
+            session,
+            value,
+            lambda: conversation(source, where, session, value["input"], from_openai_responses),
+        )
     if isinstance(value, list):
         return conversation(source, where, None, value, from_openai_responses)
     raise InvalidSource(source, where, 'expected a list of items or {"input": [...]}')
@@ -34,7 +43,7 @@ def _session(source: str, where: str, value: Any) -> Conversation:
 
 def _item(source: str, where: str, value: Any) -> Located:
     try:
-        (message,) = from_openai_responses([value])
+        (message,) = from_openai_responses([value], allow_custom_roles=reading().allow_custom_roles)
     except FormatError as error:
         raise InvalidSource(source, where, error.problem) from None
     return Located(message, where)

@@ -19,7 +19,17 @@ check                     what it finds                                         
                           exist (reported)
 ``totals_mismatch``       group or session totals (messages, groups, tokens, the     yes
                           next ``seq``, the event count) that disagree with the rows
+``half_imported``         an import that wrote the session in parts and was          see
+                          interrupted: its mark (:mod:`store.rules.import_mark`)     below
+                          is still in the session's metadata
 ========================  =========================================================  ========
+
+A half-imported session is completed by running the same import again. ``--fix`` takes
+off the mark of an import that wrote everything, and removes what an interrupted import
+stored when the import created the session (nothing else in it, no compaction event):
+its messages, groups and open calls are deleted and the session row is as new, the mark
+and the counts recorded in the event. An import into a session that held messages
+before is not undone: its finding says to run the import again.
 
 A fix runs in one write transaction per session, on a fresh scan made under the
 session's lock, and each kind of fix is recorded as one audit event (phase ``manual``,
@@ -38,7 +48,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Text, null, select, type_coerce, update
+from sqlalchemy import Text, delete, null, select, type_coerce, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -46,6 +56,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store.errors import CorruptRowError, InvalidInput, SessionNotFound
 from store.models import Check, DoctorReport, Finding
 from store.rules.changes import new_event_id
+from store.rules.import_mark import ImportMark, mark_of, verdict, with_mark
 from store.rules.limits import Limits, check_json, check_stored_message
 from store.rules.records import now
 from store.sql import dialect
@@ -57,7 +68,16 @@ from store.sql.codec import (
     encode_metadata,
 )
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
-from store.sql.schema import EVENT_GROUPS, EVENTS, FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
+from store.sql.schema import (
+    EARLY_RESULTS,
+    EVENT_GROUPS,
+    EVENTS,
+    FIRST_SEQ,
+    GROUPS,
+    MESSAGES,
+    OPEN_CALLS,
+    SESSIONS,
+)
 from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.upkeep.recount import rebuild_totals
 from strategies.messages import (
@@ -86,6 +106,7 @@ CHECKS: tuple[Check, ...] = (
     "duplicate_call_id",
     "audit_mismatch",
     "totals_mismatch",
+    "half_imported",
 )
 
 QUARANTINED_REASON = "quarantined"
@@ -347,7 +368,52 @@ async def _scan(conn: AsyncConnection, session: RowMapping, limits: Limits) -> _
     _check_groups(scan, groups, events)
     _duplicates(scan, rows)
     _check_totals(scan, groups, rows, len(events))
+    _check_import(scan)
     return scan
+
+
+def _session_values(session: RowMapping) -> dict[str, Any]:
+    """The session row's metadata, decoded (empty when it does not parse: that is a
+    finding of its own, quarantined first)."""
+    try:
+        return decode_session_metadata(
+            session["tenant"], session["session_id"], session["metadata"]
+        )
+    except ValueError:
+        return {}
+
+
+def _import_mark(session: RowMapping) -> ImportMark | None:
+    return mark_of(_session_values(session))
+
+
+def _removable(session: RowMapping, mark: ImportMark) -> bool:
+    """Whether what the interrupted import stored is all the session holds."""
+    return mark.held == 0 and session["event_count"] == 0
+
+
+def _check_import(scan: _Scan) -> None:
+    s = scan.session
+    mark = _import_mark(s)
+    if mark is None:
+        return
+    origin = f"an import from {', '.join(mark.sources)} ({mark.system})"
+    stored = s["stored_messages"]
+    if verdict(mark, stored) == "done":
+        detail = f"{origin} stored every message but left its mark in the session's metadata"
+        scan.add("half_imported", detail, fixable=True)
+        return
+    detail = (
+        f"{origin} was interrupted: {stored} of its {mark.expected} messages are stored; run "
+        "the same import again to complete it"
+    )
+    if _removable(s, mark):
+        scan.add(
+            "half_imported", f"{detail}, or --fix to remove the {stored} it stored", fixable=True
+        )
+    else:
+        held = f"the session held {mark.held} messages before" if mark.held else "it was compacted"
+        scan.add("half_imported", f"{detail} ({held}: --fix cannot undo it)", fixable=False)
 
 
 async def _session_metadata(
@@ -533,6 +599,54 @@ def _mark(scan: _Scan, check: Check, event_id: str) -> None:
     ]
 
 
+_IMPORT_STATE = {
+    "next_seq": FIRST_SEQ,
+    "position": 0,
+    "turn": 0,
+    "tail_group_id": None,
+    "tail_mode": None,
+}
+"""The annotation state of a session that holds nothing."""
+
+
+async def _settle_import(conn: AsyncConnection, scan: _Scan, event_id: str) -> None:
+    """Take the mark of an import off, and when it was interrupted remove what it
+    stored (the session holds nothing else: :func:`_removable`), as one event."""
+    s = scan.session
+    mark = _import_mark(s)
+    if mark is None:
+        raise AssertionError("no import mark to settle")
+    keys = (SESSIONS.c.tenant == s["tenant"], SESSIONS.c.session_id == s["session_id"])
+    unmarked = with_mark(_session_values(s), None)
+    values: dict[str, Any] = {"metadata": metadata_value(s["tenant"], s["session_id"], unmarked)}
+    removed = 0
+    if verdict(mark, s["stored_messages"]) == "partial":
+        removed = s["stored_messages"]
+        for table in (EARLY_RESULTS, OPEN_CALLS, MESSAGES, GROUPS):
+            await conn.execute(
+                delete(table).where(
+                    table.c.tenant == s["tenant"], table.c.session_id == s["session_id"]
+                )
+            )
+        values.update(_IMPORT_STATE)
+    await conn.execute(update(SESSIONS).where(*keys).values(**values))
+    await rebuild_totals(conn, s["tenant"], s["session_id"])
+    await record_event(
+        conn,
+        s["tenant"],
+        s["session_id"],
+        s,
+        event_id=event_id,
+        strategy="doctor",
+        params={
+            "check": "half_imported",
+            "mark": mark.model_dump(mode="json"),
+            "removed_messages": removed,
+        },
+        now=now(),
+    )
+
+
 async def repair(
     conn: AsyncConnection,
     tenant: str,
@@ -542,7 +656,8 @@ async def repair(
 ) -> list[Finding]:
     """Repair one session in the caller's write transaction: scan it under its lock, fix
     what can be fixed (one audit event per kind of fix), and return the findings, those
-    repaired marked ``fixed``."""
+    repaired marked ``fixed``. A half-imported session is settled first, and scanned
+    again."""
     raw, problem = await _session_metadata(conn, tenant, session_id, limits, lock=True)
     if problem is not None:  # quarantined first: the session row must read to go on
         await conn.execute(
@@ -552,8 +667,26 @@ async def repair(
         )
     session = await lock_session(conn, tenant, session_id)
     scan = await _scan(conn, session, limits)
+    settled: list[Finding] = []
+    for finding in [f for f in scan.findings if f.check == "half_imported" and f.fixable]:
+        event_id = new_event_id()
+        await _settle_import(conn, scan, event_id)
+        settled.append(finding.model_copy(update={"fixed": True, "event_id": event_id}))
+        scan = await _scan(conn, await read_session(conn, tenant, session_id), limits)
     if problem is not None:
         scan.add("unparsable_row", problem, fixable=True)
+    return settled + await _repair_scan(conn, scan, count, raw, problem)
+
+
+async def _repair_scan(
+    conn: AsyncConnection,
+    scan: _Scan,
+    count: Callable[[Message], int],
+    raw: Any,
+    problem: str | None,
+) -> list[Finding]:
+    tenant, session_id = scan.session["tenant"], scan.session["session_id"]
+    session = scan.session
     fixes: list[tuple[Check, dict[str, Any]]] = []
     ids: dict[Check, str] = {}
     if scan.bad_rows or problem is not None:

@@ -1,0 +1,244 @@
+"""Pass two of an import: the sources read again, and what pass one accepted appended.
+
+Messages go out :data:`BATCH` at a time, many sessions' in one transaction, and every
+session whole in one transaction: a session that does not fit in what is left of a
+batch waits for the next. A session pass one found larger than a batch, or read from
+more than one source, cannot be; it is marked in its metadata before its first part
+(:mod:`store.rules.import_mark`) and the mark taken off after its last, so that an
+interrupted import leaves a session whole, absent, or marked. A read whose messages are
+all stored already is not sent again. Progress reports ``sessions`` and ``stored``, the
+sessions written whole so far and their new messages, as each transaction commits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from store.contract import HistoryBackend
+from store.errors import SessionNotFound
+from store.formats import ORIGINAL_ID_KEY
+from store.importing.ledger import Ledger
+from store.importing.reads import Chunk, Plan, chunks, identified
+from store.importing.source import Conversation, Located
+from store.importing.stored import Batch, append_sessions
+from store.models import Provenance
+from store.rules.import_mark import IMPORT_MARK_KEY, mark_of, verdict, with_mark
+from strategies.messages import Message
+
+__all__ = ["BATCH", "Writing"]
+
+BATCH = 2000
+"""Messages appended in one transaction (of one session or many)."""
+
+_SOURCE_ID_LENGTH = 255
+
+
+@dataclass(slots=True)
+class _Part:
+    """Consecutive messages of one session, with their source ids."""
+
+    session_id: str
+    fmt: str
+    messages: list[Message] = field(default_factory=list)
+    source_ids: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Pending:
+    """What is read and not written yet, by session, in source order."""
+
+    parts: list[_Part] = field(default_factory=list)
+    size: int = 0
+    finished: list[tuple[str, int]] = field(default_factory=list)
+    """Sessions whose last part is among the parts, with their new messages."""
+
+    def add(
+        self, fmt: str, session_id: str, conversation: Conversation, part: list[Located]
+    ) -> None:
+        last = self.parts[-1] if self.parts else None
+        if last is None or last.session_id != session_id or last.fmt != fmt:
+            last = _Part(session_id, fmt)
+            self.parts.append(last)
+        for located in part:
+            last.messages.append(located.message)
+            last.source_ids[located.message.message_id] = _source_id(conversation, located)
+        self.size += len(part)
+
+    def batches(self) -> list[Batch]:
+        return [
+            (p.session_id, p.messages, Provenance(system=p.fmt, source_ids=p.source_ids))
+            for p in self.parts
+        ]
+
+
+@dataclass(slots=True)
+class _Held:
+    """The read being written when its session is written whole: held until its end."""
+
+    number: int
+    session_id: str
+    plan: Plan
+    parts: list[tuple[Conversation, list[Located]]] = field(default_factory=list)
+    size: int = 0
+
+
+class Writing:
+    """Pass two over ``plans``, following ``ledger``."""
+
+    def __init__(
+        self,
+        store: HistoryBackend,
+        plans: list[Plan],
+        ledger: Ledger,
+        *,
+        prefix: Callable[[Plan], str],
+        failed: set[str],
+        table: str | None,
+        progress: Callable[[str, int], None] | None,
+    ) -> None:
+        self.store = store
+        self.plans = plans
+        self.ledger = ledger
+        self.prefix = prefix
+        self.failed = failed
+        self.table = table
+        self.progress = progress
+        self.pending = _Pending()
+        self.held: _Held | None = None
+        self.marked: set[str] = set()
+        self.sessions = 0
+        """Sessions written whole so far."""
+        self.stored = 0
+        """Their new messages."""
+        self.done = 0
+
+    async def run(self, compact: str | None) -> None:
+        """Write every accepted read, then take off the marks left by an earlier run and
+        compact the imported sessions (with ``compact``)."""
+        for plan in self.plans:
+            if plan.source not in self.failed:
+                await self._write_plan(plan)
+        await self._flush()
+        for session_id in self.ledger.marked:
+            await self._unmark(session_id, only_when_done=True)
+        if compact is not None:
+            for session_id in self.ledger.imported():
+                await self.store.compact(session_id, compact, phase="import")
+
+    async def _write_plan(self, plan: Plan) -> None:
+        for chunk in chunks(plan, self.prefix(plan), self.table):
+            if chunk.begins:
+                await self._end_read()
+            self.done += len(chunk.conversation.messages)
+            if self.progress is not None:
+                self.progress("write", self.done)
+            if not self.ledger.accepted(chunk.read):
+                continue
+            row = self.ledger.row(chunk.read)
+            if row.new == 0:
+                continue
+            session_id = self.ledger.session_of(chunk.read)
+            if session_id is None:
+                continue
+            await self._add(plan, chunk, session_id)
+        await self._end_read()
+
+    async def _add(self, plan: Plan, chunk: Chunk, session_id: str) -> None:
+        legacy = chunk.read in self.ledger.legacy
+        located = identified(plan.fmt, chunk, session_id, legacy=legacy)
+        conversation = chunk.conversation
+        if chunk.begins:
+            self.held = _Held(chunk.read, session_id, plan)
+        split = session_id in self.ledger.split
+        if split and session_id not in self.marked:
+            await self._mark(session_id)
+        if conversation.compacted:  # another system's compaction: imported whole
+            await self._flush()
+            await self.store.import_messages(
+                session_id, [item.message for item in located], source=plan.fmt
+            )
+            return
+        if not split:
+            held = self.held
+            if held is not None:
+                held.parts.append((conversation, located))
+                held.size += len(located)
+            return
+        start = 0
+        while start < len(located):
+            stop = start + max(1, BATCH - self.pending.size)
+            self.pending.add(plan.fmt, session_id, conversation, located[start:stop])
+            start = stop
+            if self.pending.size >= BATCH:
+                await self._flush()
+
+    async def _end_read(self) -> None:
+        """The read is at its end: a session written whole goes into the batch, or the
+        next one when it does not fit; the session is finished with its last read."""
+        held, self.held = self.held, None
+        if held is None:
+            return
+        if held.parts:
+            if self.pending.size + held.size > BATCH:
+                await self._flush()
+            for conversation, located in held.parts:
+                self.pending.add(held.plan.fmt, held.session_id, conversation, located)
+        new = self.ledger.row(held.number).new
+        left = self.ledger.parts.get(held.session_id, 1) - 1
+        if held.session_id in self.ledger.parts:
+            self.ledger.parts[held.session_id] = left
+        if left <= 0:
+            self.pending.finished.append((held.session_id, new))
+
+    async def _flush(self) -> None:
+        """Write the pending messages in one go; then report the sessions finished (as
+        soon as the write returns: an interrupt after it finds them counted) and take
+        their marks off."""
+        if self.pending.parts:
+            await append_sessions(self.store, self.pending.batches())
+        self.pending.parts, self.pending.size = [], 0
+        finished, self.pending.finished = self.pending.finished, []
+        for session_id, new in finished:
+            mark = self.ledger.split.get(session_id)
+            self.sessions += 1
+            self.stored += new if mark is None else mark.expected - mark.held
+        if finished and self.progress is not None:
+            self.progress("sessions", self.sessions)
+            self.progress("stored", self.stored)
+        for session_id, _ in finished:
+            if session_id in self.ledger.split:
+                await self._unmark(session_id, only_when_done=False)
+
+    async def _mark(self, session_id: str) -> None:
+        self.marked.add(session_id)
+        try:
+            metadata = await self.store.get_metadata(session_id)
+        except SessionNotFound:
+            metadata = {}
+        mark = self.ledger.split[session_id]
+        await self.store.set_metadata(session_id, with_mark(metadata, mark))
+
+    async def _unmark(self, session_id: str, *, only_when_done: bool) -> None:
+        try:
+            metadata = await self.store.get_metadata(session_id)
+        except SessionNotFound:
+            return
+        mark = mark_of(metadata)
+        if IMPORT_MARK_KEY not in metadata or mark is None:
+            return
+        if only_when_done:
+            stored = (await self.store.session(session_id)).stored_messages
+            if verdict(mark, stored) != "done":
+                return
+        await self.store.set_metadata(session_id, with_mark(metadata, None))
+
+
+def _source_id(conversation: Conversation, located: Located) -> str:
+    """The message's id in its source: the source's own, else where it is."""
+    original = located.message.metadata.get(ORIGINAL_ID_KEY, located.message.message_id)
+    own = original if isinstance(original, str) and original else None
+    if own is not None and not own.startswith("imp-"):
+        return own[:_SOURCE_ID_LENGTH]
+    session = conversation.source_session or ""
+    return f"{session} {located.where}".strip()[:_SOURCE_ID_LENGTH]
