@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import Generic, Self, TypeVar, cast
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput
@@ -154,6 +154,27 @@ class _Lease(Generic[_S]):
             return self._given
         return self._owned.held(self._key) if self._key is not None else None
 
+    @classmethod
+    def of(
+        cls,
+        store: object,
+        *,
+        url: str | None,
+        tenant: str,
+        tokenizer: Tokenizer | None = None,
+    ) -> Self:
+        """The lease of an adapter's ``store`` or ``url`` (not both), checking the store."""
+        if store is not None and url is not None:
+            raise InvalidInput("give a store or a url, not both")
+        if store is not None:
+            cls._check(store)
+        return cls(cast(_S, store), url=url, tenant=tenant, tokenizer=tokenizer)
+
+    @staticmethod
+    def _check(store: object) -> None:
+        """Refuse a given store this kind of lease cannot hold."""
+        raise NotImplementedError
+
     def _target(self) -> _Key:
         return _key(self._url, self._tenant, self._tokenizer)
 
@@ -174,21 +195,10 @@ class StoreLease(_Lease[HistoryBackend]):
 
     _owned = _ASYNC
 
-    @classmethod
-    def of(
-        cls,
-        store: object,
-        *,
-        url: str | None,
-        tenant: str,
-        tokenizer: Tokenizer | None = None,
-    ) -> StoreLease:
-        """The lease of an adapter's ``store`` or ``url`` (not both), checking the store."""
-        if store is not None and url is not None:
-            raise InvalidInput("give a store or a url, not both")
-        if store is not None and not isinstance(store, HistoryBackend):
+    @staticmethod
+    def _check(store: object) -> None:
+        if not isinstance(store, HistoryBackend):
             raise InvalidInput(f"store must be a chatledger store, got {type(store).__name__}")
-        return cls(store, url=url, tenant=tenant, tokenizer=tokenizer)
 
     async def get(self) -> HistoryBackend:
         """The store (an owned one is opened on first use)."""
@@ -220,24 +230,13 @@ class SyncLease(_Lease[SyncHistoryStore]):
 
     _owned = _SYNC
 
-    @classmethod
-    def of(
-        cls,
-        store: object,
-        *,
-        url: str | None,
-        tenant: str,
-        tokenizer: Tokenizer | None = None,
-    ) -> SyncLease:
-        """The lease of an adapter's ``store`` or ``url`` (not both), checking the store."""
-        if store is not None and url is not None:
-            raise InvalidInput("give a store or a url, not both")
-        if store is not None and not isinstance(store, SyncHistoryStore):
+    @staticmethod
+    def _check(store: object) -> None:
+        if not isinstance(store, SyncHistoryStore):
             raise InvalidInput(
                 f"store must be a SyncHistoryStore (SyncHistoryStore.open(url) or "
                 f"SyncHistoryStore.wrap(...)), got {type(store).__name__}"
             )
-        return cls(store, url=url, tenant=tenant, tokenizer=tokenizer)
 
     def get(self) -> SyncHistoryStore:
         """The store (an owned one is opened on first use)."""

@@ -191,14 +191,18 @@ class ChatledgerSession:
         )
 
     async def pop_item(self) -> TResponseInputItem | None:
-        """Take back the newest stored item, for good; None when there is none."""
+        """Take back the newest stored item, for good; None when there is none, or when the
+        message taken back holds nothing the Responses API can carry."""
         try:
             stored = await (await self.store()).retract_last(self.session_id)
         except SessionNotFound:
             return None
         if stored is None:
             return None
-        return cast(TResponseInputItem, to_openai_responses([stored.message])[0])
+        items = to_openai_responses([stored.message])
+        # a message of another format may hold nothing the Responses API takes
+        # (reasoning without its id, another system's content): it is taken back all the same
+        return cast(TResponseInputItem, items[0]) if items else None
 
     async def clear_session(self) -> None:
         """Delete the session and everything stored for it."""

@@ -28,6 +28,7 @@ from agents.memory import Session
 from store import HistoryStore
 from store.errors import InvalidInput, StoreClosed
 from store.integrations.openai_agents import ChatledgerSession
+from strategies.messages import Message, ReasoningContent
 from strategies.tokenizers import Tokenizer
 from tests.conftest import PgServer
 from tests.integrations.conftest import AnyStore
@@ -155,6 +156,18 @@ async def test_pop_item_and_clear_session(any_store: AnyStore) -> None:
     # the session goes on after a rewind: the next run sees what is left
     await run_turns(make_agent(Policy().model()), ours, range(1))
     assert len(await ours.get_items(limit=100)) == 1 + 2 * TOOL_CALLS + 1
+
+
+async def test_pop_item_of_a_message_the_responses_api_cannot_carry(any_store: AnyStore) -> None:
+    # reasoning without its item id, as another format stores it: no Responses item
+    foreign = Message(
+        role="assistant", contents=[ReasoningContent(text="thinking")], message_id="r-1"
+    )
+    await any_store.append("s", [Message.text_message("user", "hi"), foreign])
+    ours = ChatledgerSession("s", store=any_store)
+    assert await ours.pop_item() is None
+    assert [m.message.role for m in await any_store.history("s")] == ["user"]
+    assert len(await any_store.audit("s", strategy="retract")) == 1
 
 
 def _url(store: HistoryStore) -> str:
