@@ -14,8 +14,9 @@ row's session and ``seq``, a session's id, an event's session and id) and, by th
 function's name, the column. None of them uses the place yet: a layer that seals the
 texts (encryption at rest, bound to that place and to
 :data:`~store.rules.storage_json.MESSAGE_FORMAT`) wraps these functions, and no caller
-changes. The read path's hot loop (:func:`~store.sql.mapping.page_mapper`) calls the
-message decoders once per row, so they stay one call deep.
+changes. The read path's hot loop (:func:`~store.sql.mapping.page_mapper`) decodes a
+row's contents and metadata with the expressions of :data:`INLINE`, kept here beside
+the functions they stand for.
 
 The JSON itself is written by :mod:`store.rules.storage_json`. This module belongs to the
 SQL backend, not to :mod:`store.rules`, because only the SQL backend stores text (the
@@ -27,7 +28,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from pydantic import JsonValue
 from sqlalchemy import JSON
@@ -39,7 +41,9 @@ from strategies.messages import CONTENTS_ADAPTER, Content, Message
 
 __all__ = [
     "ENCODED",
+    "INLINE",
     "EncodedJSON",
+    "Inline",
     "decode_contents",
     "decode_event_note",
     "decode_event_params",
@@ -117,6 +121,33 @@ def decode_metadata(
     """The metadata of message ``seq`` from its ``metadata`` column: a JSON object
     (``ValueError`` for anything else)."""
     return _object(text, "metadata")
+
+
+@dataclass(frozen=True, slots=True)
+class Inline:
+    """A message text's decoding written into generated code, where a call per row would
+    cost more than the decoding itself: an expression over ``{v}`` (the column's text)
+    and the row's place (``tenant``, ``session_id``, ``seq``), and the names it uses. It
+    gives what the column's ``decode_*`` function gives, and raises what it raises."""
+
+    expression: str
+    names: Mapping[str, Any]
+
+
+def _metadata_object(text: str) -> dict[str, JsonValue]:
+    return _object(text, "metadata")
+
+
+INLINE: Final[Mapping[str, Inline]] = {
+    "contents": Inline("validate_contents({v})", {"validate_contents": _validate_contents}),
+    "metadata": Inline(
+        '{{}} if {v} is None or {v} == "{{}}" else metadata_object({v})',
+        {"metadata_object": _metadata_object},
+    ),
+}
+""":func:`decode_contents` and :func:`decode_metadata` for the hot loop of a history read
+(:func:`~store.sql.mapping.page_mapper`), by column. A layer that seals the texts
+replaces these with calls of its ``decode_*`` functions, as it wraps them."""
 
 
 def encode_reduced(tenant: str, session_id: str, seq: int, reduced: Message) -> str:

@@ -58,6 +58,7 @@ from store.rules.identity import hashed_contents
 from store.rules.storage_json import MESSAGE_FORMAT
 from store.sql.codec import (
     ENCODED,
+    INLINE,
     decode_contents,
     decode_metadata,
     decode_reduced,
@@ -237,13 +238,13 @@ OPTIONAL_STAMP = Read(
 CONTENTS = Read(
     "text",
     lambda value, name, where: decode_contents(*where, value),
-    fast="decode_contents(tenant, session_id, seq, {v})",
+    fast=INLINE["contents"].expression,
 )
 """A message's contents, decoded by :func:`~store.sql.codec.decode_contents`."""
 METADATA = Read(
     "text",
     lambda value, name, where: decode_metadata(*where, value),
-    fast="decode_metadata(tenant, session_id, seq, {v})",
+    fast=INLINE["metadata"].expression,
 )
 """A message's metadata, decoded by :func:`~store.sql.codec.decode_metadata`."""
 REDUCED = Read(
@@ -502,8 +503,8 @@ _NAMESPACE: dict[str, Any] = {
     "KINDS": frozenset(GROUP_KINDS),
     "MESSAGE_FORMAT": MESSAGE_FORMAT,
     "time": _read_time,
-    "decode_contents": decode_contents,
-    "decode_metadata": decode_metadata,
+    **INLINE["contents"].names,
+    **INLINE["metadata"].names,
 }
 """The names the fast way's code uses besides the columns."""
 _RESERVED = frozenset(

@@ -293,6 +293,34 @@ def test_the_codec_reads_back_what_it_wrote(message: Message) -> None:
     assert _same(Message(**{**message.model_dump(), **overlay}), message)
 
 
+def _inline(column: str, text: str | None) -> Any:
+    """What :data:`codec.INLINE`'s expression of ``column`` gives for ``text``."""
+    found = codec.INLINE[column]
+    names = {**found.names, "tenant": "t", "session_id": "s", "seq": 7, "text": text}
+    return eval(found.expression.format(v="text"), {}, names)
+
+
+@settings(max_examples=100, deadline=None)
+@given(message=_STORABLE)
+def test_the_inline_decoding_is_the_codecs(message: Message) -> None:
+    place = ("t", "s", 7)
+    contents = codec.encode_contents(*place, message.contents)
+    assert _same_contents(_inline("contents", contents), codec.decode_contents(*place, contents))
+    metadata = codec.encode_metadata(*place, message.metadata)
+    assert _inline("metadata", metadata) == codec.decode_metadata(*place, metadata)
+
+
+@pytest.mark.parametrize("text", [None, "{}", '{"a":1}', "[1]", "3", "not json"])
+def test_the_inline_metadata_refuses_as_the_codec_does(text: str | None) -> None:
+    try:
+        expected = codec.decode_metadata("t", "s", 7, text)
+    except ValueError as error:
+        with pytest.raises(type(error)):
+            _inline("metadata", text)
+    else:
+        assert _inline("metadata", text) == expected
+
+
 def _same_contents(a: list[Content], b: list[Content]) -> bool:
     return json.dumps(CONTENTS_ADAPTER.dump_python(a, mode="json"), sort_keys=True) == json.dumps(
         CONTENTS_ADAPTER.dump_python(b, mode="json"), sort_keys=True
