@@ -51,6 +51,17 @@ async def test_an_export_imported_into_the_same_store_stores_nothing_new(
 
 
 @pytest.mark.parametrize("fmt", EXPORT_FORMATS)
+async def test_an_export_under_any_file_name_comes_home(
+    store: HistoryStore, tmp_path: Path, fmt: str
+) -> None:
+    # `export -o chat.out`: the import tells a document from JSONL by its first line
+    ids = await seed(store, tmp_path)
+    named = (await export_file(store, ids, fmt, tmp_path)).rename(tmp_path / "chat.out")
+    again = await import_sources(store, [named])
+    assert again.new == 0 and again.already_stored == again.messages > 0
+
+
+@pytest.mark.parametrize("fmt", EXPORT_FORMATS)
 async def test_an_export_imported_elsewhere_is_the_same_conversation(
     store: HistoryStore, tmp_path: Path, fmt: str
 ) -> None:

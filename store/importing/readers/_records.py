@@ -12,9 +12,26 @@ from store.importing.source import iter_lines, load_document, parse_line
 __all__ = ["is_document", "records"]
 
 
+_JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
+_SNIFF = 4096
+"""Bytes read to tell a document from JSONL by its first line."""
+
+
 def is_document(path: Path) -> bool:
-    """Whether ``path`` is read as one JSON document (``.json``) rather than as JSONL."""
-    return path.suffix.lower() == ".json"
+    """Whether ``path`` is read as one JSON document rather than as JSONL: a ``.json``
+    file is, a ``.jsonl`` or ``.ndjson`` file is not, and a file of another name is when
+    its first line opens a JSON array or object and holds nothing else (as an indented
+    document's does: ``export --format agent-framework -o chat.out``, say)."""
+    suffix = path.suffix.lower()
+    if suffix == ".json" or suffix in _JSONL_SUFFIXES:
+        return suffix == ".json"
+    try:
+        with path.open("rb") as file:
+            head = file.read(_SNIFF)
+    except OSError:
+        return False  # the reader reports what is wrong with the file
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip(b" \t\r\n").split(b"\n", 1)[0]
+    return first.strip() in (b"[", b"{")
 
 
 def records(path: Path, source: str) -> Iterator[tuple[str, Any]]:
