@@ -11,7 +11,7 @@ import pytest
 from alembic.script import ScriptDirectory
 
 from store.errors import MigrationRequired
-from store.sql import revisions
+from store.sql.migrations import revisions
 from store.sql.migrations.migrator import alembic_config, is_backward_compatible
 from store.sql.migrations.revisions import (
     ShippedRevision,
