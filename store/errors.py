@@ -12,6 +12,8 @@
     ├── StoreClosed                       the store was closed (``aclose``); open another
     ├── StoreError                        any other database failure (connection refused, ...)
     ├── FormatError (ValueError)          a converter cannot read an item (names its index)
+    ├── RecordError (ValueError)          an export's chatledger record cannot be read or
+    │                                     no longer matches its document
     ├── CliError                          a command failed: one line on stderr, an exit code
     ├── MissingResult (RuntimeError)      the demo's model met a call without its result
     │

@@ -45,6 +45,7 @@ from store.formats.anthropic import anthropic_request, from_anthropic
 from store.formats.langchain import from_langchain, to_langchain
 from store.formats.openai_chat import from_openai_chat, to_openai_chat
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
+from strategies.errors import ChatledgerError
 from strategies.messages import MESSAGES_ADAPTER, Message
 
 __all__ = [
@@ -68,7 +69,7 @@ _TIMES: TypeAdapter[list[datetime | None]] = TypeAdapter(list[datetime | None])
 _IDS: TypeAdapter[list[str]] = TypeAdapter(list[str])
 
 
-class RecordError(ValueError):
+class RecordError(ChatledgerError, ValueError):
     """A chatledger record that cannot be read, or that its document no longer matches."""
 
 
