@@ -19,6 +19,7 @@ from store.formats import FormatError
 from strategies.messages import Message
 
 __all__ = [
+    "JSON_LINES",
     "Conversation",
     "Located",
     "Reading",
@@ -28,6 +29,7 @@ __all__ = [
     "guess_encoding",
     "iter_lines",
     "load_document",
+    "load_document_or_lines",
     "parse_line",
     "read_text",
     "read_with",
@@ -239,6 +241,25 @@ def load_document(path: Path, source: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
+        raise InvalidSource(source, f"line {error.lineno}", _json_failure(error, text)) from None
+
+
+JSON_LINES: Any = object()
+"""What :func:`load_document_or_lines` gives for JSONL under a document's name."""
+
+
+def load_document_or_lines(path: Path, source: str) -> Any:
+    """A whole JSON document, or :data:`JSON_LINES` when the file is JSONL whatever its
+    name says: its first value ends a line and another starts the next (an ``export
+    --format jsonl -o chat.json``, say). Any other JSON error is refused as
+    :func:`load_document` refuses it."""
+    text = read_text(path, source)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        ended_a_line = text[: error.pos].rstrip(" \t\r").endswith("\n")
+        if error.msg.startswith("Extra data") and ended_a_line:
+            return JSON_LINES
         raise InvalidSource(source, f"line {error.lineno}", _json_failure(error, text)) from None
 
 

@@ -50,13 +50,15 @@ async def test_an_export_imported_into_the_same_store_stores_nothing_new(
     assert (await store.doctor()).healthy
 
 
+@pytest.mark.parametrize("name", ["chat.out", "chat.json", "chat.jsonl"])
 @pytest.mark.parametrize("fmt", EXPORT_FORMATS)
 async def test_an_export_under_any_file_name_comes_home(
-    store: HistoryStore, tmp_path: Path, fmt: str
+    store: HistoryStore, tmp_path: Path, fmt: str, name: str
 ) -> None:
-    # `export -o chat.out`: the import tells a document from JSONL by its first line
+    # `export -o chat.out` or `-o chat.json` of JSONL: the import tells a document from
+    # JSONL by what the file holds, not only by its name
     ids = await seed(store, tmp_path)
-    named = (await export_file(store, ids, fmt, tmp_path)).rename(tmp_path / "chat.out")
+    named = (await export_file(store, ids, fmt, tmp_path)).rename(tmp_path / name)
     again = await import_sources(store, [named])
     assert again.new == 0 and again.already_stored == again.messages > 0
 

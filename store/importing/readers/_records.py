@@ -7,24 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import InvalidSource
-from store.importing.source import iter_lines, load_document, parse_line
+from store.importing.source import JSON_LINES, iter_lines, load_document_or_lines, parse_line
 
 __all__ = ["is_document", "records"]
 
 
-_JSONL_SUFFIXES = frozenset({".jsonl", ".ndjson"})
 _SNIFF = 4096
 """Bytes read to tell a document from JSONL by its first line."""
 
 
 def is_document(path: Path) -> bool:
     """Whether ``path`` is read as one JSON document rather than as JSONL: a ``.json``
-    file is, a ``.jsonl`` or ``.ndjson`` file is not, and a file of another name is when
-    its first line opens a JSON array or object and holds nothing else (as an indented
-    document's does: ``export --format agent-framework -o chat.out``, say)."""
-    suffix = path.suffix.lower()
-    if suffix == ".json" or suffix in _JSONL_SUFFIXES:
-        return suffix == ".json"
+    file is (unless it turns out to hold JSONL: :func:`records`), and a file of any name
+    is when its first line opens a JSON array or object and holds nothing else, as an
+    indented document's does and no JSONL line can (``export --format agent-framework
+    -o chat.out``, say)."""
+    if path.suffix.lower() == ".json":
+        return True
     try:
         with path.open("rb") as file:
             head = file.read(_SNIFF)
@@ -36,12 +35,15 @@ def is_document(path: Path) -> bool:
 
 def records(path: Path, source: str) -> Iterator[tuple[str, Any]]:
     """``(where, value)`` for each line of a JSONL file, streamed, or once for a
-    ``.json`` document, read whole (``where`` is ``document``). A line that is not JSON
+    ``.json`` document, read whole (``where`` is ``document``); a ``.json`` file that
+    holds JSONL is read as JSONL. A line that is not JSON
     comes as its :class:`InvalidSource` (the caller decides); a document that is not
     JSON, or a file that is not text, raises it."""
     if is_document(path):
-        yield "document", load_document(path, source)
-        return
+        document = load_document_or_lines(path, source)
+        if document is not JSON_LINES:
+            yield "document", document
+            return
     for number, line in iter_lines(path, source):
         try:
             yield f"line {number}", parse_line(source, number, line)

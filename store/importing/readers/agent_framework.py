@@ -21,7 +21,14 @@ from store.formats import from_agent_framework
 from store.formats.documents import state_messages
 from store.importing.readers._convert import conversation, own_id
 from store.importing.readers._exported import recognised
-from store.importing.source import Conversation, iter_lines, load_document, parse_line
+from store.importing.readers._records import is_document
+from store.importing.source import (
+    JSON_LINES,
+    Conversation,
+    iter_lines,
+    load_document_or_lines,
+    parse_line,
+)
 
 __all__ = ["ENCODED_PREFIX", "read", "session_of_file"]
 
@@ -76,10 +83,10 @@ def read(path: Path, source: str) -> Iterator[Conversation]:
         for file in sorted(path.glob("*.jsonl")):
             yield _history_file(file, f"{source.rstrip('/')}/{file.name}")
         return
-    if path.suffix.lower() == ".jsonl":
+    document = load_document_or_lines(path, source) if is_document(path) else JSON_LINES
+    if document is JSON_LINES:
         yield _history_file(path, source)
         return
-    document = load_document(path, source)
     if isinstance(document, list):
         for index, value in enumerate(document):
             yield _session(source, f"session {index + 1}", value)
