@@ -16,7 +16,7 @@ from typing import Any
 
 from store.errors import InvalidSource
 from store.formats import FormatError
-from store.rules.limits import DEFAULT_LIMITS, Limits
+from store.rules.limits import DEFAULT_LIMITS, Limits, json_depth
 from strategies.messages import Message
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "format_failure",
     "guess_encoding",
     "iter_lines",
-    "json_depth",
     "load_document",
     "parse_json",
     "parse_line",
@@ -243,24 +242,6 @@ def _json_failure(error: json.JSONDecodeError, text: str) -> str:
     if error.pos >= len(text.rstrip()) or what.startswith("Unterminated"):
         reason += "; the text ends before its JSON does (cut off?)"
     return reason
-
-
-def json_depth(value: Any, bound: int) -> int:
-    """How deep ``value`` nests lists and objects (a scalar is 0), counted without
-    recursion and no further than ``bound + 1``."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            item = list(item.values())
-        elif not isinstance(item, list):
-            continue
-        deepest = max(deepest, depth + 1)
-        if deepest > bound:
-            return deepest
-        stack.extend((inner, depth + 1) for inner in item if isinstance(inner, dict | list))
-    return deepest
 
 
 def _too_deep(bound: int) -> str:
