@@ -135,6 +135,8 @@ COMMANDS = {
     "audit-session": ["audit", OTHER],
     "stats": ["stats", SESSION],
     "pin": ["pin", SESSION, "group_" + MESSAGE_ID],
+    "purge": ["purge", "--older-than", "0s", "--dry-run"],
+    "redact": ["redact", SESSION, MESSAGE_ID, "--reason", "asked", "--yes"],
 }
 """Every command that prints stored text, and the arguments that make it print some."""
 
