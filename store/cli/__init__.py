@@ -217,7 +217,9 @@ def version() -> None:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    from store.cli._visible import visible
+
+    first = visible(message.strip().split("\n")[0]) if message.strip() else "failed"
     sys.stderr.write(f"chatledger: error: {first}\n")
     sys.stderr.flush()
     raise SystemExit(code)
@@ -229,8 +231,10 @@ def _unexpected(error: BaseException) -> NoReturn:
 
         traceback.print_exception(error, file=sys.stderr)
     else:
+        from store.cli._visible import visible
+
         sys.stderr.write(
-            f"chatledger: unexpected error: {type(error).__name__}: {error} "
+            f"chatledger: unexpected error: {type(error).__name__}: {visible(str(error))} "
             f"(set {DEBUG_ENV}=1 for the traceback)\n"
         )
     raise SystemExit(1)

@@ -203,8 +203,11 @@ def strategy_option_value(spec: str) -> str:
 
 
 def emit_json(value: BaseModel | list[Any] | dict[str, Any] | None) -> None:
-    """Print ``value`` (a model, a list of models, or plain JSON) as JSON on stdout."""
-    sys.stdout.write(json.dumps(_plain(value), indent=2, ensure_ascii=False) + "\n")
+    """Print ``value`` (a model, a list of models, or plain JSON) as JSON on stdout: the
+    exact values, with every control character escaped (:func:`~store.cli._visible.json_safe`)."""
+    from store.cli._visible import json_safe
+
+    sys.stdout.write(json_safe(json.dumps(_plain(value), indent=2, ensure_ascii=False)) + "\n")
     sys.stdout.flush()
 
 
@@ -226,7 +229,9 @@ def confirm(question: str, *, yes: bool) -> None:
         return
     if not (sys.stdin.isatty() and sys.stdout.isatty()):
         raise CliError(f"{question}: not on a terminal, pass --yes to confirm", exit_code=2)
-    if not click.confirm(question, default=False):
+    from store.cli._visible import visible
+
+    if not click.confirm(visible(question), default=False):
         raise CliError("not confirmed: nothing changed")
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -98,7 +97,8 @@ def _summary(report: DemoReport, url: str | None, tenant: str) -> None:
         print_table(events_table(shown, f"Newest {len(shown)} compaction events"), empty="")
     else:
         echo("No compaction events (the conversation fitted the window).")
-    echo("\nInspect the result:")
+    echo()
+    echo("Inspect the result:")
     for command in inspect_commands(report.session_id, url, tenant):
         echo(f"  {command}")
 
@@ -174,5 +174,5 @@ def demo(
         _summary(report, url, tenant)
     if report.violations:
         for violation in report.violations:
-            sys.stderr.write(f"violation: {violation}\n")
+            echo(f"violation: {violation}", err=True)
         raise CliError(f"the demo found {len(report.violations)} violation(s); see above")

@@ -1,8 +1,9 @@
 """``chatledger export``: sessions out, in the formats ``chatledger import`` reads.
 
-The export streams to stdout, or to ``-o FILE``, which is written whole or not at all
-(a temporary file beside it, renamed once complete); a file that cannot be written is
-one line naming it and why.
+The export streams to stdout (with every control character escaped as JSON allows, so
+that a terminal shows it and a reader parses the same values), or to ``-o FILE``, which
+is written whole or not at all (a temporary file beside it, renamed once complete); a
+file that cannot be written is one line naming it and why.
 """
 
 from __future__ import annotations
@@ -15,12 +16,25 @@ import click
 
 from store.cli._common import CliError, run, tenant_option, url_option
 from store.cli._files import OutputFile
+from store.cli._visible import json_safe
 
 __all__ = ["export"]
 
 
 class _Writable(Protocol):
     def write(self, text: str, /) -> object: ...
+
+
+class _Escaping:
+    """Standard output, which may be a terminal: the JSON written with every control
+    character that JSON leaves raw escaped (:func:`~store.cli._visible.json_safe`), so
+    that it reads back to the same values and sends nothing to a terminal."""
+
+    def __init__(self, stream: _Writable) -> None:
+        self._stream = stream
+
+    def write(self, text: str, /) -> object:
+        return self._stream.write(json_safe(text))
 
 
 @click.command()
@@ -74,7 +88,7 @@ def export(
                 stream.write(chunk)
 
     if output is None:
-        run(write(sys.stdout))
+        run(write(_Escaping(sys.stdout)))
         sys.stdout.flush()
         return
     with OutputFile(Path(output)) as stream:

@@ -9,7 +9,9 @@ length, so that piped output can be searched and copied as it is. Columns marked
 once instead.
 
 On a terminal the header is bold and rows may carry a style (rich); elsewhere, or with
-``NO_COLOR``, the text is plain.
+``NO_COLOR``, the text is plain. Every cell, title and line goes out through
+:mod:`store.cli._visible`: a control character of stored text is shown as an escape
+(``\\x1b``), never sent; the ``flex`` column's line breaks and tabs are spaces.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
+
+from store.cli._visible import flowing, visible
 
 __all__ = ["Column", "Table", "echo", "number", "print_table", "render", "when"]
 
@@ -99,8 +103,12 @@ def _shorten(text: str, width: int) -> str:
 def render(table: Table, width: int | None) -> tuple[str, list[str]]:
     """The table's title and lines; ``width`` is the terminal's (None: no limit)."""
     title, keep = _collapsed(table)
+    title = visible(title)
     columns = [table.columns[i] for i in keep]
-    rows = [[" ".join(row[i].split()) for i in keep] for row in table.rows]
+    rows = [
+        [flowing(row[i]) if table.columns[i].flex else visible(row[i]) for i in keep]
+        for row in table.rows
+    ]
     widths = [max([len(c.header), *(len(r[k]) for r in rows)]) for k, c in enumerate(columns)]
     flex = next((k for k, c in enumerate(columns) if c.flex), None)
     if width is not None and flex is not None:
@@ -134,12 +142,14 @@ def terminal_width() -> int | None:
 
 
 def echo(text: str = "", *, style: str | None = None, err: bool = False) -> None:
-    """Print one line (styled on a terminal)."""
+    """Print one line (styled on a terminal), its control characters made visible."""
     stream = sys.stderr if err else sys.stdout
+    text = visible(text)
     if style and stream.isatty() and not os.environ.get("NO_COLOR"):
         from rich.console import Console
+        from rich.text import Text
 
-        Console(file=stream, highlight=False, soft_wrap=True).print(text, style=style, markup=False)
+        Console(file=stream, highlight=False, soft_wrap=True).print(Text(text, style=style))
         return
     stream.write(text + "\n")
     stream.flush()

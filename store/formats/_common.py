@@ -10,6 +10,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import ValidationError
 
+from store.rules.limits import MAX_JSON_DEPTH, json_depth
 from strategies.errors import ChatledgerError
 from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Content, Message
 
@@ -29,6 +30,7 @@ __all__ = [
     "foreign_result",
     "join_data_uri",
     "message_items",
+    "parsed_arguments",
     "parts_text",
     "read_id",
     "read_tagged",
@@ -297,3 +299,17 @@ def read_tagged(
         return fallback(index, kind, fields)
     except FormatError as exc:
         raise FormatError(index, f"{where}: {exc.problem}") from exc
+
+
+def parsed_arguments(text: str) -> dict[str, Any]:
+    """Call arguments kept as JSON text, as the object a format wants: the object the
+    text holds; ``{"input": value}`` for JSON that is not an object; ``{"input": text}``
+    for text that is not JSON or nests deeper than any store keeps (``MAX_JSON_DEPTH``,
+    which no reader or writer needs to recurse through)."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return {"input": text}
+    if json_depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+        return {"input": text}
+    return value if isinstance(value, dict) else {"input": value}

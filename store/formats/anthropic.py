@@ -37,7 +37,6 @@ chatledger's record: :mod:`store.formats.documents`.)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -51,6 +50,7 @@ from store.formats._common import (
     clone,
     copied,
     foreign_result,
+    parsed_arguments,
     read_tagged,
     take,
     take_role,
@@ -317,13 +317,7 @@ def _media_block(
 
 
 def _parsed(arguments: str | None) -> dict[str, Any]:
-    if not arguments:
-        return {}
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return {"input": arguments}
-    return value if isinstance(value, dict) else {"input": value}
+    return parsed_arguments(arguments) if arguments else {}
 
 
 def _role(message: Message) -> str:

@@ -56,6 +56,7 @@ from store.formats._common import (
     content_form,
     copied,
     exported_role,
+    parsed_arguments,
     read_id,
     shown,
     take,
@@ -275,11 +276,7 @@ def _arguments(arguments: Any) -> dict[str, Any]:
     if isinstance(arguments, dict):
         return clone(arguments)
     if isinstance(arguments, str) and arguments:
-        try:
-            parsed = json.loads(arguments)
-        except ValueError:
-            return {"input": arguments}
-        return parsed if isinstance(parsed, dict) else {"input": parsed}
+        return parsed_arguments(arguments)
     return {}
 
 

@@ -24,8 +24,9 @@ from store.importing.ledger import Ledger
 from store.importing.readers import READERS
 from store.importing.reads import Plan
 from store.importing.report import ImportReport
-from store.importing.source import Reading, read_with, source_path
+from store.importing.source import DEFAULT_READ_TIMEOUT, Reading, read_with, source_path
 from store.importing.validate import Validation
+from store.rules.limits import DEFAULT_LIMITS
 
 __all__ = ["Progress", "import_sources", "message_id_for", "session_id_for"]
 
@@ -105,8 +106,21 @@ async def import_sources(
     ``--session-prefix``, ``--prefix-by-source``). ``compact`` (a strategy spec)
     compacts each imported session afterwards, as an ``import`` event. ``table`` names
     the messages table of a database source. ``dry_run`` writes nothing.
+
+    A source is read within bounds (``docs/limits.md``): a database's views, virtual
+    tables and generated columns are refused, and a query that works for longer than
+    the store's ``timeout`` (or its budget of steps) without giving a row is stopped;
+    a line or row nested deeper than the store's ``max_json_depth`` allows (with
+    :data:`~store.importing.source.ENVELOPE_DEPTH` levels around it) is refused naming
+    it.
     """
-    with read_with(Reading(encoding=encoding, allow_custom_roles=allow_custom_roles)):
+    options = Reading(
+        encoding=encoding,
+        allow_custom_roles=allow_custom_roles,
+        timeout=getattr(store, "timeout", DEFAULT_READ_TIMEOUT),
+        limits=getattr(store, "limits", DEFAULT_LIMITS),
+    )
+    with read_with(options):
         ledger = Ledger(batch=write.BATCH)
         plans: list[Plan] = []
         for given in sources:

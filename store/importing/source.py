@@ -16,9 +16,12 @@ from typing import Any
 
 from store.errors import InvalidSource
 from store.formats import FormatError
+from store.rules.limits import DEFAULT_LIMITS, Limits, json_depth
 from strategies.messages import Message
 
 __all__ = [
+    "DEFAULT_READ_TIMEOUT",
+    "ENVELOPE_DEPTH",
     "JSON_LINES",
     "Conversation",
     "Located",
@@ -30,6 +33,7 @@ __all__ = [
     "iter_lines",
     "load_document",
     "load_document_or_lines",
+    "parse_json",
     "parse_line",
     "read_text",
     "read_with",
@@ -99,6 +103,16 @@ _FEW = 16
 """Fewer bytes than this never look like UTF-16."""
 
 
+DEFAULT_READ_TIMEOUT = 30.0
+"""The seconds a database query may work between two rows when the store has no
+``timeout`` of its own (the SQL backend's default)."""
+ENVELOPE_DEPTH = 64
+"""Levels a record may nest around the values the store checks (a line's session, its
+messages, a message's contents): a record is refused when it nests deeper than this and
+the store's ``max_json_depth`` together, so that nothing converts a value the store would
+refuse anyway, and no reading recurses deeper than Python allows."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reading:
     """How the sources of an import are read: what the command line's options and
@@ -109,6 +123,12 @@ class Reading:
     BOM."""
     allow_custom_roles: bool = False
     """Whether a role outside the standard ones is kept rather than refused."""
+    timeout: float = DEFAULT_READ_TIMEOUT
+    """Seconds a database source's query may work without giving a row (the store's
+    ``timeout``)."""
+    limits: Limits = DEFAULT_LIMITS
+    """What the store accepts: a record nested deeper than its ``max_json_depth`` and
+    :data:`ENVELOPE_DEPTH` is refused before it is converted."""
 
 
 _DEFAULT_READING = Reading()
@@ -226,11 +246,42 @@ def _json_failure(error: json.JSONDecodeError, text: str) -> str:
     return reason
 
 
+def _too_deep(bound: int) -> str:
+    limit = reading().limits.max_json_depth
+    return (
+        f"JSON nested deeper than {bound} levels (the store keeps values nested at most "
+        f"{limit}: max_json_depth)"
+    )
+
+
+def parse_json(text: str | bytes, source: str, where: str) -> Any:
+    """The JSON value of one record of a source (``where``: its line or row), refused
+    with an :class:`InvalidSource` naming the place when it nests deeper than the store's
+    ``max_json_depth`` and :data:`ENVELOPE_DEPTH` allow (also when Python's parser gives
+    up on it first); :class:`json.JSONDecodeError` when it is not JSON."""
+    bound = reading().limits.max_json_depth + ENVELOPE_DEPTH
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidSource(source, where, _too_deep(bound)) from None
+    if isinstance(value, dict | list) and _brackets(text) > bound:  # else it cannot be
+        if json_depth(value, bound) > bound:
+            raise InvalidSource(source, where, _too_deep(bound))
+    return value
+
+
+def _brackets(text: str | bytes) -> int:
+    """How many lists and objects ``text`` may open at most (every bracket counted)."""
+    if isinstance(text, bytes):
+        return text.count(b"[") + text.count(b"{")
+    return text.count("[") + text.count("{")
+
+
 def parse_line(source: str, number: int, line: str) -> Any:
     """One JSONL line's value; a truncated or broken line is an :class:`InvalidSource`
-    naming the line and the column."""
+    naming the line and the column, and so is one nested too deeply (:func:`parse_json`)."""
     try:
-        return json.loads(line)
+        return parse_json(line, source, f"line {number}")
     except json.JSONDecodeError as error:
         raise InvalidSource(source, f"line {number}", _json_failure(error, line)) from None
 
@@ -239,7 +290,7 @@ def load_document(path: Path, source: str) -> Any:
     """A whole JSON document (read whole: such formats cannot stream)."""
     text = read_text(path, source)
     try:
-        return json.loads(text)
+        return parse_json(text, source, "document")
     except json.JSONDecodeError as error:
         raise InvalidSource(source, f"line {error.lineno}", _json_failure(error, text)) from None
 
@@ -255,7 +306,7 @@ def load_document_or_lines(path: Path, source: str) -> Any:
     :func:`load_document` refuses it."""
     text = read_text(path, source)
     try:
-        return json.loads(text)
+        return parse_json(text, source, "document")
     except json.JSONDecodeError as error:
         ended_a_line = text[: error.pos].rstrip(" \t\r").endswith("\n")
         if error.msg.startswith("Extra data") and ended_a_line:

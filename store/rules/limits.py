@@ -32,10 +32,13 @@ __all__ = [
     "check_json",
     "check_stored_message",
     "fits",
+    "json_depth",
 ]
 
 SQL_KEY_LENGTH = 255
 """Characters of an id column (session, message, group, call, tenant)."""
+MAX_JSON_DEPTH = 128
+"""The deepest ``max_json_depth`` a store may be given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +61,10 @@ class Limits:
                 f"limits: ids hold at most {SQL_KEY_LENGTH} characters and roles 64 "
                 "(what the database columns hold)"
             )
-        if not 0 < self.max_json_depth <= 128 or not 0 < self.max_int_digits <= 4000:
-            raise InvalidInput("limits: max_json_depth must be 1 to 128, max_int_digits 1 to 4000")
+        if not 0 < self.max_json_depth <= MAX_JSON_DEPTH or not 0 < self.max_int_digits <= 4000:
+            raise InvalidInput(
+                f"limits: max_json_depth must be 1 to {MAX_JSON_DEPTH}, max_int_digits 1 to 4000"
+            )
 
     def check_id(self, value: str, name: str) -> None:
         """Refuse an id that is too long or is not text."""
@@ -109,6 +114,26 @@ def _problem(value: object, limits: Limits, depth: int) -> tuple[list[object], s
         return None
     reason = _scalar_problem(value, limits)
     return None if reason is None else ([], reason)
+
+
+def json_depth(value: object, bound: int) -> int:
+    """How deep ``value`` nests lists and objects (a scalar is 0), counted without
+    recursion (so any depth can be measured) and no further than ``bound + 1``."""
+    deepest = 0
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            inner: list[object] = list(item.values())
+        elif isinstance(item, list | tuple):
+            inner = list(item)
+        else:
+            continue
+        deepest = max(deepest, depth + 1)
+        if deepest > bound:
+            return deepest
+        stack.extend((each, depth + 1) for each in inner if isinstance(each, dict | list | tuple))
+    return deepest
 
 
 def check_json(value: object, where: str, limits: Limits, depth: int = 0) -> None:

@@ -390,6 +390,12 @@ class HistoryStore(BackendBase):
         """The SQLAlchemy engine."""
         return self._engine
 
+    @property
+    def timeout(self) -> float:
+        """Each call's deadline for its waits, in seconds (``open(..., timeout=...)``);
+        an import's queries of a source database are bounded by it too."""
+        return self._timeout
+
     # -- connections, errors and transactions ------------------------------------------
 
     def _translate_errors(self) -> AbstractContextManager[None]:

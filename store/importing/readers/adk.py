@@ -39,8 +39,8 @@ from store.errors import InvalidSource
 from store.formats import SOURCE_FORMAT_KEY
 from store.formats._common import describe_validation, shown
 from store.importing.readers._sessions import RUN
-from store.importing.readers._sqlite import columns, name, rows, tables
-from store.importing.source import Conversation, Located
+from store.importing.readers._sqlite import columns, name, plain_table, rows, tables
+from store.importing.source import Conversation, Located, parse_json
 from strategies.messages import (
     Content,
     DataContent,
@@ -217,7 +217,7 @@ def _json(where: str, source: str, column: str, value: Any) -> Any:
     if value is None:
         return None
     try:
-        return json.loads(value)
+        return parse_json(value, source, where)
     except (TypeError, json.JSONDecodeError):
         raise InvalidSource(source, where, f"{column} is not JSON") from None
 
@@ -250,7 +250,7 @@ def _event(source: str, row: tuple[Any, ...], v1: bool) -> tuple[str, dict[str, 
 def _query(path: Path, source: str, table: str) -> tuple[str, bool]:
     if table not in tables(path, source):
         raise InvalidSource(source, None, f"not a Google ADK session store (no {table} table)")
-    found = columns(path, source, table)
+    found = columns(path, source, plain_table(path, source, table))
     if not is_events_table(found):
         raise InvalidSource(source, None, f"not a Google ADK session store ({table} columns)")
     v1 = "event_data" in found

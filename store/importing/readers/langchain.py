@@ -22,8 +22,8 @@ from store.importing.readers._convert import conversation, own_id
 from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
 from store.importing.readers._sessions import by_session
-from store.importing.readers._sqlite import is_sqlite, name, rows
-from store.importing.source import Conversation, Located, reading
+from store.importing.readers._sqlite import is_sqlite, name, plain_table, rows
+from store.importing.source import Conversation, Located, parse_json, reading
 
 __all__ = ["MESSAGES_TABLE", "read"]
 
@@ -33,7 +33,7 @@ MESSAGES_TABLE = "message_store"
 def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
     try:
         (message,) = from_langchain(
-            [json.loads(row[2])], allow_custom_roles=reading().allow_custom_roles
+            [parse_json(row[2], source, where)], allow_custom_roles=reading().allow_custom_roles
         )
     except (TypeError, json.JSONDecodeError):
         raise InvalidSource(source, where, "message is not JSON") from None
@@ -76,7 +76,7 @@ def read(path: Path, source: str, table: str | None = None) -> Iterator[Conversa
     if not is_sqlite(path):
         yield from _file(path, source)
         return
-    messages = name(table or MESSAGES_TABLE, source)
+    messages = plain_table(path, source, name(table or MESSAGES_TABLE, source))
     query = f"SELECT id, session_id, message FROM {messages} ORDER BY session_id, id"
     yield from by_session(
         source, rows(path, source, query), lambda where, row: _located(source, where, row)

@@ -17,8 +17,8 @@ from typing import Any
 from store.errors import InvalidSource
 from store.formats import FormatError, from_openai_responses
 from store.importing.readers._sessions import by_session
-from store.importing.readers._sqlite import name, rows
-from store.importing.source import Conversation, Located, reading
+from store.importing.readers._sqlite import name, plain_table, rows
+from store.importing.source import Conversation, Located, parse_json, reading
 
 __all__ = ["MESSAGES_TABLE", "SESSIONS_TABLE", "read", "timestamp"]
 
@@ -42,7 +42,7 @@ def timestamp(value: Any) -> datetime | None:
 
 def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
     try:
-        item = json.loads(row[2])
+        item = parse_json(row[2], source, where)
         (message,) = from_openai_responses([item], allow_custom_roles=reading().allow_custom_roles)
     except (TypeError, json.JSONDecodeError):
         raise InvalidSource(source, where, "message_data is not JSON") from None
@@ -56,7 +56,7 @@ def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
 
 def read(path: Path, source: str, table: str | None = None) -> Iterator[Conversation]:
     """The database's sessions."""
-    messages = name(table or MESSAGES_TABLE, source)
+    messages = plain_table(path, source, name(table or MESSAGES_TABLE, source))
     query = (
         f"SELECT id, session_id, message_data, created_at FROM {messages} ORDER BY session_id, id"
     )
