@@ -1,0 +1,117 @@
+"""Run chatledger's command line in a process that kills itself with SIGKILL at a chosen
+point of its work: the crash of a machine or an OOM kill, at a place the test picks.
+
+``python -m tests.reliability.killing PATTERN NTH WHERE BATCH ARGS...`` runs ``chatledger
+ARGS...`` (:func:`store.cli.main`) with a listener on every SQLAlchemy engine, and with
+``BATCH`` messages a write of an import (:data:`store.importing.write.BATCH`; ``0``
+keeps the default), so that a small source takes several writes. The
+``NTH`` statement whose SQL matches the regular expression ``PATTERN`` (case folded)
+arms it; ``WHERE`` says when it fires:
+
+* ``statement``: at once, before that statement reaches the database;
+* ``commit``: at the next commit of a transaction, before the commit reaches the
+  database (the transaction's writes are all sent, none is durable).
+
+A process that ends without firing exits with :data:`NOT_KILLED`, so that a test can
+tell a kill point that was never reached from one that was.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+ROOT = Path(__file__).resolve().parents[2]
+NOT_KILLED = 97
+"""The exit code of a child that finished without reaching its kill point."""
+
+Where = Literal["statement", "commit"]
+
+
+def _die() -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def install(pattern: str, nth: int, where: Where) -> None:
+    """Listen to every engine of this process and kill it at the chosen point."""
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
+    matcher = re.compile(pattern, re.IGNORECASE)
+    state = {"seen": 0, "armed": False}
+
+    def before(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
+        if matcher.search(statement) is None:
+            return
+        state["seen"] += 1
+        if state["seen"] == nth:
+            if where == "statement":
+                _die()
+            state["armed"] = True
+
+    def on_commit(_conn: Any) -> None:
+        if state["armed"]:
+            _die()
+
+    event.listen(Engine, "before_cursor_execute", before)
+    event.listen(Engine, "commit", on_commit)
+
+
+def run_killed(
+    pattern: str, nth: int, where: Where, *args: str, batch: int = 0, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``chatledger ARGS`` in a child killed at the chosen point; fail unless it was."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHATLEDGER_")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tests.reliability.killing",
+            pattern,
+            str(nth),
+            where,
+            str(batch),
+            *args,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if done.returncode != -signal.SIGKILL:
+        raise AssertionError(
+            f"chatledger {' '.join(args)} was not killed at the {nth}th {pattern!r} "
+            f"(exit {done.returncode}): {done.stderr.strip()[-500:]}"
+        )
+    return done
+
+
+def main() -> None:
+    pattern, nth, where, batch, *args = sys.argv[1:]
+    if where not in ("statement", "commit"):
+        raise SystemExit(f"unknown kill point {where!r}")
+    install(pattern, int(nth), "statement" if where == "statement" else "commit")
+    from store.cli import main as chatledger
+    from store.importing import write
+
+    if int(batch):
+        write.BATCH = int(batch)
+
+    try:
+        chatledger(args)
+    except SystemExit:
+        pass
+    os._exit(NOT_KILLED)
+
+
+if __name__ == "__main__":
+    main()
