@@ -10,7 +10,8 @@ arms it; ``WHERE`` says when it fires:
 
 * ``statement``: at once, before that statement reaches the database;
 * ``commit``: at the next commit of a transaction, before the commit reaches the
-  database (the transaction's writes are all sent, none is durable).
+  database (the transaction's writes are all sent, none is durable);
+* ``commit:K``: at the ``K``-th commit from there (the ``K - 1`` before it are durable).
 
 A process that ends without firing exits with :data:`NOT_KILLED`, so that a test can
 tell a kill point that was never reached from one that was.
@@ -30,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 NOT_KILLED = 97
 """The exit code of a child that finished without reaching its kill point."""
 
-Where = Literal["statement", "commit"]
+Where = Literal["statement", "commit"] | str
+"""``statement``, ``commit`` or ``commit:K``."""
 
 
 def _die() -> None:
@@ -45,7 +47,8 @@ def install(pattern: str, nth: int, where: Where) -> None:
     from sqlalchemy.engine import Engine
 
     matcher = re.compile(pattern, re.IGNORECASE)
-    state = {"seen": 0, "armed": False}
+    commits = int(where.partition(":")[2] or 1)
+    state = {"seen": 0, "armed": False, "commits": 0}
 
     def before(_conn: Any, _cursor: Any, statement: str, *_rest: Any) -> None:
         if matcher.search(statement) is None:
@@ -58,7 +61,9 @@ def install(pattern: str, nth: int, where: Where) -> None:
 
     def on_commit(_conn: Any) -> None:
         if state["armed"]:
-            _die()
+            state["commits"] += 1
+            if state["commits"] == commits:
+                _die()
 
     event.listen(Engine, "before_cursor_execute", before)
     event.listen(Engine, "commit", on_commit)
@@ -97,9 +102,9 @@ def run_killed(
 
 def main() -> None:
     pattern, nth, where, batch, *args = sys.argv[1:]
-    if where not in ("statement", "commit"):
+    if where != "statement" and not re.fullmatch(r"commit(:[1-9][0-9]*)?", where):
         raise SystemExit(f"unknown kill point {where!r}")
-    install(pattern, int(nth), "statement" if where == "statement" else "commit")
+    install(pattern, int(nth), where)
     from store.cli import main as chatledger
     from store.importing import write
 

@@ -2,10 +2,12 @@
 ``recount`` and ``db upgrade`` with data, on SQLite and PostgreSQL.
 
 Each command runs in a child process that kills itself (:mod:`tests.reliability.killing`)
-once its transaction has sent its writes and before the commit reaches the database: a
-machine that loses power, an OOM kill. Afterwards the database opens, what the command
-changed is there whole or not at all (an import stored in parts is marked, and
-``doctor`` names it), and the same command run again finishes the work.
+once it has sent its last write (its audit event, say) and before the commit reaches the
+database, so that a command writing in several transactions would leave the first ones
+behind; or (``recount``) in the middle of its writes: a machine that loses power, an OOM kill.
+Afterwards the database opens, what the command changed is there whole or not at all
+(an import stored in parts is marked, and ``doctor`` names it), and the same command
+run again finishes the work.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 from sqlalchemy import text
 
 from store import HistoryStore, MigrationRequired
+from store.contract import PAGE_SIZE
 from store.importing import write
 from store.models import DoctorReport, StoredMessage
 from store.sql.migrations import current_revisions, downgrade
@@ -92,7 +95,8 @@ def test_a_killed_redaction_is_undone_and_finished_by_running_it_again(db_url: s
     _api(db_url, _seed)
     before = _api(db_url, _everything)
     command = ("redact", "s", "su1", "st1", "--reason", "card number", "--yes", "--url", db_url)
-    run_killed(r"^UPDATE chatledger_messages", 1, "commit", *command)
+    # armed by its audit event, the last of its writes: killed before they are durable
+    run_killed(r"^INSERT INTO chatledger_events", 1, "commit", *command)
     assert _api(db_url, _everything) == before  # nothing of it is stored
     assert _api(db_url, lambda s: s.audit("s")) == []
     assert _api(db_url, _doctor).healthy
@@ -113,7 +117,7 @@ def test_a_killed_purge_removes_nothing_and_finishes_when_run_again(db_url: str)
     before = _api(db_url, _everything)
     later = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
     command = ("purge", "--older-than", later, "--yes", "--url", db_url)
-    run_killed(r"^DELETE FROM chatledger_messages", 1, "commit", *command)
+    run_killed(r"^DELETE FROM chatledger_sessions", 1, "commit", *command)
     assert _api(db_url, _everything) == before
     assert _api(db_url, _doctor).healthy
     said = _ok(*command, "--json").json()
@@ -141,7 +145,7 @@ def test_a_killed_doctor_fix_repairs_nothing_and_finishes_when_run_again(db_url:
     found = _api(db_url, _doctor)
     assert _findings(found) == [("s", "totals_mismatch", False)]
     command = ("doctor", "--fix", "--url", db_url)
-    run_killed(r"^UPDATE chatledger_sessions", 1, "commit", *command)
+    run_killed(r"^INSERT INTO chatledger_events", 1, "commit", *command)
     assert _findings(_api(db_url, _doctor)) == _findings(found)  # still broken, as it was
     assert _api(db_url, lambda s: s.audit("s")) == []  # and no repair recorded
     _ok(*command)
@@ -166,12 +170,20 @@ def _api_with(url: str, action: Any, tokenizer: str) -> Any:
     return asyncio.run(main())
 
 
+async def _seed_long(store: HistoryStore) -> None:
+    """Session ``s`` longer than a page of the recount's walk (``PAGE_SIZE``)."""
+    await _seed(store)
+    filler = [user(f"f{n}", f"filler message {n}") for n in range(PAGE_SIZE)]
+    await store.append("s", filler)
+
+
 def test_a_killed_recount_keeps_the_old_counts_and_finishes_when_run_again(db_url: str) -> None:
-    _api(db_url, _seed)
+    _api(db_url, _seed_long)
     old = _counts(db_url, TOKENIZER)
-    assert old[0] == TOKENIZER.name and old[1] == sum(old[2])
+    assert old[0] == TOKENIZER.name and old[1] == sum(old[2]) and len(old[2]) > PAGE_SIZE
     command = ("recount", "s", "--tokenizer", "o200k_base", "--url", db_url)
-    run_killed(r"^UPDATE chatledger_messages", 1, "commit", *command)
+    # killed as it writes the second page: the first page's new counts are sent
+    run_killed(r"^UPDATE chatledger_messages", 2, "statement", *command)
     assert _counts(db_url, TOKENIZER) == old
     assert _api(db_url, _doctor).healthy
     _ok(*command)
@@ -192,11 +204,13 @@ def test_a_killed_import_leaves_whole_or_marked_sessions_and_finishes(
     source = tmp_path / "chats.jsonl"
     write_chat_jsonl(source, conversations)
     command = ("import", str(source), "--url", db_url)
-    # the third write that creates sessions: a write of the import was committed before
-    run_killed(r"^INSERT INTO chatledger_sessions", 3, "commit", *command, batch=IMPORT_BATCH)
+    # armed by the mark put on "huge" before its first part; killed as its second commits
+    mark = r"^UPDATE chatledger_sessions SET .*metadata"
+    run_killed(mark, 1, "commit:3", *command, batch=IMPORT_BATCH)
     stored = {k: len(v) for k, v in _api(db_url, _everything).items()}
     assert stored, "the first write of the import was committed before the kill"
     partial = {s for s, n in stored.items() if n != sizes[s]}
+    assert partial == {"huge"} and 0 < stored["huge"] < sizes["huge"]
     doctor = _api(db_url, _doctor)
     assert sorted(f.session_id for f in doctor.findings if f.check == "half_imported") == sorted(
         partial
@@ -220,7 +234,9 @@ def test_a_killed_upgrade_with_data_keeps_the_old_schema_and_finishes(db_url: st
     }
     asyncio.run(downgrade(db_url, revision=_oldest_revision()))
     command = ("db", "upgrade", "--url", db_url)
-    run_killed(r"^ALTER TABLE", 1, "commit", *command)
+    # armed as the last revision is recorded: the earlier ones are applied by then
+    last = rf"^UPDATE chatledger_alembic_version SET version_num='{head_revisions()[0]}'"
+    run_killed(last, 1, "commit", *command)
 
     async def revisions() -> tuple[str, ...]:
         from store.sql.drivers.engine import create_engine
