@@ -13,8 +13,9 @@ arms it; ``WHERE`` says when it fires:
   database (the transaction's writes are all sent, none is durable);
 * ``commit:K``: at the ``K``-th commit from there (the ``K - 1`` before it are durable).
 
-A process that ends without firing exits with :data:`NOT_KILLED`, so that a test can
-tell a kill point that was never reached from one that was.
+A process that ends without firing exits with :data:`NOT_KILLED` (:data:`FAILED` when
+the command failed), so that a test can tell a kill point that was never reached from
+one that was.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_KILLED = 97
 """The exit code of a child that finished without reaching its kill point."""
+FAILED = 98
+"""The exit code of a child whose command failed before reaching its kill point."""
 
 Where = Literal["statement", "commit"] | str
 """``statement``, ``commit`` or ``commit:K``."""
@@ -69,22 +73,17 @@ def install(pattern: str, nth: int, where: Where) -> None:
     event.listen(Engine, "commit", on_commit)
 
 
-def run_killed(
-    pattern: str, nth: int, where: Where, *args: str, batch: int = 0, timeout: float = 120
+WRITE = r"^(INSERT|UPDATE|DELETE|CREATE|ALTER|DROP)\b"
+"""The first write of a command: what :func:`run_killed_at_each_commit` arms at."""
+
+
+def _spawn(
+    pattern: str, nth: int, where: Where, args: tuple[str, ...], batch: int, timeout: float
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``chatledger ARGS`` in a child killed at the chosen point; fail unless it was."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHATLEDGER_")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tests.reliability.killing",
-            pattern,
-            str(nth),
-            where,
-            str(batch),
-            *args,
-        ],
+    command = [sys.executable, "-m", "tests.reliability.killing", pattern, str(nth), where]
+    return subprocess.run(
+        [*command, str(batch), *args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -92,12 +91,40 @@ def run_killed(
         timeout=timeout,
         check=False,
     )
+
+
+def run_killed(
+    pattern: str, nth: int, where: Where, *args: str, batch: int = 0, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """Run ``chatledger ARGS`` in a child killed at the chosen point; fail unless it was."""
+    done = _spawn(pattern, nth, where, args, batch, timeout)
     if done.returncode != -signal.SIGKILL:
         raise AssertionError(
             f"chatledger {' '.join(args)} was not killed at the {nth}th {pattern!r} "
             f"(exit {done.returncode}): {done.stderr.strip()[-500:]}"
         )
     return done
+
+
+def run_killed_at_each_commit(
+    *args: str, check: Callable[[int], None], limit: int = 10, timeout: float = 120
+) -> int:
+    """Run ``chatledger ARGS`` killed at the first commit after its first write, call
+    ``check(1)``; then killed at the second commit, ``check(2)``; and so on, until a run
+    reaches its end without being killed: that one must succeed, and it finishes the
+    work. Return how many runs were killed."""
+    for commit in range(1, limit + 1):
+        done = _spawn(WRITE, 1, f"commit:{commit}", args, 0, timeout)
+        if done.returncode == -signal.SIGKILL:
+            check(commit)
+            continue
+        if done.returncode != NOT_KILLED:
+            raise AssertionError(
+                f"chatledger {' '.join(args)} failed after {commit - 1} kills "
+                f"(exit {done.returncode}): {done.stderr.strip()[-500:]}"
+            )
+        return commit - 1
+    raise AssertionError(f"chatledger {' '.join(args)} committed more than {limit} times")
 
 
 def main() -> None:
@@ -113,8 +140,8 @@ def main() -> None:
 
     try:
         chatledger(args)
-    except SystemExit:
-        pass
+    except SystemExit as exited:
+        os._exit(NOT_KILLED if exited.code in (0, None) else FAILED)
     os._exit(NOT_KILLED)
 
 

@@ -31,7 +31,7 @@ from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.cli.helpers import Result, invoke
 from tests.groups.conversations import assistant, call, result, tool, user
 from tests.importing.sources import weather_chat, write_chat_jsonl
-from tests.reliability.killing import run_killed
+from tests.reliability.killing import run_killed, run_killed_at_each_commit
 
 IMPORT_BATCH = 12
 """Messages a write of an import: the source below takes several."""
@@ -95,12 +95,13 @@ def test_a_killed_redaction_is_undone_and_finished_by_running_it_again(db_url: s
     _api(db_url, _seed)
     before = _api(db_url, _everything)
     command = ("redact", "s", "su1", "st1", "--reason", "card number", "--yes", "--url", db_url)
-    # armed by its audit event, the last of its writes: killed before they are durable
-    run_killed(r"^INSERT INTO chatledger_events", 1, "commit", *command)
-    assert _api(db_url, _everything) == before  # nothing of it is stored
-    assert _api(db_url, lambda s: s.audit("s")) == []
-    assert _api(db_url, _doctor).healthy
-    _ok(*command)
+
+    def undone(_commit: int) -> None:  # nothing of it is stored
+        assert _api(db_url, _everything) == before
+        assert _api(db_url, lambda s: s.audit("s")) == []
+        assert _api(db_url, _doctor).healthy
+
+    assert run_killed_at_each_commit(*command, check=undone) == 1
     texts = [m.message.model_dump_json() for m in _api(db_url, lambda s: s.history("s"))]
     assert texts and not any(_secret("s") in t for t in texts)
     assert [e.strategy for e in _api(db_url, lambda s: s.audit("s"))] == ["redact"]
@@ -117,11 +118,12 @@ def test_a_killed_purge_removes_nothing_and_finishes_when_run_again(db_url: str)
     before = _api(db_url, _everything)
     later = (datetime.now(UTC) + timedelta(minutes=5)).isoformat()
     command = ("purge", "--older-than", later, "--yes", "--url", db_url)
-    run_killed(r"^DELETE FROM chatledger_sessions", 1, "commit", *command)
-    assert _api(db_url, _everything) == before
-    assert _api(db_url, _doctor).healthy
-    said = _ok(*command, "--json").json()
-    assert sorted(said["sessions"]) == ["s", "t", "v"]
+
+    def undone(_commit: int) -> None:
+        assert _api(db_url, _everything) == before
+        assert _api(db_url, _doctor).healthy
+
+    assert run_killed_at_each_commit(*command, check=undone) == 1
     assert _api(db_url, _everything) == {}
 
 
@@ -145,10 +147,12 @@ def test_a_killed_doctor_fix_repairs_nothing_and_finishes_when_run_again(db_url:
     found = _api(db_url, _doctor)
     assert _findings(found) == [("s", "totals_mismatch", False)]
     command = ("doctor", "--fix", "--url", db_url)
-    run_killed(r"^INSERT INTO chatledger_events", 1, "commit", *command)
-    assert _findings(_api(db_url, _doctor)) == _findings(found)  # still broken, as it was
-    assert _api(db_url, lambda s: s.audit("s")) == []  # and no repair recorded
-    _ok(*command)
+
+    def undone(_commit: int) -> None:
+        assert _findings(_api(db_url, _doctor)) == _findings(found)  # still broken
+        assert _api(db_url, lambda s: s.audit("s")) == []  # and no repair recorded
+
+    assert run_killed_at_each_commit(*command, check=undone) == 1
     assert _api(db_url, _doctor).healthy
     assert [e.strategy for e in _api(db_url, lambda s: s.audit("s"))] == ["doctor"]
 
@@ -234,9 +238,6 @@ def test_a_killed_upgrade_with_data_keeps_the_old_schema_and_finishes(db_url: st
     }
     asyncio.run(downgrade(db_url, revision=_oldest_revision()))
     command = ("db", "upgrade", "--url", db_url)
-    # armed as the last revision is recorded: the earlier ones are applied by then
-    last = rf"^UPDATE chatledger_alembic_version SET version_num='{head_revisions()[0]}'"
-    run_killed(last, 1, "commit", *command)
 
     async def revisions() -> tuple[str, ...]:
         from store.sql.drivers.engine import create_engine
@@ -247,10 +248,12 @@ def test_a_killed_upgrade_with_data_keeps_the_old_schema_and_finishes(db_url: st
         finally:
             await engine.dispose()
 
-    assert asyncio.run(revisions()) == (_oldest_revision(),)
-    with pytest.raises(MigrationRequired):
-        _api(db_url, _everything, create=False)
-    _ok(*command)
+    def undone(_commit: int) -> None:  # no revision of the upgrade is applied
+        assert asyncio.run(revisions()) == (_oldest_revision(),)
+        with pytest.raises(MigrationRequired):
+            _api(db_url, _everything, create=False)
+
+    assert run_killed_at_each_commit(*command, check=undone) == 1
     assert asyncio.run(revisions()) == head_revisions()
     after = {
         sid: [(m.message_id, m.message.text) for m in messages]
@@ -265,3 +268,5 @@ def test_the_kill_point_is_reached_or_the_test_fails(tmp_path: Path) -> None:
     _api(url, _seed)
     with pytest.raises(AssertionError, match=re.escape("was not killed")):
         run_killed(r"^NO SUCH STATEMENT", 1, "commit", "sessions", "--url", url)
+    with pytest.raises(AssertionError, match=re.escape("failed after 0 kills")):
+        run_killed_at_each_commit("show", "nope", "--url", url, check=lambda _: None)
