@@ -7,9 +7,6 @@ skips when no Chromium is found, unless ``CHATLEDGER_REQUIRE_BROWSER=1`` (CI).
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -17,28 +14,10 @@ import pytest
 
 from store.memory import InMemoryHistoryStore
 from store.report import write_report
+from tests.report.browser import browser_page, chromium
 from tests.report.session import demo_session
 
-playwright_api = pytest.importorskip("playwright.async_api")
-
-
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
-
-
-@pytest.fixture
-def chromium() -> str:
-    """The path of the system's Chromium (skip, or fail in CI, without one)."""
-    found = _chromium()
-    if found is None:
-        if os.environ.get("CHATLEDGER_REQUIRE_BROWSER") == "1":
-            pytest.fail("CHATLEDGER_REQUIRE_BROWSER=1 but no chromium on PATH")
-        pytest.skip("no chromium on PATH: apt-get install -y chromium to run the browser test")
-    return found
+__all__ = ["browser_page", "chromium"]
 
 
 @pytest.fixture
@@ -47,31 +26,6 @@ async def page_file(tmp_path: Path) -> Path:
     store = InMemoryHistoryStore()
     session = await demo_session(store)
     return await write_report(store, session, tmp_path / "demo.report.html")
-
-
-@pytest.fixture
-async def browser_page(chromium: str) -> AsyncIterator[Any]:
-    """A page of headless Chromium on which every non-``file:`` request is aborted (the
-    aborted URLs are kept in ``page.blocked``)."""
-    async with playwright_api.async_playwright() as driver:
-        browser = await driver.chromium.launch(executable_path=chromium, headless=True)
-        try:
-            context = await browser.new_context(viewport={"width": 1200, "height": 900})
-            blocked: list[str] = []
-
-            async def route(request_route: Any) -> None:
-                if request_route.request.url.startswith("file:"):
-                    await request_route.continue_()
-                else:
-                    blocked.append(request_route.request.url)
-                    await request_route.abort()
-
-            await context.route("**/*", route)
-            page = await context.new_page()
-            page.blocked = blocked
-            yield page
-        finally:
-            await browser.close()
 
 
 async def test_a_person_sees_the_audit(browser_page: Any, page_file: Path, tmp_path: Path) -> None:
