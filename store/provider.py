@@ -23,7 +23,9 @@ Replays: frameworks often hand back messages that were already stored (a whole
 transcript, or the tail of the last call). :func:`new_messages` applies Agent Framework's
 ordered tail-overlap rule to find them, with one difference: positional ids (``msg_N``)
 and missing ids are not identities; such messages are compared by role and contents,
-and only as part of an ordered overlap with the stored tail, never one by one.
+and only as part of an ordered overlap with the stored tail, never one by one. A
+redacted message (a tombstone) is matched by its id, or at its place in such an overlap
+by a message of its shape, never by its text, which is gone.
 
 The tail a batch is matched against is what was *stored*, not what the projection
 shows: the newest appended messages, excluded ones included, in their original (not
