@@ -213,3 +213,30 @@ async def test_doctor_fix_finishes_an_interrupted_erasure(sqlite_url: str) -> No
             assert event.params["file_erased"] is True
     finally:
         other.close()
+
+
+async def test_importing_a_redacted_source_again_stores_nothing(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    """Ids the importer makes from the source (no ids in it) and ids it gives: the
+    import of the same file after a redaction is a replay, not a change."""
+    from store.importing import import_sources
+
+    source = tmp_path / "chat.jsonl"
+    conversation = {
+        "id": "conv-1",
+        "messages": [
+            {"role": "user", "content": f"my PIN is {PIN}"},
+            {"role": "assistant", "content": "noted", "id": "given-1"},
+        ],
+    }
+    source.write_text(json.dumps(conversation) + "\n")
+    await import_sources(store, [source], format="openai-chat")
+    (session,) = await store.sessions()
+    rows = await store.history(session.session_id)
+    await store.redact(session.session_id, [r.message_id for r in rows], reason="erasure")
+    again = await import_sources(store, [source], format="openai-chat")
+    assert list(again.skipped) == []
+    after = await store.history(session.session_id, include_excluded=True)
+    assert [r.message_id for r in after] == [r.message_id for r in rows]
+    assert PIN not in await _every_text(store)
