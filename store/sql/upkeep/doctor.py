@@ -410,7 +410,9 @@ async def _check_residue(conn: AsyncConnection, scan: _Scan) -> None:
             "checked against it",
             fixable=True,
         )
-    copies = await leftover_copies(conn, tenant, session_id, scan.tombstones)
+    copies = (
+        await leftover_copies(conn, tenant, session_id, scan.tombstones) if scan.tombstones else {}
+    )
     for event_id, message_ids in copies.items():
         scan.copied.extend(message_ids)
         scan.add(
