@@ -321,6 +321,13 @@ class RedactReport(BaseModel):
     """Summary messages redacted because they covered a redacted message."""
     reductions_cleared: tuple[str, ...] = ()
     """Messages whose reduced version was dropped."""
+    leftovers: tuple[str, ...] = ()
+    """Messages redacted before whose leftovers this redaction erased: a content hash an
+    older release kept in the row, a quarantine copy in a ``doctor`` event."""
+    complete: bool = True
+    """False when the text may still be in the database's files: a write-ahead log that
+    another connection was reading could not be truncated (SQLite). Run the redaction
+    again, or ``doctor --fix``, when nothing else reads."""
     tokens_before: int
     """Stored tokens of the session before the redaction."""
     tokens_after: int
@@ -336,6 +343,8 @@ Check = Literal[
     "audit_mismatch",
     "totals_mismatch",
     "half_imported",
+    "redaction_residue",
+    "erasure_pending",
 ]
 """What a doctor's finding is about (each check is described in
 :mod:`store.sql.upkeep.doctor`)."""

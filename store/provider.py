@@ -23,7 +23,9 @@ Replays: frameworks often hand back messages that were already stored (a whole
 transcript, or the tail of the last call). :func:`new_messages` applies Agent Framework's
 ordered tail-overlap rule to find them, with one difference: positional ids (``msg_N``)
 and missing ids are not identities; such messages are compared by role and contents,
-and only as part of an ordered overlap with the stored tail, never one by one.
+and only as part of an ordered overlap with the stored tail, never one by one. A
+redacted message (a tombstone) is matched by its id, or at its place in such an overlap
+by a message of its shape, never by its text, which is gone.
 
 The tail a batch is matched against is what was *stored*, not what the projection
 shows: the newest appended messages, excluded ones included, in their original (not
@@ -50,6 +52,8 @@ from store.errors import InvalidInput, SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, StoredMessage
 from store.rules.checks import resolve_strategy
+from store.rules.erasure import tombstone
+from store.rules.identity import is_tombstone
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.specs import format_strategy
@@ -100,31 +104,88 @@ def message_identity(message: Message) -> tuple[str, ...]:
     return ("content", message.role, json.dumps(contents, sort_keys=True, ensure_ascii=False))
 
 
-def _lone_unidentified_user(existing: Sequence[Message], keys: Sequence[tuple[str, ...]]) -> bool:
-    return existing[-1].role == "user" and keys[-1][0] != "id"
+def _shape(message: Message) -> tuple[object, ...]:
+    """What a message's tombstone keeps of it: its role and, in order, the kind and call
+    id of each call and result (its texts collapse to one placeholder)."""
+    kept: list[object] = [message.role]
+    for content in tombstone(message, reason="-", event_id="-").contents:
+        kept.append((content.type, getattr(content, "call_id", None)))
+    return tuple(kept)
 
 
-def new_messages(existing: Sequence[Message], incoming: Sequence[Message]) -> list[Message]:
+@dataclass(frozen=True, slots=True)
+class _Keyed:
+    """A message with its identity (:func:`message_identity`) and, for a tombstone, the
+    shape a message replayed at its place must have."""
+
+    key: tuple[str, ...]
+    shape: tuple[object, ...] | None
+
+    @classmethod
+    def of(cls, message: Message, *, stored: bool) -> _Keyed:
+        grave = stored and is_tombstone(message)
+        return cls(message_identity(message), _shape(message) if grave else None)
+
+
+def _matches(old: _Keyed, new: _Keyed, new_message: Message) -> bool:
+    """Whether ``new_message`` replays the stored message ``old``: the same identity,
+    or, for a tombstone, a message without an identity of the shape the tombstone kept
+    (its text is gone: only its place tells it)."""
+    if old.key == new.key:
+        return True
+    return old.shape is not None and new.key[0] != "id" and _shape(new_message) == old.shape
+
+
+def _anchored(old: Sequence[_Keyed], new: Sequence[_Keyed], *, whole_session: bool) -> bool:
+    """Whether an ordered overlap rests on more than tombstones matched by their place:
+    one message matched by its identity, or the whole session replayed from its first
+    message (a batch of new messages after a tail of tombstones is never a replay)."""
+    return whole_session or any(o.key == n.key for o, n in zip(old, new, strict=True))
+
+
+def _same(
+    old: Sequence[_Keyed], new: Sequence[_Keyed], incoming: Sequence[Message], *, whole: bool
+) -> bool:
+    return all(_matches(o, n, m) for o, n, m in zip(old, new, incoming, strict=True)) and (
+        _anchored(old, new, whole_session=whole)
+    )
+
+
+def _lone_unidentified_user(existing: Sequence[Message], new: _Keyed) -> bool:
+    return existing[-1].role == "user" and new.key[0] != "id"
+
+
+def new_messages(
+    existing: Sequence[Message], incoming: Sequence[Message], *, session_start: bool = False
+) -> list[Message]:
     """The messages of ``incoming`` that are not a replay of the tail of ``existing``.
 
     Agent Framework's rule: if ``existing`` appears as a whole inside ``incoming``, what
     follows it is new; else the longest suffix of ``existing`` that is a prefix of
     ``incoming`` is a replay. A single repeated user message without an identity is kept
     (a user may say the same thing twice).
+
+    A redacted message (a tombstone) in ``existing`` is matched by its id, or, where the
+    replayed message has no identity, by its place in the overlap: a message there of
+    the shape the tombstone kept (role, calls and results) replays it. Such an overlap
+    must hold a message matched by its identity too, unless ``existing`` is the whole
+    session (``session_start``) and ``incoming`` replays it from its first message.
     """
     if not existing:
         return list(incoming)
-    old = [message_identity(m) for m in existing]
-    new = [message_identity(m) for m in incoming]
+    old = [_Keyed.of(m, stored=True) for m in existing]
+    new = [_Keyed.of(m, stored=False) for m in incoming]
     for start in range(len(new) - len(old) + 1):
-        if new[start : start + len(old)] == old:
-            if start == 0 and len(old) == 1 and _lone_unidentified_user(existing, old):
+        window = slice(start, start + len(old))
+        whole = session_start and start == 0 and len(new) > len(old)
+        if _same(old, new[window], incoming[window], whole=whole):
+            if start == 0 and len(old) == 1 and _lone_unidentified_user(existing, new[0]):
                 break
             return list(incoming[start + len(old) :])
     for overlap in range(min(len(old), len(new)), 0, -1):
-        if old[-overlap:] != new[:overlap]:
+        if not _same(old[-overlap:], new[:overlap], incoming[:overlap], whole=False):
             continue
-        if overlap == 1 and _lone_unidentified_user(existing, old):
+        if overlap == 1 and _lone_unidentified_user(existing, new[0]):
             continue
         return list(incoming[overlap:])
     return list(incoming)
@@ -393,11 +454,13 @@ class TwoPhaseProvider:
         runs even when nothing was new, so an interrupted turn is compacted on the next
         save.
         """
+        whole = False
         if existing is not None:
             tail = list(existing)
         else:
             tail = await self.stored_tail(session_id, len(messages))
-        fresh = new_messages(tail, messages)
+            whole = len(tail) < len(messages)  # the session holds no more than this
+        fresh = new_messages(tail, messages, session_start=whole)
         appended = await (await self._source.get()).append(session_id, fresh) if fresh else []
         if appended:
             await self._record_before_spec(session_id)

@@ -208,11 +208,28 @@ def redact(
     assert report is not None
     if as_json:
         emit_json(report)
-        return
+    else:
+        _show_redaction(report)
+    if not report.complete:
+        raise click.exceptions.Exit(1)
+
+
+def _show_redaction(report: RedactReport) -> None:
     echo(
         f"redacted {quantity(len(report.redacted), 'message')} and "
-        f"{quantity(len(report.summaries), 'summary', 'summaries')} of {session_id}: "
+        f"{quantity(len(report.summaries), 'summary', 'summaries')} of {report.session_id}: "
         f"{number(report.tokens_before)} → "
         f"{number(report.tokens_after)} stored tokens"
         + (f" (event {report.event.id})" if report.event is not None else "")
     )
+    if report.leftovers:
+        echo(
+            "erased what an earlier redaction left of " + quantity(len(report.leftovers), "message")
+        )
+    if not report.complete:
+        echo(
+            "warning: the redacted text may still be in the database's write-ahead log "
+            "(another connection is reading it): run this again, or chatledger doctor "
+            "--fix, when nothing else reads",
+            err=True,
+        )

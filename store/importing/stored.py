@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from store.contract import HistoryBackend, is_bulk_import_backend
 from store.errors import SessionNotFound
 from store.models import Provenance
-from store.rules.identity import content_hash
+from store.rules.identity import stored_hash
 from strategies.groups import call_links
 from strategies.messages import Message
 
@@ -36,7 +36,7 @@ async def stored_hashes(
         except SessionNotFound:
             continue
         hashes = {
-            row.message.message_id: content_hash(row.message)
+            row.message.message_id: stored_hash(row.message)
             async for row in store.aiter_history(session_id, include_excluded=True)
         }
         if hashes:

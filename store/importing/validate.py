@@ -38,7 +38,7 @@ from store.importing.reads import Chunk, Plan, chunks, identified, made_by_impor
 from store.importing.source import Conversation, Located, advised
 from store.importing.stored import stored_calls, stored_hashes
 from store.rules.checks import check_message, check_session_id
-from store.rules.identity import content_hash
+from store.rules.identity import content_hash, is_replay
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from strategies.groups import call_links
 from strategies.messages import Message
@@ -280,7 +280,7 @@ class Validation:
         stored = current.stored.get(message.message_id)
         if stored is not None:
             digest = content_hash(message)
-            if stored != digest:
+            if not is_replay(stored, digest):
                 return (
                     "changed since it was imported: the session's stored message here has "
                     f"other content; {_KEEP_BOTH}"

@@ -9,10 +9,11 @@ metadata dropped, and the redaction recorded in the metadata under
 :data:`~store.rules.identity.REDACTION_KEY`. A history with tombstones is still valid
 for a model: no call loses its result, no result its call.
 
-The row keeps the content hash of the message it replaced, so that appending or
-importing that message again is a replay (already stored), never a restore; appending a
-tombstone over a stored message (an exported session imported back) is a replay too
-(see :func:`~store.rules.identity.dedupe`).
+The row keeps no hash of the message it replaced (its hash becomes
+:data:`~store.rules.identity.REDACTED_HASH`): the id identifies it, so that appending or
+importing any message under that id again is a replay (already stored), never a restore;
+appending a tombstone over a stored message (an exported session imported back) is a
+replay too (see :func:`~store.rules.identity.dedupe`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pydantic import JsonValue
 
 from store.errors import InvalidInput
 from store.rules.checks import check_text, checked_ids
-from store.rules.identity import REDACTION_KEY, is_tombstone
+from store.rules.identity import REDACTED_HASH, REDACTION_KEY, is_tombstone
 from store.rules.limits import Limits, check_json
 from strategies.messages import (
     Content,
@@ -113,6 +114,7 @@ def _bury(row: MessageRecord, grave: Message, count: Counter, cleared: list[str]
     if row.reduced is not None:
         cleared.append(row.message.message_id)
     row.message = grave
+    row.digest = REDACTED_HASH
     row.tokens = count(grave)
     row.reduced = None
     row.reduced_tokens = None

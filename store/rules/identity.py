@@ -9,6 +9,12 @@ other content). Hashing writes the ``contents`` column's text on the way, where 
 An append stores a message whose id is new; a message whose id is stored with the same
 content hash is a replay and is skipped; an id reused with other content (in the batch,
 or against the session) is refused (:func:`dedupe`). Every backend decides the same way.
+
+A redacted row keeps no hash of what it held: its hash is :data:`REDACTED_HASH`, which
+no content gives, so that nothing in the row lets its text be found by hashing guesses
+(the id, role and time stay in the row; a short answer hashed with them is found in a
+moment). Any message appended under a redacted id is a replay (:func:`is_replay`): the id
+alone identifies it, and the tombstone stays.
 """
 
 from __future__ import annotations
@@ -22,19 +28,39 @@ from store.rules.storage_json import canonical_and_contents
 from strategies.messages import Message
 
 __all__ = [
+    "REDACTED_HASH",
     "REDACTION_KEY",
     "Deduped",
     "content_hash",
     "dedupe",
     "hashed_contents",
+    "is_replay",
     "is_tombstone",
     "new_messages",
+    "stored_hash",
 ]
 
 REDACTION_KEY = "chatledger_redaction"
 """The metadata key of a redaction's tombstone (:mod:`store.rules.erasure`):
 ``{"reason": ..., "event_id": ...}``. A tombstone is content of its own: importing the
 redacted message again is a replay, never a change (see :func:`dedupe`)."""
+
+
+REDACTED_HASH = "redacted"
+"""The content hash of a redacted row: not a hash of anything (a SHA-256 is hex), so
+it matches no content and tells nothing of what the row held."""
+
+
+def is_replay(stored: str, digest: str) -> bool:
+    """Whether a message of content hash ``digest`` under an id stored with hash
+    ``stored`` is a replay: the same content, or any content of a redacted id."""
+    return stored in (digest, REDACTED_HASH)
+
+
+def stored_hash(message: Message) -> str:
+    """The hash a row holding ``message`` keeps: :data:`REDACTED_HASH` for a tombstone,
+    else :func:`content_hash`."""
+    return REDACTED_HASH if is_tombstone(message) else content_hash(message)
 
 
 def is_tombstone(message: Message) -> bool:
@@ -98,13 +124,15 @@ def dedupe(session_id: str, messages: Sequence[Message], stored: Mapping[str, st
     for message in messages:
         message_id = message.message_id
         digest, text = hashed_contents(message)
+        if is_tombstone(message):
+            digest = REDACTED_HASH
         known = hashes.get(message_id)
         if known is None:
             hashes[message_id] = digest
             if text is not None:
                 contents[message_id] = text
             known = stored.get(message_id)
-            if known is not None and known != digest and not is_tombstone(message):
+            if known is not None and not is_replay(known, digest) and not is_tombstone(message):
                 raise InvalidInput(
                     f"message id {message_id!r} is already stored in session "
                     f"{session_id!r} with different content"

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from store.models import CompactionEvent, SessionInfo, StoredMessage
-from store.rules.identity import content_hash, dedupe, new_messages
+from store.rules.identity import dedupe, new_messages, stored_hash
 from strategies.groups import AnnotationState, GroupKind, annotate, in_call_order
 from strategies.messages import Message
 from strategies.view import GroupView, InMemorySource, Totals, View
@@ -170,7 +170,7 @@ class SessionRecord:
                 group_id=groups_of[message.message_id],
                 tokens=count(message),
                 stored_at=now,
-                digest=content_hash(message),
+                digest=stored_hash(message),
             )
             if source is not None:
                 row.source_system = source[0]
@@ -240,7 +240,7 @@ class SessionRecord:
             group_id=group_id,
             tokens=count(message),
             stored_at=now,
-            digest=content_hash(message),
+            digest=stored_hash(message),
         )
         group = GroupRecord(
             group_id=group_id,

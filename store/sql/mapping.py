@@ -54,7 +54,7 @@ from sqlalchemy.sql import Insert
 from store.errors import CorruptRowError
 from store.formats._common import describe_validation
 from store.models import SessionInfo, StoredMessage
-from store.rules.identity import hashed_contents
+from store.rules.identity import REDACTED_HASH, hashed_contents, is_tombstone
 from store.rules.storage_json import MESSAGE_FORMAT
 from store.sql.codec import (
     ENCODED,
@@ -618,6 +618,8 @@ def message_to_values(
     id, role, author, timestamp and hash, and its encoded contents and metadata (the
     contents' JSON as hashing wrote it, where it did)."""
     digest, written = hashed_contents(message)
+    if is_tombstone(message):
+        digest = REDACTED_HASH
     return {
         "message_id": message.message_id,
         "role": message.role,

@@ -905,8 +905,15 @@ class HistoryStore(BackendBase):
 
         report = await self._write(operation)
         self._cache.discard(session_id)
-        if report.event is not None:
-            await erasure.checkpoint(self._engine)
+        complete = await erasure.finish_redaction(
+            self._engine, self._write, self._tenant, session_id
+        )
+        if not complete:
+            return report.model_copy(update={"complete": False})
+        event = report.event
+        if event is not None and erasure.FILE_ERASED_KEY in event.params:
+            params = {**event.params, erasure.FILE_ERASED_KEY: True}
+            return report.model_copy(update={"event": event.model_copy(update={"params": params})})
         return report
 
     # -- administration and upkeep ----------------------------------------------------
@@ -971,7 +978,14 @@ class HistoryStore(BackendBase):
 
         repaired = await self._write(operation)
         self._cache.discard(session_id)
-        return repaired
+        if not any(f.check == "erasure_pending" for f in repaired):
+            return repaired
+        if not await erasure.finish_redaction(self._engine, self._write, self._tenant, session_id):
+            return repaired
+        return [
+            f.model_copy(update={"fixed": True}) if f.check == "erasure_pending" else f
+            for f in repaired
+        ]
 
 
 @dataclass(frozen=True, slots=True)

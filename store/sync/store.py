@@ -482,7 +482,11 @@ class SyncHistoryStore:
         event of strategy ``redact``.
 
         Unknown ids raise :class:`~store.errors.InvalidInput` and redact nothing; an
-        already redacted message is left as it is. Appending or importing a redacted
-        message again is a replay: reported as stored, never restored.
+        already redacted message stays as it is, and what an earlier redaction left of
+        it (a content hash, a ``doctor`` quarantine copy) is erased (``leftovers``).
+        The row keeps no hash of what it held. Appending or importing any message under
+        a redacted id again is a replay: reported as stored, never restored. Where a
+        write-ahead log keeps old pages (SQLite), the log is checkpointed every time;
+        ``complete`` is False when a reader kept it from being truncated.
         """
         return self._loop.run(self._store.redact(session_id, message_ids, reason=reason))

@@ -110,3 +110,27 @@ def test_doctor_reports_then_fixes(seeded: str) -> None:
     assert chatledger("doctor", "--url", seeded).returncode == 0
     shown = chatledger("show", "beta", "--all", "--url", seeded)
     assert shown.returncode == 0, shown.stderr
+
+
+def test_redact_says_when_the_erasure_is_incomplete_and_finishes_it_again(seeded: str) -> None:
+    """Another process reading the SQLite file keeps the write-ahead log from being
+    truncated: the redaction exits 1 with a warning, doctor reports it, and the same
+    redaction run again when nothing reads finishes it."""
+    first = [m.message_id for m in _history(seeded, "alpha") if m.role == "user"][:1]
+    reader = sqlite3.connect(seeded.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM chatledger_messages").fetchall()
+        args = ("redact", "alpha", *first, "--reason", "gdpr", "--yes", "--url", seeded)
+        held = chatledger(*args, "--json")
+        reader.execute("COMMIT")
+        assert held.returncode == 1, held.stderr
+        assert held.json()["complete"] is False and held.json()["redacted"] == first
+        assert "write-ahead log" in held.stderr
+        pending = chatledger("doctor", "alpha", "--json", "--url", seeded)
+        assert [f["check"] for f in pending.json()["findings"]] == ["erasure_pending"]
+        again = chatledger(*args)
+        assert again.returncode == 0, again.stderr
+        assert chatledger("doctor", "alpha", "--url", seeded).returncode == 0
+    finally:
+        reader.close()

@@ -22,6 +22,13 @@ check                     what it finds                                         
 ``half_imported``         an import that wrote the session in parts and was          see
                           interrupted: its mark (:mod:`store.rules.import_mark`)     below
                           is still in the session's metadata
+``redaction_residue``     what a redaction left of a redacted message in the rows:   erased
+                          the content hash of what it held (kept by releases
+                          before this check), a quarantine copy in a ``doctor``
+                          event
+``erasure_pending``       a redaction whose text may still be in the write-ahead     checkpoint
+                          log (SQLite: a checkpoint could not truncate it since,
+                          another connection was reading, or the process stopped)
 ========================  =========================================================  ========
 
 A half-imported session is completed by running the same import again. ``--fix`` takes
@@ -56,6 +63,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store.errors import CorruptRowError, InvalidInput, SessionNotFound
 from store.models import Check, DoctorReport, Finding
 from store.rules.changes import new_event_id
+from store.rules.identity import is_tombstone
 from store.rules.import_mark import ImportMark, mark_of, verdict, with_mark
 from store.rules.limits import Limits, check_json, check_stored_message
 from store.rules.records import now
@@ -79,6 +87,13 @@ from store.sql.schema import (
     SESSIONS,
 )
 from store.sql.sessions import lock_session, metadata_value, read_session
+from store.sql.upkeep.erasure import (
+    forget_hashes,
+    leftover_copies,
+    leftover_hashes,
+    pending_file_erasures,
+    scrub_copies,
+)
 from store.sql.upkeep.recount import rebuild_totals
 from strategies.messages import (
     FunctionCallContent,
@@ -107,6 +122,8 @@ CHECKS: tuple[Check, ...] = (
     "audit_mismatch",
     "totals_mismatch",
     "half_imported",
+    "redaction_residue",
+    "erasure_pending",
 )
 
 QUARANTINED_REASON = "quarantined"
@@ -140,6 +157,12 @@ class _Scan:
     flagged_groups: list[str] = field(default_factory=list)
     totals: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Column to (stored value, value from the rows), for those that disagree."""
+    tombstones: list[str] = field(default_factory=list)
+    """The redacted messages."""
+    hashed: list[str] = field(default_factory=list)
+    """Redacted messages whose row keeps a content hash."""
+    copied: list[str] = field(default_factory=list)
+    """Redacted messages a ``doctor`` event keeps a quarantine copy of."""
 
     def add(self, check: Check, detail: str, *, fixable: bool, **where: Any) -> None:
         self.findings.append(
@@ -231,6 +254,8 @@ async def _scan_messages(
                     group_id=row[i["group_id"]],
                 )
                 continue
+            if is_tombstone(stored.message):
+                scan.tombstones.append(stored.message_id)
             for call_id in _declared_calls(stored.message):
                 rows.calls.setdefault(call_id, []).append(seq)
 
@@ -369,7 +394,41 @@ async def _scan(conn: AsyncConnection, session: RowMapping, limits: Limits) -> _
     _duplicates(scan, rows)
     _check_totals(scan, groups, rows, len(events))
     _check_import(scan)
+    await _check_residue(conn, scan)
     return scan
+
+
+async def _check_residue(conn: AsyncConnection, scan: _Scan) -> None:
+    """What redactions left behind: in the rows, and in the write-ahead log."""
+    tenant, session_id = scan.session["tenant"], scan.session["session_id"]
+    scan.hashed = await leftover_hashes(conn, tenant, session_id, scan.tombstones)
+    for message_id in scan.hashed:
+        scan.add(
+            "redaction_residue",
+            f"message {message_id!r} is redacted but its row keeps the content hash of what "
+            "it held (a release before this check wrote it): a guess of the text can be "
+            "checked against it",
+            fixable=True,
+        )
+    copies = (
+        await leftover_copies(conn, tenant, session_id, scan.tombstones) if scan.tombstones else {}
+    )
+    for event_id, message_ids in copies.items():
+        scan.copied.extend(message_ids)
+        scan.add(
+            "redaction_residue",
+            f"event {event_id!r} keeps a quarantine copy of redacted message(s) "
+            + ", ".join(map(repr, message_ids)),
+            fixable=True,
+        )
+    for event_id in await pending_file_erasures(conn, tenant, session_id):
+        scan.add(
+            "erasure_pending",
+            f"the text redacted by event {event_id!r} may still be in the write-ahead log: "
+            "no checkpoint has truncated it since (another connection was reading, or the "
+            "process stopped)",
+            fixable=True,
+        )
 
 
 def _session_values(session: RowMapping) -> dict[str, Any]:
@@ -697,6 +756,12 @@ async def _repair_scan(
         fixes.append(("unparsable_row", quarantined))
     if scan.flagged_groups:
         fixes.append(("audit_mismatch", await _align_flags(conn, scan)))
+    if scan.hashed or scan.copied:
+        ids["redaction_residue"] = event_id = new_event_id()
+        await forget_hashes(conn, tenant, session_id, scan.hashed)
+        await scrub_copies(conn, tenant, session_id, scan.copied, event_id)
+        residue = {"hashes": scan.hashed, "copies": sorted(set(scan.copied))}
+        fixes.append(("redaction_residue", {"check": "redaction_residue", **residue}))
     if scan.totals:
         await _fix_totals(conn, scan)
         fixed = {k: {"recorded": v[0], "rows": v[1]} for k, v in scan.totals.items()}

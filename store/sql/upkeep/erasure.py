@@ -16,24 +16,32 @@ backups: see ``docs/retention.md``).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, delete, func, null, select, text, type_coerce
+from sqlalchemy import Table, Text, delete, func, null, select, text, type_coerce
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.errors import InvalidInput
 from store.models import PurgeReport, RedactReport
 from store.rules.checks import check_tokenizer
-from store.rules.erasure import covering_summaries, tombstone
-from store.rules.identity import is_tombstone
+from store.rules.erasure import REDACTED_TEXT, covering_summaries, tombstone
+from store.rules.identity import REDACTED_HASH, is_tombstone
 from store.sql import dialect
 from store.sql.audit import record_event
-from store.sql.codec import ENCODED, encode_contents, encode_metadata
+from store.sql.codec import (
+    ENCODED,
+    decode_event_params,
+    encode_contents,
+    encode_event_params,
+    encode_metadata,
+)
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
@@ -42,7 +50,22 @@ from store.sql.statements import CHUNK, chunks
 from store.sql.upkeep.recount import rebuild_totals
 from strategies.messages import Message
 
-__all__ = ["PURGE_BATCH", "Redaction", "erase_step", "purge_sessions", "redact_messages", "vacuum"]
+__all__ = [
+    "FILE_ERASED_KEY",
+    "PURGE_BATCH",
+    "Redaction",
+    "confirm_file_erasure",
+    "erase_step",
+    "finish_redaction",
+    "forget_hashes",
+    "leftover_copies",
+    "leftover_hashes",
+    "pending_file_erasures",
+    "purge_sessions",
+    "redact_messages",
+    "scrub_copies",
+    "vacuum",
+]
 
 _log = logging.getLogger("store.sql.upkeep.erasure")
 
@@ -227,6 +250,174 @@ async def _summaries(conn: AsyncConnection, r: Redaction) -> dict[str, list[str]
     return {row[0]: list(row[1] or ()) for row in await conn.execute(query)}
 
 
+FILE_ERASED_KEY = "file_erased"
+"""The key, in a redaction event's parameters, of whether the redacted text has left the
+database's files: recorded False where a write-ahead log keeps the old pages until a
+checkpoint (SQLite), set True once a checkpoint has truncated the log since; absent
+elsewhere. ``doctor`` reports a redaction left False (``redaction_residue``)."""
+
+_QUARANTINE_COPIES = "quarantined"
+"""The key, in a ``doctor`` event's parameters, of the rows it kept verbatim."""
+
+
+async def _events(
+    conn: AsyncConnection, tenant: str, session_id: str, strategy: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """The session's events of ``strategy``, oldest first, with their parameters."""
+    query = (
+        select(EVENTS.c.event_id, sql_cast(EVENTS.c.params, Text))
+        .where(EVENTS.c.tenant == tenant, EVENTS.c.session_id == session_id)
+        .where(EVENTS.c.strategy == strategy)
+        .order_by(EVENTS.c.number)
+    )
+    return [
+        (row[0], decode_event_params(tenant, session_id, row[0], row[1]))
+        for row in await conn.execute(query)
+    ]
+
+
+async def _set_params(
+    conn: AsyncConnection, tenant: str, session_id: str, event_id: str, params: dict[str, Any]
+) -> None:
+    encoded = encode_event_params(tenant, session_id, event_id, params)
+    await conn.execute(
+        EVENTS.update()
+        .where(EVENTS.c.tenant == tenant, EVENTS.c.session_id == session_id)
+        .where(EVENTS.c.event_id == event_id)
+        .values(params=type_coerce(encoded, ENCODED))
+    )
+
+
+def _copies(params: dict[str, Any], wanted: dict[str, str]) -> list[dict[str, Any]]:
+    """The quarantine copies in a ``doctor`` event's ``params`` of the rows whose id
+    (as the copy keeps it: JSON-escaped) is a key of ``wanted``, still holding more than
+    the id."""
+    kept = params.get(_QUARANTINE_COPIES)
+    if not isinstance(kept, list):
+        return []
+    return [
+        entry
+        for entry in kept
+        if isinstance(entry, dict)
+        and isinstance(columns := entry.get("columns"), dict)
+        and columns.get("message_id") in wanted
+        and (len(columns) > 1 or entry.get("error") != REDACTED_TEXT)
+    ]
+
+
+def _escaped(message_ids: Sequence[str]) -> dict[str, str]:
+    """Each id as a quarantine copy keeps it (JSON text), to the id."""
+    return {json.dumps(m): m for m in message_ids}
+
+
+async def leftover_copies(
+    conn: AsyncConnection, tenant: str, session_id: str, message_ids: Sequence[str]
+) -> dict[str, list[str]]:
+    """The ``doctor`` events that still keep a quarantine copy of any of
+    ``message_ids``, each with the ids it keeps."""
+    wanted = _escaped(message_ids)
+    found: dict[str, list[str]] = {}
+    for event_id, params in await _events(conn, tenant, session_id, "doctor"):
+        copies = _copies(params, wanted)
+        if copies:
+            found[event_id] = [wanted[c["columns"]["message_id"]] for c in copies]
+    return found
+
+
+async def scrub_copies(
+    conn: AsyncConnection, tenant: str, session_id: str, message_ids: Sequence[str], by: str
+) -> list[str]:
+    """Erase the quarantine copies of ``message_ids`` that ``doctor`` events keep (only
+    the id stays, with ``redacted_by``: the event ``by``); the ids whose copies went."""
+    wanted = _escaped(message_ids)
+    erased: list[str] = []
+    for event_id, params in await _events(conn, tenant, session_id, "doctor"):
+        copies = _copies(params, wanted)
+        for entry in copies:
+            escaped = entry["columns"]["message_id"]
+            entry["columns"] = {"message_id": escaped}
+            entry["error"] = REDACTED_TEXT
+            entry["redacted_by"] = by
+            erased.append(wanted[escaped])
+        if copies:
+            await _set_params(conn, tenant, session_id, event_id, params)
+    return list(dict.fromkeys(erased))
+
+
+async def leftover_hashes(
+    conn: AsyncConnection, tenant: str, session_id: str, message_ids: Sequence[str]
+) -> list[str]:
+    """The ids among ``message_ids`` (tombstones) whose row still keeps a content hash
+    (an older release kept the hash of the message a tombstone replaced)."""
+    found: list[str] = []
+    for part in chunks(sorted(message_ids)):
+        query = select(MESSAGES.c.message_id).where(
+            MESSAGES.c.tenant == tenant,
+            MESSAGES.c.session_id == session_id,
+            MESSAGES.c.message_id.in_(part),
+            MESSAGES.c.content_hash != REDACTED_HASH,
+        )
+        found.extend((await conn.execute(query)).scalars())
+    return found
+
+
+async def forget_hashes(
+    conn: AsyncConnection, tenant: str, session_id: str, message_ids: Sequence[str]
+) -> None:
+    """Replace the content hash the rows of ``message_ids`` (tombstones) keep by
+    :data:`~store.rules.identity.REDACTED_HASH`."""
+    for part in chunks(sorted(message_ids)):
+        await conn.execute(
+            MESSAGES.update()
+            .where(MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id)
+            .where(MESSAGES.c.message_id.in_(part))
+            .values(content_hash=REDACTED_HASH)
+        )
+
+
+async def pending_file_erasures(conn: AsyncConnection, tenant: str, session_id: str) -> list[str]:
+    """The session's redaction events whose text may still be in the write-ahead log
+    (:data:`FILE_ERASED_KEY` False)."""
+    return [
+        event_id
+        for event_id, params in await _events(conn, tenant, session_id, "redact")
+        if params.get(FILE_ERASED_KEY) is False
+    ]
+
+
+async def confirm_file_erasure(
+    conn: AsyncConnection, tenant: str, session_id: str, event_ids: Sequence[str]
+) -> None:
+    """Record that the redactions ``event_ids`` have left the database's files."""
+    wanted = set(event_ids)
+    for event_id, params in await _events(conn, tenant, session_id, "redact"):
+        if event_id in wanted and params.get(FILE_ERASED_KEY) is False:
+            await _set_params(conn, tenant, session_id, event_id, {**params, FILE_ERASED_KEY: True})
+
+
+async def finish_redaction(
+    engine: AsyncEngine,
+    run: Callable[[Callable[[AsyncConnection], Any]], Any],
+    tenant: str,
+    session_id: str,
+) -> bool:
+    """Checkpoint and truncate the write-ahead log, where there is one, and record the
+    session's redactions as erased from the files when it was truncated (``run`` runs a
+    write transaction: the store's write loop); False when a reader kept the log."""
+    if not dialect.capabilities(engine.dialect).wal_checkpoint:
+        return True
+    async with engine.connect() as conn:
+        pending = await pending_file_erasures(conn, tenant, session_id)
+    done = await checkpoint(engine)
+    if done and pending:
+
+        async def confirm(conn: AsyncConnection) -> None:
+            await confirm_file_erasure(conn, tenant, session_id, pending)
+
+        await run(confirm)
+    return done
+
+
 async def _write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, message: Message) -> None:
     contents = encode_contents(r.tenant, r.session_id, seq, message.contents)
     metadata = encode_metadata(r.tenant, r.session_id, seq, message.metadata)
@@ -241,6 +432,7 @@ async def _write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, messag
             contents=type_coerce(contents, ENCODED),
             author_name=None,
             metadata=type_coerce(metadata, ENCODED),
+            content_hash=REDACTED_HASH,
             token_count=r.count(message),
             reduced_contents=null(),  # SQL NULL, not JSON null
             reduced_token_count=None,
@@ -250,7 +442,12 @@ async def _write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, messag
 
 
 async def _tombstone_rows(
-    conn: AsyncConnection, r: Redaction, rows: Sequence[Sequence[Any]], *, summary: bool
+    conn: AsyncConnection,
+    r: Redaction,
+    rows: Sequence[Sequence[Any]],
+    buried: list[str],
+    *,
+    summary: bool,
 ) -> tuple[list[str], list[str]]:
     group_ids = {x[COLUMN_INDEX["group_id"]] for x in rows}
     kinds = await group_kinds(conn, r.tenant, r.session_id, group_ids)
@@ -260,6 +457,7 @@ async def _tombstone_rows(
         kind = kinds.get(row[COLUMN_INDEX["group_id"]])
         stored = stored_message(row, kind, tenant=r.tenant, session_id=r.session_id)
         if is_tombstone(stored.message):
+            buried.append(stored.message_id)
             continue
         grave = tombstone(stored.message, reason=r.reason, event_id=r.event_id, summary=summary)
         await _write_tombstone(conn, r, stored.seq, grave)
@@ -267,6 +465,17 @@ async def _tombstone_rows(
         if stored.reduced is not None or stored.reduced_token_count is not None:
             cleared.append(stored.message_id)
     return redacted, cleared
+
+
+async def _erase_leftovers(conn: AsyncConnection, r: Redaction, buried: Sequence[str]) -> list[str]:
+    """Erase what an earlier redaction of ``buried`` (messages already redacted) left: a
+    content hash (kept by older releases) and ``doctor``'s quarantine copies; the ids
+    whose leftovers went."""
+    hashed = await leftover_hashes(conn, r.tenant, r.session_id, buried)
+    if hashed:
+        await forget_hashes(conn, r.tenant, r.session_id, hashed)
+    copied = await scrub_copies(conn, r.tenant, r.session_id, buried, r.event_id)
+    return sorted({*hashed, *copied})
 
 
 async def redact_messages(conn: AsyncConnection, r: Redaction) -> RedactReport:
@@ -280,16 +489,19 @@ async def redact_messages(conn: AsyncConnection, r: Redaction) -> RedactReport:
     if unknown:
         raise InvalidInput(f"unknown message ids in session {r.session_id!r}: {unknown}")
     await erase_step(conn)
-    redacted, cleared = await _tombstone_rows(conn, r, rows, summary=False)
+    buried: list[str] = []
+    redacted, cleared = await _tombstone_rows(conn, r, rows, buried, summary=False)
     groups = {row[COLUMN_INDEX["group_id"]] for row in rows}
     covering = covering_summaries(await _summaries(conn, r), groups)
     summaries: list[str] = []
     if covering:
         summary_rows = await _rows(conn, r, MESSAGES.c.group_id, covering)
-        summaries, more = await _tombstone_rows(conn, r, summary_rows, summary=True)
+        summaries, more = await _tombstone_rows(conn, r, summary_rows, buried, summary=True)
         cleared.extend(more)
+    leftovers = await _erase_leftovers(conn, r, buried)
+    copies = await scrub_copies(conn, r.tenant, r.session_id, redacted, r.event_id)
     event = None
-    if redacted or summaries:
+    if redacted or summaries or leftovers:
         await rebuild_totals(conn, r.tenant, r.session_id)
         params: dict[str, Any] = {
             "reason": r.reason,
@@ -297,6 +509,12 @@ async def redact_messages(conn: AsyncConnection, r: Redaction) -> RedactReport:
             "summaries": summaries,
             "reductions_cleared": cleared,
         }
+        if leftovers:
+            params["leftovers"] = leftovers
+        if copies:
+            params["quarantine_copies"] = copies
+        if dialect.of(conn).wal_checkpoint:
+            params[FILE_ERASED_KEY] = False
         event = await record_event(
             conn,
             r.tenant,
@@ -315,6 +533,7 @@ async def redact_messages(conn: AsyncConnection, r: Redaction) -> RedactReport:
         redacted=tuple(redacted),
         summaries=tuple(summaries),
         reductions_cleared=tuple(cleared),
+        leftovers=tuple(leftovers),
         tokens_before=session["stored_tokens"],
         tokens_after=after["stored_tokens"],
         event=event,
