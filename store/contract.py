@@ -757,7 +757,7 @@ class BackendBase(metaclass=ABCMeta):
         its messages as a list: for :meth:`append` and a backend's bulk appends."""
         check_session_id(session_id, self._limits)
         check_provenance(provenance)
-        batch = checked_messages(messages)
+        batch = checked_messages(messages, self._limits)
         for message in batch:
             check_message(message, self._limits)
         return batch
