@@ -25,6 +25,7 @@ Pure: no I/O, no SQL. :data:`MESSAGE_FORMAT` is the version of the column texts.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -259,6 +260,9 @@ _LONG_TEXT = 64
 
 _HUGE_TEXT = 1 << 20
 """Characters above which :func:`_quoted` leaves text to ``json``'s encoder again."""
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+"""What JSON escapes in ASCII text without DEL (a huge text without any is its own
+quoted part, between two quotes: no copy of it is made)."""
 
 
 def _quoted(text: str) -> tuple[Parts, bool]:
@@ -272,8 +276,11 @@ def _quoted(text: str) -> tuple[Parts, bool]:
     as text, where ``json``'s writes the text in place, once, as fast at that size.
     """
     plain = _plain_ascii(text)
-    if plain and _LONG_TEXT <= len(text) <= _HUGE_TEXT:
-        return (_to_json(text).decode(),), True
+    if plain and _LONG_TEXT <= len(text):
+        if len(text) <= _HUGE_TEXT:
+            return (_to_json(text).decode(),), True
+        if _ESCAPED.search(text) is None:
+            return ('"', text, '"'), True
     return (_quote(text),), plain
 
 

@@ -111,7 +111,7 @@ class TiktokenTokenizer:
     def count_tokens(self, text: str) -> int:
         """Return the number of tokens of ``text``; special-token text counts as plain text."""
         if len(text) > SEGMENT_CHARS:
-            return sum(map(self._count_segment, segments(text)))
+            return sum(map(self._count_segment, segments(text, SEGMENT_CHARS)))
         if len(text) > _SHORT_TEXT:
             return len(self._encode(text))
         count = self._short.get(text)

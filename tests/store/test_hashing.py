@@ -257,8 +257,18 @@ def test_a_huge_text_is_quoted_by_json_and_hashed_alike(text: str) -> None:
     with mock.patch.object(storage_json, "_HUGE_TEXT", 0):
         quoted, plain = storage_json._quoted(text)
         assert hashed_contents(message) == whole
-    assert quoted == (json.encoder.encode_basestring_ascii(text),)
+    assert "".join(quoted) == json.encoder.encode_basestring_ascii(text)
     assert plain == (text.isascii() and "\x7f" not in text)
+
+
+def test_a_huge_text_with_nothing_to_escape_is_its_own_quoted_part() -> None:
+    text = "x" * 100
+    message = _message(role="user", contents=[TextContent(text=text)])
+    with mock.patch.object(storage_json, "_HUGE_TEXT", 10):
+        quoted, plain = storage_json._quoted(text)
+        assert quoted[1] is text and plain
+        written = hashed_contents(message)
+    assert written == hashed_contents(message)
 
 
 def test_a_canonical_text_of_long_parts_is_hashed_a_slice_at_a_time() -> None:
