@@ -243,8 +243,8 @@ _EMPTY: dict[type[Any], str] = {dict: "{}", list: "[]"}
 
 
 Parts = tuple[str, ...]
-"""A text in parts, to be joined: a long string value is parts of its own, shared by the
-canonical text and the ``contents`` column's, never copied into a larger string."""
+"""A text in parts, to be joined: a long string value is a part of its own, shared by
+the canonical text and the ``contents`` column's, never copied into a larger string."""
 
 
 def _plain_ascii(text: str) -> bool:
@@ -266,14 +266,15 @@ quoted part, between two quotes: no copy of it is made)."""
 
 
 def _quoted(text: str) -> tuple[Parts, bool]:
-    """``text`` as a JSON string (one part), as ``json``'s ASCII encoder writes it, and
-    whether the storage format writes it alike (:func:`_plain_ascii`).
+    """``text`` as a JSON string in parts, as ``json``'s ASCII encoder writes it, and
+    whether the storage format writes it alike (:func:`_plain_ascii`). It is one part,
+    or the text itself between two quotes when it is huge and holds nothing to escape.
 
     Such text, ASCII without DEL, is escaped alike by both encoders (the same short
     escapes, ``\\u00xx`` in lower case for the other control characters); a long one is
     escaped by pydantic's (a Rust loop, faster than ``json``'s per-character C loop),
     up to :data:`_HUGE_TEXT` characters: pydantic's writes bytes and then a copy of them
-    as text, where ``json``'s writes the text in place, once, as fast at that size.
+    as text, where ``json``'s writes the text once, as fast at that size.
     """
     plain = _plain_ascii(text)
     if plain and _LONG_TEXT <= len(text):
