@@ -273,9 +273,11 @@ class HistoryBackend(Protocol):
         Returns the id of each given message. A message whose id is already stored with
         the same content is skipped; with different content it raises
         :class:`~store.errors.InvalidInput` and nothing of the batch is stored. An empty
-        batch does nothing (and creates no session). ``provenance`` is recorded on every
-        message of the batch. Reads give ``created_at`` back in UTC (a naive one is taken
-        as UTC).
+        batch does nothing (and creates no session). More messages than the store's
+        ``limits.max_append_messages`` (100,000 by default) raise ``InvalidInput`` and
+        store nothing: a larger history goes in with ``chatledger import``. ``provenance``
+        is recorded on every message of the batch. Reads give ``created_at`` back in UTC
+        (a naive one is taken as UTC).
         """
         ...
 
@@ -761,7 +763,7 @@ class BackendBase(metaclass=ABCMeta):
         its messages as a list: for :meth:`append` and a backend's bulk appends."""
         check_session_id(session_id, self._limits)
         check_provenance(provenance)
-        batch = checked_messages(messages)
+        batch = checked_messages(messages, self._limits)
         for message in batch:
             check_message(message, self._limits)
         return batch

@@ -87,9 +87,10 @@ def check_provenance(provenance: object) -> None:
         )
 
 
-def checked_messages(messages: object) -> list[Message]:
+def checked_messages(messages: object, limits: Limits | None = None) -> list[Message]:
     """``messages`` (one :class:`Message`, or an iterable of them) as a list, refusing
-    anything else."""
+    anything else, and more than the ``max_append_messages`` of ``limits`` when given
+    (read no further than the first message past it: an endless iterable is refused too)."""
     if isinstance(messages, Message):
         return [messages]
     if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Iterable):
@@ -97,9 +98,12 @@ def checked_messages(messages: object) -> list[Message]:
             f"expected a Message or an iterable of Message, got {type(messages).__name__}"
         )
     batch: list[Message] = []
+    limit = limits.max_append_messages if limits is not None else None
     for message in messages:
         if not isinstance(message, Message):
             raise InvalidInput(f"expected Message, got {type(message).__name__}")
+        if len(batch) == limit and limits is not None:
+            raise limits.too_many()
         batch.append(message)
     return batch
 

@@ -76,8 +76,20 @@ def hashed_contents(message: Message) -> tuple[str, str | None]:
     return _sha256(canonical), contents
 
 
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+_HASH_SLICE = 1 << 20
+"""Characters of a long part of the canonical text encoded at a time for the hash."""
+
+
+def _sha256(parts: list[str]) -> str:
+    """SHA-256 of the concatenation of ``parts``, without writing the whole text: a long
+    part (a tool result) is encoded a slice at a time."""
+    if max(map(len, parts)) <= _HASH_SLICE:
+        return hashlib.sha256("".join(parts).encode()).hexdigest()
+    digest = hashlib.sha256()
+    for part in parts:
+        for start in range(0, len(part), _HASH_SLICE):
+            digest.update(part[start : start + _HASH_SLICE].encode())
+    return digest.hexdigest()
 
 
 def content_hash(message: Message) -> str:

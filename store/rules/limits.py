@@ -27,6 +27,7 @@ from strategies.messages import Message, has_lone_surrogate
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "MAX_APPEND_MESSAGES",
     "SQL_KEY_LENGTH",
     "Limits",
     "check_json",
@@ -39,6 +40,8 @@ SQL_KEY_LENGTH = 255
 """Characters of an id column (session, message, group, call, tenant)."""
 MAX_JSON_DEPTH = 128
 """The deepest ``max_json_depth`` a store may be given."""
+MAX_APPEND_MESSAGES = 1_000_000
+"""The largest :attr:`Limits.max_append_messages` a store may be given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +57,10 @@ class Limits:
     path parses some 200 levels; this leaves a wide margin)."""
     max_int_digits: int = 1000
     """Digits of an integer in JSON (Python refuses to print one of over 4,300)."""
+    max_append_messages: int = 100_000
+    """Messages of one append (one transaction, held in memory while it is written, about
+    1 kB a small message); a larger history goes in with ``chatledger import``, which
+    streams it."""
 
     def __post_init__(self) -> None:
         if not 0 < self.max_id_length <= SQL_KEY_LENGTH or not 0 < self.max_role_length <= 64:
@@ -65,6 +72,16 @@ class Limits:
             raise InvalidInput(
                 f"limits: max_json_depth must be 1 to {MAX_JSON_DEPTH}, max_int_digits 1 to 4000"
             )
+        if not 0 < self.max_append_messages <= MAX_APPEND_MESSAGES:
+            raise InvalidInput(f"limits: max_append_messages must be 1 to {MAX_APPEND_MESSAGES:,}")
+
+    def too_many(self) -> InvalidInput:
+        """The refusal of an append of more than ``max_append_messages`` messages."""
+        return InvalidInput(
+            f"an append holds at most {self.max_append_messages:,} messages "
+            "(Limits.max_append_messages): write a larger history with `chatledger import`, "
+            "which streams it, or in several appends"
+        )
 
     def check_id(self, value: str, name: str) -> None:
         """Refuse an id that is too long or is not text."""

@@ -25,7 +25,8 @@ Pure: no I/O, no SQL. :data:`MESSAGE_FORMAT` is the version of the column texts.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -165,7 +166,7 @@ _canonical_json = _canonical_encoder()
 
 def canonical_json(message: Message) -> str:
     """The canonical text of ``message`` (what its content hash is taken of)."""
-    return canonical_and_contents(message)[0]
+    return "".join(canonical_and_contents(message)[0])
 
 
 _encode_value = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
@@ -205,8 +206,8 @@ class _Layout:
 
     names: tuple[str, ...]
     """Field names in the model's order (the ``contents`` column's)."""
-    stored_keys: tuple[str, ...]
-    """``'"name":'`` of each field, in the model's order."""
+    stored: tuple[tuple[int, str], ...]
+    """Index into ``names`` and ``'"name":'`` of each field, in the model's order."""
     canonical: tuple[tuple[int, str], ...]
     """Index into ``names`` and key of each field, in the canonical (sorted) order."""
 
@@ -215,7 +216,7 @@ class _Layout:
         names = tuple(model.model_fields)
         order = sorted(range(len(names)), key=names.__getitem__)
         keys = tuple(f'"{name}":' for name in names)
-        return cls(names, keys, tuple((i, keys[i]) for i in order))
+        return cls(names, tuple(enumerate(keys)), tuple((i, keys[i]) for i in order))
 
 
 _LAYOUTS: dict[type[BaseModel], _Layout] = {
@@ -241,6 +242,11 @@ _MISSING = object()
 _EMPTY: dict[type[Any], str] = {dict: "{}", list: "[]"}
 
 
+Parts = tuple[str, ...]
+"""A text in parts, to be joined: a long string value is a part of its own, shared by
+the canonical text and the ``contents`` column's, never copied into a larger string."""
+
+
 def _plain_ascii(text: str) -> bool:
     """Whether ``text`` is escaped alike by both JSON texts (pydantic writes non-ASCII
     as is, and DEL unescaped: only ASCII without DEL agrees)."""
@@ -252,31 +258,44 @@ _LONG_TEXT = 64
 (below it, the call itself costs more than the escaping saves)."""
 
 
-def _quoted(text: str) -> tuple[str, bool]:
-    """``text`` as a JSON string, as ``json``'s ASCII encoder writes it, and whether the
-    storage format writes it alike (:func:`_plain_ascii`).
+_HUGE_TEXT = 1 << 20
+"""Characters above which :func:`_quoted` leaves text to ``json``'s encoder again."""
+_ESCAPED = re.compile(r'[\x00-\x1f"\\]')
+"""What JSON escapes in ASCII text without DEL (a huge text without any is its own
+quoted part, between two quotes: no copy of it is made)."""
+
+
+def _quoted(text: str) -> tuple[Parts, bool]:
+    """``text`` as a JSON string in parts, as ``json``'s ASCII encoder writes it, and
+    whether the storage format writes it alike (:func:`_plain_ascii`). It is one part,
+    or the text itself between two quotes when it is huge and holds nothing to escape.
 
     Such text, ASCII without DEL, is escaped alike by both encoders (the same short
     escapes, ``\\u00xx`` in lower case for the other control characters); a long one is
-    escaped by pydantic's (a Rust loop, faster than ``json``'s per-character C loop).
+    escaped by pydantic's (a Rust loop, faster than ``json``'s per-character C loop),
+    up to :data:`_HUGE_TEXT` characters: pydantic's writes bytes and then a copy of them
+    as text, where ``json``'s writes the text once, as fast at that size.
     """
     plain = _plain_ascii(text)
-    if plain and len(text) >= _LONG_TEXT:
-        return _to_json(text).decode(), True
-    return _quote(text), plain
+    if plain and _LONG_TEXT <= len(text):
+        if len(text) <= _HUGE_TEXT:
+            return (_to_json(text).decode(),), True
+        if _ESCAPED.search(text) is None:
+            return ('"', text, '"'), True
+    return (_quote(text),), plain
 
 
-def _text_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
+def _text_json(values: dict[str, Any]) -> tuple[Parts, Parts | None] | None:
     """:func:`_content_json` of the usual text content (no ``extra``), else None."""
     text, extra = values.get("text"), values.get("extra")
     if type(text) is not str or type(extra) is not dict or extra or values.get("type") != "text":
         return None
     quoted, plain = _quoted(text)
-    stored = '{"extra":{},"type":"text","text":' + quoted + "}" if plain else None
-    return '{"extra":{},"text":' + quoted + ',"type":"text"}', stored
+    stored = ('{"extra":{},"type":"text","text":', *quoted, "}") if plain else None
+    return ('{"extra":{},"text":', *quoted, ',"type":"text"}'), stored
 
 
-def _call_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
+def _call_json(values: dict[str, Any]) -> tuple[Parts, Parts | None] | None:
     """:func:`_content_json` of a function call with text arguments and no ``extra``."""
     call_id, name, arguments, extra = (
         values.get("call_id"),
@@ -295,19 +314,21 @@ def _call_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
         return None
     (args, plain), call, named = _quoted(arguments), _quote(call_id), _quote(name)
     canonical = (
-        f'{{"arguments":{args},"call_id":{call},"extra":{{}},"name":{named},'
-        '"type":"function_call"}'
+        '{"arguments":',
+        *args,
+        f',"call_id":{call},"extra":{{}},"name":{named},"type":"function_call"}}',
     )
     if not (plain and _plain_ascii(call_id) and _plain_ascii(name)):
         return canonical, None
     stored = (
-        f'{{"extra":{{}},"type":"function_call","call_id":{call},"name":{named},'
-        f'"arguments":{args}}}'
+        f'{{"extra":{{}},"type":"function_call","call_id":{call},"name":{named},"arguments":',
+        *args,
+        "}",
     )
     return canonical, stored
 
 
-def _result_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
+def _result_json(values: dict[str, Any]) -> tuple[Parts, Parts | None] | None:
     """:func:`_content_json` of a function result with a text result and no ``extra``."""
     call_id, result, is_error, extra = (
         values.get("call_id"),
@@ -327,19 +348,21 @@ def _result_json(values: dict[str, Any]) -> tuple[str, str | None] | None:
     (text, plain), call = _quoted(result), _quote(call_id)
     error = "true" if is_error else "false"
     canonical = (
-        f'{{"call_id":{call},"extra":{{}},"is_error":{error},"result":{text},'
-        '"type":"function_result"}'
+        f'{{"call_id":{call},"extra":{{}},"is_error":{error},"result":',
+        *text,
+        ',"type":"function_result"}',
     )
     if not (plain and _plain_ascii(call_id)):
         return canonical, None
     stored = (
-        f'{{"extra":{{}},"type":"function_result","call_id":{call},"result":{text},'
-        f'"is_error":{error}}}'
+        f'{{"extra":{{}},"type":"function_result","call_id":{call},"result":',
+        *text,
+        f',"is_error":{error}}}',
     )
     return canonical, stored
 
 
-_USUAL: dict[type[BaseModel], Callable[[dict[str, Any]], tuple[str, str | None] | None]] = {
+_USUAL: dict[type[BaseModel], Callable[[dict[str, Any]], tuple[Parts, Parts | None] | None]] = {
     TextContent: _text_json,
     FunctionCallContent: _call_json,
     FunctionResultContent: _result_json,
@@ -347,7 +370,18 @@ _USUAL: dict[type[BaseModel], Callable[[dict[str, Any]], tuple[str, str | None] 
 """The contents written without the generic loop when their values are the usual ones."""
 
 
-def _content_json(content: Any) -> tuple[str, str | None] | None:
+def _fields(keys: Sequence[tuple[int, str]], texts: Sequence[Parts]) -> Parts:
+    """``{key:text,...}`` of the given fields (index into ``texts`` and key), in parts."""
+    parts = ["{"]
+    for index, key in keys:
+        parts.append(key)
+        parts += texts[index]
+        parts.append(",")
+    parts[-1] = "}"
+    return tuple(parts)
+
+
+def _content_json(content: Any) -> tuple[Parts, Parts | None] | None:
     """The content's canonical JSON, and its ``contents`` column JSON when every value
     is one the two write alike (an ASCII string, None, a bool, an empty dict or list)."""
     kind = type(content)
@@ -360,34 +394,35 @@ def _content_json(content: Any) -> tuple[str, str | None] | None:
     if layout is None:
         return None
     values = content.__dict__
-    texts: list[str] = []
+    texts: list[Parts] = []
     stored = True
     for name in layout.names:
         value = values.get(name, _MISSING)
         kind = type(value)
         if kind is str:
-            text = _quote(value)
-            stored = stored and _plain_ascii(value)
+            text, plain = _quoted(value)
+            stored = stored and plain
         elif value is None:
-            text = "null"
+            text = ("null",)
         elif kind is bool:
-            text = "true" if value else "false"
+            text = ("true",) if value else ("false",)
         elif kind in _EMPTY and not value:
-            text = _EMPTY[kind]
+            text = (_EMPTY[kind],)
         elif _plain(value):
-            text, stored = _encode_value(value), False
+            text, stored = (_encode_value(value),), False
         else:
             return None
         texts.append(text)
-    canonical = "{" + ",".join([key + texts[i] for i, key in layout.canonical]) + "}"
+    canonical = _fields(layout.canonical, texts)
     if not stored:
         return canonical, None
-    return canonical, "{" + ",".join(map(str.__add__, layout.stored_keys, texts)) + "}"
+    return canonical, _fields(layout.stored, texts)
 
 
-def _fast_texts(message: Message) -> tuple[str, str | None] | None:
-    """``_canonical_json(canonical_value(message))`` written field by field, without the
-    dump, and the ``contents`` column's text when :func:`_content_json` could write it.
+def _fast_texts(message: Message) -> tuple[list[str], str | None] | None:
+    """``_canonical_json(canonical_value(message))`` written field by field, in parts,
+    without the dump, and the ``contents`` column's text when :func:`_content_json`
+    could write it.
 
     Keys are written in sorted order and strings escaped by the encoder's own function;
     a value of any other type than the built-in JSON ones gives None (the caller then
@@ -399,15 +434,6 @@ def _fast_texts(message: Message) -> tuple[str, str | None] | None:
     contents = values.get("contents")
     if type(contents) is not list:
         return None
-    parts: list[str] = []
-    stored: list[str] = []
-    for content in contents:
-        texts = _content_json(content)
-        if texts is None:
-            return None
-        parts.append(texts[0])
-        if texts[1] is not None:
-            stored.append(texts[1])
     created = values.get("created_at", _MISSING)
     if created is None:
         created_json = "null"
@@ -429,19 +455,51 @@ def _fast_texts(message: Message) -> tuple[str, str | None] | None:
         or metadata_json is None
     ):
         return None
-    canonical = (
-        f'{{"author_name":{author_json},"contents":[{",".join(parts)}],'
-        f'"created_at":{created_json},"message_id":{_quote(message_id)},'
+    head = f'{{"author_name":{author_json},"contents":['
+    written = _contents_parts(contents, head)
+    if written is None:
+        return None
+    canonical, stored = written
+    canonical[-1] = (
+        f'],"created_at":{created_json},"message_id":{_quote(message_id)},'
         f'"metadata":{metadata_json},"role":{_quote(role)}}}'
     )
-    return canonical, f"[{','.join(stored)}]" if len(stored) == len(parts) else None
+    if stored is None:
+        return canonical, None
+    stored[-1] = "]"
+    return canonical, "".join(stored)
 
 
-def canonical_and_contents(message: Message) -> tuple[str, str | None]:
-    """The canonical text of ``message``, and its ``contents`` column's text
-    (:func:`contents_json`) when it was written on the way (plain ASCII text, the usual
-    case), else None: one pass over the message's strings."""
+def _contents_parts(contents: list[Any], head: str) -> tuple[list[str], list[str] | None] | None:
+    """The parts of each content's two JSON texts, each followed by a comma (the last
+    comma is the caller's to replace), the canonical ones after ``head`` and the stored
+    ones after ``[``; None when a content takes the dump."""
+    canonical = [head]
+    stored: list[str] | None = ["["]
+    for content in contents:
+        texts = _content_json(content)
+        if texts is None:
+            return None
+        canonical += texts[0]
+        canonical.append(",")
+        if stored is not None and texts[1] is not None:
+            stored += texts[1]
+            stored.append(",")
+        else:
+            stored = None
+    if not contents:
+        canonical.append(",")
+        if stored is not None:
+            stored.append(",")
+    return canonical, stored
+
+
+def canonical_and_contents(message: Message) -> tuple[list[str], str | None]:
+    """The canonical text of ``message`` in parts (their concatenation is the text; a
+    long string value is a part of its own, written once), and its ``contents`` column's
+    text (:func:`contents_json`) when it was written on the way (plain ASCII text, the
+    usual case), else None: one pass over the message's strings."""
     texts = _fast_texts(message)
     if texts is None:
-        return _canonical_json(canonical_value(message)), None
+        return [_canonical_json(canonical_value(message))], None
     return texts

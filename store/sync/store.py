@@ -205,9 +205,11 @@ class SyncHistoryStore:
         Returns the id of each given message. A message whose id is already stored with
         the same content is skipped; with different content it raises
         :class:`~store.errors.InvalidInput` and nothing of the batch is stored. An empty
-        batch does nothing (and creates no session). ``provenance`` is recorded on every
-        message of the batch. Reads give ``created_at`` back in UTC (a naive one is taken
-        as UTC).
+        batch does nothing (and creates no session). More messages than the store's
+        ``limits.max_append_messages`` (100,000 by default) raise ``InvalidInput`` and
+        store nothing: a larger history goes in with ``chatledger import``. ``provenance``
+        is recorded on every message of the batch. Reads give ``created_at`` back in UTC
+        (a naive one is taken as UTC).
         """
         return self._loop.run(self._store.append(session_id, messages, provenance=provenance))
 

@@ -1,13 +1,17 @@
 """The tiktoken tokenizer: :class:`TiktokenTokenizer`, one text or many a call.
 
 It counts with an encoding built by :mod:`strategies.tokenizers.bpe` from the
-vocabularies shipped with the package, and keeps the counts of short texts.
+vocabularies shipped with the package, and keeps the counts of short texts. A long text
+is counted a segment at a time (:func:`segments`), so that counting it takes memory in
+proportion to a segment, not to the text: tiktoken's encoder holds some 40 bytes for
+each byte of one piece of its input, and returns a token for each 4 bytes or so.
 """
 
 from __future__ import annotations
 
+import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from strategies.tokenizers.base import CharacterEstimatorTokenizer, Tokenizer
@@ -21,16 +25,44 @@ from strategies.tokenizers.bpe import (
 if TYPE_CHECKING:
     import tiktoken
 
-__all__ = ["TiktokenTokenizer", "tokenizer_named"]
+__all__ = ["SEGMENT_CHARS", "TiktokenTokenizer", "segments", "tokenizer_named"]
 
 _SHORT_TEXT = 40
 """Texts up to this length have their counts kept (:meth:`TiktokenTokenizer.count_tokens`)."""
 _SHORT_ENTRIES = 8192
 """At most this many short texts are kept; the cache starts over when full."""
+_NO_SPECIALS: frozenset[str] = frozenset()
+"""No special token: their text is encoded as plain text."""
 _SEPARATOR = "<|endoftext|>"
 """Joins the texts of one :meth:`TiktokenTokenizer.count_many` call (a special token)."""
 _JOINED_CHARS = 1 << 20
 """About this many characters are tokenized per call into tiktoken by ``count_many``."""
+SEGMENT_CHARS = 1 << 16
+"""Texts longer than this are counted a segment of at most this many characters at a
+time (:func:`segments`)."""
+_CUT = re.compile(r".*\S(?= )", re.DOTALL)
+"""Matches up to the last non-space character followed by a space: where a segment ends."""
+
+
+def segments(text: str, size: int = SEGMENT_CHARS) -> Iterator[str]:
+    """``text`` in consecutive pieces of at most ``size`` characters, for counting.
+
+    A piece ends, where it can, before a space that follows a character other than
+    whitespace. The shipped encodings' pre-tokenizers never place such a space inside a
+    piece of their own (a space begins a word, a number or punctuation, or belongs to a
+    run of whitespace), and encode each of their pieces alone: the counts of the
+    segments add up to the count of the text. A stretch of ``size`` characters without
+    such a space is cut where the size ends; only there may the sum differ from the
+    whole text's count, by about a token a cut.
+    """
+    start, length = 0, len(text)
+    while length - start > size:
+        stop = start + size
+        found = _CUT.match(text, start, stop + 1)
+        cut = found.end() if found is not None else stop
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 class TiktokenTokenizer:
@@ -78,12 +110,24 @@ class TiktokenTokenizer:
 
     def count_tokens(self, text: str) -> int:
         """Return the number of tokens of ``text``; special-token text counts as plain text."""
+        if len(text) > SEGMENT_CHARS:
+            return sum(map(self._count_segment, segments(text, SEGMENT_CHARS)))
         if len(text) > _SHORT_TEXT:
             return len(self._encode(text))
         count = self._short.get(text)
         if count is None:
             count = self._keep(text, len(self._encode(text)))
         return count
+
+    def _count_segment(self, text: str) -> int:
+        """The count of one segment of a long text, read from tiktoken's token buffer
+        (without a Python int for each token) where there is one."""
+        if self._encode_buffer is not None:
+            try:
+                return memoryview(self._encode_buffer(text, _NO_SPECIALS)).nbytes >> 2
+            except UnicodeEncodeError:
+                pass  # a lone surrogate: tiktoken's own encode replaces it
+        return len(self._encode(text))
 
     def _keep(self, text: str, count: int) -> int:
         """Keep the count of a short text (the cache starts over when full)."""
@@ -112,7 +156,7 @@ class TiktokenTokenizer:
         for index, text in enumerate(texts):
             if len(text) <= _SHORT_TEXT and (count := cached(text)) is not None:
                 counts[index] = count
-            elif _SEPARATOR in text or self._separator is None:
+            elif len(text) > SEGMENT_CHARS or _SEPARATOR in text or self._separator is None:
                 counts[index] = self.count_tokens(text)
             else:
                 if len(text) <= _SHORT_TEXT:

@@ -13,13 +13,14 @@ import hashlib
 import json
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from store.rules import storage_json
+from store.rules import identity, storage_json
 from store.rules.identity import content_hash, hashed_contents
 from store.rules.storage_json import contents_json
 from strategies.messages import (
@@ -164,7 +165,8 @@ def test_the_field_by_field_path_writes_the_usual_messages() -> None:
     )
     texts = storage_json._fast_texts(message)
     assert texts is not None
-    assert texts[0] == json.dumps(json.loads(texts[0]), sort_keys=True, separators=(",", ":"))
+    canonical = "".join(texts[0])
+    assert canonical == json.dumps(json.loads(canonical), sort_keys=True, separators=(",", ":"))
     assert _check(message) is not None
 
 
@@ -243,5 +245,34 @@ def test_contents_text_matches_the_adapter_for_ascii_text(contents: list[Content
 def test_ascii_text_is_quoted_as_json_quotes_it(text: str) -> None:
     """Long ASCII text goes through pydantic's encoder: the same bytes as ``json``'s."""
     quoted, plain = storage_json._quoted(text)
-    assert quoted == json.encoder.encode_basestring_ascii(text)
+    assert "".join(quoted) == json.encoder.encode_basestring_ascii(text)
     assert plain == ("\x7f" not in text)
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_a_huge_text_is_quoted_by_json_and_hashed_alike(text: str) -> None:
+    """Above the huge size a text is quoted by ``json`` in one part: same text, same hash."""
+    message = _message(role="user", contents=[FunctionResultContent(call_id="c", result=text)])
+    whole = hashed_contents(message)
+    with mock.patch.object(storage_json, "_HUGE_TEXT", 0):
+        quoted, plain = storage_json._quoted(text)
+        assert hashed_contents(message) == whole
+    assert "".join(quoted) == json.encoder.encode_basestring_ascii(text)
+    assert plain == (text.isascii() and "\x7f" not in text)
+
+
+def test_a_huge_text_with_nothing_to_escape_is_its_own_quoted_part() -> None:
+    text = "x" * 100
+    message = _message(role="user", contents=[TextContent(text=text)])
+    with mock.patch.object(storage_json, "_HUGE_TEXT", 10):
+        quoted, plain = storage_json._quoted(text)
+        assert quoted[1] is text and plain
+        written = hashed_contents(message)
+    assert written == hashed_contents(message)
+
+
+def test_a_canonical_text_of_long_parts_is_hashed_a_slice_at_a_time() -> None:
+    message = _message(role="user", contents=[TextContent(text="a\n" * 40)])
+    whole = hashed_contents(message)
+    with mock.patch.object(identity, "_HASH_SLICE", 5):
+        assert hashed_contents(message) == whole

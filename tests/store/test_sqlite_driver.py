@@ -105,7 +105,7 @@ async def test_short_statements_that_cannot_wait_stay_on_the_loop_thread(
         thread_calls.clear()
         async with engine.connect() as conn:  # outside short_statements(): the thread
             await conn.execute(text("SELECT count(*) FROM t"))
-        assert thread_calls == ["_run", "_run"]  # BEGIN, SELECT
+        assert thread_calls == ["_run_handed", "_run_handed"]  # BEGIN, SELECT
         thread_calls.clear()
         with short_statements():
             async with engine.connect() as conn:  # a read: BEGIN, SELECT, ROLLBACK
@@ -119,8 +119,8 @@ async def test_short_statements_that_cannot_wait_stay_on_the_loop_thread(
                 assert thread_calls == []  # writes under the lock: inline
                 bulk = [{"n": str(i)} for i in range(INLINE_ROWS + 1)]
                 await conn.execute(text("INSERT INTO t (name) VALUES (:n)"), bulk)
-                assert thread_calls == ["_run"]  # a bulk insert: thread
-            assert thread_calls == ["_run"]  # a commit never waits for a lock: inline
+                assert thread_calls == ["_run_handed"]  # a bulk insert: thread
+            assert thread_calls == ["_run_handed"]  # a commit never waits for a lock: inline
             async with engine.connect() as conn:
                 count = (await conn.execute(text("SELECT count(*) FROM t"))).scalar_one()
             assert count == 1 + 2 * INLINE_ROWS + 1  # committed
@@ -128,7 +128,7 @@ async def test_short_statements_that_cannot_wait_stay_on_the_loop_thread(
             async with engine.connect() as conn:  # a write outside BEGIN IMMEDIATE may wait
                 await conn.execute(text("DELETE FROM t WHERE id = 1"))
                 await conn.commit()
-            assert thread_calls == ["_run"]  # the DELETE (may wait); its commit is inline
+            assert thread_calls == ["_run_handed"]  # the DELETE (may wait); its commit is inline
     finally:
         await engine.dispose()
 
@@ -160,7 +160,7 @@ async def test_begin_immediate_waits_on_the_thread_when_another_holds_the_lock(
             await conn.execute(text("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)"))
         with short_statements():
             _, seen = await asyncio.wait_for(asyncio.gather(holder(), writer()), timeout=20)
-        assert seen == ["_run"]  # the inline try met the lock: BEGIN IMMEDIATE on the thread
+        assert seen == ["_run_handed"]  # the inline try met the lock: BEGIN IMMEDIATE on the thread
         async with engine.connect() as conn:
             rows = (await conn.execute(text("SELECT name FROM t ORDER BY id"))).scalars().all()
         assert rows == ["first", "second"]
@@ -179,7 +179,7 @@ async def test_without_wal_every_statement_goes_to_the_thread(thread_calls: list
                 await conn.execute(text("SELECT 1"))
                 thread_calls.clear()
                 await conn.execute(text("SELECT 1"))
-                assert thread_calls == ["_run"]
+                assert thread_calls == ["_run_handed"]
     finally:
         await engine.dispose()
 

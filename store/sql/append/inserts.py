@@ -45,6 +45,13 @@ INSERT_CHUNK = 250
 Statement = tuple["DriverInsert", list[tuple[Any, ...]]]
 """An insert and its driver rows, for one ``executemany`` (or one ``COPY``)."""
 
+LARGE_TEXT = 1 << 20
+"""Characters of a stored text from which its rows go one statement each: asyncpg's
+``executemany`` writes every row into one growing buffer, then joins and copies it on
+the way out, several copies of a tool result of many megabytes at once."""
+_TEXT_PARAMETERS = frozenset({"contents_json", "metadata_json"})
+"""The parameters that bind a message's stored texts."""
+
 COPY_MIN_ROWS = 64
 """Where the database copies rows (PostgreSQL), a statement of at least this many rows
 goes as one ``COPY`` rather than an ``executemany`` (a bulk append; a turn's few rows
@@ -138,6 +145,8 @@ class DriverInsert:
     """The table the rows go to (for ``COPY``)."""
     table_columns: tuple[str, ...] = ()
     """The table's column of each of :attr:`columns` (for ``COPY``)."""
+    texts: tuple[int, ...] = ()
+    """Where in a row the stored texts are (their size decides how rows are sent)."""
 
     @classmethod
     def compile(cls, statement: Insert, columns: Sequence[str], dialect: Dialect) -> DriverInsert:
@@ -153,7 +162,8 @@ class DriverInsert:
                 timestamp = isinstance(compiled.binds[name].type, UTCDateTime)
                 processors[name] = _sqlite_timestamps(processor) if timestamp else processor
         targets = tuple(_COPY_COLUMNS.get(name, name) for name in order)
-        return cls(str(compiled), order, processors, statement.table.name, targets)
+        texts = tuple(i for i, name in enumerate(order) if name in _TEXT_PARAMETERS)
+        return cls(str(compiled), order, processors, statement.table.name, targets, texts)
 
     def processor(self, name: str) -> Processor:
         """The bind processor of parameter ``name`` (the identity when it has none)."""
@@ -221,8 +231,16 @@ async def execute_inserts(conn: AsyncConnection, statements: Sequence[Statement]
     for insert_rows, rows in statements:
         if copies and len(rows) >= COPY_MIN_ROWS:
             await _copy(conn, insert_rows, rows)
+        elif insert_rows.texts and _holds_large_text(rows, insert_rows.texts):
+            for row in rows:
+                await conn.exec_driver_sql(insert_rows.sql, row)
         else:
             await conn.exec_driver_sql(insert_rows.sql, rows)
+
+
+def _holds_large_text(rows: Sequence[tuple[Any, ...]], texts: tuple[int, ...]) -> bool:
+    """Whether a stored text of ``rows`` (at the indexes ``texts``) is a large one."""
+    return any(len(row[index]) > LARGE_TEXT for row in rows for index in texts)
 
 
 async def _copy(

@@ -119,6 +119,16 @@ def _run(conn: sqlite3.Connection, operation: str, parameters: Any, many: bool) 
         cursor.close()
 
 
+def _run_handed(
+    conn: sqlite3.Connection, operation: str, handed: list[Any], many: bool
+) -> list[Outcome]:
+    """:func:`_run` on aiosqlite's thread, its parameters and its outcome each handed
+    over in a list that the receiver empties: the thread's loop holds the last call it
+    ran (arguments and result) until its next one, which would keep a tool result of
+    many megabytes, bound or fetched, in memory for as long."""
+    return [_run(conn, operation, handed.pop(), many)]
+
+
 _SHORT: ContextVar[bool] = ContextVar("chatledger_sqlite_short", default=False)
 
 
@@ -227,8 +237,7 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
                 outcome = _run(self._connection._conn, operation, parameters, many)
             except Exception as error:
                 adapt._handle_exception(error)
-            self._outcome = outcome
-            self._rows = collections.deque(outcome[1] or ())
+            self._keep(outcome)
             return True
         return False
 
@@ -247,14 +256,24 @@ class _OneHopCursor(AsyncAdapt_aiosqlite_cursor):
                 outcome = (None, None, -1, None)
                 adapt.holds_write_lock = True
             else:
-                outcome = await driver._execute(_run, driver._conn, operation, parameters, many)
+                handed = await driver._execute(
+                    _run_handed, driver._conn, operation, [parameters], many
+                )
+                outcome = handed.pop()
                 verb = _verb(operation)
                 if verb.startswith("BEGIN"):
                     adapt.holds_write_lock = "IMMEDIATE" in operation.upper()
                 elif verb.startswith("PRAGMA") and _JOURNAL_MODE.match(operation):
                     adapt.wal = bool(outcome[1]) and str(outcome[1][0][0]).lower() == "wal"
-        self._outcome = outcome
-        self._rows = collections.deque(outcome[1] or ())
+        self._keep(outcome)
+
+    def _keep(self, outcome: Outcome) -> None:
+        """Hold a statement's outcome: its rows only in the deque that fetching empties
+        (the cursor outlives its result: a row kept beside it, a tool result of many
+        megabytes, would stay in memory until the connection's next statement)."""
+        description, rows, rowcount, lastrowid = outcome
+        self._outcome = (description, None, rowcount, lastrowid)
+        self._rows = collections.deque(rows or ())
 
     async def _execute_async(self, operation: Any, parameters: Any) -> None:
         await self._call(operation, parameters, False)
