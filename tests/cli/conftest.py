@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from store import HistoryStore
 from store.sql.migrations import migrate
-from tests.cli.helpers import conversation, run_api
+from tests.cli.helpers import CLEARED_ENV, conversation, run_api
 
 requires_compaction = pytest.mark.skipif(
     not all(hasattr(HistoryStore, name) for name in ("context", "compact", "audit", "stats")),
@@ -41,3 +42,13 @@ def seeded(url: str) -> str:
     run_api(url, fill)
     run_api(url, fill_other, tenant="other")
     return url
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An environment of a colour terminal 120 columns wide."""
+    for name in (*CLEARED_ENV, "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("COLUMNS", "120")
+    monkeypatch.setenv("TERM", "xterm-256color")
+    yield

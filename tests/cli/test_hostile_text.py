@@ -27,7 +27,7 @@ from strategies.messages import (
     Message,
     TextContent,
 )
-from tests.cli.helpers import CLEARED_ENV, Result, invoke, run_api
+from tests.cli.helpers import Result, invoke, run_api
 from tests.cli.test_on_a_terminal import at_terminal
 
 EVIL = (
@@ -110,16 +110,6 @@ def hostile(url: str) -> str:
 
     run_api(url, fill)
     return url
-
-
-@pytest.fixture
-def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """A colour terminal 120 columns wide."""
-    for name in (*CLEARED_ENV, "NO_COLOR"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("TERM", "xterm-256color")
-    yield
 
 
 COMMANDS = {

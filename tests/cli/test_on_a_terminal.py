@@ -17,7 +17,7 @@ from store import HistoryStore
 from store.cli import main
 from store.models import StoredMessage
 from store.rules.erasure import REDACTED_TEXT
-from tests.cli.helpers import CLEARED_ENV, Result, conversation, run_api
+from tests.cli.helpers import Result, conversation, run_api
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -38,16 +38,6 @@ def cli_url(db_url: str) -> Iterator[str]:
 
     run_api(db_url, fill)
     yield db_url
-
-
-@pytest.fixture
-def terminal(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """An environment of a colour terminal 120 columns wide."""
-    for name in (*CLEARED_ENV, "NO_COLOR"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("COLUMNS", "120")
-    monkeypatch.setenv("TERM", "xterm-256color")
-    yield
 
 
 def at_terminal(monkeypatch: pytest.MonkeyPatch, *args: str, answer: str = "") -> Result:
