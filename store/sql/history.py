@@ -51,6 +51,7 @@ from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.dialect import kept_on
+from store.sql.drivers.allocator import give_back, is_large
 from store.sql.drivers.sqlite import rows_at_once, short_statements
 from store.sql.errors import translate_errors
 from store.sql.mapping import (
@@ -73,6 +74,7 @@ __all__ = [
 ]
 
 _SEQ = COLUMN_INDEX["seq"]
+_CONTENTS = COLUMN_INDEX["contents"]
 
 
 def history_query(
@@ -140,6 +142,8 @@ async def read_history(
     rows = list((await conn.execute(query)).all())
     if before is not None and limit is not None:
         rows.reverse()  # read newest first (see history_query)
+    if any(is_large(row[_CONTENTS]) for row in rows):
+        give_back()  # see store.sql.drivers.allocator: the read's buffers, before decoding
     mapped = page_mapper(tenant, session_id)
     with paused_collection():
         return [mapped(row) for row in rows]
