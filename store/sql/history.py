@@ -38,6 +38,7 @@ import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import String, bindparam, func, select, type_coerce
@@ -51,7 +52,7 @@ from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.dialect import kept_on
-from store.sql.drivers.allocator import give_back, is_large
+from store.sql.drivers.allocator import any_large, give_back
 from store.sql.drivers.sqlite import rows_at_once, short_statements
 from store.sql.errors import translate_errors
 from store.sql.mapping import (
@@ -142,7 +143,7 @@ async def read_history(
     rows = list((await conn.execute(query)).all())
     if before is not None and limit is not None:
         rows.reverse()  # read newest first (see history_query)
-    if any(is_large(row[_CONTENTS]) for row in rows):
+    if any_large(map(itemgetter(_CONTENTS), rows)):  # contents is read as text
         give_back()  # see store.sql.drivers.allocator: the read's buffers, before decoding
     mapped = page_mapper(tenant, session_id)
     with paused_collection():

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
 
-__all__ = ["LARGE_VALUE", "give_back", "is_large"]
+__all__ = ["LARGE_VALUE", "any_large", "give_back"]
 
 LARGE_VALUE = 1 << 20
 """Characters (or bytes) of a fetched value from which it is a large one."""
@@ -41,9 +40,10 @@ def _malloc_trim() -> Callable[[int], int] | None:
 _TRIM = _malloc_trim()
 
 
-def is_large(value: Any) -> bool:
-    """Whether ``value`` is a text (or bytes) of over :data:`LARGE_VALUE`."""
-    return isinstance(value, str | bytes) and len(value) > LARGE_VALUE
+def any_large(texts: Iterable[str | bytes]) -> bool:
+    """Whether any of ``texts`` is over :data:`LARGE_VALUE` (one pass in C: a full read
+    asks it of every row)."""
+    return max(map(len, texts), default=0) > LARGE_VALUE
 
 
 def give_back() -> None:
