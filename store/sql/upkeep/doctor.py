@@ -53,7 +53,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 from sqlalchemy import Text, delete, null, select, type_coerce, update
 from sqlalchemy import cast as sql_cast
@@ -114,17 +114,7 @@ __all__ = [
     "session_ids",
 ]
 
-CHECKS: tuple[Check, ...] = (
-    "unparsable_row",
-    "orphan_result",
-    "stale_call",
-    "duplicate_call_id",
-    "audit_mismatch",
-    "totals_mismatch",
-    "half_imported",
-    "redaction_residue",
-    "erasure_pending",
-)
+CHECKS: tuple[Check, ...] = get_args(Check)
 
 QUARANTINED_REASON = "quarantined"
 """The exclusion reason of a group holding a quarantined row."""
