@@ -88,6 +88,7 @@ from store.sql.schema import (
 )
 from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.upkeep.erasure import (
+    QUARANTINE_COPIES_KEY,
     forget_hashes,
     leftover_copies,
     leftover_hashes,
@@ -591,7 +592,7 @@ async def _quarantine(
             .where(*keys, MESSAGES.c.group_id == group_id, MESSAGES.c.excluded.is_(False))
             .values(**flags)
         )
-    return {"check": "unparsable_row", "groups": sorted(groups), "quarantined": kept}
+    return {"check": "unparsable_row", "groups": sorted(groups), QUARANTINE_COPIES_KEY: kept}
 
 
 async def _align_flags(conn: AsyncConnection, scan: _Scan) -> dict[str, Any]:

@@ -53,6 +53,7 @@ from strategies.messages import Message
 __all__ = [
     "FILE_ERASED_KEY",
     "PURGE_BATCH",
+    "QUARANTINE_COPIES_KEY",
     "Redaction",
     "confirm_file_erasure",
     "erase_step",
@@ -254,9 +255,9 @@ FILE_ERASED_KEY = "file_erased"
 """The key, in a redaction event's parameters, of whether the redacted text has left the
 database's files: recorded False where a write-ahead log keeps the old pages until a
 checkpoint (SQLite), set True once a checkpoint has truncated the log since; absent
-elsewhere. ``doctor`` reports a redaction left False (``redaction_residue``)."""
+elsewhere. ``doctor`` reports a redaction left False (``erasure_pending``)."""
 
-_QUARANTINE_COPIES = "quarantined"
+QUARANTINE_COPIES_KEY = "quarantined"
 """The key, in a ``doctor`` event's parameters, of the rows it kept verbatim."""
 
 
@@ -292,7 +293,7 @@ def _copies(params: dict[str, Any], wanted: dict[str, str]) -> list[dict[str, An
     """The quarantine copies in a ``doctor`` event's ``params`` of the rows whose id
     (as the copy keeps it: JSON-escaped) is a key of ``wanted``, still holding more than
     the id."""
-    kept = params.get(_QUARANTINE_COPIES)
+    kept = params.get(QUARANTINE_COPIES_KEY)
     if not isinstance(kept, list):
         return []
     return [
