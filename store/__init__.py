@@ -38,6 +38,7 @@ if _typing.TYPE_CHECKING:
     from store.formats import FormatError
     from store.memory import InMemoryHistoryStore
     from store.models import (
+        BranchInfo,
         CompactionEvent,
         ExcludedGroup,
         ImportResult,
@@ -76,6 +77,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "store.formats": ("FormatError",),
     "store.memory": ("InMemoryHistoryStore",),
     "store.models": (
+        "BranchInfo",
         "CompactionEvent",
         "ExcludedGroup",
         "ImportResult",
@@ -110,6 +112,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "BackendBase",
+    "BranchInfo",
     "ChatledgerError",
     "CompactionEvent",
     "ConcurrentWriteError",

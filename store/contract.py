@@ -57,6 +57,7 @@ from pydantic import JsonValue
 from store import telemetry
 from store.errors import InvalidInput, StoreClosed, strategy_errors
 from store.models import (
+    BranchInfo,
     CompactionEvent,
     DoctorReport,
     EventOutcome,
@@ -75,6 +76,7 @@ from store.models import (
 )
 from store.rules.checks import (
     check_bound,
+    check_compact_phase,
     check_flag,
     check_limit,
     check_message,
@@ -97,7 +99,7 @@ from store.rules.checks import (
 from store.rules.erasure import check_redaction, purge_cutoff
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.records import now
-from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_IMPORT
+from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_FORK, SPAN_IMPORT, SPAN_REWIND
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -546,6 +548,44 @@ class HistoryBackend(Protocol):
         """
         ...
 
+    async def fork(
+        self, session_id: str, *, at: str | None = None, new_session_id: str | None = None
+    ) -> SessionInfo:
+        """A new session whose history is this one's up to and including message ``at``
+        (default: all of it; a message of a superseded tail is allowed), then its own
+        appends; message ids are kept, and no message is copied: the fork reads the
+        stored rows it shares with its parent.
+
+        The fork starts with the source's exclusions, summaries, reductions and pins
+        over that prefix, except a summary that covers messages after ``at`` (not
+        carried over: the groups it replaced are active in the fork). Its audit starts
+        with a ``fork`` event saying what it inherited. From then on each branch keeps
+        its own state: nothing written to one changes what the other reads, except a
+        redaction, which reaches every branch holding the message. ``new_session_id``
+        defaults to a fresh ``fork-`` id. An existing ``new_session_id``, an unknown
+        ``at``, or an ``at`` that cuts a tool call from its result is
+        :class:`~store.errors.InvalidInput` naming it.
+        """
+        ...
+
+    async def rewind(self, session_id: str, *, to: str | None) -> CompactionEvent | None:
+        """Set the messages after ``to`` (``None``: all of them) aside as a superseded
+        tail: they leave the session's history and context (``include_excluded=True``
+        too), are kept under a tail id (:meth:`branches`), and are recorded by an event
+        of phase ``rewind``. Appends continue at ``to``'s position (the tail's ids may be
+        appended again). ``restore(session_id, event_id=<the rewind event>)`` brings the
+        tail back at any time; whatever was appended since becomes a tail in its turn.
+        A rewind to the last message changes nothing and returns None; ``to`` follows
+        the cutting rule of :meth:`fork`.
+        """
+        ...
+
+    async def branches(self, session_id: str) -> list[BranchInfo]:
+        """The session's parent (``relation="parent"``, with the fork point), its forks
+        (``"fork"``) and its superseded tails (``"tail"``), in that order, each oldest
+        first."""
+        ...
+
 
 # -- abilities beyond the contract ----------------------------------------------------
 
@@ -971,7 +1011,7 @@ class BackendBase(metaclass=ABCMeta):
         """Plan ``strategy`` on a snapshot of the active view and apply it if still valid."""
         self._check_open()
         check_session_id(session_id, self._limits)
-        check_phase(phase)
+        check_compact_phase(phase)
         chosen = resolve_strategy(strategy)
         with (
             self._translate_errors(),
@@ -1118,6 +1158,43 @@ class BackendBase(metaclass=ABCMeta):
         with self._translate_errors():
             return await self._redact(session_id, ids, reason=reason)
 
+    # -- branches ---------------------------------------------------------------------
+
+    async def fork(
+        self, session_id: str, *, at: str | None = None, new_session_id: str | None = None
+    ) -> SessionInfo:
+        """Fork the session at message ``at`` (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_text(at, "at", optional=True)
+        if new_session_id is not None:
+            check_session_id(new_session_id, self._limits)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_FORK, self._tenant, session_id),
+        ):
+            return await self._fork(session_id, at=at, new_session_id=new_session_id)
+
+    async def rewind(self, session_id: str, *, to: str | None) -> CompactionEvent | None:
+        """Set the messages after ``to`` aside as a superseded tail (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_text(to, "to", optional=True)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_REWIND, self._tenant, session_id) as traced,
+        ):
+            event = await self._rewind(session_id, to=to)
+            traced.event(event)
+            return event
+
+    async def branches(self, session_id: str) -> list[BranchInfo]:
+        """The session's parent, forks and superseded tails (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._branches(session_id)
+
     # -- the backend's primitives -----------------------------------------------------
 
     @abstractmethod
@@ -1261,6 +1338,22 @@ class BackendBase(metaclass=ABCMeta):
         self, session_id: str, message_ids: tuple[str, ...], *, reason: str
     ) -> RedactReport:
         """Replace the messages by tombstones (see :meth:`redact`)."""
+
+    # Added to the contract after the first backends: not abstract, unsupported here.
+
+    async def _fork(
+        self, session_id: str, *, at: str | None, new_session_id: str | None
+    ) -> SessionInfo:
+        """Fork the session (see :meth:`fork`)."""
+        raise self._unsupported("fork")
+
+    async def _rewind(self, session_id: str, *, to: str | None) -> CompactionEvent | None:
+        """Rewind the session (see :meth:`rewind`)."""
+        raise self._unsupported("rewind")
+
+    async def _branches(self, session_id: str) -> list[BranchInfo]:
+        """The session's branches (see :meth:`branches`)."""
+        raise self._unsupported("branches")
 
 
 if TYPE_CHECKING:

@@ -30,8 +30,11 @@ from strategies.groups import GroupKind
 from strategies.messages import Message
 
 __all__ = [
+    "COMPACT_PHASES",
     "OUTCOMES",
     "PHASES",
+    "BranchInfo",
+    "BranchRelation",
     "Check",
     "CompactionEvent",
     "DoctorReport",
@@ -51,8 +54,16 @@ __all__ = [
     "WhyResult",
 ]
 
-Phase = Literal["after_run", "manual", "import", "restore"]
-"""When a compaction event was applied."""
+Phase = Literal["after_run", "manual", "import", "restore", "fork", "rewind"]
+"""When a compaction event was applied; ``fork`` and ``rewind`` are the events of
+:meth:`~store.contract.HistoryBackend.fork` and
+:meth:`~store.contract.HistoryBackend.rewind` (``compact`` refuses them)."""
+
+COMPACT_PHASES: tuple[Phase, ...] = ("after_run", "manual", "import", "restore")
+"""The phases a compaction may be recorded under."""
+
+BranchRelation = Literal["parent", "fork", "tail"]
+"""How a branch relates to a session (see :class:`BranchInfo`)."""
 
 PHASES: tuple[Phase, ...] = get_args(Phase)
 """Every phase, in the order of :data:`Phase`."""
@@ -287,6 +298,33 @@ class SessionInfo(BaseModel):
     active_messages: int = 0
     active_groups: int = 0
     active_tokens: int = 0
+    parent_session_id: str | None = None
+    """The session this one was forked from; None for a root."""
+    fork_message_id: str | None = None
+    """The last message this session took from its parent; None for a root."""
+
+
+class BranchInfo(BaseModel):
+    """A branch related to a session (:meth:`~store.contract.HistoryBackend.branches`).
+
+    ``relation`` is ``parent`` (the session this one was forked from, at
+    ``fork_message_id``), ``fork`` (a session forked from this one at
+    ``fork_message_id``) or ``tail`` (messages a rewind of this session to
+    ``fork_message_id`` superseded: kept under ``session_id``, readable, brought back by
+    ``restore(session, event_id=event_id)``). ``event_id`` is the ``fork`` event in the
+    fork's audit, or the ``rewind`` (or ``restore``) event in this session's audit that
+    set the tail aside. ``messages`` is how many messages the branch's history holds
+    (for a tail: the superseded messages).
+    """
+
+    model_config = _FROZEN
+
+    session_id: str
+    relation: BranchRelation
+    fork_message_id: str | None
+    event_id: str | None
+    messages: int
+    created_at: datetime
 
 
 class PurgeReport(BaseModel):
@@ -305,6 +343,9 @@ class PurgeReport(BaseModel):
     groups: int
     events: int
     """Audit events removed with them."""
+    kept_messages: int = 0
+    """Stored messages of the removed sessions kept because their forks still read them
+    (unlisted, erased with the last branch that reads them)."""
 
 
 class RedactReport(BaseModel):

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, get_args
 
 from store.errors import InvalidInput
-from store.models import OUTCOMES, PHASES, Provenance, SessionOrder
+from store.models import COMPACT_PHASES, OUTCOMES, PHASES, Provenance, SessionOrder
 from store.rules.limits import DEFAULT_LIMITS, Limits, check_json, check_stored_message, fits
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
@@ -21,6 +21,7 @@ from strategies.tokenizers import Tokenizer, tokenizer_named
 __all__ = [
     "INT64",
     "check_bound",
+    "check_compact_phase",
     "check_flag",
     "check_limit",
     "check_message",
@@ -221,6 +222,16 @@ def check_phase(phase: object) -> None:
     """Refuse a phase that is not one of :data:`~store.models.PHASES`."""
     if phase not in PHASES:
         raise InvalidInput(f"unknown phase {phase!r}: expected one of {', '.join(PHASES)}")
+
+
+def check_compact_phase(phase: object) -> None:
+    """Refuse a phase a compaction may not be recorded under (``fork`` and ``rewind`` are
+    the events of their own operations)."""
+    check_phase(phase)
+    if phase not in COMPACT_PHASES:
+        raise InvalidInput(
+            f"phase {phase!r} is not a compaction's: expected one of {', '.join(COMPACT_PHASES)}"
+        )
 
 
 def resolve_strategy(strategy: object) -> CompactionStrategy:

@@ -34,6 +34,7 @@ from pydantic import JsonValue
 
 from store.contract import DEFAULT_TENANT, PAGE_SIZE, HistoryBackend
 from store.models import (
+    BranchInfo,
     CompactionEvent,
     EventOutcome,
     ExcludedGroup,
@@ -492,3 +493,42 @@ class SyncHistoryStore:
         ``complete`` is False when a reader kept it from being truncated.
         """
         return self._loop.run(self._store.redact(session_id, message_ids, reason=reason))
+
+    def fork(
+        self, session_id: str, *, at: str | None = None, new_session_id: str | None = None
+    ) -> SessionInfo:
+        """A new session whose history is this one's up to and including message ``at``
+        (default: all of it; a message of a superseded tail is allowed), then its own
+        appends; message ids are kept, and no message is copied: the fork reads the
+        stored rows it shares with its parent.
+
+        The fork starts with the source's exclusions, summaries, reductions and pins
+        over that prefix, except a summary that covers messages after ``at`` (not
+        carried over: the groups it replaced are active in the fork). Its audit starts
+        with a ``fork`` event saying what it inherited. From then on each branch keeps
+        its own state: nothing written to one changes what the other reads, except a
+        redaction, which reaches every branch holding the message. ``new_session_id``
+        defaults to a fresh ``fork-`` id. An existing ``new_session_id``, an unknown
+        ``at``, or an ``at`` that cuts a tool call from its result is
+        :class:`~store.errors.InvalidInput` naming it.
+        """
+        return self._loop.run(self._store.fork(session_id, at=at, new_session_id=new_session_id))
+
+    def rewind(self, session_id: str, *, to: str | None) -> CompactionEvent | None:
+        """Set the messages after ``to`` (``None``: all of them) aside as a superseded
+        tail: they leave the session's history and context (``include_excluded=True``
+        too), are kept under a tail id (:meth:`branches`), and are recorded by an event
+        of phase ``rewind``. Appends continue at ``to``'s position (the tail's ids may be
+        appended again). ``restore(session_id, event_id=<the rewind event>)`` brings the
+        tail back at any time; whatever was appended since becomes a tail in its turn.
+        A rewind to the last message changes nothing and returns None; ``to`` follows
+        the cutting rule of :meth:`fork`.
+        """
+        return self._loop.run(self._store.rewind(session_id, to=to))
+
+    def branches(self, session_id: str) -> list[BranchInfo]:
+        """The session's parent (``relation="parent"``, with the fork point), its forks
+        (``"fork"``) and its superseded tails (``"tail"``), in that order, each oldest
+        first.
+        """
+        return self._loop.run(self._store.branches(session_id))

@@ -25,7 +25,9 @@ __all__ = [
     "SPAN_APPEND",
     "SPAN_COMPACT",
     "SPAN_CONTEXT",
+    "SPAN_FORK",
     "SPAN_IMPORT",
+    "SPAN_REWIND",
     "STRATEGY",
     "TENANT",
     "TOKENS_AFTER",
@@ -42,6 +44,8 @@ SPAN_APPEND: Final = "chatledger.append"
 SPAN_CONTEXT: Final = "chatledger.context"
 SPAN_COMPACT: Final = "chatledger.compact"
 SPAN_IMPORT: Final = "chatledger.import"
+SPAN_FORK: Final = "chatledger.fork"
+SPAN_REWIND: Final = "chatledger.rewind"
 
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """The session id (span attribute only)."""
