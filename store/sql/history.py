@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from operator import itemgetter
@@ -51,12 +51,14 @@ from store.errors import InvalidInput
 from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
+from store.sql.branches.rows import Lineage, conversation, read_lineage
 from store.sql.dialect import kept_on
 from store.sql.drivers.allocator import any_large, give_back
 from store.sql.drivers.sqlite import rows_at_once, short_statements
 from store.sql.errors import translate_errors
 from store.sql.mapping import (
     COLUMN_INDEX,
+    COLUMNS,
     message_columns,
     page_mapper,
     paused_collection,
@@ -121,6 +123,39 @@ async def group_kinds(
     return kinds
 
 
+async def branch_rows(
+    conn: AsyncConnection,
+    tenant: str,
+    lineage: Lineage,
+    *,
+    include_excluded: bool,
+    limit: int | None,
+    before: int | None,
+    after: int | None,
+    newest: bool = False,
+) -> list[Any]:
+    """A page of a fork's conversation (:mod:`store.sql.branches.rows`) as
+    :func:`history_query` pages a root's, each row ending with its group's kind (with
+    ``newest``, the newest ``limit`` rows, newest first)."""
+
+    def where(c: Mapping[str, Any]) -> list[Any]:
+        conditions = []
+        if not include_excluded:
+            conditions.append(c["excluded"].is_(False))
+        if after is not None:
+            conditions.append(c["seq"] > after)
+        if before is not None:
+            conditions.append(c["seq"] < before)
+        return conditions
+
+    rows = conversation(tenant, lineage, where).subquery()
+    query = select(*(rows.c[c.name] for c in COLUMNS), rows.c.group_kind)
+    query = query.order_by(rows.c.seq.desc() if newest else rows.c.seq)
+    if limit is not None:
+        query = query.limit(limit)
+    return list((await conn.execute(query)).all())
+
+
 async def read_history(
     conn: AsyncConnection,
     tenant: str,
@@ -130,17 +165,31 @@ async def read_history(
     limit: int | None = None,
     before: int | None = None,
     after: int | None = None,
+    lineage: Lineage | None = None,
 ) -> list[StoredMessage]:
-    """One page of history, oldest first: one query, each row with its group's kind."""
-    query = history_query(
-        tenant,
-        session_id,
-        include_excluded=include_excluded,
-        limit=limit,
-        before=before,
-        after=after,
-    ).add_columns(_kind_column())
-    rows = list((await conn.execute(query)).all())
+    """One page of history, oldest first: one query, each row with its group's kind
+    (a fork's through its ``lineage``)."""
+    if lineage is not None:
+        rows = await branch_rows(
+            conn,
+            tenant,
+            lineage,
+            include_excluded=include_excluded,
+            limit=limit,
+            before=before,
+            after=after,
+            newest=before is not None and limit is not None,
+        )
+    else:
+        query = history_query(
+            tenant,
+            session_id,
+            include_excluded=include_excluded,
+            limit=limit,
+            before=before,
+            after=after,
+        ).add_columns(_kind_column())
+        rows = list((await conn.execute(query)).all())
     if before is not None and limit is not None:
         rows.reverse()  # read newest first (see history_query)
     if any_large(map(itemgetter(_CONTENTS), rows)):  # contents is read as text
@@ -255,7 +304,8 @@ async def read_sessions(
     ``(tenant, updated_at, session_id)``), so a page costs O(page).
     """
     s = SESSIONS.c
-    query = select(*SESSION_COLUMNS).where(s.tenant == tenant)
+    listed = s.branch.is_(None) | (s.branch == "fork")  # tails and kept rows are not
+    query = select(*SESSION_COLUMNS).where(s.tenant == tenant, listed)
     if updated_since is not None:
         query = query.where(s.updated_at >= updated_since)
     if order == "id":
@@ -311,19 +361,34 @@ async def stream_history(
             short_transactions = not dialect.of(conn).snapshot_reads
             mapped = page_mapper(tenant, session_id)
             with on_loop():
-                await read_session(conn, tenant, session_id)
+                session = await read_session(conn, tenant, session_id)
+                lineage = None
+                if session["branch"] is not None:
+                    lineage = await read_lineage(conn, tenant, session_id)
             cursor = after
             while True:
                 with on_loop():  # never across a yield: the caller's code is not ours
-                    rows = await read_page_rows(
-                        conn,
-                        tenant,
-                        session_id,
-                        include_excluded=include_excluded,
-                        after=cursor,
-                        before=before,
-                        limit=page_size,
-                    )
+                    rows: Sequence[Any]
+                    if lineage is not None:
+                        rows = await branch_rows(
+                            conn,
+                            tenant,
+                            lineage,
+                            include_excluded=include_excluded,
+                            after=cursor,
+                            before=before,
+                            limit=page_size,
+                        )
+                    else:
+                        rows = await read_page_rows(
+                            conn,
+                            tenant,
+                            session_id,
+                            include_excluded=include_excluded,
+                            after=cursor,
+                            before=before,
+                            limit=page_size,
+                        )
                 if short_transactions:
                     await conn.commit()
                 for row in rows:

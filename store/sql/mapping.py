@@ -658,6 +658,8 @@ def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
             active_messages=row["active_messages"],
             active_groups=row["active_groups"],
             active_tokens=row["active_tokens"],
+            parent_session_id=row.get("parent_session_id"),
+            fork_message_id=row.get("fork_message_id"),
         )
     except (ValidationError, KeyError, TypeError, ValueError) as error:
         raise CorruptRowError(

@@ -20,6 +20,8 @@ with a CHECK constraint), so the schema shares a database with other application
   ``call_id`` without scanning history.
 * ``chatledger_early_results``: results stored before any call with their ``call_id``,
   so that the call, when it arrives, finds the orphan group to join without a scan.
+* ``chatledger_lineage`` and ``chatledger_branch_rows``: what a fork reads of the rows
+  other sessions store, and its own state of them (``docs/branches.md``).
 * ``chatledger_events`` and ``chatledger_event_groups``: the compaction audit (every
   outcome: applied change sets, and compactions that failed, were blocked or abandoned).
 * ``chatledger_schema_revisions``: bookkeeping of the migrations (like Alembic's version
@@ -61,6 +63,7 @@ from store.sql.dialect import capabilities
 from strategies.groups import GROUP_KINDS
 
 __all__ = [
+    "BRANCH_ROWS",
     "EARLY_RESULTS",
     "EVENTS",
     "EVENT_ACTIONS",
@@ -68,16 +71,19 @@ __all__ = [
     "EVENT_PHASES",
     "FIRST_SEQ",
     "GROUPS",
+    "LINEAGE",
     "MESSAGES",
     "OPEN_CALLS",
     "SCHEMA_REVISIONS",
     "SESSIONS",
     "TABLE_PREFIX",
     "Base",
+    "BranchRowRow",
     "EarlyResultRow",
     "EventGroupRow",
     "EventRow",
     "GroupRow",
+    "LineageRow",
     "MessageRow",
     "OpenCallRow",
     "SchemaRevisionRow",
@@ -203,6 +209,7 @@ class SessionRow(Base):
     __table_args__ = (
         Index("chatledger_sessions_updated_idx", "tenant", "updated_at"),
         Index("chatledger_sessions_recent_idx", "tenant", "updated_at", "session_id"),
+        Index("chatledger_sessions_parent_idx", "tenant", "parent_session_id"),
     )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
@@ -224,6 +231,19 @@ class SessionRow(Base):
     turn: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     tail_group_id: Mapped[str | None] = mapped_column(KEY)
     tail_mode: Mapped[str | None] = mapped_column(_enum(("reasoning", "calls"), "tail_mode"))
+    branch: Mapped[str | None] = mapped_column(String(16))
+    """None for a root; ``fork``, ``tail`` (a rewind's superseded tail, read-only), or
+    ``kept`` (a deleted session's rows its forks still read: listed nowhere)."""
+    parent_session_id: Mapped[str | None] = mapped_column(KEY)
+    """The session a fork was forked from (a tail: the session it was rewound from)."""
+    fork_message_id: Mapped[str | None] = mapped_column(KEY)
+    """The last message a fork took from its parent (a tail: the rewind's ``to``)."""
+    branch_event_id: Mapped[str | None] = mapped_column(String(64))
+    """A fork's ``fork`` event; a tail's ``rewind`` (or ``restore``) event, in its
+    parent's audit."""
+    shared: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    """Whether another branch reads rows this session stores (set by a fork, never
+    cleared): only then does a write to the state of its rows look for those branches."""
     event_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     stored_messages: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     stored_groups: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
@@ -231,6 +251,48 @@ class SessionRow(Base):
     active_messages: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     active_groups: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     active_tokens: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+
+
+class LineageRow(Base):
+    """A fork reads the rows another session stores, up to a ``seq``: one row per
+    session whose rows it reads (its parent's, and theirs)."""
+
+    __tablename__ = "chatledger_lineage"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_lineage_owner_idx", "tenant", "owner_session_id"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    """The reading branch."""
+    owner_session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    """The session that stores the rows."""
+    through_seq: Mapped[int] = mapped_column(BigInteger)
+    """The highest ``seq`` of the owner's rows the branch reads."""
+
+
+class BranchRowRow(Base):
+    """A branch's own state of a row another session stores, where it differs from the
+    row's: its group (after a merge) and its reduction. ``member`` marks a row the
+    branch holds beyond its lineage's ``through_seq`` (a summary stored after the cut)."""
+
+    __tablename__ = "chatledger_branch_rows"
+    __table_args__ = (
+        _session_fk(),
+        Index("chatledger_branch_rows_group_idx", "tenant", "session_id", "group_id"),
+        Index("chatledger_branch_rows_owner_idx", "tenant", "owner_session_id", "seq"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    owner_session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    group_id: Mapped[str] = mapped_column(KEY)
+    reduced_contents: Mapped[Any | None] = mapped_column(JSONType)
+    reduced_token_count: Mapped[int | None] = mapped_column(Integer)
+    reduced_event_id: Mapped[str | None] = mapped_column(String(64))
+    member: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
 class MessageRow(Base):
@@ -440,3 +502,5 @@ EARLY_RESULTS = cast(Table, EarlyResultRow.__table__)
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
 SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)
+LINEAGE = cast(Table, LineageRow.__table__)
+BRANCH_ROWS = cast(Table, BranchRowRow.__table__)

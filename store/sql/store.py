@@ -65,6 +65,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from store.contract import DEFAULT_TENANT, BackendBase, Written
 from store.errors import InvalidInput, SessionNotFound, StoreTimeout
 from store.models import (
+    BranchInfo,
     CompactionEvent,
     DoctorReport,
     EventOutcome,
@@ -82,6 +83,7 @@ from store.models import (
     TenantInfo,
     WhyResult,
 )
+from store.rules.branching import new_fork_id, tail_refusal
 from store.rules.changes import new_event_id
 from store.rules.checks import (
     check_flag,
@@ -99,6 +101,9 @@ from store.sql.annotation import stored_hashes
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, append_to_sessions
+from store.sql.branches.fork import fork_session, resolve_cut
+from store.sql.branches.listing import read_branches
+from store.sql.branches.rows import Lineage, read_lineage
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
@@ -480,9 +485,11 @@ class HistoryStore(BackendBase):
             cache=self._cache,
         )
 
-    def _source(self, session_id: str, session: RowMapping) -> SqlSource:
+    def _source(
+        self, session_id: str, session: RowMapping, lineage: Lineage | None = None
+    ) -> SqlSource:
         entry = self._cache.entry(session_id, session_key(session))
-        return SqlSource(self._engine, self._tenant, session_id, self._cache, entry)
+        return SqlSource(self._engine, self._tenant, session_id, self._cache, entry, lineage)
 
     # -- messages ----------------------------------------------------------------------
 
@@ -519,7 +526,10 @@ class HistoryStore(BackendBase):
         after: int | None,
     ) -> list[StoredMessage]:
         async with self._engine.connect() as conn:
-            await read_session(conn, self._tenant, session_id)
+            session = await read_session(conn, self._tenant, session_id)
+            lineage = None
+            if session["branch"] is not None:
+                lineage = await read_lineage(conn, self._tenant, session_id)
             return await read_history(
                 conn,
                 self._tenant,
@@ -528,6 +538,7 @@ class HistoryStore(BackendBase):
                 limit=limit,
                 before=before,
                 after=after,
+                lineage=lineage,
             )
 
     def _aiter_history(
@@ -647,9 +658,12 @@ class HistoryStore(BackendBase):
             async with read_connection(self._engine) as conn:
                 session = await read_session(conn, self._tenant, session_id)
                 check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
+                lineage = None
+                if session["branch"] is not None:
+                    lineage = await read_lineage(conn, self._tenant, session_id)
                 view, _ = await read_view(
                     conn,
-                    self._source(session_id, session),
+                    self._source(session_id, session, lineage),
                     session,
                     tokenizer=self.tokenizer,
                     policy=self._policy,
@@ -915,6 +929,41 @@ class HistoryStore(BackendBase):
             params = {**event.params, erasure.FILE_ERASED_KEY: True}
             return report.model_copy(update={"event": event.model_copy(update={"params": params})})
         return report
+
+    # -- branches ---------------------------------------------------------------------
+
+    @_connected
+    async def _fork(
+        self, session_id: str, *, at: str | None, new_session_id: str | None
+    ) -> SessionInfo:
+        """One write transaction, the source's row locked (see
+        :mod:`store.sql.branches.fork`)."""
+        new_id = new_session_id if new_session_id is not None else new_fork_id()
+
+        async def operation(conn: AsyncConnection) -> SessionInfo:
+            source = await lock_session(conn, self._tenant, session_id)
+            if source["branch"] in ("tail", "kept"):
+                raise tail_refusal(
+                    session_id, source["parent_session_id"], source["branch_event_id"]
+                )
+            taken = select(SESSIONS.c.session_id).where(
+                SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == new_id
+            )
+            if (await conn.execute(taken)).first() is not None:
+                raise InvalidInput(
+                    f"cannot fork session {session_id!r} as {new_id!r}: that session exists"
+                )
+            cut = await resolve_cut(conn, self._tenant, source, at, verb="fork", tails=True)
+            return await fork_session(
+                conn, self._tenant, source, cut, new_id, event_id=new_event_id(), now=now()
+            )
+
+        return await self._write(operation)
+
+    @_connected
+    async def _branches(self, session_id: str) -> list[BranchInfo]:
+        async with self._engine.connect() as conn:
+            return await read_branches(conn, self._tenant, session_id)
 
     # -- administration and upkeep ----------------------------------------------------
 

@@ -26,6 +26,7 @@ from sqlalchemy.sql import Select
 
 from store.errors import SessionNotFound
 from store.sql import dialect
+from store.sql.branches.rows import read_lineage
 from store.sql.drivers.engine import begin_snapshot
 from store.sql.mapping import message_columns
 from store.sql.projection.cache import CachedView, SessionCache, session_key
@@ -169,7 +170,12 @@ async def open_view(
         session, found = await _read_session_and(conn, tenant, session_id, known)
         entry = cache.entry(session_id, session_key(session)) if cache is not None else None
     check(session)
-    source = SqlSource(engine, tenant, session_id, cache, entry)
+    lineage = None
+    if session["branch"] is not None:  # a fork reads its groups' rows through its lineage
+        lineage = await read_lineage(conn, tenant, session_id)
+        if known.part == "messages":
+            current = False  # the joined read saw its own rows only
+    source = SqlSource(engine, tenant, session_id, cache, entry, lineage)
     fresh: list[Mapping[str, Any]] | None = None
     if current and known.part == "groups":
         fresh = [

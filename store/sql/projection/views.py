@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
 from store.sql import dialect
+from store.sql.branches.rows import Filter, Lineage, conversation
 from store.sql.drivers.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
 from store.sql.projection.cache import (
@@ -192,6 +193,9 @@ class SqlSource:
     session_id: str
     cache: SessionCache | None = None
     entry: CachedView | None = None
+    lineage: Lineage | None = None
+    """A fork's lineage: its groups' messages are read through it
+    (:mod:`store.sql.branches.rows`); None for a root."""
 
     async def load_rows(self, group_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
         """Each group's ``(seq, message)`` pairs in ``seq`` order (a joined early result
@@ -226,6 +230,8 @@ class SqlSource:
         params = {"tenant": self.tenant, "session_id": self.session_id}
         caching = self.cache is not None and self.entry is not None
         keyed = caching and key is None  # each statement tells the key it saw
+        if self.lineage is not None:
+            return await self._read_branch(conn, group_ids, key=key, keyed=keyed)
         query = _MESSAGES_AND_KEY if keyed else _MESSAGES_BY_GROUP
         seen: set[Key | None] = set()
         found: list[Sequence[Any]] = []
@@ -235,6 +241,35 @@ class SqlSource:
             if keyed:
                 seen.update((row[-2], row[-1]) for row in rows)
                 if not rows:  # nothing to tell the key by
+                    seen.add(await read_key(conn, self.tenant, self.session_id))
+        if keyed:
+            key = seen.pop() if len(seen) == 1 else None
+        return self.keep(group_ids, found, key=key)
+
+    async def _read_branch(
+        self, conn: AsyncConnection, group_ids: Sequence[str], *, key: Key | None, keyed: bool
+    ) -> dict[str, list[tuple[int, Message]]]:
+        """:meth:`_read` of a fork: its conversation's rows of ``group_ids``, each
+        statement with the session's key as it saw it."""
+        assert self.lineage is not None
+        s = SESSIONS.c
+        where = (s.tenant == self.tenant, s.session_id == self.session_id)
+        extra = (
+            select(s.incarnation).where(*where).scalar_subquery().label("key_inc"),
+            select(s.revision).where(*where).scalar_subquery().label("key_rev"),
+        )
+        width = len(COLUMN_INDEX)
+        seen: set[Key | None] = set()
+        found: list[Sequence[Any]] = []
+        for part in chunks(group_ids):
+            query = conversation(
+                self.tenant, self.lineage, _in_groups(list(part)), extra=extra if keyed else ()
+            )
+            rows = (await conn.execute(query)).all()
+            found.extend(row[:width] for row in rows)
+            if keyed:
+                seen.update((row[-2], row[-1]) for row in rows)
+                if not rows:
                     seen.add(await read_key(conn, self.tenant, self.session_id))
         if keyed:
             key = seen.pop() if len(seen) == 1 else None
@@ -298,6 +333,13 @@ class SqlSource:
                 return {gid: list(shown[gid]) for gid in group_ids}
         rows = await self.load_rows(group_ids)
         return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
+
+
+def _in_groups(group_ids: list[str]) -> Filter:
+    def where(c: Mapping[str, Any]) -> list[Any]:
+        return [c["group_id"].in_(group_ids)]
+
+    return where
 
 
 def _excluded_of(session: RowMapping) -> Totals:

@@ -1,0 +1,2 @@
+"""Branches in SQL: forks that read their parent's rows, and rewinds' superseded tails
+(``docs/branches.md``)."""
