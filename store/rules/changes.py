@@ -478,7 +478,13 @@ def undo_event(session: SessionRecord, out: Outcome, event: CompactionEvent) -> 
 
 
 def check_restorable(event: CompactionEvent) -> None:
-    """Refuse to restore an event that applied nothing (only ``applied`` ones can be)."""
+    """Refuse to restore an event that applied nothing (only ``applied`` ones can be), and
+    a fork's first event (what a fork inherited is its history: delete the fork)."""
+    if event.phase == "fork":
+        raise InvalidInput(
+            f"event {event.id!r} made the fork {event.session_id!r}: it cannot be restored "
+            f"(delete the fork instead)"
+        )
     if event.outcome != "applied":
         raise InvalidInput(
             f"event {event.id!r} is {event.outcome}: it changed nothing, so there is "

@@ -25,6 +25,7 @@ from store.errors import ChatledgerError, CorruptRowError
 from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
 from store.rules.changes import log_event
 from store.rules.why import GroupFacts, explain, not_stored
+from store.sql.branches.rows import among, conversation, read_lineage
 from store.sql.codec import (
     ENCODED,
     decode_event_note,
@@ -217,12 +218,16 @@ async def _later_user_group(conn: AsyncConnection, group: RowMapping) -> bool:
 
 async def why(conn: AsyncConnection, tenant: str, session_id: str, message_id: str) -> WhyResult:
     """Whether ``message_id`` is in the context built without a strategy, and why."""
-    await read_session(conn, tenant, session_id)
+    session = await read_session(conn, tenant, session_id)
     query = select(MESSAGES.c.group_id, MESSAGES.c.reduced_event_id).where(
         MESSAGES.c.tenant == tenant,
         MESSAGES.c.session_id == session_id,
         MESSAGES.c.message_id == message_id,
     )
+    if session["branch"] is not None:  # a fork's message may be one it inherits
+        lineage = await read_lineage(conn, tenant, session_id)
+        rows = conversation(tenant, lineage, among("message_id", [message_id])).subquery()
+        query = select(rows.c.group_id, rows.c.reduced_event_id)
     found = (await conn.execute(query)).first()
     if found is None:
         raise not_stored(message_id, session_id)

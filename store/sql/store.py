@@ -703,7 +703,7 @@ class HistoryStore(BackendBase):
                         fresh, self.tokenizer, policy=self._policy, counter=count
                     )
                 session, view = opened.session, opened.view
-                stored = await stored_hashes(conn, self._tenant, session_id, batch)
+                stored = await stored_hashes(conn, self._tenant, session_id, batch, session)
                 dedupe(session_id, batch, stored)
                 fresh = new_messages(batch, stored)
                 return await with_pending(

@@ -12,16 +12,20 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Table, delete, insert, select, update
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.models import CompactionEvent, StoredMessage
+from store.rules.branching import shared_refusal
 from store.rules.changes import Outcome, build_event, log_event, new_event_id
 from store.rules.records import now
 from store.rules.retract import RETRACT_STRATEGY, Retraction, check_retractable, plan_retraction
 from store.sql.audit import write_event
+from store.sql.branches.rows import read_lineage
+from store.sql.branches.sharing import refuse_shared, refuse_tail
 from store.sql.compaction.mirror import before_totals, mirror_of
-from store.sql.history import group_kinds
-from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
+from store.sql.history import branch_rows, group_kinds
+from store.sql.mapping import COLUMN_INDEX, message_columns, page_mapper, stored_message
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS
 from store.sql.sessions import lock_session
 from store.sql.statements import chunks, key_params, session_update
@@ -31,6 +35,7 @@ from strategies.view import Totals
 __all__ = ["retract_last"]
 
 _GROUP = COLUMN_INDEX["group_id"]
+_SLOT = COLUMN_INDEX["slot"]
 
 _WRITE_SESSION = session_update(
     ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at"),
@@ -50,7 +55,16 @@ def _keys(table: Table, tenant: str, session_id: str) -> tuple[Any, Any]:
     return (table.c.tenant == tenant, table.c.session_id == session_id)
 
 
-async def _appended(conn: AsyncConnection, tenant: str, session_id: str) -> list[StoredMessage]:
+async def _appended(
+    conn: AsyncConnection, tenant: str, session_id: str, session: RowMapping
+) -> list[StoredMessage]:
+    if session["branch"] is not None:  # a fork's conversation, inherited rows included
+        lineage = await read_lineage(conn, tenant, session_id)
+        found = await branch_rows(
+            conn, tenant, lineage, include_excluded=True, limit=None, before=None, after=None
+        )
+        mapped = page_mapper(tenant, session_id)
+        return [mapped(row) for row in found if row[_SLOT] == 0]
     query = (
         select(*message_columns())
         .where(*_keys(MESSAGES, tenant, session_id), MESSAGES.c.slot == 0)
@@ -62,6 +76,10 @@ async def _appended(conn: AsyncConnection, tenant: str, session_id: str) -> list
         stored_message(row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id)
         for row in rows
     ]
+
+
+async def _inherited_through(conn: AsyncConnection, tenant: str, session_id: str) -> int:
+    return (await read_lineage(conn, tenant, session_id)).through
 
 
 async def _write_group(
@@ -115,10 +133,24 @@ async def retract_last(
     """Delete the session's newest appended message and write its audit event (see
     :meth:`store.contract.HistoryBackend.retract_last`); None when there is none."""
     session = await lock_session(conn, tenant, session_id)
-    appended = await _appended(conn, tenant, session_id)
+    refuse_tail(session)
+    appended = await _appended(conn, tenant, session_id, session)
     if not appended:
         return None
     last = appended[-1]
+    if session["branch"] is not None and last.seq <= await _inherited_through(
+        conn, tenant, session_id
+    ):
+        parent = session["parent_session_id"] or "its parent"
+        raise shared_refusal("retract the last message of", session_id, last.message_id, parent)
+    await refuse_shared(
+        conn,
+        tenant,
+        session,
+        "retract the last message of",
+        seq=last.seq,
+        message_id=last.message_id,
+    )
     check_retractable(
         session_id,
         last.message_id,

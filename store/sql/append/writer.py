@@ -27,6 +27,7 @@ from store.sql.append.counting import BackgroundCounts, count_in_background
 from store.sql.append.inserts import Statement, execute_inserts, group_insert, message_insert
 from store.sql.append.pipeline import insert_messages
 from store.sql.append.rows import AppendContext, AppendTotals, NewGroups, RowBuilder
+from store.sql.branches.sharing import keep_for_readers, move_inherited, refuse_tail
 from store.sql.projection.cache import Key, session_key
 from store.sql.schema import EARLY_RESULTS, FIRST_SEQ, GROUPS, MESSAGES, OPEN_CALLS
 from store.sql.sessions import lock_session, lock_sessions
@@ -56,6 +57,7 @@ async def _apply_merges(
     loaded: Loaded,
     totals: AppendTotals,
     pins: set[str],
+    session: RowMapping,
 ) -> dict[str, list[int]]:
     """Move the messages, calls and early results of absorbed stored groups; return what
     each target gains. A pinned group's pin passes to the group absorbing it (recorded in
@@ -67,6 +69,10 @@ async def _apply_merges(
             continue
         into = loaded.groups.get(target)
         hidden = bool(into is not None and into["excluded"])
+        moved = MESSAGES.c.group_id == absorbed
+        await keep_for_readers(conn, ctx.tenant, session, moved)
+        if session["branch"] is not None:  # the inherited rows move in this branch only
+            await move_inherited(conn, ctx.tenant, ctx.session_id, absorbed, target)
         await conn.execute(
             update(MESSAGES)
             .where(*_keys(MESSAGES, ctx), MESSAGES.c.group_id == absorbed)
@@ -278,8 +284,11 @@ async def append_messages(
         conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
     )
     check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
+    refuse_tail(session)
     blank = session["next_seq"] == FIRST_SEQ  # nothing stored: no hashes, calls, groups
-    stored = {} if blank else await stored_hashes(conn, ctx.tenant, ctx.session_id, messages)
+    stored = (
+        {} if blank else await stored_hashes(conn, ctx.tenant, ctx.session_id, messages, session)
+    )
     fresh = new_messages(messages, stored)
     counts = count_in_background(ctx, fresh)
     try:
@@ -339,7 +348,7 @@ async def _store_fresh(
     loaded, annotation, builder = await _planned(conn, ctx, session, fresh, deduped)
     totals, group_ids = builder.totals, builder.group_ids
     pins: set[str] = set()
-    gains = await _apply_merges(conn, ctx, annotation, loaded, totals, pins)
+    gains = await _apply_merges(conn, ctx, annotation, loaded, totals, pins, session)
     created = _new_groups(ctx, session, annotation, loaded, totals, gains)
     await insert_messages(conn, builder, created, counts)
     if pins:

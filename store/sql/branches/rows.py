@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import String, Text, and_, case, func, select, type_coerce, union_all
+from sqlalchemy import String, Text, and_, case, func, or_, select, type_coerce, union_all
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ColumnElement, Select
@@ -38,6 +38,7 @@ __all__ = [
     "Lineage",
     "conversation",
     "read_lineage",
+    "stored_hashes_of",
 ]
 
 
@@ -91,6 +92,15 @@ async def read_lineage(conn: AsyncConnection, tenant: str, session_id: str) -> L
 Filter = Callable[[Mapping[str, ColumnElement[Any]]], Sequence[ColumnElement[bool]]]
 """Conditions on a branch of the conversation, given its effective columns by name
 (``seq``, ``group_id``, ``excluded``, ``message_id``, ...)."""
+
+
+def among(name: str, values: Sequence[Any]) -> Filter:
+    """The filter: column ``name`` is one of ``values``."""
+
+    def where(columns: Mapping[str, ColumnElement[Any]]) -> list[ColumnElement[bool]]:
+        return [columns[name].in_(list(values))]
+
+    return where
 
 
 def _text(column: Any) -> Any:
@@ -212,3 +222,29 @@ def conversation(
     parts.append(_branch(tenant, session_id, "members", where, extra=extra))
     parts.append(_branch(tenant, session_id, "own", where, extra=extra))
     return union_all(*parts)
+
+
+async def stored_hashes_of(
+    conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str]
+) -> dict[str, str]:
+    """The content hash of each of ``message_ids`` that ``lineage``'s session holds,
+    inherited or its own (what an append to a fork deduplicates against)."""
+    m, b = MESSAGES.c, BRANCH_ROWS.c
+    found: dict[str, str] = {}
+    for start in range(0, len(message_ids), 500):
+        part = list(message_ids[start : start + 500])
+        places = [
+            and_(m.session_id == owner, m.seq > after, m.seq <= through)
+            for owner, after, through in lineage.segments
+        ]
+        places.append(m.session_id == lineage.session_id)
+        members = select(b.owner_session_id, b.seq).where(
+            b.tenant == tenant, b.session_id == lineage.session_id, b.member
+        )
+        for owner, seq in await conn.execute(members):
+            places.append(and_(m.session_id == owner, m.seq == seq))
+        query = select(m.message_id, m.content_hash).where(
+            m.tenant == tenant, m.message_id.in_(part), or_(*places)
+        )
+        found.update((row[0], row[1]) for row in await conn.execute(query))
+    return found

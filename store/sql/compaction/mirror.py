@@ -23,6 +23,8 @@ from sqlalchemy.sql import Select
 from store.errors import SessionNotFound
 from store.rules.records import GroupRecord, MessageRecord, SessionRecord
 from store.sql import dialect
+from store.sql.branches.rows import Filter, among, conversation, read_lineage
+from store.sql.mapping import timestamp
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import KEYS, SESSION_COLUMNS, lock_session
 from store.sql.statements import (
@@ -77,6 +79,8 @@ class Mirror:
     """The group rows as loaded."""
     written: Written | None = None
     """After :func:`write_back`: the loaded and inserted groups' rows as written."""
+    inherited: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """A fork's loaded rows that another session stores: message id to (owner, seq)."""
 
 
 def mirror_of(row: RowMapping) -> Mirror:
@@ -311,6 +315,12 @@ _ROW_COLUMNS = select(*(MESSAGES.c[name] for name in _ROW_NAMES))
 
 async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection[str]) -> None:
     """Load the message rows with the given ids (see :func:`load_rows`)."""
+    if mirror.row["branch"] is not None:
+        wanted = sorted(ids)
+        for start in range(0, len(wanted), CHUNK):
+            part = wanted[start : start + CHUNK]
+            await _load_branch_rows(conn, mirror, among("message_id", part))
+        return
     query = select_among(conn, "messages", "message_id", columns=_ROW_NAMES)
     found: list[RowMapping] = []
     keys = key_params(mirror.session.tenant, mirror.session.session_id)
@@ -319,13 +329,34 @@ async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection
     _add_rows(mirror, found)
 
 
-async def load_rows(conn: AsyncConnection, mirror: Mirror, condition: Any) -> None:
-    """Load the message rows matching ``condition`` (contents left out: never rewritten)."""
+async def load_rows(
+    conn: AsyncConnection, mirror: Mirror, condition: Any, *, in_branch: Filter | None = None
+) -> None:
+    """Load the message rows matching ``condition`` (contents left out: never rewritten);
+    in a fork, its conversation's rows matching ``in_branch``."""
+    if mirror.row["branch"] is not None and in_branch is not None:
+        await _load_branch_rows(conn, mirror, in_branch)
+        return
     query = _ROW_COLUMNS.where(*_keys(MESSAGES, mirror), condition)
     _add_rows(mirror, (await conn.execute(query)).mappings())
 
 
-def _add_rows(mirror: Mirror, found: Iterable[RowMapping]) -> None:
+async def _load_branch_rows(conn: AsyncConnection, mirror: Mirror, where: Filter) -> None:
+    """Load a fork's rows (its own and inherited ones) matching ``where``."""
+    s = mirror.session
+    lineage = await read_lineage(conn, s.tenant, s.session_id)
+    rows = conversation(s.tenant, lineage, where).subquery()
+    found = []
+    for row in (await conn.execute(select(rows))).mappings():
+        values = {name: row[name] for name in _ROW_NAMES}
+        values["stored_at"] = timestamp(values["stored_at"])
+        found.append(values)
+        if row["owner_session_id"] != s.session_id:
+            mirror.inherited[row["message_id"]] = (row["owner_session_id"], int(row["seq"]))
+    _add_rows(mirror, found)
+
+
+def _add_rows(mirror: Mirror, found: Iterable[Mapping[Any, Any]]) -> None:
     # Sorted here, not in SQL: with ``message_id IN (...)`` an ORDER BY seq makes SQLite
     # walk the session's whole primary key to avoid a sort (O(history) per compaction).
     rows = sorted(found, key=lambda r: int(r["seq"]))

@@ -24,6 +24,7 @@ from store.rules.changes import (
 )
 from store.rules.records import now
 from store.sql.audit import read_events
+from store.sql.branches.rows import among
 from store.sql.compaction.mirror import before_totals, load_groups, load_rows, mirror_of
 from store.sql.compaction.write_back import write_back
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
@@ -56,7 +57,12 @@ async def restore_groups(
             raise InvalidInput(f"no event {event_id!r} in session {session_id!r}")
         event = found[0]
         check_restorable(event)
-        await load_rows(conn, mirror, MESSAGES.c.reduced_event_id == event.id)
+        await load_rows(
+            conn,
+            mirror,
+            MESSAGES.c.reduced_event_id == event.id,
+            in_branch=among("reduced_event_id", [event.id]),
+        )
         undo_event(mirror.session, out, event)
         params = {"event_id": event.id}
     if not out.changed:

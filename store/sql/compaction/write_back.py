@@ -29,10 +29,11 @@ from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord
 from store.sql import dialect
 from store.sql.audit import write_event
+from store.sql.branches.sharing import keep_for_readers, set_own_state
 from store.sql.codec import ENCODED, encode_reduced
 from store.sql.compaction.mirror import Mirror, Written, mirror_of
 from store.sql.mapping import INSERT_MESSAGE, inserted_message, message_to_values
-from store.sql.schema import GROUPS
+from store.sql.schema import GROUPS, MESSAGES
 from store.sql.statements import (
     EACH_KEY,
     among_params,
@@ -222,7 +223,38 @@ def _each(by_values: Mapping[tuple[Any, ...], set[str]], width: int) -> list[dic
     ]
 
 
+async def _write_inherited(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
+    """A fork's reductions of rows it inherits: kept as its own state of them (and taken
+    out of ``plan``, which then names its own rows only)."""
+    s, inherited = mirror.session, mirror.inherited
+    if not inherited:
+        return
+    cleared = {"reduced_contents": None, "reduced_token_count": None, "reduced_event_id": None}
+
+    def place(message_id: str) -> dict[tuple[str, int], dict[str, Any]]:
+        return {inherited[message_id]: {"group_id": s.rows[message_id].group_id, **cleared}}
+
+    for message_id in sorted(plan.unreduced & set(inherited)):
+        await set_own_state(conn, s.tenant, s.session_id, place(message_id), cleared)
+    for reduced in [r for r in plan.reduced if r[_KEY] in inherited]:
+        values = {
+            "reduced_contents": reduced["reduced_json"],
+            "reduced_token_count": reduced["reduced_token_count"],
+            "reduced_event_id": reduced["reduced_event_id"],
+        }
+        await set_own_state(conn, s.tenant, s.session_id, place(reduced[_KEY]), values)
+    plan.unreduced -= set(inherited)
+    plan.reduced = [r for r in plan.reduced if r[_KEY] not in inherited]
+
+
 async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
+    await _write_inherited(conn, mirror, plan)
+    changed = plan.unreduced | {r[_KEY] for r in plan.reduced}
+    if changed:  # the branches that read these rows keep what they read
+        s = mirror.session
+        for part in chunks(sorted(changed)):
+            condition = MESSAGES.c.message_id.in_(part)
+            await keep_for_readers(conn, s.tenant, mirror.row, condition)
     cleared = {"reduced_contents": null(), "reduced_token_count": None, "reduced_event_id": None}
     await _update_among(conn, mirror, "messages", "message_id", plan.unreduced, cleared)
     if plan.reduced:

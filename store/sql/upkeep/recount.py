@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.contract import PAGE_SIZE
 from store.rules.records import now
+from store.sql.branches.sharing import refuse_shared, refuse_tail
 from store.sql.history import read_history
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import lock_session
@@ -132,7 +133,9 @@ async def recount_session(
     policy: TokenCountPolicy,
 ) -> None:
     """Recount every message of the session and record ``tokenizer`` as its tokenizer."""
-    await lock_session(conn, tenant, session_id)
+    session = await lock_session(conn, tenant, session_id)
+    refuse_tail(session)
+    await refuse_shared(conn, tenant, session, "recount")
     await _recount_messages(conn, tenant, session_id, tokenizer, policy)
     await rebuild_totals(conn, tenant, session_id)
     await conn.execute(
