@@ -101,6 +101,8 @@ from store.sql.annotation import stored_hashes
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, append_to_sessions
+from store.sql.branches.deleting import collect, keep_for_forks, owners_read_by, tails_of
+from store.sql.branches.erasure import redact_in_branches
 from store.sql.branches.fork import fork_session, resolve_cut
 from store.sql.branches.listing import read_branches
 from store.sql.branches.rows import Lineage, read_lineage
@@ -124,7 +126,16 @@ from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, ses
 from store.sql.projection.opening import open_view
 from store.sql.projection.pending import with_pending
 from store.sql.projection.views import SqlSource, read_view
-from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from store.sql.schema import (
+    BRANCH_ROWS,
+    EVENT_GROUPS,
+    EVENTS,
+    GROUPS,
+    LINEAGE,
+    MESSAGES,
+    OPEN_CALLS,
+    SESSIONS,
+)
 from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.statements import chunks
 from store.sql.upkeep import erasure
@@ -148,7 +159,7 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 MAX_ATTEMPTS = 12
-_CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, MESSAGES, GROUPS)
+_CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, BRANCH_ROWS, LINEAGE, MESSAGES, GROUPS)
 
 Method = Callable[Concatenate["HistoryStore", P], Coroutine[Any, Any, T]]
 
@@ -629,12 +640,16 @@ class HistoryStore(BackendBase):
     async def _delete_session(self, session_id: str) -> None:
         async def operation(conn: AsyncConnection) -> None:
             await lock_session(conn, self._tenant, session_id)
+            doomed = [session_id, *await tails_of(conn, self._tenant, session_id)]
+            owners = await owners_read_by(conn, self._tenant, doomed)
+            await keep_for_forks(conn, self._tenant, doomed)
             for table in (*_CHILD_TABLES, SESSIONS):
                 await conn.execute(
                     delete(table).where(
-                        table.c.tenant == self._tenant, table.c.session_id == session_id
+                        table.c.tenant == self._tenant, table.c.session_id.in_(doomed)
                     )
                 )
+            await collect(conn, self._tenant, owners)
 
         await self._write(operation)
         self._pending.forget(self._tenant, session_id)
@@ -915,6 +930,9 @@ class HistoryStore(BackendBase):
         )
 
         async def operation(conn: AsyncConnection) -> RedactReport:
+            session = await lock_session(conn, self._tenant, session_id)
+            if session["branch"] is not None or session["shared"]:
+                return await redact_in_branches(conn, request)
             return await erasure.redact_messages(conn, request)
 
         report = await self._write(operation)

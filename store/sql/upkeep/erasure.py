@@ -35,6 +35,7 @@ from store.rules.erasure import REDACTED_TEXT, covering_summaries, tombstone
 from store.rules.identity import REDACTED_HASH, is_tombstone
 from store.sql import dialect
 from store.sql.audit import record_event
+from store.sql.branches.deleting import collect, keep_for_forks, owners_read_by
 from store.sql.codec import (
     ENCODED,
     decode_event_params,
@@ -44,7 +45,16 @@ from store.sql.codec import (
 )
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
-from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from store.sql.schema import (
+    BRANCH_ROWS,
+    EVENT_GROUPS,
+    EVENTS,
+    GROUPS,
+    LINEAGE,
+    MESSAGES,
+    OPEN_CALLS,
+    SESSIONS,
+)
 from store.sql.sessions import lock_session
 from store.sql.statements import CHUNK, chunks
 from store.sql.upkeep.recount import rebuild_totals
@@ -66,6 +76,7 @@ __all__ = [
     "redact_messages",
     "scrub_copies",
     "vacuum",
+    "write_tombstone",
 ]
 
 _log = logging.getLogger("store.sql.upkeep.erasure")
@@ -73,7 +84,15 @@ _log = logging.getLogger("store.sql.upkeep.erasure")
 PURGE_BATCH = CHUNK
 """Sessions a purge removes per transaction."""
 
-_CHILD_TABLES: tuple[Table, ...] = (EVENT_GROUPS, EVENTS, OPEN_CALLS, MESSAGES, GROUPS)
+_CHILD_TABLES: tuple[Table, ...] = (
+    EVENT_GROUPS,
+    EVENTS,
+    OPEN_CALLS,
+    BRANCH_ROWS,
+    LINEAGE,
+    MESSAGES,
+    GROUPS,
+)
 
 
 async def erase_step(conn: AsyncConnection) -> None:
@@ -139,7 +158,9 @@ async def _counts(conn: AsyncConnection, tenant: str, ids: Sequence[str]) -> tup
 
 def _doomed(tenant: str, cutoff: datetime, after: str | None, *, lock: bool) -> Any:
     query = select(SESSIONS.c.session_id).where(
-        SESSIONS.c.tenant == tenant, SESSIONS.c.updated_at < cutoff
+        SESSIONS.c.tenant == tenant,
+        SESSIONS.c.updated_at < cutoff,
+        SESSIONS.c.branch.is_distinct_from("kept"),  # held for forks: goes with the last
     )
     if after is not None:
         query = query.where(SESSIONS.c.session_id > after)
@@ -153,6 +174,7 @@ class _Tally:
     messages: int = 0
     groups: int = 0
     events: int = 0
+    kept: int = 0
 
     def add(self, ids: Sequence[str], counts: tuple[int, int, int]) -> None:
         self.sessions.extend(ids)
@@ -169,6 +191,7 @@ class _Tally:
             messages=self.messages,
             groups=self.groups,
             events=self.events,
+            kept_messages=self.kept,
         )
 
 
@@ -185,10 +208,13 @@ async def purge_batch(
     tally.add(ids, await _counts(conn, tenant, ids))
     if not dry_run:
         await erase_step(conn)
+        owners = await owners_read_by(conn, tenant, ids)
+        tally.kept += await keep_for_forks(conn, tenant, ids)
         for table in (*_CHILD_TABLES, SESSIONS):
             await conn.execute(
                 delete(table).where(table.c.tenant == tenant, table.c.session_id.in_(ids))
             )
+        await collect(conn, tenant, owners - set(ids))
     return len(ids) == PURGE_BATCH
 
 
@@ -419,7 +445,8 @@ async def finish_redaction(
     return done
 
 
-async def _write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, message: Message) -> None:
+async def write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, message: Message) -> None:
+    """Write ``message``, a tombstone, into the row ``seq`` of ``r``'s session."""
     contents = encode_contents(r.tenant, r.session_id, seq, message.contents)
     metadata = encode_metadata(r.tenant, r.session_id, seq, message.metadata)
     await conn.execute(
@@ -461,7 +488,7 @@ async def _tombstone_rows(
             buried.append(stored.message_id)
             continue
         grave = tombstone(stored.message, reason=r.reason, event_id=r.event_id, summary=summary)
-        await _write_tombstone(conn, r, stored.seq, grave)
+        await write_tombstone(conn, r, stored.seq, grave)
         redacted.append(stored.message_id)
         if stored.reduced is not None or stored.reduced_token_count is not None:
             cleared.append(stored.message_id)
