@@ -42,7 +42,14 @@ from store.sql.statements import chunks
 from strategies.groups import GroupInfo, Tail
 from strategies.messages import Message
 
-__all__ = ["Cut", "fork_session", "locate", "resolve_cut"]
+__all__ = [
+    "Cut",
+    "carried_summaries",
+    "fork_session",
+    "locate",
+    "resolve_cut",
+    "shape_groups",
+]
 
 _SEQ = COLUMN_INDEX["seq"]
 _SLOT = COLUMN_INDEX["slot"]
@@ -106,11 +113,19 @@ async def resolve_cut(
     *,
     verb: str,
     tails: bool,
+    start: bool = False,
 ) -> Cut:
     """Find the cut ``at`` in the session's conversation (with ``tails``, also in its
-    superseded tails'), check it, and read what lies after it."""
+    superseded tails'), check it, and read what lies after it. ``at`` None is the last
+    appended message, or with ``start`` the start of the conversation."""
     session_id = session["session_id"]
     lineage = await read_lineage(conn, tenant, session_id)
+    if at is None and start:
+        every = conversation(tenant, lineage).subquery()
+        whole: list[Sequence[Any]] = list(
+            (await conn.execute(select(every).order_by(every.c.seq))).all()
+        )
+        return Cut(lineage, None, whole)
     row = await locate(conn, tenant, lineage, at)
     if row is None and at is not None and tails:
         for tail_id in await _tails(conn, tenant, session_id):
@@ -204,6 +219,52 @@ def _message(row: Sequence[Any], tenant: str, session_id: str) -> Message:
     ).message
 
 
+async def carried_summaries(
+    conn: AsyncConnection, tenant: str, cut: Cut
+) -> tuple[list[str], list[str]]:
+    """The summary groups of the cut conversation that the prefix keeps, and those it
+    drops (:func:`~store.rules.branching.carried`)."""
+    g = GROUPS.c
+    query = select(g.group_id, g.summary_of).where(
+        g.tenant == tenant, g.session_id == cut.lineage.session_id, g.kind == "summary"
+    )
+    whole = _Whole({r[_GROUP] for r in cut.after})
+    kept: list[str] = []
+    dropped: list[str] = []
+    for group_id, summary_of in sorted(await conn.execute(query)):
+        (kept if carried(list(summary_of or ()), whole, whole) else dropped).append(group_id)
+    return kept, dropped
+
+
+async def shape_groups(
+    conn: AsyncConnection, tenant: str, session_id: str, cut: Cut, dropped: Sequence[str]
+) -> None:
+    """Make the prefix's group rows of ``session_id`` what the cut leaves: split groups
+    trimmed, the groups of dropped summaries active again."""
+    keys = (GROUPS.c.tenant == tenant, GROUPS.c.session_id == session_id)
+    for group_id, (info, _, messages, tokens) in cut.split.items():
+        await conn.execute(
+            update(GROUPS)
+            .where(*keys, GROUPS.c.group_id == group_id)
+            .values(
+                kind=info.kind,
+                has_reasoning=info.has_reasoning,
+                pending_calls=info.pending_calls,
+                orphan=info.orphan,
+                message_count=messages,
+                token_count=tokens,
+            )
+        )
+    if dropped:
+        await conn.execute(
+            update(GROUPS)
+            .where(*keys, GROUPS.c.summarized_by.in_(list(dropped)))
+            .values(
+                excluded=False, excluded_reason=None, excluded_event_id=None, summarized_by=None
+            )
+        )
+
+
 async def fork_session(
     conn: AsyncConnection,
     tenant: str,
@@ -233,23 +294,7 @@ async def fork_session(
             branch_event_id=event_id,
         )
     )
-    summaries = {
-        r["group_id"]: r
-        for r in (
-            await conn.execute(
-                select(g.group_id, g.summary_of, g.first_seq).where(
-                    g.tenant == tenant, g.session_id == src, g.kind == "summary"
-                )
-            )
-        ).mappings()
-    }
-    after_groups = {r[_GROUP] for r in cut.after}
-    whole = _Whole(after_groups)
-    kept_summaries: list[str] = []
-    dropped: list[str] = []
-    for gid in sorted(summaries):
-        replaced = list(summaries[gid]["summary_of"] or ())
-        (kept_summaries if carried(replaced, whole, whole) else dropped).append(gid)
+    kept_summaries, dropped = await carried_summaries(conn, tenant, cut)
     # the prefix's groups: every non-summary group begun at or before the cut, and the
     # carried summaries
     copy_where = and_(
@@ -264,28 +309,8 @@ async def fork_session(
             select(literal(tenant), literal(new_session_id), *copied).where(copy_where),
         )
     )
+    await shape_groups(conn, tenant, new_session_id, cut, dropped)
     keys = (GROUPS.c.tenant == tenant, GROUPS.c.session_id == new_session_id)
-    for group_id, (info, _, messages, tokens) in cut.split.items():
-        await conn.execute(
-            update(GROUPS)
-            .where(*keys, GROUPS.c.group_id == group_id)
-            .values(
-                kind=info.kind,
-                has_reasoning=info.has_reasoning,
-                pending_calls=info.pending_calls,
-                orphan=info.orphan,
-                message_count=messages,
-                token_count=tokens,
-            )
-        )
-    if dropped:
-        await conn.execute(
-            update(GROUPS)
-            .where(*keys, GROUPS.c.summarized_by.in_(dropped))
-            .values(
-                excluded=False, excluded_reason=None, excluded_event_id=None, summarized_by=None
-            )
-        )
     # calls and waiting results of the prefix's groups
     in_fork = select(GROUPS.c.group_id).where(*keys)
     for table in (OPEN_CALLS, EARLY_RESULTS):
