@@ -105,6 +105,7 @@ from store.sql.branches.deleting import collect, keep_for_forks, owners_read_by,
 from store.sql.branches.erasure import redact_in_branches
 from store.sql.branches.fork import fork_session, resolve_cut
 from store.sql.branches.listing import read_branches
+from store.sql.branches.rewind import rewind_session
 from store.sql.branches.rows import Lineage, read_lineage
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
@@ -977,6 +978,15 @@ class HistoryStore(BackendBase):
             )
 
         return await self._write(operation)
+
+    @_connected
+    async def _rewind(self, session_id: str, *, to: str | None) -> CompactionEvent | None:
+        async def operation(conn: AsyncConnection) -> CompactionEvent | None:
+            return await rewind_session(conn, self._tenant, session_id, to, now=now())
+
+        event = await self._write(operation)
+        self._cache.discard(session_id)
+        return event
 
     @_connected
     async def _branches(self, session_id: str) -> list[BranchInfo]:

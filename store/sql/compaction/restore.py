@@ -24,6 +24,7 @@ from store.rules.changes import (
 )
 from store.rules.records import now
 from store.sql.audit import read_events
+from store.sql.branches.rewind import restore_rewind
 from store.sql.branches.rows import among
 from store.sql.compaction.mirror import before_totals, load_groups, load_rows, mirror_of
 from store.sql.compaction.write_back import write_back
@@ -56,6 +57,10 @@ async def restore_groups(
         if not found:
             raise InvalidInput(f"no event {event_id!r} in session {session_id!r}")
         event = found[0]
+        if event.phase in ("rewind", "restore") and "tail_session_id" in event.params:
+            if event.params["tail_session_id"] is None:
+                raise InvalidInput(f"event {event.id!r} set nothing aside: nothing to restore")
+            return await restore_rewind(conn, tenant, session_id, event, now=now())
         check_restorable(event)
         await load_rows(
             conn,

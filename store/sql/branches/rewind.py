@@ -1,0 +1,523 @@
+"""Rewind in SQL: the messages after the cut move under a superseded tail, and the
+session becomes what a fork at the cut would be; restoring the rewind swaps them back.
+
+:func:`rewind_session` first makes the tail a fork of the session at its last message
+(a snapshot of its groups and state, no row copied), then moves the session's rows after
+the cut under the tail's id (so that their ids and sequence numbers are free again in
+the session), points every branch that read them to the tail, and cuts the session's
+own groups, calls, waiting results and branch rows down to the prefix.
+:func:`restore_rewind` sets what the session holds after the cut aside the same way,
+then moves the tail's rows, groups and state back into the session.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, insert, literal, not_, select, update
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.errors import InvalidInput
+from store.models import CompactionEvent
+from store.rules.branching import REWIND_STRATEGY, new_tail_id
+from store.rules.changes import new_event_id
+from store.sql import dialect
+from store.sql.audit import write_event
+from store.sql.branches.erasure import rebuild_branch_totals
+from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
+from store.sql.branches.rows import read_lineage
+from store.sql.branches.sharing import refuse_tail
+from store.sql.mapping import COLUMN_INDEX
+from store.sql.schema import (
+    BRANCH_ROWS,
+    EARLY_RESULTS,
+    GROUPS,
+    LINEAGE,
+    MESSAGES,
+    OPEN_CALLS,
+    SESSIONS,
+)
+from store.sql.sessions import lock_session, read_session
+from store.sql.upkeep.recount import rebuild_totals
+
+__all__ = ["restore_rewind", "rewind_session"]
+
+_SEQ = COLUMN_INDEX["seq"]
+_SLOT = COLUMN_INDEX["slot"]
+_GROUP = COLUMN_INDEX["group_id"]
+_ROLE = COLUMN_INDEX["role"]
+
+
+def _keys(table: Any, tenant: str, session_id: str) -> tuple[Any, Any]:
+    return (table.c.tenant == tenant, table.c.session_id == session_id)
+
+
+async def _set_aside(
+    conn: AsyncConnection,
+    tenant: str,
+    session: RowMapping,
+    cut: Cut,
+    *,
+    to: str | None,
+    event_id: str,
+    now: datetime,
+) -> tuple[str, int]:
+    """Make the tail (a snapshot of the session) and move the session's rows after the
+    cut under it; the tail's id and the messages it took."""
+    session_id = session["session_id"]
+    tail_id = new_tail_id()
+    end = await resolve_cut(conn, tenant, session, None, verb="rewind", tails=False)
+    await fork_session(conn, tenant, session, end, tail_id, event_id=new_event_id(), now=now)
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, tenant, tail_id))
+        .values(
+            branch="tail",
+            parent_session_id=session_id,
+            fork_message_id=to,
+            branch_event_id=event_id,
+        )
+    )
+    seq = cut.seq
+    await conn.execute(
+        update(MESSAGES)
+        .where(*_keys(MESSAGES, tenant, session_id), MESSAGES.c.seq > seq)
+        .values(session_id=tail_id)
+    )
+    await _follow(conn, tenant, session_id, tail_id, seq)
+    b = BRANCH_ROWS.c  # the tail's own rows are no members of it
+    await conn.execute(
+        delete(BRANCH_ROWS).where(
+            *_keys(BRANCH_ROWS, tenant, tail_id), b.owner_session_id == tail_id
+        )
+    )
+    return tail_id, sum(1 for r in cut.after if r[_SLOT] == 0)
+
+
+async def _follow(conn: AsyncConnection, tenant: str, owner: str, holder: str, seq: int) -> None:
+    """Every branch that read ``owner``'s rows above ``seq`` reads them under ``holder``
+    now (its lineage split at ``seq``, its branch rows and members renamed)."""
+    lin = LINEAGE.c
+    readers = (
+        await conn.execute(
+            select(lin.session_id, lin.through_seq).where(
+                lin.tenant == tenant, lin.owner_session_id == owner, lin.through_seq > seq
+            )
+        )
+    ).all()
+    for reader, through in readers:
+        if reader == holder:
+            await conn.execute(
+                update(LINEAGE)
+                .where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == owner)
+                .values(through_seq=seq)
+            )
+            continue
+        await conn.execute(
+            update(LINEAGE)
+            .where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == owner)
+            .values(through_seq=seq)
+        )
+        await conn.execute(
+            insert(LINEAGE).values(
+                tenant=tenant, session_id=reader, owner_session_id=holder, through_seq=through
+            )
+        )
+        await _bump(conn, tenant, reader)
+    b = BRANCH_ROWS.c
+    await conn.execute(
+        update(BRANCH_ROWS)
+        .where(b.tenant == tenant, b.owner_session_id == owner, b.seq > seq)
+        .values(owner_session_id=holder)
+    )
+    await conn.execute(update(SESSIONS).where(*_keys(SESSIONS, tenant, holder)).values(shared=True))
+
+
+async def _bump(conn: AsyncConnection, tenant: str, session_id: str) -> None:
+    """A new revision for a branch whose lineage changed (its cached views go)."""
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, tenant, session_id))
+        .values(revision=SESSIONS.c.revision + 1)
+    )
+
+
+async def _cut_down(conn: AsyncConnection, tenant: str, session: RowMapping, cut: Cut) -> None:
+    """Leave the session what a fork at ``cut`` would hold (its rows after the cut are
+    gone already)."""
+    session_id = session["session_id"]
+    seq = cut.seq
+    kept, dropped = await carried_summaries(conn, tenant, cut)
+    g = GROUPS.c
+    prefix = and_(g.first_seq <= seq, g.kind != "summary") | g.group_id.in_(kept or [""])
+    await conn.execute(delete(GROUPS).where(*_keys(GROUPS, tenant, session_id), not_(prefix)))
+    await shape_groups(conn, tenant, session_id, cut, dropped)
+    remaining = select(g.group_id).where(*_keys(GROUPS, tenant, session_id))
+    for table in (OPEN_CALLS, EARLY_RESULTS):
+        await conn.execute(
+            delete(table).where(
+                *_keys(table, tenant, session_id),
+                table.c.group_id.is_not(None),
+                table.c.group_id.not_in(remaining),
+            )
+        )
+    # the session's own rows of groups active again: their exclusion mirrored
+    if dropped:
+        await conn.execute(
+            update(MESSAGES)
+            .where(
+                *_keys(MESSAGES, tenant, session_id),
+                MESSAGES.c.group_id.in_(
+                    select(g.group_id).where(
+                        *_keys(GROUPS, tenant, session_id), g.excluded.is_(False)
+                    )
+                ),
+            )
+            .values(excluded=False, excluded_reason=None, excluded_event_id=None)
+        )
+    # a fork cut inside what it inherits: its lineage and branch rows shrink
+    pairs = dict(cut.lineage.cut(seq)) if seq else {}
+    lin, b = LINEAGE.c, BRANCH_ROWS.c
+    for owner, _, through in cut.lineage.segments:
+        if owner not in pairs:
+            await conn.execute(
+                delete(LINEAGE).where(
+                    *_keys(LINEAGE, tenant, session_id), lin.owner_session_id == owner
+                )
+            )
+            await conn.execute(
+                delete(BRANCH_ROWS).where(
+                    *_keys(BRANCH_ROWS, tenant, session_id), b.owner_session_id == owner
+                )
+            )
+        elif pairs[owner] < through:
+            await conn.execute(
+                update(LINEAGE)
+                .where(*_keys(LINEAGE, tenant, session_id), lin.owner_session_id == owner)
+                .values(through_seq=pairs[owner])
+            )
+            await conn.execute(
+                delete(BRANCH_ROWS).where(
+                    *_keys(BRANCH_ROWS, tenant, session_id),
+                    b.owner_session_id == owner,
+                    b.seq > pairs[owner],
+                    b.member.is_(False),
+                )
+            )
+    await conn.execute(
+        delete(BRANCH_ROWS).where(
+            *_keys(BRANCH_ROWS, tenant, session_id),
+            b.member.is_(True),
+            b.group_id.not_in(kept or [""]),
+        )
+    )
+
+
+def _state_after(session: RowMapping, cut: Cut) -> dict[str, Any]:
+    """The session row's annotation state at the cut."""
+    appended_after = [r for r in cut.after if r[_SLOT] == 0]
+    tail = cut.tail
+    return {
+        "position": int(session["position"]) - len(appended_after),
+        "turn": int(session["turn"]) - sum(1 for r in appended_after if r[_ROLE] == "user"),
+        "tail_group_id": None if tail is None else tail.group.group_id,
+        "tail_mode": None if tail is None else tail.mode,
+    }
+
+
+async def _rebuild(conn: AsyncConnection, tenant: str, session_id: str) -> None:
+    row = await read_session(conn, tenant, session_id)
+    if row["branch"] is None and not (await read_lineage(conn, tenant, session_id)).segments:
+        await rebuild_totals(conn, tenant, session_id)
+    else:
+        await rebuild_branch_totals(conn, tenant, session_id)
+
+
+async def _record(
+    conn: AsyncConnection,
+    tenant: str,
+    before: RowMapping,
+    *,
+    event_id: str,
+    phase: str,
+    strategy: str,
+    params: dict[str, Any],
+    now: datetime,
+) -> CompactionEvent:
+    session_id = before["session_id"]
+    after = await read_session(conn, tenant, session_id)
+    event = CompactionEvent(
+        id=event_id,
+        session_id=session_id,
+        tenant=tenant,
+        phase=phase,
+        strategy=strategy,
+        params=params,
+        messages_before=before["active_messages"],
+        messages_after=after["active_messages"],
+        groups_before=before["active_groups"],
+        groups_after=after["active_groups"],
+        tokens_before=before["active_tokens"],
+        tokens_after=after["active_tokens"],
+        created_at=now,
+    )
+    await write_event(
+        conn, tenant, session_id, event, number=after["event_count"] + 1, revision=after["revision"]
+    )
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, tenant, session_id))
+        .values(event_count=SESSIONS.c.event_count + 1)
+    )
+    return event
+
+
+async def _rewind_to(
+    conn: AsyncConnection,
+    tenant: str,
+    session: RowMapping,
+    cut: Cut,
+    *,
+    to: str | None,
+    event_id: str,
+    now: datetime,
+) -> tuple[str, int]:
+    """The rewind's writes, without its event: the tail's id and the messages it took."""
+    state = _state_after(session, cut)
+    kept, _ = await carried_summaries(conn, tenant, cut)
+    session_id = session["session_id"]
+    members = {
+        (str(r[-1]), int(r[_SEQ]), str(r[_GROUP]))
+        for r in cut.after
+        if r[_SLOT] != 0 and r[_GROUP] in kept
+    }
+    tail_id, taken = await _set_aside(conn, tenant, session, cut, to=to, event_id=event_id, now=now)
+    await _cut_down(conn, tenant, session, cut)
+    if members:  # summaries the session keeps, stored after the cut: under the tail now
+        insert_member = dialect.of(conn).insert(BRANCH_ROWS)
+        for owner, seq, group_id in sorted(members):
+            await conn.execute(
+                insert_member.values(
+                    tenant=tenant,
+                    session_id=session_id,
+                    owner_session_id=tail_id if owner == session_id else owner,
+                    seq=seq,
+                    group_id=group_id,
+                    member=True,
+                ).on_conflict_do_nothing()
+            )
+    state = {**state, **await _top(conn, tenant, session["session_id"], cut.seq)}
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, tenant, session["session_id"]))
+        .values(**state, updated_at=now)
+    )
+    await _rebuild(conn, tenant, session["session_id"])
+    return tail_id, taken
+
+
+async def _top(conn: AsyncConnection, tenant: str, session_id: str, seq: int) -> dict[str, Any]:
+    """The next ``seq`` once the rows after ``seq`` are gone."""
+    top = seq
+    b = BRANCH_ROWS.c
+    members = select(b.seq).where(*_keys(BRANCH_ROWS, tenant, session_id), b.member)
+    own = select(MESSAGES.c.seq).where(*_keys(MESSAGES, tenant, session_id))
+    for query in (members, own):
+        top = max([top, *(int(r[0]) for r in await conn.execute(query))])
+    return {"next_seq": top + 1}
+
+
+async def rewind_session(
+    conn: AsyncConnection, tenant: str, session_id: str, to: str | None, *, now: datetime
+) -> CompactionEvent | None:
+    """Rewind the session to after ``to`` (None: to its start); None when nothing
+    comes after it."""
+    session = await lock_session(conn, tenant, session_id)
+    refuse_tail(session)
+    cut = await resolve_cut(conn, tenant, session, to, verb="rewind", tails=False, start=True)
+    if cut.at_end:
+        return None
+    event_id = new_event_id()
+    tail_id, taken = await _rewind_to(conn, tenant, session, cut, to=to, event_id=event_id, now=now)
+    params = {"to": to, "tail_session_id": tail_id, "messages": taken}
+    return await _record(
+        conn,
+        tenant,
+        session,
+        event_id=event_id,
+        phase="rewind",
+        strategy=REWIND_STRATEGY,
+        params=params,
+        now=now,
+    )
+
+
+async def restore_rewind(
+    conn: AsyncConnection, tenant: str, session_id: str, event: CompactionEvent, *, now: datetime
+) -> CompactionEvent:
+    """Bring back the tail the rewind ``event`` set aside (see the module)."""
+    session = await lock_session(conn, tenant, session_id)
+    tail_id = str(event.params.get("tail_session_id"))
+    tail = (
+        (
+            await conn.execute(
+                select(SESSIONS).where(
+                    *_keys(SESSIONS, tenant, tail_id),
+                    SESSIONS.c.branch == "tail",
+                    SESSIONS.c.parent_session_id == session_id,
+                )
+            )
+        )
+        .mappings()
+        .first()
+    )
+    if tail is None:
+        raise InvalidInput(
+            f"cannot restore rewind {event.id!r} of session {session_id!r}: its tail "
+            f"{tail_id!r} was restored or deleted"
+        )
+    to = event.params.get("to")
+    event_id = new_event_id()
+    cut = await resolve_cut(
+        conn,
+        tenant,
+        session,
+        to if isinstance(to, str) else None,
+        verb="restore",
+        tails=False,
+        start=True,
+    )
+    new_tail: str | None = None
+    if not cut.at_end:  # what was appended since goes aside in its turn
+        new_tail, _ = await _rewind_to(
+            conn, tenant, session, cut, to=cut.message_id, event_id=event_id, now=now
+        )
+    await _take_back(conn, tenant, session_id, tail, cut.seq)
+    params = {"event_id": event.id, "to": to, "tail_session_id": new_tail}
+    return await _record(
+        conn,
+        tenant,
+        session,
+        event_id=event_id,
+        phase="restore",
+        strategy="restore",
+        params=params,
+        now=now,
+    )
+
+
+async def _take_back(
+    conn: AsyncConnection, tenant: str, session_id: str, tail: RowMapping, seq: int
+) -> None:
+    """Move the tail's rows, groups, calls, branch rows and state into the session."""
+    tail_id = tail["session_id"]
+    await conn.execute(
+        update(MESSAGES).where(*_keys(MESSAGES, tenant, tail_id)).values(session_id=session_id)
+    )
+    lin, b = LINEAGE.c, BRANCH_ROWS.c
+    # readers of the tail's rows read them from the session again
+    readers = (
+        await conn.execute(
+            select(lin.session_id, lin.through_seq).where(
+                lin.tenant == tenant, lin.owner_session_id == tail_id
+            )
+        )
+    ).all()
+    for reader, through in readers:
+        await conn.execute(
+            delete(LINEAGE).where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == tail_id)
+        )
+        await conn.execute(
+            update(LINEAGE)
+            .where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == session_id)
+            .values(through_seq=through)
+        )
+        await _bump(conn, tenant, reader)
+    await conn.execute(
+        update(BRANCH_ROWS)
+        .where(b.tenant == tenant, b.owner_session_id == tail_id)
+        .values(owner_session_id=session_id)
+    )
+    # the session's state is the tail's
+    for table in (GROUPS, OPEN_CALLS, EARLY_RESULTS):
+        await conn.execute(delete(table).where(*_keys(table, tenant, session_id)))
+        columns = [c for c in table.c if c.key not in ("tenant", "session_id")]
+        await conn.execute(
+            insert(table).from_select(
+                ["tenant", "session_id", *(c.key for c in columns)],
+                select(literal(tenant), literal(session_id), *columns).where(
+                    *_keys(table, tenant, tail_id)
+                ),
+            )
+        )
+    # the tail's own state of the session's rows goes into the rows themselves
+    overlays = (
+        (
+            await conn.execute(
+                select(BRANCH_ROWS).where(
+                    *_keys(BRANCH_ROWS, tenant, tail_id), b.owner_session_id == session_id
+                )
+            )
+        )
+        .mappings()
+        .all()
+    )
+    for row in overlays:
+        await conn.execute(
+            update(MESSAGES)
+            .where(*_keys(MESSAGES, tenant, session_id), MESSAGES.c.seq == row["seq"])
+            .values(
+                group_id=row["group_id"],
+                reduced_contents=row["reduced_contents"],
+                reduced_token_count=row["reduced_token_count"],
+                reduced_event_id=row["reduced_event_id"],
+            )
+        )
+    await conn.execute(delete(BRANCH_ROWS).where(*_keys(BRANCH_ROWS, tenant, session_id)))
+    copied = [c for c in BRANCH_ROWS.c if c.key not in ("tenant", "session_id")]
+    await conn.execute(
+        insert(BRANCH_ROWS).from_select(
+            ["tenant", "session_id", *(c.key for c in copied)],
+            select(literal(tenant), literal(session_id), *copied).where(
+                *_keys(BRANCH_ROWS, tenant, tail_id), b.owner_session_id != session_id
+            ),
+        )
+    )
+    await conn.execute(delete(LINEAGE).where(*_keys(LINEAGE, tenant, session_id)))
+    copied_lineage = [c for c in LINEAGE.c if c.key not in ("tenant", "session_id")]
+    await conn.execute(
+        insert(LINEAGE).from_select(
+            ["tenant", "session_id", *(c.key for c in copied_lineage)],
+            select(literal(tenant), literal(session_id), *copied_lineage).where(
+                *_keys(LINEAGE, tenant, tail_id), lin.owner_session_id != session_id
+            ),
+        )
+    )
+    # the exclusion of the session's own rows, from its groups now
+    g = GROUPS.c
+    m = MESSAGES.c
+    same = and_(g.tenant == m.tenant, g.session_id == m.session_id, g.group_id == m.group_id)
+    await conn.execute(
+        update(MESSAGES)
+        .where(*_keys(MESSAGES, tenant, session_id))
+        .values(
+            excluded=select(g.excluded).where(same).scalar_subquery(),
+            excluded_reason=select(g.excluded_reason).where(same).scalar_subquery(),
+            excluded_event_id=select(g.excluded_event_id).where(same).scalar_subquery(),
+        )
+    )
+    await conn.execute(
+        update(SESSIONS)
+        .where(*_keys(SESSIONS, tenant, session_id))
+        .values(
+            next_seq=tail["next_seq"],
+            position=tail["position"],
+            turn=tail["turn"],
+            tail_group_id=tail["tail_group_id"],
+            tail_mode=tail["tail_mode"],
+        )
+    )
+    await conn.execute(delete(SESSIONS).where(*_keys(SESSIONS, tenant, tail_id)))
+    await _rebuild(conn, tenant, session_id)
