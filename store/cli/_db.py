@@ -53,6 +53,8 @@ def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: b
     """Create the schema, or upgrade it to REVISION (default head); safe to run
     concurrently."""
     from store.sql.migrations import migrate
+    from store.errors import MigrationRequired
+    from store.sql.migrations.revisions import incompatible_between
 
     if old_revision is not None:
         echo(
@@ -63,7 +65,20 @@ def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: b
         if revision != "head":
             raise CliError("give the revision once, as an argument", exit_code=2)
         revision = old_revision
+    try:
+        before = _state(url).current
+    except MigrationRequired:  # no database yet: nothing ran against it before
+        before = ()
     run(migrate(url, revision=revision))
+    breaking = incompatible_between(before, revision)
+    if breaking:
+        echo(
+            f"chatledger: revision {', '.join(breaking)} is not backward compatible: a "
+            "process of an earlier chatledger release cannot use this database now. "
+            "Deploy order: stop the processes of the earlier release, upgrade the "
+            "database (done), then start the processes of this release.",
+            err=True,
+        )
     _emit(_state(url), as_json)
 
 

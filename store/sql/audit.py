@@ -273,6 +273,8 @@ async def stats(conn: AsyncConnection, tenant: str, session_id: str | None) -> S
     query = select(func.count(), *(func.coalesce(func.sum(c), 0) for c in columns)).where(
         s.tenant == tenant
     )
+    if session_id is None:  # a tail repeats its session, rows kept for forks are no session
+        query = query.where(s.branch.is_(None) | (s.branch == "fork"))
     if session_id is not None:
         query = query.where(s.session_id == session_id)
     what = "session aggregates" if session_id is not None else "tenant aggregates"

@@ -107,6 +107,7 @@ from store.sql.branches.fork import fork_session, resolve_cut
 from store.sql.branches.listing import read_branches
 from store.sql.branches.rewind import rewind_session
 from store.sql.branches.rows import Lineage, read_lineage
+from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
@@ -622,9 +623,10 @@ class HistoryStore(BackendBase):
     @_connected
     async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
         async def operation(conn: AsyncConnection) -> None:
-            await lock_session(
+            session = await lock_session(
                 conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer_name
             )
+            refuse_tail(session)
             await conn.execute(
                 update(SESSIONS)
                 .where(SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == session_id)

@@ -51,3 +51,18 @@ def test_current_on_a_missing_file_is_an_error_and_creates_nothing(tmp_path: Pat
     result = chatledger("db", "current", "--url", f"sqlite:///{tmp_path}/missing.db")
     assert_one_line_error(result, contains="no database")
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_an_upgrade_across_a_revision_that_is_not_backward_compatible_prints_the_deploy_order(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path}/old.db"
+    assert chatledger("db", "upgrade", "0005", "--url", url).returncode == 0
+    upgraded = chatledger("db", "upgrade", "--url", url)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "revision 0006 is not backward compatible" in upgraded.stderr
+    assert "Deploy order: stop the processes of the earlier release" in upgraded.stderr
+    again = chatledger("db", "upgrade", "--url", url)  # nothing applied: nothing to say
+    assert again.returncode == 0 and "backward compatible" not in again.stderr
+    fresh = chatledger("db", "upgrade", "--url", f"sqlite:///{tmp_path}/new.db")
+    assert fresh.returncode == 0 and "backward compatible" not in fresh.stderr

@@ -36,6 +36,7 @@ from store.rules.changes import (
 from store.rules.checks import check_tokenizer
 from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, changed_under
 from store.rules.records import now
+from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.mirror import (
     Locked,
     Written,
@@ -276,6 +277,7 @@ class Compactor:
         if seen is not None:
             seen.key = session_key(session)
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
+        refuse_tail(session)
         if (
             snapshot is not None
             and session["revision"] != snapshot.revision

@@ -26,6 +26,7 @@ from store.rules.records import now
 from store.sql.audit import read_events
 from store.sql.branches.rewind import restore_rewind
 from store.sql.branches.rows import among
+from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.mirror import before_totals, load_groups, load_rows, mirror_of
 from store.sql.compaction.write_back import write_back
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
@@ -45,6 +46,7 @@ async def restore_groups(
 ) -> CompactionEvent | None:
     """Re-include ``group_ids`` or undo ``event_id``, in the caller's write transaction."""
     session = await lock_session(conn, tenant, session_id)
+    refuse_tail(session)
     mirror = mirror_of(session)
     await load_groups(conn, mirror)
     out = Outcome(event_id=new_event_id(), now=now(), before=before_totals(session))
@@ -82,7 +84,9 @@ async def set_pinned(
 ) -> list[str]:
     """Pin or unpin groups; return the ids that changed."""
     ids = list(dict.fromkeys(group_ids))
-    mirror = mirror_of(await lock_session(conn, tenant, session_id))
+    locked = await lock_session(conn, tenant, session_id)
+    refuse_tail(locked)
+    mirror = mirror_of(locked)
     await load_groups(conn, mirror, ids)
     check_groups(mirror.session, ids)
     changed = [g for g in ids if mirror.session.groups[g].pinned != pinned]

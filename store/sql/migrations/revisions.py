@@ -45,6 +45,7 @@ __all__ = [
     "check_revisions",
     "compatible_ahead",
     "head_revisions",
+    "incompatible_between",
     "known_revisions",
     "revision_history",
     "script_location",
@@ -175,6 +176,20 @@ def head_revisions() -> tuple[str, ...]:
 def known_revisions() -> frozenset[str]:
     """Every revision this library ships."""
     return frozenset(s.revision for s in shipped_revisions())
+
+
+def incompatible_between(current: tuple[str, ...], target: str = "head") -> list[str]:
+    """The shipped revisions after ``current`` up to ``target`` (``head``: the newest)
+    that are not backward compatible: a process of an earlier release cannot use the
+    database once they are applied. None for a database without a schema (``current``
+    empty): nothing ran against it before."""
+    if not current:
+        return []
+    order = [s.revision for s in shipped_revisions()]
+    marks = {s.revision: s.backward_compatible for s in shipped_revisions()}
+    start = max((order.index(r) for r in current if r in marks), default=-1)
+    end = len(order) - 1 if target == "head" else order.index(target) if target in marks else -1
+    return [r for r in order[start + 1 : end + 1] if not marks[r]]
 
 
 def revision_history() -> list[dict[str, str | None]]:
