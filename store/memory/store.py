@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import JsonValue
 
 from store.contract import DEFAULT_TENANT, BackendBase, Written
 from store.errors import InvalidInput, SessionNotFound
 from store.models import (
+    BranchInfo,
     CompactionEvent,
     EventOutcome,
     ExcludedGroup,
@@ -33,6 +34,19 @@ from store.models import (
     Stats,
     StoredMessage,
     WhyResult,
+)
+from store.rules.branching import (
+    FORK_STRATEGY,
+    REWIND_STRATEGY,
+    fork_params,
+    new_fork_id,
+    new_tail_id,
+    rewind_params,
+    shared_refusal,
+    tail_refusal,
+    tail_restore_params,
+    tail_source_refusal,
+    taken_refusal,
 )
 from store.rules.changes import (
     Attempt,
@@ -58,7 +72,8 @@ from store.rules.erasure import redact_records
 from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
-from store.rules.records import SessionRecord, now
+from store.rules.prefix import Prefix, cut_prefix
+from store.rules.records import SessionRecord, TailRecord, now
 from store.rules.retract import (
     RETRACT_STRATEGY,
     apply_retraction,
@@ -71,7 +86,7 @@ from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
 from strategies.tokenizers import DEFAULT_POLICY, TokenCountPolicy, Tokenizer
-from strategies.view import View
+from strategies.view import Totals, View
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
@@ -177,10 +192,39 @@ class InMemoryHistoryStore(BackendBase):
         return session
 
     def _all(self) -> list[SessionRecord]:
+        """The tenant's sessions (not their superseded tails), in id order."""
         return sorted(
-            (s for (t, _), s in self._db.sessions.items() if t == self._tenant),
+            (
+                s
+                for (t, _), s in self._db.sessions.items()
+                if t == self._tenant and s.tail_of is None
+            ),
             key=lambda s: s.session_id,
         )
+
+    def _writable(self, session: SessionRecord) -> SessionRecord:
+        """``session``, refusing a superseded tail (read-only)."""
+        if session.tail_of is not None:
+            owner = self._find(session.tail_of)
+            entry = (
+                next((t for t in owner.tails if t.session_id == session.session_id), None)
+                if owner is not None
+                else None
+            )
+            raise tail_refusal(
+                session.session_id, session.tail_of, None if entry is None else entry.event_id
+            )
+        return session
+
+    def _branch_holding(self, session: SessionRecord, keys: set[int]) -> str | None:
+        """Another branch (session or tail of the tenant) holding one of the rows
+        ``keys``, the first by id; None when no other branch holds any."""
+        for (tenant, other_id), other in sorted(self._db.sessions.items()):
+            if tenant != self._tenant or other is session:
+                continue
+            if any(row.key in keys for row in other.rows.values()):
+                return other_id
+        return None
 
     def _view_of(self, session: SessionRecord) -> View:
         return session.view(tokenizer=self.tokenizer, policy=self._policy)
@@ -192,6 +236,7 @@ class InMemoryHistoryStore(BackendBase):
     ) -> Written:
         existing = self._find(session_id)
         if existing is not None:
+            self._writable(existing)
             check_tokenizer(existing.tokenizer, self._tokenizer_name, session_id)
         fresh = (existing or self._blank(session_id)).new_messages(batch)
         session = self._get_or_create(session_id)
@@ -250,11 +295,14 @@ class InMemoryHistoryStore(BackendBase):
             cursor = page[-1].seq
 
     async def _retract_last(self, session_id: str) -> StoredMessage | None:
-        session = self._get(session_id)
-        appended = sorted((r for r in session.rows.values() if r.slot == 0), key=lambda r: r.seq)
+        session = self._writable(self._get(session_id))
+        appended = session.appended()
         if not appended:
             return None
         row = appended[-1]
+        other = self._branch_holding(session, {row.key})
+        if other is not None:
+            raise shared_refusal("retract_last", session_id, row.message.message_id, other)
         group = session.groups[row.group_id]
         check_retractable(
             session_id,
@@ -303,17 +351,35 @@ class InMemoryHistoryStore(BackendBase):
         return dict(self._get(session_id).metadata)
 
     async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
+        existing = self._find(session_id)
+        if existing is not None:
+            self._writable(existing)
         session = self._get_or_create(session_id)
         session.metadata = metadata
         session.touch(now())
 
     async def _delete_session(self, session_id: str) -> None:
-        self._get(session_id)
-        del self._db.sessions[(self._tenant, session_id)]
-        self._pending.forget(self._tenant, session_id)
+        self._remove(self._get(session_id))
+
+    def _remove(self, session: SessionRecord) -> None:
+        """Remove a session with its tails (its forks lose their parent), or a tail."""
+        if session.tail_of is not None:
+            owner = self._find(session.tail_of)
+            if owner is not None:
+                owner.tails = [t for t in owner.tails if t.session_id != session.session_id]
+        for tail in session.tails:
+            self._db.sessions.pop((self._tenant, tail.session_id), None)
+        del self._db.sessions[(self._tenant, session.session_id)]
+        self._pending.forget(self._tenant, session.session_id)
+        for other in self._all():
+            if other.parent_session_id == session.session_id:
+                other.parent_session_id = None
 
     async def _recount(self, session_id: str) -> SessionInfo:
-        session = self._get(session_id)
+        session = self._writable(self._get(session_id))
+        other = self._branch_holding(session, {row.key for row in session.rows.values()})
+        if other is not None:
+            raise shared_refusal("recount", session_id, None, other)
         for row in session.rows.values():
             row.tokens = self.count_tokens(row.message)
             if row.reduced is not None:
@@ -344,6 +410,9 @@ class InMemoryHistoryStore(BackendBase):
     async def _compact(
         self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
     ) -> CompactionEvent | ChangeSet | Unchanged:
+        if not dry_run:
+            self._writable(self._get(session_id))
+
         async def snapshot() -> _Snapshot:
             session = self._counted(session_id)
             view = self._view_of(session)
@@ -490,7 +559,7 @@ class InMemoryHistoryStore(BackendBase):
     async def _restore(
         self, session_id: str, *, group_ids: list[str] | None, event_id: str | None
     ) -> CompactionEvent | None:
-        session = self._get(session_id)
+        session = self._writable(self._get(session_id))
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
         if group_ids is not None:
             check_groups(session, group_ids)
@@ -501,6 +570,8 @@ class InMemoryHistoryStore(BackendBase):
             if event is None:
                 raise InvalidInput(f"no event {event_id!r} in session {session_id!r}")
             check_restorable(event)
+            if event.phase in ("rewind", "restore") and "tail_session_id" in event.params:
+                return self._bring_back(session, event)
             undo_event(session, out, event)
             params = {"event_id": event.id}
         if not out.changed:
@@ -510,7 +581,7 @@ class InMemoryHistoryStore(BackendBase):
     async def _set_pinned(
         self, session_id: str, group_ids: list[str], *, pinned: bool
     ) -> list[str]:
-        session = self._get(session_id)
+        session = self._writable(self._get(session_id))
         ids = list(dict.fromkeys(group_ids))
         check_groups(session, ids)
         changed = [g for g in ids if session.groups[g].pinned != pinned]
@@ -525,7 +596,10 @@ class InMemoryHistoryStore(BackendBase):
     async def _import(
         self, session_id: str, batch: list[Message], source: str
     ) -> tuple[ImportResult, Written]:
-        plan = plan_import(self._find(session_id), batch)
+        existing = self._find(session_id)
+        if existing is not None:
+            self._writable(existing)
+        plan = plan_import(existing, batch)
         provenance = Provenance(system=source, source_ids=source_ids(batch))
         written = Written(0, 0)
         if plan.append:
@@ -549,18 +623,32 @@ class InMemoryHistoryStore(BackendBase):
 
     async def _purge(self, cutoff: datetime, *, dry_run: bool) -> PurgeReport:
         doomed = [s for s in self._all() if s.updated_at < cutoff]
+        gone = {s.session_id for s in doomed}
+        gone |= {t.session_id for s in doomed for t in s.tails}
+        removed = {
+            row.key
+            for session_id in gone
+            if (record := self._find(session_id)) is not None
+            for row in record.rows.values()
+        }
+        kept = {
+            row.key
+            for (tenant, session_id), record in self._db.sessions.items()
+            if tenant == self._tenant and session_id not in gone
+            for row in record.rows.values()
+        } & removed
         if not dry_run:
             for session in doomed:
-                del self._db.sessions[(self._tenant, session.session_id)]
-                self._pending.forget(self._tenant, session.session_id)
+                self._remove(session)
         return PurgeReport(
             tenant=self._tenant,
             older_than=cutoff,
             dry_run=dry_run,
             sessions=tuple(s.session_id for s in doomed),
-            messages=sum(len(s.rows) for s in doomed),
+            messages=len(removed - kept),
             groups=sum(len(s.groups) for s in doomed),
             events=sum(len(s.events) for s in doomed),
+            kept_messages=len(kept),
         )
 
     async def _redact(
@@ -571,6 +659,30 @@ class InMemoryHistoryStore(BackendBase):
         if unknown:
             raise InvalidInput(f"unknown message ids in session {session_id!r}: {unknown}")
         tokens_before = session.info().stored_tokens
+        keys = {session.rows[m].key for m in message_ids}
+        redacted, summaries, cleared, event = self._redact_in(session, message_ids, reason)
+        for (tenant, _), other in sorted(self._db.sessions.items()):
+            if tenant != self._tenant or other is session:
+                continue
+            held = [m for m, row in other.rows.items() if row.key in keys]
+            if held:
+                self._redact_in(other, tuple(held), reason)
+        return RedactReport(
+            session_id=session_id,
+            tenant=self._tenant,
+            reason=reason,
+            redacted=tuple(redacted),
+            summaries=tuple(summaries),
+            reductions_cleared=tuple(cleared),
+            tokens_before=tokens_before,
+            tokens_after=session.info().stored_tokens,
+            event=event,
+        )
+
+    def _redact_in(
+        self, session: SessionRecord, message_ids: tuple[str, ...], reason: str
+    ) -> tuple[list[str], list[str], list[str], CompactionEvent | None]:
+        """Redact ``message_ids`` (all stored) in one branch, with its own event."""
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
         redacted, summaries, cleared = redact_records(
             session, message_ids, reason=reason, event_id=out.event_id, count=self.count_tokens
@@ -584,16 +696,155 @@ class InMemoryHistoryStore(BackendBase):
                 "reductions_cleared": cleared,
             }
             event = out.record(session, phase="manual", strategy="redact", params=params)
-        return RedactReport(
-            session_id=session_id,
-            tenant=self._tenant,
-            reason=reason,
-            redacted=tuple(redacted),
-            summaries=tuple(summaries),
-            reductions_cleared=tuple(cleared),
-            tokens_before=tokens_before,
-            tokens_after=session.info().stored_tokens,
-            event=event,
+        return redacted, summaries, cleared, event
+
+    # -- branches ---------------------------------------------------------------------
+
+    async def _fork(
+        self, session_id: str, *, at: str | None, new_session_id: str | None
+    ) -> SessionInfo:
+        source = self._get(session_id)
+        if source.tail_of is not None:
+            raise tail_source_refusal(session_id, source.tail_of)
+        target = new_fork_id() if new_session_id is None else new_session_id
+        if self._find(target) is not None:
+            raise taken_refusal(target)
+        cut_from = source
+        if at is None:
+            appended = source.appended()
+            at = appended[-1].message.message_id if appended else None
+        elif at not in source.rows:
+            cut_from = next(
+                (
+                    tail
+                    for entry in reversed(source.tails)
+                    if (tail := self._find(entry.session_id)) is not None
+                    and (row := tail.rows.get(at)) is not None
+                    and row.slot == 0
+                ),
+                source,
+            )
+        prefix = cut_prefix(cut_from, at, "fork")
+        stamp = now()
+        fork = SessionRecord(
+            self._tenant,
+            target,
+            source.tokenizer,
+            stamp,
+            stamp,
+            metadata=dict(source.metadata),
+            parent_session_id=session_id,
+            fork_message_id=at,
+        )
+        self._take(fork, prefix)
+        out = Outcome(event_id=new_event_id(), now=stamp, before=Totals())
+        params = fork_params(
+            session_id, at, inherited=prefix.inherited(), dropped_summaries=prefix.dropped_summaries
+        )
+        out.record(fork, phase="fork", strategy=FORK_STRATEGY, params=params)
+        self._db.sessions[(self._tenant, target)] = fork
+        return fork.info()
+
+    @staticmethod
+    def _take(session: SessionRecord, prefix: Prefix) -> None:
+        """Make ``prefix`` the records of ``session``."""
+        session.rows = prefix.rows
+        session.groups = prefix.groups
+        session.state = prefix.state
+        session.next_seq = prefix.next_seq
+
+    def _set_aside(
+        self, session: SessionRecord, to: str | None, event_id: str, messages: int, stamp: datetime
+    ) -> str:
+        """Keep ``session`` as it is now as a superseded tail of it; the tail's id."""
+        tail = session.clone()
+        tail.session_id = new_tail_id()
+        tail.tail_of = session.session_id
+        tail.parent_session_id = None
+        tail.fork_message_id = None
+        tail.events = []
+        tail.tails = []
+        self._db.sessions[(self._tenant, tail.session_id)] = tail
+        session.tails.append(TailRecord(tail.session_id, to, event_id, messages, stamp))
+        return tail.session_id
+
+    async def _rewind(self, session_id: str, *, to: str | None) -> CompactionEvent | None:
+        session = self._writable(self._get(session_id))
+        prefix = cut_prefix(session, to, "rewind")
+        if prefix.set_aside == 0:
+            return None
+        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        tail_id = self._set_aside(session, to, out.event_id, prefix.set_aside, out.now)
+        self._take(session, prefix)
+        params = rewind_params(to, tail_id, prefix.set_aside)
+        return out.record(session, phase="rewind", strategy=REWIND_STRATEGY, params=params)
+
+    def _bring_back(self, session: SessionRecord, event: CompactionEvent) -> CompactionEvent:
+        """Restore the tail ``event`` set aside; what the session holds beyond the cut
+        (rows the tail does not hold) becomes a tail in its turn."""
+        tail_id = event.params["tail_session_id"]
+        entry = next((t for t in session.tails if t.session_id == tail_id), None)
+        tail = None if entry is None else self._find(entry.session_id)
+        if entry is None or tail is None:
+            raise InvalidInput(
+                f"cannot restore event {event.id!r} of session {session.session_id!r}: "
+                + (
+                    "it set no tail aside"
+                    if tail_id is None
+                    else f"its tail {tail_id!r} was restored or deleted"
+                )
+            )
+        out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
+        held = {row.key for row in tail.rows.values()}
+        beyond = [r for r in session.appended() if r.key not in held]
+        session.tails.remove(entry)
+        del self._db.sessions[(self._tenant, entry.session_id)]
+        new_tail = None
+        if beyond:
+            new_tail = self._set_aside(session, entry.to, out.event_id, len(beyond), out.now)
+        session.rows = tail.rows
+        session.groups = tail.groups
+        session.state = tail.state
+        session.next_seq = tail.next_seq
+        params = tail_restore_params(event.id, new_tail)
+        return out.record(session, phase="restore", strategy="restore", params=params)
+
+    async def _branches(self, session_id: str) -> list[BranchInfo]:
+        session = self._get(session_id)
+        found: list[BranchInfo] = []
+        parent = (
+            None if session.parent_session_id is None else self._find(session.parent_session_id)
+        )
+        if parent is not None:
+            found.append(self._branch(parent, "parent", session))
+        forks = [s for s in self._all() if s.parent_session_id == session_id]
+        forks.sort(key=lambda s: (s.created_at, s.session_id))
+        found.extend(self._branch(fork, "fork", fork) for fork in forks)
+        found.extend(
+            BranchInfo(
+                session_id=tail.session_id,
+                relation="tail",
+                fork_message_id=tail.to,
+                event_id=tail.event_id,
+                messages=tail.messages,
+                created_at=tail.created_at,
+            )
+            for tail in session.tails
+        )
+        return found
+
+    @staticmethod
+    def _branch(
+        branch: SessionRecord, relation: Literal["parent", "fork"], fork: SessionRecord
+    ) -> BranchInfo:
+        """The parent or a fork of a session (``fork`` is the one of the two forked)."""
+        return BranchInfo(
+            session_id=branch.session_id,
+            relation=relation,
+            fork_message_id=fork.fork_message_id,
+            event_id=next((e.id for e in fork.events if e.phase == "fork"), None),
+            messages=len(branch.rows),
+            created_at=branch.created_at,
         )
 
 

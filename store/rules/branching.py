@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from store.errors import InvalidInput
 from strategies.groups import AnnotationState, GroupInfo, Tail, annotate, call_links
@@ -28,10 +29,17 @@ __all__ = [
     "TAIL_PREFIX",
     "carried",
     "check_cut",
+    "cut_refusal",
+    "fork_params",
     "new_fork_id",
     "new_tail_id",
+    "rewind_params",
     "shared_refusal",
+    "summary_fates",
     "tail_refusal",
+    "tail_restore_params",
+    "tail_source_refusal",
+    "taken_refusal",
     "trimmed_group",
 ]
 
@@ -136,3 +144,79 @@ def shared_refusal(what: str, session_id: str, message_id: str | None, other: st
         if message_id is None
         else f"cannot {what} session {session_id!r}: {held} is shared with branch {other!r}"
     )
+
+
+def summary_fates(
+    summaries: Iterable[tuple[str, Sequence[str]]], prefix_groups: set[str], whole: set[str]
+) -> tuple[list[str], list[str]]:
+    """Which summaries a prefix carries over, and which it drops.
+
+    ``summaries`` are the source's summary groups in the order they were stored, each
+    with the groups it replaced; ``prefix_groups`` and ``whole`` are as for
+    :func:`carried`. A carried summary counts as a prefix group, whole (a summary of
+    summaries is carried when they are). Returns the carried summaries and the dropped
+    ones: those not carried that replaced a group of the prefix, directly or through a
+    dropped summary (a summary of messages after the cut only is neither). The groups
+    a dropped summary replaced come back as active.
+    """
+    inside = set(prefix_groups)
+    complete = set(whole)
+    kept: list[str] = []
+    dropped: list[str] = []
+    for summary_id, replaced in summaries:
+        if carried(replaced, inside, complete):
+            kept.append(summary_id)
+            inside.add(summary_id)
+            complete.add(summary_id)
+        elif any(g in inside or g in dropped for g in replaced):
+            dropped.append(summary_id)
+    return kept, dropped
+
+
+def cut_refusal(verb: str, session_id: str, cut: str, why: str) -> InvalidInput:
+    """The error of a cut that is not an appended message of the session (``why``:
+    ``"it is not one of its messages"``, ``"it is a summary"``)."""
+    return InvalidInput(f"cannot {verb} session {session_id!r} at message {cut!r}: {why}")
+
+
+def taken_refusal(new_session_id: str) -> InvalidInput:
+    """The error of a fork to an id the tenant holds already (tails included)."""
+    return InvalidInput(f"cannot fork to session {new_session_id!r}: it exists already")
+
+
+def tail_source_refusal(session_id: str, owner: str | None) -> InvalidInput:
+    """The error of a fork of a superseded tail."""
+    return InvalidInput(
+        f"cannot fork session {session_id!r}: it is a superseded tail of {owner!r}; "
+        f"fork {owner!r} with at= one of the tail's messages instead"
+    )
+
+
+def fork_params(
+    source_session_id: str,
+    at: str | None,
+    *,
+    inherited: dict[str, int],
+    dropped_summaries: Sequence[str],
+) -> dict[str, Any]:
+    """The ``params`` of a fork's event. ``inherited`` counts ``groups`` (every group of
+    the fork, carried summaries included), ``excluded_groups``, ``summaries`` (carried),
+    ``reductions`` (reduced messages) and ``pins`` (pinned groups)."""
+    return {
+        "source_session_id": source_session_id,
+        "at": at,
+        "inherited": dict(inherited),
+        "dropped_summaries": list(dropped_summaries),
+    }
+
+
+def rewind_params(to: str | None, tail_session_id: str, messages: int) -> dict[str, Any]:
+    """The ``params`` of a rewind's event (``messages``: the appended messages after
+    ``to``, which the tail set aside)."""
+    return {"to": to, "tail_session_id": tail_session_id, "messages": messages}
+
+
+def tail_restore_params(event_id: str, tail_session_id: str | None) -> dict[str, Any]:
+    """The ``params`` of the restore event that brought a tail back (``event_id``: the
+    event that set it aside), naming the tail it set aside in turn (None: none)."""
+    return {"event_id": event_id, "tail_session_id": tail_session_id}

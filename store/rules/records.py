@@ -10,6 +10,7 @@ into a partial one (:mod:`store.sql.compaction.mirror`) and applies the same rul
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -23,7 +24,15 @@ from strategies.groups import AnnotationState, GroupKind, annotate, in_call_orde
 from strategies.messages import Message
 from strategies.view import GroupView, InMemorySource, Totals, View
 
-__all__ = ["Counter", "GroupRecord", "MessageRecord", "SessionRecord", "as_stored", "now"]
+__all__ = [
+    "Counter",
+    "GroupRecord",
+    "MessageRecord",
+    "SessionRecord",
+    "TailRecord",
+    "as_stored",
+    "now",
+]
 
 Counter = Callable[[Message], int]
 """Counts the tokens of one message (the store's tokenizer and policy)."""
@@ -45,6 +54,13 @@ def as_stored(message: Message) -> Message:
     return message.model_copy(update={"created_at": created.astimezone(UTC)})
 
 
+_row_keys = itertools.count(1)
+
+
+def _new_row_key() -> int:
+    return next(_row_keys)
+
+
 @dataclass
 class MessageRecord:
     """One stored message, with its order keys, group, counts and overlays."""
@@ -63,6 +79,9 @@ class MessageRecord:
     source_system: str | None = None
     source_id: str | None = None
     imported_at: datetime | None = None
+    key: int = field(default_factory=_new_row_key)
+    """The stored row's identity: a copy of the record (a branch holding the same row)
+    keeps it, a message stored again under the same id gets a new one."""
 
     @property
     def effective(self) -> Message:
@@ -103,9 +122,24 @@ class GroupRecord:
         return (self.anchor, self.slot)
 
 
+@dataclass(frozen=True)
+class TailRecord:
+    """A superseded tail of a session, as the session lists it (oldest first)."""
+
+    session_id: str
+    """The tail's id: its records are a session of that id, read-only."""
+    to: str | None
+    """The cut the session was rewound to (None: before its first message)."""
+    event_id: str
+    """The ``rewind`` (or ``restore``) event of the session that set it aside."""
+    messages: int
+    """The appended messages it set aside (those after ``to``)."""
+    created_at: datetime
+
+
 @dataclass
 class SessionRecord:
-    """All rows of one session."""
+    """All rows of one session (or of a superseded tail)."""
 
     tenant: str
     session_id: str
@@ -120,6 +154,14 @@ class SessionRecord:
     next_seq: int = 1
     revision: int = 0
     events: list[CompactionEvent] = field(default_factory=list)
+    parent_session_id: str | None = None
+    """The session this one was forked from (None for a root, or once it is deleted)."""
+    fork_message_id: str | None = None
+    """The last message this session took from its parent."""
+    tail_of: str | None = None
+    """For a superseded tail, the session it belongs to; None for a session."""
+    tails: list[TailRecord] = field(default_factory=list)
+    """The session's superseded tails, oldest first."""
 
     def clone(self) -> SessionRecord:
         """An independent copy (rows and groups copied; messages are immutable)."""
@@ -129,7 +171,12 @@ class SessionRecord:
             rows={k: replace(r) for k, r in self.rows.items()},
             groups={k: replace(g, message_ids=list(g.message_ids)) for k, g in self.groups.items()},
             events=list(self.events),
+            tails=list(self.tails),
         )
+
+    def appended(self) -> list[MessageRecord]:
+        """The appended messages (not summaries), in ``seq`` order."""
+        return sorted((r for r in self.rows.values() if r.slot == 0), key=lambda r: r.seq)
 
     def touch(self, now: datetime) -> None:
         """Record a write: bump the revision and the update time."""
@@ -352,6 +399,8 @@ class SessionRecord:
             active_messages=active.messages,
             active_groups=active.groups,
             active_tokens=active.tokens,
+            parent_session_id=self.parent_session_id,
+            fork_message_id=self.fork_message_id,
         )
 
 

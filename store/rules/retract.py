@@ -14,7 +14,7 @@ call, and compacted before the call arrived, is *frozen* and the call does not j
 (``docs/groups.md``, rule 10), where annotating the whole history would join them. The
 stored groups say which calls joined their early result and which did not, so
 :func:`plan_retraction` replays the history with, at each such call, the frozen groups
-its append must have had (:class:`_Replay`), and checks that the replay gives the stored
+its append must have had (:class:`Replay`), and checks that the replay gives the stored
 groups.
 
 A retraction is refused (:class:`~store.errors.InvalidInput`) when the message's group
@@ -38,6 +38,7 @@ from strategies.messages import Message
 
 __all__ = [
     "RETRACT_STRATEGY",
+    "Replay",
     "Retraction",
     "apply_retraction",
     "check_retractable",
@@ -86,8 +87,10 @@ def check_retractable(
         )
 
 
-class _Replay:
-    """Annotates a session's appended messages again, as its appends did.
+class Replay:
+    """Annotates a session's appended messages again, as its appends did (a retraction
+    replays all but the last; a fork or a rewind, :mod:`store.rules.branching`, the
+    prefix up to its cut).
 
     ``stored`` maps each appended message to the group it is stored in. A call whose id
     a result stored before it waits for is annotated on its own, with that result's
@@ -160,7 +163,7 @@ def plan_retraction(
     stored = {m.message_id: g for m, g in zip(appended, groups, strict=True)}
     last = appended[-1]
     group_id = stored[last.message_id]
-    replay = _Replay(stored)
+    replay = Replay(stored)
     replay.add(appended[:-1])
     state, info = replay.state, replay.groups.get(group_id)
     rest = [m for m, g in stored.items() if g == group_id and m != last.message_id]
