@@ -52,8 +52,8 @@ def _emit(state: SchemaState, as_json: bool) -> None:
 def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: bool) -> None:
     """Create the schema, or upgrade it to REVISION (default head); safe to run
     concurrently."""
-    from store.sql.migrations import migrate
     from store.errors import MigrationRequired
+    from store.sql.migrations import migrate
     from store.sql.migrations.revisions import incompatible_between
 
     if old_revision is not None:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import and_, delete, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.records import now
@@ -20,7 +21,7 @@ from store.sql.branches.sharing import readers_of
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 from store.sql.sessions import incarnation, metadata_value
 
-__all__ = ["KEPT", "collect", "keep_for_forks", "owners_read_by", "tails_of"]
+__all__ = ["KEPT", "collect", "count_kept", "keep_for_forks", "owners_read_by", "tails_of"]
 
 KEPT = "kept"
 """The ``branch`` of a session that holds a deleted session's rows for its forks."""
@@ -46,6 +47,49 @@ async def owners_read_by(
     return {str(r[0]) for r in await conn.execute(query)}
 
 
+async def _kept_rows(conn: AsyncConnection, tenant: str, session_id: str, doomed: set[str]) -> Any:
+    """The condition on :data:`~store.sql.schema.MESSAGES` of the session's rows that a
+    branch outside ``doomed`` reads (None when none does)."""
+    lin, b, m = LINEAGE.c, BRANCH_ROWS.c, MESSAGES.c
+    throughs = [
+        int(r[1])
+        for r in await conn.execute(
+            select(lin.session_id, lin.through_seq).where(
+                lin.tenant == tenant, lin.owner_session_id == session_id
+            )
+        )
+        if r[0] not in doomed
+    ]
+    members = [
+        int(r[1])
+        for r in await conn.execute(
+            select(b.session_id, b.seq).where(
+                b.tenant == tenant, b.owner_session_id == session_id, b.member
+            )
+        )
+        if r[0] not in doomed
+    ]
+    if not throughs and not members:
+        return None
+    conditions = []
+    if throughs:
+        conditions.append(m.seq <= max(throughs))
+    if members:
+        conditions.append(m.seq.in_(sorted(set(members))))
+    return and_(m.tenant == tenant, m.session_id == session_id, or_(*conditions))
+
+
+async def count_kept(conn: AsyncConnection, tenant: str, session_ids: Sequence[str]) -> int:
+    """The messages :func:`keep_for_forks` would keep for ``session_ids``."""
+    doomed = set(session_ids)
+    kept = 0
+    for session_id in session_ids:
+        condition = await _kept_rows(conn, tenant, session_id, doomed)
+        if condition is not None:
+            kept += int((await conn.execute(select(func.count()).where(condition))).scalar() or 0)
+    return kept
+
+
 async def keep_for_forks(conn: AsyncConnection, tenant: str, session_ids: Sequence[str]) -> int:
     """Move the rows of each of ``session_ids`` that other branches read under a kept
     session; the messages kept."""
@@ -58,8 +102,8 @@ async def keep_for_forks(conn: AsyncConnection, tenant: str, session_ids: Sequen
             .where(s.tenant == tenant, s.parent_session_id == session_id, s.branch == "fork")
             .values(parent_session_id=None)
         )
-        readers = [r for r in await readers_of(conn, tenant, session_id) if r not in doomed]
-        if not readers:
+        condition = await _kept_rows(conn, tenant, session_id, doomed)
+        if condition is None:
             continue
         tokenizer = (
             await conn.execute(
@@ -81,11 +125,7 @@ async def keep_for_forks(conn: AsyncConnection, tenant: str, session_ids: Sequen
                 shared=True,
             )
         )
-        moved = await conn.execute(
-            update(MESSAGES)
-            .where(MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == session_id)
-            .values(session_id=holder)
-        )
+        moved = await conn.execute(update(MESSAGES).where(condition).values(session_id=holder))
         kept += int(moved.rowcount or 0)
         for table in (LINEAGE, BRANCH_ROWS):
             await conn.execute(

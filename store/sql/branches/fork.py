@@ -417,6 +417,7 @@ async def fork_session(
         "groups": totals["groups"],
         "excluded_groups": totals["groups"] - totals["active_groups"],
         "summaries": len(kept_summaries),
+        "reductions": await _reductions(conn, tenant, new_session_id, pairs),
         "pins": totals["pins"],
     }
     values: dict[str, Any] = {
@@ -491,3 +492,25 @@ async def _totals(conn: AsyncConnection, tenant: str, session_id: str) -> dict[s
         "active_tokens": sum(int(r[1]) for r in rows if not r[2]),
         "pins": sum(1 for r in rows if r[3]),
     }
+
+
+async def _reductions(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    pairs: Sequence[tuple[str, int]],
+) -> int:
+    """The reduced messages the fork ``session_id`` inherits (through ``pairs``)."""
+    lineage = Lineage(
+        session_id,
+        tuple(
+            (owner, pairs[i - 1][1] if i else 0, through)
+            for i, (owner, through) in enumerate(pairs)
+        ),
+    )
+
+    def reduced(columns: Mapping[str, ColumnElement[Any]]) -> list[ColumnElement[bool]]:
+        return [columns["reduced_event_id"].is_not(None)]
+
+    rows = conversation(tenant, lineage, reduced).subquery()
+    return int((await conn.execute(select(func.count()).select_from(rows))).scalar() or 0)

@@ -22,7 +22,7 @@ async def read_branches(conn: AsyncConnection, tenant: str, session_id: str) -> 
         parent = (
             await conn.execute(
                 select(s.session_id, s.stored_messages, s.created_at).where(
-                    s.tenant == tenant, s.session_id == parent_id, s.branch.is_not("kept")
+                    s.tenant == tenant, s.session_id == parent_id, s.branch.is_distinct_from("kept")
                 )
             )
         ).first()

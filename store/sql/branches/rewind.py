@@ -33,6 +33,8 @@ from store.sql.mapping import COLUMN_INDEX
 from store.sql.schema import (
     BRANCH_ROWS,
     EARLY_RESULTS,
+    EVENT_GROUPS,
+    EVENTS,
     GROUPS,
     LINEAGE,
     MESSAGES,
@@ -70,10 +72,14 @@ async def _set_aside(
     tail_id = new_tail_id()
     end = await resolve_cut(conn, tenant, session, None, verb="rewind", tails=False)
     await fork_session(conn, tenant, session, end, tail_id, event_id=new_event_id(), now=now)
+    # a tail's audit is its session's: the snapshot's own fork event goes
+    await conn.execute(delete(EVENT_GROUPS).where(*_keys(EVENT_GROUPS, tenant, tail_id)))
+    await conn.execute(delete(EVENTS).where(*_keys(EVENTS, tenant, tail_id)))
     await conn.execute(
         update(SESSIONS)
         .where(*_keys(SESSIONS, tenant, tail_id))
         .values(
+            event_count=0,
             branch="tail",
             parent_session_id=session_id,
             fork_message_id=to,
@@ -378,7 +384,7 @@ async def restore_rewind(
             f"cannot restore rewind {event.id!r} of session {session_id!r}: its tail "
             f"{tail_id!r} was restored or deleted"
         )
-    to = event.params.get("to")
+    to = tail["fork_message_id"]
     event_id = new_event_id()
     cut = await resolve_cut(
         conn,
@@ -395,7 +401,7 @@ async def restore_rewind(
             conn, tenant, session, cut, to=cut.message_id, event_id=event_id, now=now
         )
     await _take_back(conn, tenant, session_id, tail, cut.seq)
-    params = {"event_id": event.id, "to": to, "tail_session_id": new_tail}
+    params = {"event_id": event.id, "tail_session_id": new_tail}
     return await _record(
         conn,
         tenant,

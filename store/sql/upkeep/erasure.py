@@ -35,7 +35,7 @@ from store.rules.erasure import REDACTED_TEXT, covering_summaries, tombstone
 from store.rules.identity import REDACTED_HASH, is_tombstone
 from store.sql import dialect
 from store.sql.audit import record_event
-from store.sql.branches.deleting import collect, keep_for_forks, owners_read_by
+from store.sql.branches.deleting import collect, count_kept, keep_for_forks, owners_read_by
 from store.sql.codec import (
     ENCODED,
     decode_event_params,
@@ -188,7 +188,7 @@ class _Tally:
             older_than=cutoff,
             dry_run=dry_run,
             sessions=tuple(self.sessions),
-            messages=self.messages,
+            messages=self.messages - self.kept,
             groups=self.groups,
             events=self.events,
             kept_messages=self.kept,
@@ -206,7 +206,9 @@ async def purge_batch(
     if not ids:
         return False
     tally.add(ids, await _counts(conn, tenant, ids))
-    if not dry_run:
+    if dry_run:
+        tally.kept += await count_kept(conn, tenant, ids)
+    else:
         await erase_step(conn)
         owners = await owners_read_by(conn, tenant, ids)
         tally.kept += await keep_for_forks(conn, tenant, ids)
