@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -160,7 +161,7 @@ async def test_fork_refusals(chat_store: HistoryBackend) -> None:
     tail = rewound.params["tail_session_id"]
     with pytest.raises(InvalidInput, match=tail):
         await store.fork("s", new_session_id=tail)
-    with pytest.raises(InvalidInput, match="tail"):
+    with pytest.raises(InvalidInput, match="superseded tail"):
         await store.fork(tail)
     assert [s.session_id for s in await store.sessions()] == ["other", "s"]
 
@@ -457,21 +458,21 @@ async def test_a_tail_is_read_only_but_redacted_and_deleted(chat_store: HistoryB
     event = await store.rewind("s", to="a2")
     assert event is not None
     tail = event.params["tail_session_id"]
-    refused = [
-        store.append(tail, [user("x")]),
-        store.compact(tail, ExcludeOldest(1)),
-        store.pin(tail, ["group_u1"]),
-        store.unpin(tail, ["group_u1"]),
-        store.restore(tail, group_ids=["group_u1"]),
-        store.set_metadata(tail, {"k": 1}),
-        store.retract_last(tail),
-        store.recount(tail),
-        store.rewind(tail, to="u1"),
-        store.import_messages(tail, [user("x")]),
+    refused: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.append(tail, [user("x")]),
+        lambda: store.compact(tail, ExcludeOldest(1)),
+        lambda: store.pin(tail, ["group_u1"]),
+        lambda: store.unpin(tail, ["group_u1"]),
+        lambda: store.restore(tail, group_ids=["group_u1"]),
+        lambda: store.set_metadata(tail, {"k": 1}),
+        lambda: store.retract_last(tail),
+        lambda: store.recount(tail),
+        lambda: store.rewind(tail, to="u1"),
+        lambda: store.import_messages(tail, [user("x")]),
     ]
     for attempt in refused:
         with pytest.raises(InvalidInput, match=f"restore\\('s', event_id='{event.id}'\\)"):
-            await attempt
+            await attempt()
     assert len(await store.context(tail)) == len(IDS)
     assert (await store.why(tail, "u3")).in_context
     await store.delete_session(tail)
