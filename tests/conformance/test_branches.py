@@ -16,9 +16,10 @@ import pytest
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
+from strategies.changeset import ChangeSet, Exclusion
 from strategies.messages import Message
 from tests.conformance.conftest import Stores
-from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults, SummarizeOldest
+from tests.conformance.toy_strategies import ExcludeOldest, Fixed, ReduceResults, SummarizeOldest
 from tests.groups.conversations import assistant, call, reasoning, result, system, tool, user
 from tests.strategies.invariants import assert_projection_invariants
 
@@ -241,6 +242,26 @@ async def test_a_summary_inside_the_prefix_is_carried(chat_store: HistoryBackend
     assert await store.restore("f", group_ids=["group_u1"]) is not None
     assert "u1" in await _sent(store, "f")
     assert await _sent(store, "s") == parent_sent
+
+
+async def test_the_annotation_goes_on_from_the_cut_as_the_appends_left_it(
+    store: HistoryBackend,
+) -> None:
+    # a result stored before its call, compacted before the call came: the call did not
+    # join it and is pending; a fork at the call must be annotated as the parent is
+    await store.append("s", [user("u1"), tool("t1", result("c1", "early"))])
+    assert await store.compact("s", Fixed(ChangeSet(exclusions=(Exclusion("group_t1", "x"),))))
+    await store.append("s", [assistant("a1", call("c1")), user("u2")])
+    parent = (await store.view("s")).group("group_a1")
+    assert (parent.message_count, parent.pending_calls) == (1, 1)
+    await store.fork("s", at="a1", new_session_id="f")
+    fork = (await store.view("f")).group("group_a1")
+    assert (fork.message_count, fork.pending_calls) == (1, 1)
+    for session in ("s", "f"):
+        await store.append(session, [tool(f"t2-{session}", result("c1", "late"))])
+        group = (await store.view(session)).group("group_a1")
+        assert (group.message_count, group.pending_calls) == (2, 0), session
+    assert [g.group_id for g in await store.excluded("f")] == ["group_t1"]
 
 
 # -- independence of branches ---------------------------------------------------------
@@ -515,6 +536,23 @@ async def test_a_rewind_restored_after_further_appends(chat_store: HistoryBacken
     assert [(m.message_id, m.message) for m in await store.history("s")] == [
         (m.message_id, m.message) for m in after_rewind
     ]
+
+
+async def test_a_restored_rewind_sets_the_prefix_state_since_aside_with_the_appends(
+    chat_store: HistoryBackend,
+) -> None:
+    store = chat_store
+    rewound = await store.rewind("s", to="u2")
+    assert rewound is not None
+    assert await store.compact("s", ExcludeOldest(1)) is not None  # group_u1
+    await store.append("s", [assistant("a3", "snow")])
+    restored = await store.restore("s", event_id=rewound.id)
+    assert restored is not None
+    tail = restored.params["tail_session_id"]
+    assert await store.excluded("s") == []
+    assert await _sent(store, "s") == IDS
+    assert [g.group_id for g in await store.excluded(tail)] == ["group_u1"]
+    assert "u1" not in await _sent(store, tail)
 
 
 async def test_a_rewind_restored_with_nothing_appended_since(chat_store: HistoryBackend) -> None:
