@@ -94,6 +94,10 @@ if TYPE_CHECKING:
 __all__ = ["InMemoryHistoryStore", "MemoryDatabase"]
 
 
+def _by_key(item: tuple[tuple[str, str], SessionRecord]) -> tuple[str, str]:
+    return item[0]
+
+
 @dataclass
 class MemoryDatabase:
     """What a database would hold: every tenant's sessions, by ``(tenant, session_id)``."""
@@ -126,6 +130,12 @@ class InMemoryHistoryStore(BackendBase):
     a group that compaction excluded is excluded with it, so that a group is always sent
     whole or not at all. Closing a store leaves the database's records to the other
     stores on it.
+
+    Branches (``docs/branches.md``) are plain copies: a fork, and a superseded tail (a
+    read-only record under its ``tail-`` id, listed by the session it belongs to), hold
+    copies of the rows they share, each keeping the row's
+    :attr:`~store.rules.records.MessageRecord.key`; that is how a redaction reaches
+    every copy, and how ``retract_last``, ``recount`` and ``purge`` tell a shared row.
     """
 
     def __init__(
@@ -219,7 +229,7 @@ class InMemoryHistoryStore(BackendBase):
     def _branch_holding(self, session: SessionRecord, keys: set[int]) -> str | None:
         """Another branch (session or tail of the tenant) holding one of the rows
         ``keys``, the first by id; None when no other branch holds any."""
-        for (tenant, other_id), other in sorted(self._db.sessions.items()):
+        for (tenant, other_id), other in sorted(self._db.sessions.items(), key=_by_key):
             if tenant != self._tenant or other is session:
                 continue
             if any(row.key in keys for row in other.rows.values()):
@@ -661,7 +671,7 @@ class InMemoryHistoryStore(BackendBase):
         tokens_before = session.info().stored_tokens
         keys = {session.rows[m].key for m in message_ids}
         redacted, summaries, cleared, event = self._redact_in(session, message_ids, reason)
-        for (tenant, _), other in sorted(self._db.sessions.items()):
+        for (tenant, _), other in sorted(self._db.sessions.items(), key=_by_key):
             if tenant != self._tenant or other is session:
                 continue
             held = [m for m, row in other.rows.items() if row.key in keys]

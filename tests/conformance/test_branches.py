@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
+from strategies.changeset import ChangeSet, Exclusion
 from strategies.messages import Message
 from tests.conformance.conftest import Stores
-from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults, SummarizeOldest
+from tests.conformance.toy_strategies import ExcludeOldest, Fixed, ReduceResults, SummarizeOldest
 from tests.groups.conversations import assistant, call, reasoning, result, system, tool, user
 from tests.strategies.invariants import assert_projection_invariants
 
@@ -160,7 +162,7 @@ async def test_fork_refusals(chat_store: HistoryBackend) -> None:
     tail = rewound.params["tail_session_id"]
     with pytest.raises(InvalidInput, match=tail):
         await store.fork("s", new_session_id=tail)
-    with pytest.raises(InvalidInput, match="tail"):
+    with pytest.raises(InvalidInput, match="superseded tail"):
         await store.fork(tail)
     assert [s.session_id for s in await store.sessions()] == ["other", "s"]
 
@@ -240,6 +242,26 @@ async def test_a_summary_inside_the_prefix_is_carried(chat_store: HistoryBackend
     assert await store.restore("f", group_ids=["group_u1"]) is not None
     assert "u1" in await _sent(store, "f")
     assert await _sent(store, "s") == parent_sent
+
+
+async def test_the_annotation_goes_on_from_the_cut_as_the_appends_left_it(
+    store: HistoryBackend,
+) -> None:
+    # a result stored before its call, compacted before the call came: the call did not
+    # join it and is pending; a fork at the call must be annotated as the parent is
+    await store.append("s", [user("u1"), tool("t1", result("c1", "early"))])
+    assert await store.compact("s", Fixed(ChangeSet(exclusions=(Exclusion("group_t1", "x"),))))
+    await store.append("s", [assistant("a1", call("c1")), user("u2")])
+    parent = (await store.view("s")).group("group_a1")
+    assert (parent.message_count, parent.pending_calls) == (1, 1)
+    await store.fork("s", at="a1", new_session_id="f")
+    fork = (await store.view("f")).group("group_a1")
+    assert (fork.message_count, fork.pending_calls) == (1, 1)
+    for session in ("s", "f"):
+        await store.append(session, [tool(f"t2-{session}", result("c1", "late"))])
+        group = (await store.view(session)).group("group_a1")
+        assert (group.message_count, group.pending_calls) == (2, 0), session
+    assert [g.group_id for g in await store.excluded("f")] == ["group_t1"]
 
 
 # -- independence of branches ---------------------------------------------------------
@@ -457,21 +479,21 @@ async def test_a_tail_is_read_only_but_redacted_and_deleted(chat_store: HistoryB
     event = await store.rewind("s", to="a2")
     assert event is not None
     tail = event.params["tail_session_id"]
-    refused = [
-        store.append(tail, [user("x")]),
-        store.compact(tail, ExcludeOldest(1)),
-        store.pin(tail, ["group_u1"]),
-        store.unpin(tail, ["group_u1"]),
-        store.restore(tail, group_ids=["group_u1"]),
-        store.set_metadata(tail, {"k": 1}),
-        store.retract_last(tail),
-        store.recount(tail),
-        store.rewind(tail, to="u1"),
-        store.import_messages(tail, [user("x")]),
+    refused: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.append(tail, [user("x")]),
+        lambda: store.compact(tail, ExcludeOldest(1)),
+        lambda: store.pin(tail, ["group_u1"]),
+        lambda: store.unpin(tail, ["group_u1"]),
+        lambda: store.restore(tail, group_ids=["group_u1"]),
+        lambda: store.set_metadata(tail, {"k": 1}),
+        lambda: store.retract_last(tail),
+        lambda: store.recount(tail),
+        lambda: store.rewind(tail, to="u1"),
+        lambda: store.import_messages(tail, [user("x")]),
     ]
     for attempt in refused:
         with pytest.raises(InvalidInput, match=f"restore\\('s', event_id='{event.id}'\\)"):
-            await attempt
+            await attempt()
     assert len(await store.context(tail)) == len(IDS)
     assert (await store.why(tail, "u3")).in_context
     await store.delete_session(tail)
@@ -514,6 +536,23 @@ async def test_a_rewind_restored_after_further_appends(chat_store: HistoryBacken
     assert [(m.message_id, m.message) for m in await store.history("s")] == [
         (m.message_id, m.message) for m in after_rewind
     ]
+
+
+async def test_a_restored_rewind_sets_the_prefix_state_since_aside_with_the_appends(
+    chat_store: HistoryBackend,
+) -> None:
+    store = chat_store
+    rewound = await store.rewind("s", to="u2")
+    assert rewound is not None
+    assert await store.compact("s", ExcludeOldest(1)) is not None  # group_u1
+    await store.append("s", [assistant("a3", "snow")])
+    restored = await store.restore("s", event_id=rewound.id)
+    assert restored is not None
+    tail = restored.params["tail_session_id"]
+    assert await store.excluded("s") == []
+    assert await _sent(store, "s") == IDS
+    assert [g.group_id for g in await store.excluded(tail)] == ["group_u1"]
+    assert "u1" not in await _sent(store, tail)
 
 
 async def test_a_rewind_restored_with_nothing_appended_since(chat_store: HistoryBackend) -> None:
