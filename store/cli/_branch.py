@@ -169,8 +169,8 @@ def rewind(
     if as_json:
         emit_json(event)
     elif event is None:
-        after = f"after {to}" if to is not None else "in it"
-        echo(f"Nothing to rewind: {session_id} holds no message {after}.")
+        after = f" after {to}" if to is not None else ""
+        echo(f"Nothing to rewind: {session_id} holds no message{after}.")
     else:
         moved = event.params.get("messages", cut.after)
         tail = event.params.get("tail_session_id")
