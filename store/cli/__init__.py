@@ -13,6 +13,9 @@
     chatledger pin|unpin SESSION GROUP...     keep groups out of every compaction
     chatledger delete SESSION                 delete a session (asks first)
     chatledger recount SESSION --tokenizer T  recount with another tokenizer
+    chatledger fork SESSION [--at M] [--as ID] a new session from its history up to M
+    chatledger rewind SESSION --to M          set what follows M aside (asks first)
+    chatledger branches SESSION               its parent, forks and superseded tails
     chatledger tenants                        every tenant of the database
     chatledger purge --older-than 30d         remove old sessions for good (asks first)
     chatledger redact SESSION MESSAGE... --reason R   replace messages by tombstones
@@ -90,6 +93,21 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "store.cli._change",
         "recount",
         "Recount a session's tokens with another tokenizer.",
+    ),
+    "fork": (
+        "store.cli._branch",
+        "fork",
+        "Start a new session from a session's history up to a message (a branch).",
+    ),
+    "rewind": (
+        "store.cli._branch",
+        "rewind",
+        "Set aside a session's messages after a message; restore brings them back (asks first).",
+    ),
+    "branches": (
+        "store.cli._branch",
+        "branches",
+        "List a session's parent, forks and superseded tails.",
     ),
     "tenants": (
         "store.cli._read",

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["audit", "excluded", "why"]
 
-PHASES = ("after_run", "manual", "import", "restore")
+PHASES = ("after_run", "manual", "import", "restore", "fork", "rewind")
 """The phases an event may have (``store.models.PHASES``, without importing the store)."""
 
 OUTCOMES = ("applied", "failed", "blocked", "abandoned")

@@ -6,7 +6,8 @@ a terminal's width; ids, numbers and times are never cut nor wrapped. When stdou
 not a terminal nothing is shortened or wrapped: each row is one line, whatever its
 length, so that piped output can be searched and copied as it is. Columns marked
 ``constant`` are left out when every row has the same value, which the title states
-once instead.
+once instead. A rule is a line of its own between rows, outside the columns (where a
+fork's own messages start).
 
 On a terminal the header is bold and rows may carry a style (rich); elsewhere, or with
 ``NO_COLOR``, the text is plain. Every cell, title and line goes out through
@@ -31,6 +32,8 @@ ELLIPSIS = "…"
 MIN_FLEX = 12
 """The narrowest a shortened ``flex`` column gets."""
 GAP = "  "
+RULE_STYLE = "bold cyan"
+"""The style of a table's rules on a terminal."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,9 @@ class Table:
     columns: list[Column]
     rows: list[list[str]] = field(default_factory=list)
     styles: list[str | None] = field(default_factory=list)
+    rules: dict[int, str] = field(default_factory=dict)
+    """Lines of their own, outside the columns, by the index of the row they precede
+    (the number of rows: after the last)."""
 
     def add(self, *cells: str, style: str | None = None) -> None:
         """Append a row (one cell per column)."""
@@ -60,6 +66,21 @@ class Table:
             raise ValueError(f"expected {len(self.columns)} cells, got {len(cells)}")
         self.rows.append(list(cells))
         self.styles.append(style)
+
+    def rule(self, before: int, text: str) -> None:
+        """Draw ``text`` as a line of its own before row ``before`` (a marker such as
+        where a fork's own messages start); it never widens a column."""
+        self.rules[before] = text
+
+    def line_styles(self) -> list[str | None]:
+        """The style of each line :func:`render` writes after the header."""
+        styles: list[str | None] = []
+        for index in range(len(self.rows) + 1):
+            if index in self.rules:
+                styles.append(RULE_STYLE)
+            if index < len(self.rows):
+                styles.append(self.styles[index])
+        return styles
 
 
 def number(value: int) -> str:
@@ -115,7 +136,9 @@ def render(table: Table, width: int | None) -> tuple[str, list[str]]:
         fixed = sum(w for k, w in enumerate(widths) if k != flex) + len(GAP) * (len(widths) - 1)
         widths[flex] = max(min(widths[flex], width - fixed), min(widths[flex], MIN_FLEX))
     lines = []
-    for cells in [[c.header for c in columns], *rows]:
+    for index, cells in enumerate([[c.header for c in columns], *rows]):
+        if index - 1 in table.rules:
+            lines.append(visible(table.rules[index - 1]))
         parts = []
         for k, (column, cell) in enumerate(zip(columns, cells, strict=True)):
             text = _shorten(cell, widths[k]) if k == flex else cell
@@ -125,6 +148,8 @@ def render(table: Table, width: int | None) -> tuple[str, list[str]]:
             else:
                 parts.append(text if last else text.ljust(widths[k]))
         lines.append(GAP.join(parts).rstrip())
+    if len(rows) in table.rules:
+        lines.append(visible(table.rules[len(rows)]))
     return title, lines
 
 
@@ -171,5 +196,5 @@ def print_table(table: Table, *, empty: str) -> None:
     console = Console(highlight=False, soft_wrap=True)
     console.print(Text(title, style="bold"))
     console.print(Text(lines[0], style="bold"))
-    for line, style in zip(lines[1:], table.styles, strict=True):
+    for line, style in zip(lines[1:], table.line_styles(), strict=True):
         console.print(Text(line, style=style or ""))

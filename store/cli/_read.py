@@ -6,6 +6,7 @@ application's database) is refused without a table being created in it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import click
@@ -24,7 +25,13 @@ from store.cli._common import (
     with_store,
 )
 from store.cli._output import echo, print_table, quantity
-from store.cli._render import context_table, history_table, sessions_table, stats_table
+from store.cli._render import (
+    context_table,
+    fork_of,
+    history_table,
+    sessions_table,
+    stats_table,
+)
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
@@ -80,28 +87,66 @@ def tenants(url: str | None, as_json: bool) -> None:
         print_table(tenants_table(found), empty="No tenants: the database holds no session.")
 
 
+NEWEST = 2**63 - 1
+"""A ``before`` bound past every ``seq``: with ``limit``, the newest messages (a fork's
+numbers have gaps, so the count of its messages is no bound)."""
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What ``show`` prints of a session's stored history."""
+
+    info: SessionInfo
+    messages: list[StoredMessage]
+    pinned: frozenset[str]
+    cut: int | None
+    """The ``seq`` of a fork's cut in its history (0 for a fork of an empty session; None
+    when not a fork, or when the cut has left its history)."""
+
+
+async def _cut_seq(store: HistoryBackend, info: SessionInfo) -> int | None:
+    if info.parent_session_id is None and info.fork_message_id is None:
+        return None
+    if info.fork_message_id is None:
+        return 0
+    history = store.aiter_history(info.session_id, include_excluded=True)
+    async for stored in history:
+        if stored.message_id == info.fork_message_id and stored.kind != "summary":
+            await _close(history)
+            return stored.seq
+    return None
+
+
+async def _close(iterator: object) -> None:
+    close = getattr(iterator, "aclose", None)
+    if close is not None:
+        await close()
+
+
 async def _stored(
     store: HistoryBackend, session_id: str, *, show_all: bool, limit: int | None
-) -> tuple[list[StoredMessage], frozenset[str]]:
+) -> Shown:
     info = await store.session(session_id)  # SessionNotFound for an unknown id
     if limit is None:
         found = [m async for m in store.aiter_history(session_id, include_excluded=show_all)]
     else:
         found = await store.history(
-            session_id, include_excluded=show_all, limit=limit, before=info.stored_messages + 1
+            session_id, include_excluded=show_all, limit=limit, before=NEWEST
         )
     view = await store.view(session_id)
-    return found, frozenset(g.group_id for g in view.groups if g.pinned)
+    pinned = frozenset(g.group_id for g in view.groups if g.pinned)
+    return Shown(info, found, pinned, await _cut_seq(store, info))
 
 
 def _show_stored(
     url: str | None, tenant: str, session_id: str, show_all: bool, limit: int | None, as_json: bool
 ) -> None:
-    async def action(store: HistoryBackend) -> tuple[list[StoredMessage], frozenset[str]]:
+    async def action(store: HistoryBackend) -> Shown:
         return await _stored(store, session_id, show_all=show_all, limit=limit)
 
     counted = session_tokenizer(url, tenant, session_id)  # its view checks the tokenizer
-    messages, pinned = with_store(url, tenant, action, tokenizer=counted)
+    shown = with_store(url, tenant, action, tokenizer=counted)
+    messages = shown.messages
     if as_json:
         emit_json(messages)
         return
@@ -109,7 +154,13 @@ def _show_stored(
     title = f"Session {session_id}: {len(messages)} {what} messages, in projection order"
     if show_all:
         title += f", {sum(1 for m in messages if m.excluded)} excluded"
-    print_table(history_table(title, messages, pinned), empty=f"Session {session_id} is empty.")
+    origin = fork_of(shown.info)
+    fork = (origin, shown.cut) if origin is not None and shown.cut is not None else None
+    whole = limit is None or len(messages) < limit
+    table = history_table(title, messages, shown.pinned, fork=fork, whole=whole)
+    if origin is not None and not table.rules:  # no row to mark: the title says it
+        table.title += f" ({origin})"
+    print_table(table, empty=f"Session {session_id} is empty.")
 
 
 async def _context(
@@ -196,7 +247,8 @@ def show(
     """Show a session's messages, or what the model is sent next.
 
     Summaries are listed where they replace what they summarize; excluded messages
-    (with --all), reduced ones and pinned groups are marked.
+    (with --all), reduced ones and pinned groups are marked; in a fork, a line marks
+    where its own messages start.
     """
     if show_all and context:
         raise CliError("--all and --context cannot be used together", exit_code=2)

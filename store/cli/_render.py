@@ -12,21 +12,31 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from store.cli._output import Column, Table, number, when
+from store.cli._output import Column, Table, number, quantity, when
 
 if TYPE_CHECKING:
     from store.admin import TenantInfo
-    from store.models import CompactionEvent, ExcludedGroup, SessionInfo, Stats, StoredMessage
+    from store.models import (
+        BranchInfo,
+        CompactionEvent,
+        ExcludedGroup,
+        SessionInfo,
+        Stats,
+        StoredMessage,
+    )
     from strategies.messages import Content, Message
 
 __all__ = [
     "PREVIEW_CHARS",
+    "branches_table",
     "content_preview",
     "context_table",
     "event_outcome",
     "events_table",
     "excluded_table",
+    "fork_of",
     "history_table",
+    "inherited",
     "sessions_table",
     "short_strategy",
     "stats_table",
@@ -142,11 +152,35 @@ def _status(stored: StoredMessage, pinned: bool) -> tuple[str, str | None]:
     return ", ".join(marks), "bold" if stored.kind == "summary" else None
 
 
+def fork_of(info: SessionInfo) -> str | None:
+    """What a fork was forked from: ``fork of PARENT at MESSAGE`` (None: not a fork)."""
+    parent, cut = info.parent_session_id, info.fork_message_id
+    if parent is None and cut is None:
+        return None
+    if parent is None:
+        return f"fork at {cut} of a deleted session"
+    if cut is None:
+        return f"fork of {parent} (empty when forked)"
+    return f"fork of {parent} at {cut}"
+
+
 def history_table(
-    title: str, messages: Sequence[StoredMessage], pinned: frozenset[str] = frozenset()
+    title: str,
+    messages: Sequence[StoredMessage],
+    pinned: frozenset[str] = frozenset(),
+    *,
+    fork: tuple[str, int] | None = None,
+    whole: bool = True,
 ) -> Table:
     """Stored messages in projection order: summaries where they replace what they
-    summarize, excluded messages marked (``pinned``: the ids of pinned groups)."""
+    summarize, excluded messages marked (``pinned``: the ids of pinned groups).
+
+    ``fork`` is what a fork was forked from (:func:`fork_of`) and the ``seq`` of its cut:
+    it is a rule, ``— fork of PARENT at MESSAGE —``, before the first message placed
+    after the cut (its anchor past the cut's seq), where the fork's own messages start.
+    Before the first row it is drawn only when the rows are the ``whole`` history, not
+    its newest part.
+    """
     table = Table(
         title,
         [
@@ -157,7 +191,13 @@ def history_table(
             Column("content", flex=True),
         ],
     )
-    for stored in sorted(messages, key=lambda m: (m.anchor, m.slot, m.seq)):
+    ordered = sorted(messages, key=lambda m: (m.anchor, m.slot, m.seq))
+    if fork is not None:
+        origin, cut = fork
+        own = next((i for i, m in enumerate(ordered) if m.anchor > cut), len(ordered))
+        if own > 0 or whole:
+            table.rule(own, f"— {origin} —")
+    for stored in ordered:
         status, style = _status(stored, stored.group_id in pinned)
         shown = stored.reduced if stored.reduced is not None else stored.message
         table.add(
@@ -197,9 +237,59 @@ def context_table(
     return table
 
 
+def inherited(params: Mapping[str, object]) -> str:
+    """What a fork event's ``params`` say the fork took over: ``4 groups (1 excluded),
+    1 summary``, and the summaries it left out."""
+    counts = params.get("inherited")
+    found = counts if isinstance(counts, dict) else {}
+
+    def count(key: str) -> int:
+        value = found.get(key, 0)
+        return value if isinstance(value, int) else 0
+
+    parts = [quantity(count("groups"), "group")]
+    if count("excluded_groups"):
+        parts[0] += f" ({count('excluded_groups'):,} excluded)"
+    for key, noun, plural in (
+        ("summaries", "summary", "summaries"),
+        ("reductions", "reduction", None),
+        ("pins", "pin", None),
+    ):
+        if count(key):
+            parts.append(quantity(count(key), noun, plural))
+    dropped = params.get("dropped_summaries")
+    if isinstance(dropped, list) and dropped:
+        parts.append(
+            f"left out {quantity(len(dropped), 'summary', 'summaries')} of later messages "
+            "(the groups it replaced are active)"
+        )
+    return ", ".join(parts)
+
+
+def _branching(event: CompactionEvent) -> str | None:
+    """What a fork, a rewind, or a restore of a rewind did (None for other events)."""
+    params = event.params
+    if event.phase == "fork":
+        source, at = params.get("source_session_id"), params.get("at")
+        where = f" at {at}" if at is not None else ""
+        return f"forked from {source}{where}: inherited {inherited(params)}"
+    if event.phase == "rewind":
+        left = params.get("messages")
+        moved = quantity(left, "message") if isinstance(left, int) else "messages"
+        to = params.get("to") or "the start"
+        return f"rewound to {to}: {moved} set aside as tail {params.get('tail_session_id')}"
+    if event.phase == "restore" and params.get("tail_session_id") is not None:
+        return f"tail brought back; what followed is tail {params['tail_session_id']}"
+    return None
+
+
 def event_outcome(event: CompactionEvent) -> str:
     """What an event did, with the reasons of what it excluded; for a compaction that
-    applied nothing, its outcome and why."""
+    applied nothing, its outcome and why; for a fork or a rewind, what it took over or
+    set aside."""
+    branching = _branching(event) if event.outcome == "applied" else None
+    if branching is not None:
+        return branching
     if event.outcome != "applied":
         why = "; ".join(d.message for d in event.diagnostics)
         if event.outcome == "abandoned":
@@ -316,4 +406,30 @@ def dry_run_table(
     for group_id, action in actions.items():
         before, after = tokens.get(group_id, (0, 0))
         table.add(group_id, kinds.get(group_id, "-"), number(before), number(after), action)
+    return table
+
+
+def branches_table(branches: Sequence[BranchInfo], title: str) -> Table:
+    """A session's parent, forks and superseded tails, with the message each was cut at
+    and the event that made it."""
+    table = Table(
+        title,
+        [
+            Column("relation"),
+            Column("session"),
+            Column("fork message"),
+            Column("messages", "right"),
+            Column("created"),
+            Column("event"),
+        ],
+    )
+    for branch in branches:
+        table.add(
+            branch.relation,
+            branch.session_id,
+            branch.fork_message_id or "-",
+            number(branch.messages),
+            when(branch.created_at),
+            branch.event_id or "-",
+        )
     return table

@@ -5,7 +5,8 @@ It shows the session's counts, the token chart, every compaction event with its 
 and the timeline of groups in projection order: kind, tokens, sent or excluded, the
 event and reason that excluded each, summaries linked to the groups they replace and
 back, reduced tool results beside their originals, pins, and the failed, blocked and
-abandoned compactions where they happened. Runs of more than :data:`RUN` groups in a
+abandoned compactions where they happened; for a fork, the session and message it was
+forked at, and a line where its own groups start. Runs of more than :data:`RUN` groups in a
 row that the model is not sent (excluded or summarized, for whatever reason) fold into
 one line that opens on demand and counts their reasons, and so do long runs of plain
 sent groups, so that a session of 10,000 messages stays readable.
@@ -57,6 +58,7 @@ color:#475467}.group:target,.event:target{outline:2px solid #2e90fa}
 details.run>summary{cursor:pointer;padding:4px 6px;border-bottom:1px solid var(--line);
 color:#475467}details.run[open]>summary{font-weight:600}
 .pin{color:#b54708}
+.marker.fork{border-left-color:#2e90fa;background:#eff8ff}
 """
 
 _SCRIPT = """
@@ -101,6 +103,7 @@ def render(timeline: Timeline) -> str:
             f"<h1>{_e(title)}</h1>",
             f'<p class="muted">tenant {_e(info.tenant)} · tokenizer {_e(info.tokenizer)} · '
             f"updated {_e(info.updated_at.isoformat(timespec='seconds'))}</p>",
+            _fork_line(timeline),
             _counts(timeline),
             "<h2>Tokens: stored against sent, after each turn</h2>",
             token_chart(timeline.points) or '<p class="muted">No turn yet.</p>',
@@ -122,6 +125,29 @@ def render(timeline: Timeline) -> str:
 <script>{_SCRIPT}</script>
 </body></html>
 """
+
+
+def _fork_origin(timeline: Timeline) -> str | None:
+    """``fork of PARENT at MESSAGE`` for a fork, as HTML (None for any other session)."""
+    info = timeline.info
+    parent, cut = info.parent_session_id, info.fork_message_id
+    if parent is None and cut is None:
+        return None
+    at = f" at <code>{_e(cut)}</code>" if cut is not None else " (empty when forked)"
+    of = f" of <b>{_e(parent)}</b>" if parent is not None else " of a deleted session"
+    return f"fork{of}{at}"
+
+
+def _fork_line(timeline: Timeline) -> str:
+    origin = _fork_origin(timeline)
+    if origin is None:
+        return ""
+    where = (
+        ': its own groups follow <a href="#fork-point">the fork point</a>'
+        if timeline.cut is not None
+        else ""
+    )
+    return f'<p class="fork" id="fork-of">A {origin}{where}.</p>'
 
 
 def _counts(timeline: Timeline) -> str:
@@ -216,19 +242,32 @@ def _timeline(timeline: Timeline) -> Iterator[str]:
             yield from (_group(g) for g in run)
         run.clear()
 
+    cut = timeline.cut
     for group in timeline.groups:
         while at < len(markers) and timeline.event_turns[markers[at].id] < group.turn:
             yield from flush()
             yield _marker(markers[at])
             at += 1
+        if cut is not None and group.order[0] > cut:
+            yield from flush()
+            yield _fork_point(timeline)
+            cut = None
         if run and _alike(group) != _alike(run[-1]):
             yield from flush()
         run.append(group)
         if _alike(group) is None:
             yield from flush()
     yield from flush()
+    if cut is not None:
+        yield _fork_point(timeline)
     for event in markers[at:]:
         yield _marker(event)
+
+
+def _fork_point(timeline: Timeline) -> str:
+    """The line before a fork's own groups (after the last it inherited)."""
+    origin = _fork_origin(timeline)
+    return f'<div class="marker fork" id="fork-point">{origin}: the fork\'s own groups follow</div>'
 
 
 def _folded(run: Sequence[GroupRow]) -> str:

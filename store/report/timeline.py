@@ -98,6 +98,10 @@ class Timeline:
     event_turns: dict[str, int]
     """The turn after which each event happened."""
     points: list[TurnPoint]
+    cut: int | None = None
+    """For a fork, the ``seq`` of the message it was forked at (0 for a fork of an empty
+    session; None when not a fork, or when that message has left its history): the
+    fork's own groups are placed after it."""
 
     def count(self, state: GroupState | None = None) -> int:
         """Groups in ``state`` (all when None)."""
@@ -150,6 +154,19 @@ def build_timeline(
         events=chronological,
         event_turns=_event_turns(by_seq, turns, chronological),
         points=_points(by_seq, turns, chronological),
+        cut=_cut(info, by_seq),
+    )
+
+
+def _cut(info: SessionInfo, by_seq: Sequence[StoredMessage]) -> int | None:
+    """The ``seq`` of a fork's cut in its history (see :attr:`Timeline.cut`)."""
+    if info.parent_session_id is None and info.fork_message_id is None:
+        return None
+    if info.fork_message_id is None:
+        return 0
+    return next(
+        (m.seq for m in by_seq if m.message_id == info.fork_message_id and m.kind != "summary"),
+        None,
     )
 
 

@@ -20,6 +20,7 @@ from store.cli import cli
 from store.demo import TurnRecord
 from store.importing import ImportReport
 from store.models import (
+    BranchInfo,
     CompactionEvent,
     ExcludedGroup,
     PurgeReport,
@@ -38,6 +39,7 @@ DOCS = ROOT / "docs" / "cli.md"
 ROW = re.compile(r"^\| `(?P<command>[^`]+)` \| (?P<help>.+?) \| `(?P<example>[^`]+)` \|$")
 SHAPES = [
     SessionInfo,
+    BranchInfo,
     TenantInfo,
     StoredMessage,
     Message,
