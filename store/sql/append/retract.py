@@ -21,8 +21,9 @@ from store.rules.changes import Outcome, build_event, log_event, new_event_id
 from store.rules.records import now
 from store.rules.retract import RETRACT_STRATEGY, Retraction, check_retractable, plan_retraction
 from store.sql.audit import write_event
+from store.sql.branches.deleting import adopt
 from store.sql.branches.rows import read_lineage
-from store.sql.branches.sharing import refuse_shared, refuse_tail
+from store.sql.branches.sharing import holders_of, refuse_shared, refuse_tail
 from store.sql.compaction.mirror import before_totals, mirror_of
 from store.sql.history import branch_rows, group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, page_mapper, stored_message
@@ -76,10 +77,6 @@ async def _appended(
         stored_message(row, kinds.get(row[_GROUP]), tenant=tenant, session_id=session_id)
         for row in rows
     ]
-
-
-async def _inherited_through(conn: AsyncConnection, tenant: str, session_id: str) -> int:
-    return (await read_lineage(conn, tenant, session_id)).through
 
 
 async def _write_group(
@@ -138,11 +135,16 @@ async def retract_last(
     if not appended:
         return None
     last = appended[-1]
-    if session["branch"] is not None and last.seq <= await _inherited_through(
-        conn, tenant, session_id
-    ):
-        parent = session["parent_session_id"] or "its parent"
-        raise shared_refusal("retract the last message of", session_id, last.message_id, parent)
+    if session["branch"] is not None:
+        lineage = await read_lineage(conn, tenant, session_id)
+        if last.seq <= lineage.through:  # inherited: only a row no other branch holds
+            owner = lineage.owner_of(last.seq)
+            if not await adopt(conn, tenant, session_id, owner, last.seq):
+                others = await holders_of(conn, tenant, owner, last.seq)
+                other = next((h for h in others if h != session_id), owner)
+                raise shared_refusal(
+                    "retract the last message of", session_id, last.message_id, other
+                )
     await refuse_shared(
         conn,
         tenant,

@@ -21,7 +21,15 @@ from store.sql.branches.sharing import readers_of
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 from store.sql.sessions import incarnation, metadata_value
 
-__all__ = ["KEPT", "collect", "count_kept", "keep_for_forks", "owners_read_by", "tails_of"]
+__all__ = [
+    "KEPT",
+    "adopt",
+    "collect",
+    "count_kept",
+    "keep_for_forks",
+    "owners_read_by",
+    "tails_of",
+]
 
 KEPT = "kept"
 """The ``branch`` of a session that holds a deleted session's rows for its forks."""
@@ -149,3 +157,54 @@ async def collect(conn: AsyncConnection, tenant: str, owners: set[str]) -> None:
             delete(MESSAGES).where(MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == owner)
         )
         await conn.execute(delete(SESSIONS).where(s.tenant == tenant, s.session_id == owner))
+
+
+async def adopt(conn: AsyncConnection, tenant: str, session_id: str, owner: str, seq: int) -> bool:
+    """Take the row ``seq`` of the kept session ``owner`` into the session that alone
+    still reads it (its last inherited row, which it is about to retract); False when
+    the owner is no kept session or another branch reads the row."""
+    s, lin, b = SESSIONS.c, LINEAGE.c, BRANCH_ROWS.c
+    branch = (
+        await conn.execute(select(s.branch).where(s.tenant == tenant, s.session_id == owner))
+    ).scalar_one_or_none()
+    if branch != KEPT or await readers_of(conn, tenant, owner, seq) != [session_id]:
+        return False
+    state = (
+        (
+            await conn.execute(
+                select(BRANCH_ROWS).where(
+                    b.tenant == tenant,
+                    b.session_id == session_id,
+                    b.owner_session_id == owner,
+                    b.seq == seq,
+                )
+            )
+        )
+        .mappings()
+        .first()
+    )
+    values: dict[str, Any] = {"session_id": session_id}
+    if state is not None:
+        values.update(
+            group_id=state["group_id"],
+            reduced_contents=state["reduced_contents"],
+            reduced_token_count=state["reduced_token_count"],
+            reduced_event_id=state["reduced_event_id"],
+        )
+        await conn.execute(
+            delete(BRANCH_ROWS).where(
+                b.tenant == tenant,
+                b.session_id == session_id,
+                b.owner_session_id == owner,
+                b.seq == seq,
+            )
+        )
+    await conn.execute(
+        update(MESSAGES)
+        .where(MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == owner, MESSAGES.c.seq == seq)
+        .values(**values)
+    )
+    reads = (lin.tenant == tenant, lin.session_id == session_id, lin.owner_session_id == owner)
+    await conn.execute(update(LINEAGE).where(*reads).values(through_seq=seq - 1))
+    await collect(conn, tenant, {owner})
+    return True

@@ -27,7 +27,7 @@ from store.sql import dialect
 from store.sql.audit import write_event
 from store.sql.branches.erasure import rebuild_branch_totals
 from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
-from store.sql.branches.rows import read_lineage
+from store.sql.branches.rows import conversation, read_lineage
 from store.sql.branches.sharing import refuse_tail
 from store.sql.mapping import COLUMN_INDEX
 from store.sql.schema import (
@@ -114,18 +114,15 @@ async def _follow(conn: AsyncConnection, tenant: str, owner: str, holder: str, s
         )
     ).all()
     for reader, through in readers:
+        before = (await read_lineage(conn, tenant, reader)).segments
+        after = next(a for o, a, _ in before if o == owner)
+        owner_row = (*_keys(LINEAGE, tenant, reader), lin.owner_session_id == owner)
+        if seq <= after:  # none of the owner's rows it reads stay with the owner
+            await conn.execute(delete(LINEAGE).where(*owner_row))
+        else:
+            await conn.execute(update(LINEAGE).where(*owner_row).values(through_seq=seq))
         if reader == holder:
-            await conn.execute(
-                update(LINEAGE)
-                .where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == owner)
-                .values(through_seq=seq)
-            )
             continue
-        await conn.execute(
-            update(LINEAGE)
-            .where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == owner)
-            .values(through_seq=seq)
-        )
         await conn.execute(
             insert(LINEAGE).values(
                 tenant=tenant, session_id=reader, owner_session_id=holder, through_seq=through
@@ -386,19 +383,12 @@ async def restore_rewind(
         )
     to = tail["fork_message_id"]
     event_id = new_event_id()
-    cut = await resolve_cut(
-        conn,
-        tenant,
-        session,
-        to if isinstance(to, str) else None,
-        verb="restore",
-        tails=False,
-        start=True,
-    )
+    common = await _common_prefix(conn, tenant, session_id, tail_id)
+    cut = await resolve_cut(conn, tenant, session, common, verb="restore", tails=False, start=True)
     new_tail: str | None = None
-    if not cut.at_end:  # what was appended since goes aside in its turn
+    if not cut.at_end:  # what the session holds beyond the tail goes aside in its turn
         new_tail, _ = await _rewind_to(
-            conn, tenant, session, cut, to=cut.message_id, event_id=event_id, now=now
+            conn, tenant, session, cut, to=to, event_id=event_id, now=now
         )
     await _take_back(conn, tenant, session_id, tail, cut.seq)
     params = {"event_id": event.id, "tail_session_id": new_tail}
@@ -412,6 +402,31 @@ async def restore_rewind(
         params=params,
         now=now,
     )
+
+
+async def _appended_places(
+    conn: AsyncConnection, tenant: str, session_id: str
+) -> list[tuple[str, int, str]]:
+    """The appended rows of the session's conversation, in order: (owner, seq, id)."""
+    lineage = await read_lineage(conn, tenant, session_id)
+    rows = conversation(tenant, lineage, lambda c: [c["slot"] == 0]).subquery()
+    query = select(rows.c.owner_session_id, rows.c.seq, rows.c.message_id).order_by(rows.c.seq)
+    return [(str(o), int(q), str(m)) for o, q, m in await conn.execute(query)]
+
+
+async def _common_prefix(
+    conn: AsyncConnection, tenant: str, session_id: str, tail_id: str
+) -> str | None:
+    """The last appended message the session and its tail both hold, in the same place
+    (None: they share none)."""
+    mine = await _appended_places(conn, tenant, session_id)
+    theirs = await _appended_places(conn, tenant, tail_id)
+    last: str | None = None
+    for here, there in zip(mine, theirs, strict=False):
+        if here[:2] != there[:2]:
+            break
+        last = here[2]
+    return last
 
 
 async def _take_back(
@@ -432,13 +447,12 @@ async def _take_back(
         )
     ).all()
     for reader, through in readers:
+        owners = (lin.owner_session_id == tail_id) | (lin.owner_session_id == session_id)
+        await conn.execute(delete(LINEAGE).where(*_keys(LINEAGE, tenant, reader), owners))
         await conn.execute(
-            delete(LINEAGE).where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == tail_id)
-        )
-        await conn.execute(
-            update(LINEAGE)
-            .where(*_keys(LINEAGE, tenant, reader), lin.owner_session_id == session_id)
-            .values(through_seq=through)
+            insert(LINEAGE).values(
+                tenant=tenant, session_id=reader, owner_session_id=session_id, through_seq=through
+            )
         )
         await _bump(conn, tenant, reader)
     await conn.execute(
@@ -514,6 +528,12 @@ async def _take_back(
             excluded_event_id=select(g.excluded_event_id).where(same).scalar_subquery(),
         )
     )
+    reads = (await read_lineage(conn, tenant, session_id)).segments
+    current = await read_session(conn, tenant, session_id)
+    if reads and current["branch"] is None:  # it reads rows it no longer stores itself
+        await conn.execute(
+            update(SESSIONS).where(*_keys(SESSIONS, tenant, session_id)).values(branch="fork")
+        )
     await conn.execute(
         update(SESSIONS)
         .where(*_keys(SESSIONS, tenant, session_id))

@@ -23,9 +23,10 @@ from store.rules.branching import shared_refusal, tail_refusal
 from store.sql import dialect
 from store.sql.branches.rows import Filter, conversation, read_lineage
 from store.sql.codec import ENCODED
-from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES
+from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 
 __all__ = [
+    "holders_of",
     "inherited_state",
     "keep_for_readers",
     "move_inherited",
@@ -150,6 +151,22 @@ async def readers_of(
     if seq is not None:
         members = members.where(b.seq == seq)
     found = {r[0] for r in await conn.execute(query)} | {r[0] for r in await conn.execute(members)}
+    return sorted(found)
+
+
+async def holders_of(conn: AsyncConnection, tenant: str, owner: str, seq: int) -> list[str]:
+    """The branches that hold ``owner``'s row ``seq``: the owner (unless it only keeps
+    rows for forks) and its readers, by id."""
+    branch = (
+        await conn.execute(
+            select(SESSIONS.c.branch).where(
+                SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == owner
+            )
+        )
+    ).scalar_one_or_none()
+    found = set(await readers_of(conn, tenant, owner, seq))
+    if branch != "kept":
+        found.add(owner)
     return sorted(found)
 
 
