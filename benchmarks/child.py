@@ -507,7 +507,54 @@ async def _deferred_compaction(system: System, spec: ChildSpec) -> Metrics:
     return metrics
 
 
+DEPTHS = (0, 1, 10)
+"""The depths of fork whose per-turn cost :func:`_branches` compares (0: the root)."""
+
+
+async def _branches(system: System, spec: ChildSpec) -> Metrics:
+    """A fork of the stored session at its end, timed ``spec.repeats`` times (each a new
+    fork); then a chain of forks ten deep, and turns on the root and on the forks of
+    depth 1 and 10, interleaved round by round (the same turn on each), timed."""
+    await system.open(create=False)
+    store = getattr(system, "store", None)
+    if store is None or not hasattr(store, "fork"):
+        await system.close()
+        raise Unavailable(f"{spec.system} has no branches")
+    root = system.session_id  # type: ignore[attr-defined]
+    try:
+        forks: list[float] = []
+        for index in range(spec.repeats):
+            gc.collect()
+            start = time.perf_counter()
+            await store.fork(root, new_session_id=f"bench-fork-{index}")
+            forks.append(time.perf_counter() - start)
+        chain = [root]
+        for depth in range(1, max(DEPTHS) + 1):
+            made = await store.fork(chain[-1], new_session_id=f"bench-depth-{depth}")
+            chain.append(made.session_id)
+        samples: dict[int, list[float]] = {depth: [] for depth in DEPTHS}
+        for index, turn in enumerate(_turns(spec, spec.turns + 1)):
+            for depth in DEPTHS:
+                system.session_id = chain[depth]  # type: ignore[attr-defined]
+                native = system.prepare(turn)
+                start = time.perf_counter()
+                await _turn(system, native)
+                if index:  # the first round warms each session up
+                    samples[depth].append(time.perf_counter() - start)
+    finally:
+        system.session_id = root  # type: ignore[attr-defined]
+        await system.close()
+    turn_s = {depth: statistics.median(samples[depth]) for depth in DEPTHS}
+    metrics: Metrics = {"fork_s": statistics.median(forks), "fork_max_s": max(forks)}
+    for depth in DEPTHS:
+        metrics[f"per_turn_depth{depth}_s"] = turn_s[depth]
+        if depth:
+            metrics[f"depth{depth}_ratio"] = turn_s[depth] / turn_s[0]
+    return metrics
+
+
 WORKLOADS: dict[str, Callable[[System, ChildSpec], Awaitable[Metrics]]] = {
+    "branches": _branches,
     "build": _build,
     "bulk_import": _bulk_import,
     "per_turn": _per_turn,

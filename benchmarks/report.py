@@ -57,6 +57,20 @@ _WRITER_METRICS: list[tuple[str, str, float]] = [
 
 # workload -> (title, what the size counts, [(metric, column, scale)])
 SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
+    "branches": (
+        "Branches: a fork of the stored session at its end (no message row written), and "
+        "the per-turn cost on the root and on forks of depth 1 and 10 of it, turns "
+        "interleaved (ratios against the root)",
+        "messages",
+        [
+            ("fork_s", "fork ms", 1e3),
+            ("per_turn_depth0_s", "turn, root ms", 1e3),
+            ("per_turn_depth1_s", "turn, depth 1 ms", 1e3),
+            ("per_turn_depth10_s", "turn, depth 10 ms", 1e3),
+            ("depth1_ratio", "depth 1 / root", 1.0),
+            ("depth10_ratio", "depth 10 / root", 1.0),
+        ],
+    ),
     "many_sessions": (
         "Many sessions: one session of 1,000 messages in a database of N sessions "
         "(20 short messages each); growth against the smallest database (for a "

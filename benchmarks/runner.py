@@ -39,7 +39,7 @@ from benchmarks.pg import PgAdmin
 __all__ = ["PRESETS", "Case", "CaseResult", "Config", "Runner"]
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATED = frozenset({"per_turn", "projection", "full_read", "full_read_tools"})
+TEMPLATED = frozenset({"per_turn", "projection", "full_read", "full_read_tools", "branches"})
 ALL_WORKLOADS = (
     "per_turn",
     "bulk_import",
@@ -51,6 +51,7 @@ ALL_WORKLOADS = (
     "many_writers",
     "shared_session",
     "deferred_compaction",
+    "branches",
 )
 SCALE = frozenset({"many_sessions", "many_writers", "shared_session", "deferred_compaction"})
 """Workloads whose sizes are not messages (sessions, writers, turns): mid-size runs."""
@@ -269,6 +270,8 @@ class Runner:
         }
         if workload in scale:
             return scale[workload]
+        if workload == "branches" and spec.peer:
+            return ()  # chatledger's alone
         sizes = config.peer_sizes
         if not spec.peer:
             sizes = config.pg_sizes if spec.backend == "postgresql" else config.sizes

@@ -166,6 +166,7 @@ REGISTRY: dict[str, SystemSpec] = {
                 "many_writers",
                 "shared_session",
                 "deferred_compaction",
+                "branches",
             }
         ),
     ),
@@ -176,7 +177,9 @@ REGISTRY: dict[str, SystemSpec] = {
         peer=False,
         description="chatledger HistoryStore on PostgreSQL (asyncpg)",
         missing_reason="store not yet available",
-        workloads=frozenset({"per_turn", "projection", "many_writers", "shared_session"}),
+        workloads=frozenset(
+            {"per_turn", "projection", "many_writers", "shared_session", "branches"}
+        ),
     ),
     "agent_framework": SystemSpec(
         "benchmarks.peers.af_list",
@@ -216,7 +219,7 @@ REGISTRY: dict[str, SystemSpec] = {
 
 
 WORKING_TREE_ONLY = frozenset(
-    {"many_sessions", "many_writers", "shared_session", "deferred_compaction"}
+    {"many_sessions", "many_writers", "shared_session", "deferred_compaction", "branches"}
 )
 """Workloads a ``--baseline`` twin does not run (their harness needs today's store;
 ``full_read_tools`` is ``full_read`` on another data set, which any store can hold)."""

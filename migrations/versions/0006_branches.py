@@ -32,6 +32,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from store.sql.dialect import capabilities
+
 revision: str = "0006"
 down_revision: str | None = "0005"
 branch_labels: str | Sequence[str] | None = None
@@ -69,7 +71,7 @@ def _check(phases: Sequence[str]) -> str:
 
 def _set_phases(old: Sequence[str], new: Sequence[str]) -> None:
     bind = op.get_bind()
-    if bind.dialect.name != "sqlite":
+    if capabilities(bind.dialect).alter_constraints:
         op.drop_constraint(op.f(PHASE_CHECK), EVENTS, type_="check")
         op.create_check_constraint(op.f(PHASE_CHECK), EVENTS, sa.text(_check(new)))
         return

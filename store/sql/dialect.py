@@ -102,6 +102,10 @@ class Capabilities:
     vacuum_tables: bool
     """``VACUUM`` names tables and reclaims their dead rows in place (PostgreSQL);
     without it ``VACUUM`` rebuilds the whole database file (SQLite)."""
+    alter_constraints: bool
+    """``ALTER TABLE`` drops and adds a CHECK constraint (PostgreSQL); without it the
+    constraint lives in the table's stored definition (SQLite), which a migration
+    widens as SQLite's documentation describes (``writable_schema``)."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -123,6 +127,7 @@ SUPPORTED: dict[str, Capabilities] = {
         secure_delete=True,
         wal_checkpoint=True,
         vacuum_tables=False,
+        alter_constraints=False,
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -141,6 +146,7 @@ SUPPORTED: dict[str, Capabilities] = {
         secure_delete=False,
         wal_checkpoint=False,
         vacuum_tables=True,
+        alter_constraints=True,
         insert=postgresql_insert,
     ),
 }

@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import and_, delete, func, or_, select, update
+from sqlalchemy import and_, delete, func, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.records import now
@@ -113,35 +113,62 @@ async def keep_for_forks(conn: AsyncConnection, tenant: str, session_ids: Sequen
         condition = await _kept_rows(conn, tenant, session_id, doomed)
         if condition is None:
             continue
-        tokenizer = (
-            await conn.execute(
-                select(s.tokenizer).where(s.tenant == tenant, s.session_id == session_id)
-            )
-        ).scalar_one()
-        holder = f"kept-{uuid.uuid4().hex}"
-        stamp = now()
+        holder = await keep_rows(conn, tenant, session_id, condition, whole=True)
+        if holder is not None:
+            kept += holder[1]
+    return kept
+
+
+async def keep_rows(
+    conn: AsyncConnection, tenant: str, session_id: str, condition: Any, *, whole: bool
+) -> tuple[str, int] | None:
+    """Move the session's rows matching ``condition`` under a new kept session, and
+    point the branches that read them to it (``whole``: the session goes, so every
+    reference to it): the holder's id and the rows moved (None: none matched)."""
+    s = SESSIONS.c
+    tokenizer = (
         await conn.execute(
-            SESSIONS.insert().values(
-                tenant=tenant,
-                session_id=holder,
-                created_at=stamp,
-                updated_at=stamp,
-                incarnation=incarnation(),
-                metadata=metadata_value(tenant, holder, {}),
-                tokenizer=tokenizer,
-                branch=KEPT,
-                shared=True,
-            )
+            select(s.tokenizer).where(s.tenant == tenant, s.session_id == session_id)
         )
-        moved = await conn.execute(update(MESSAGES).where(condition).values(session_id=holder))
-        kept += int(moved.rowcount or 0)
+    ).scalar_one()
+    holder = f"kept-{uuid.uuid4().hex}"
+    stamp = now()
+    await conn.execute(
+        SESSIONS.insert().values(
+            tenant=tenant,
+            session_id=holder,
+            created_at=stamp,
+            updated_at=stamp,
+            incarnation=incarnation(),
+            metadata=metadata_value(tenant, holder, {}),
+            tokenizer=tokenizer,
+            branch=KEPT,
+            shared=True,
+        )
+    )
+    moved = await conn.execute(update(MESSAGES).where(condition).values(session_id=holder))
+    count = int(moved.rowcount or 0)
+    if not count:
+        await conn.execute(delete(SESSIONS).where(s.tenant == tenant, s.session_id == holder))
+        return None
+    b = BRANCH_ROWS.c
+    if whole:  # the session goes: everything that named it names the holder
         for table in (LINEAGE, BRANCH_ROWS):
             await conn.execute(
                 update(table)
                 .where(table.c.tenant == tenant, table.c.owner_session_id == session_id)
                 .values(owner_session_id=holder)
             )
-    return kept
+    else:  # some of its rows: the branch rows of those (members) follow them
+        seqs = select(MESSAGES.c.seq).where(
+            MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == holder
+        )
+        await conn.execute(
+            update(BRANCH_ROWS)
+            .where(b.tenant == tenant, b.owner_session_id == session_id, b.seq.in_(seqs))
+            .values(owner_session_id=holder)
+        )
+    return holder, count
 
 
 async def collect(conn: AsyncConnection, tenant: str, owners: set[str]) -> None:
@@ -187,7 +214,7 @@ async def adopt(conn: AsyncConnection, tenant: str, session_id: str, owner: str,
     if state is not None:
         values.update(
             group_id=state["group_id"],
-            reduced_contents=state["reduced_contents"],
+            reduced_contents=_sql_json(state["reduced_contents"]),
             reduced_token_count=state["reduced_token_count"],
             reduced_event_id=state["reduced_event_id"],
         )
@@ -208,3 +235,8 @@ async def adopt(conn: AsyncConnection, tenant: str, session_id: str, owner: str,
     await conn.execute(update(LINEAGE).where(*reads).values(through_seq=seq - 1))
     await collect(conn, tenant, {owner})
     return True
+
+
+def _sql_json(value: Any) -> Any:
+    """A JSON column's value as a statement sets it: None is SQL NULL, not JSON null."""
+    return null() if value is None else value

@@ -48,7 +48,10 @@ async def _conversation_rows(
     conn: AsyncConnection, tenant: str, session_id: str, name: str, values: Sequence[str]
 ) -> list[Sequence[Any]]:
     lineage = await read_lineage(conn, tenant, session_id)
-    rows = conversation(tenant, lineage, among(name, list(values))).subquery()
+    if name == "group_id":  # by the group indexes
+        rows = conversation(tenant, lineage, groups=list(values)).subquery()
+    else:
+        rows = conversation(tenant, lineage, among(name, list(values))).subquery()
     return list((await conn.execute(select(rows).order_by(rows.c.seq))).all())
 
 

@@ -149,7 +149,7 @@ async def resolve_cut(
     after_groups = {r[_GROUP] for r in cut.after if r[_SLOT] == 0}
     spanning: set[str] = set()
     for part in chunks(sorted(after_groups)):
-        before = conversation(tenant, lineage, _among(seq, list(part))).subquery()
+        before = conversation(tenant, lineage, _upto(seq), groups=list(part)).subquery()
         spanning.update(g for (g,) in await conn.execute(select(before.c.group_id).distinct()))
     at_group = str(row[_GROUP])
     for group_id in sorted(spanning | {at_group}):
@@ -179,9 +179,9 @@ async def resolve_cut(
     return cut
 
 
-def _among(seq: int, group_ids: list[str]) -> Filter:
+def _upto(seq: int) -> Filter:
     def where(c: Mapping[str, ColumnElement[Any]]) -> list[ColumnElement[bool]]:
-        return [c["seq"] <= seq, c["group_id"].in_(group_ids)]
+        return [c["seq"] <= seq]
 
     return where
 
@@ -199,7 +199,7 @@ async def _tails(conn: AsyncConnection, tenant: str, session_id: str) -> list[st
 async def _members(
     conn: AsyncConnection, tenant: str, lineage: Lineage, group_id: str
 ) -> list[Sequence[Any]]:
-    query = conversation(tenant, lineage, lambda c: [c["group_id"] == group_id]).subquery()
+    query = conversation(tenant, lineage, groups=[group_id]).subquery()
     return list((await conn.execute(select(query).order_by(query.c.seq))).all())
 
 
@@ -397,9 +397,7 @@ async def fork_session(
     gone = [r for r in cut.after if not (r[_SLOT] != 0 and r[_GROUP] in kept_summaries)]
     gone_tokens = sum(int(r[_TOKENS]) for r in gone)
     if dropped:
-        early = conversation(
-            tenant, cut.lineage, lambda c: [c["seq"] <= seq, c["group_id"].in_(dropped)]
-        ).subquery()
+        early = conversation(tenant, cut.lineage, _upto(seq), groups=dropped).subquery()
         gone_tokens += int(
             (await conn.execute(select(func.coalesce(func.sum(early.c.token_count), 0)))).scalar()
             or 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, literal, not_, select, update
+from sqlalchemy import and_, delete, insert, literal, not_, null, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -25,10 +25,11 @@ from store.rules.branching import REWIND_STRATEGY, new_tail_id
 from store.rules.changes import new_event_id
 from store.sql import dialect
 from store.sql.audit import write_event
+from store.sql.branches.deleting import keep_rows
 from store.sql.branches.erasure import rebuild_branch_totals
 from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
 from store.sql.branches.rows import conversation, read_lineage
-from store.sql.branches.sharing import refuse_tail
+from store.sql.branches.sharing import readers_of, refuse_tail
 from store.sql.mapping import COLUMN_INDEX
 from store.sql.schema import (
     BRANCH_ROWS,
@@ -390,6 +391,8 @@ async def restore_rewind(
         new_tail, _ = await _rewind_to(
             conn, tenant, session, cut, to=to, event_id=event_id, now=now
         )
+    else:  # summaries it made since: the tail's state replaces its own
+        await _drop_own_after(conn, tenant, session_id, cut.seq)
     await _take_back(conn, tenant, session_id, tail, cut.seq)
     params = {"event_id": event.id, "tail_session_id": new_tail}
     return await _record(
@@ -427,6 +430,18 @@ async def _common_prefix(
             break
         last = here[2]
     return last
+
+
+async def _drop_own_after(conn: AsyncConnection, tenant: str, session_id: str, seq: int) -> None:
+    """Remove the session's own rows after ``seq`` (summaries only: no appended message
+    follows the cut), keeping those another branch reads under a kept session."""
+    m = MESSAGES.c
+    after = (m.tenant == tenant, m.session_id == session_id, m.seq > seq)
+    if await readers_of(conn, tenant, session_id):
+        holder = await keep_rows(conn, tenant, session_id, and_(*after), whole=False)
+        if holder is not None:
+            return
+    await conn.execute(delete(MESSAGES).where(*after))
 
 
 async def _take_back(
@@ -490,7 +505,7 @@ async def _take_back(
             .where(*_keys(MESSAGES, tenant, session_id), MESSAGES.c.seq == row["seq"])
             .values(
                 group_id=row["group_id"],
-                reduced_contents=row["reduced_contents"],
+                reduced_contents=_sql_json(row["reduced_contents"]),
                 reduced_token_count=row["reduced_token_count"],
                 reduced_event_id=row["reduced_event_id"],
             )
@@ -547,3 +562,8 @@ async def _take_back(
     )
     await conn.execute(delete(SESSIONS).where(*_keys(SESSIONS, tenant, tail_id)))
     await _rebuild(conn, tenant, session_id)
+
+
+def _sql_json(value: Any) -> Any:
+    """A JSON column's value as a statement sets it: None is SQL NULL, not JSON null."""
+    return null() if value is None else value

@@ -21,17 +21,30 @@ that branch, :mod:`store.sql.branches.sharing`), and its exclusion from its own 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import String, Text, and_, case, func, or_, select, type_coerce, union_all
+from sqlalchemy import (
+    BindParameter,
+    String,
+    Text,
+    and_,
+    bindparam,
+    case,
+    func,
+    or_,
+    select,
+    type_coerce,
+    union_all,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ColumnElement, Select
 
 from store.sql.mapping import COLUMNS
-from store.sql.schema import BRANCH_ROWS, GROUPS, LINEAGE, MESSAGES
+from store.sql.schema import BRANCH_ROWS, GROUPS, LINEAGE, MESSAGES, SESSIONS
 
 __all__ = [
     "Filter",
@@ -103,6 +116,13 @@ def among(name: str, values: Sequence[Any]) -> Filter:
     return where
 
 
+_M = MESSAGES.alias("m")
+_B = BRANCH_ROWS.alias("b")
+_G = GROUPS.alias("g")
+"""The aliases every part of a conversation reads through (each part is its own
+``SELECT``, so they repeat without clashing); made once, as their columns are."""
+
+
 def _text(column: Any) -> Any:
     return sql_cast(column, Text)
 
@@ -122,21 +142,24 @@ def _read(name: str, value: Any) -> Any:
 
 
 def _branch(
-    tenant: str,
-    session_id: str,
+    tenant: Any,
+    session_id: Any,
     kind: str,
     where: Filter | None,
     *,
-    owner: str | None = None,
-    after: int = 0,
-    through: int = 0,
+    owner: Any = None,
+    after: Any = 0,
+    through: Any = 0,
     extra: Sequence[ColumnElement[Any]] = (),
+    groups: Any = None,
 ) -> Select[Any]:
-    """One part of the conversation: a lineage segment (``kind="segment"``), the members
-    (``"members"``) or the session's own rows (``"own"``)."""
-    m = MESSAGES.alias("m")
-    b = BRANCH_ROWS.alias("b")
-    g = GROUPS.alias("g")
+    """One part of the conversation: a lineage segment (``kind="segment"``) read from
+    its rows (with ``groups``, only the rows the branch has no state of its own for:
+    they are in the group the row names), the inherited rows the branch has its own
+    state of (``"overlaid"``, only with ``groups``), the members (``"members"``) or the
+    session's own rows (``"own"``). ``groups`` limits each part to those groups, each
+    by an index."""
+    m, b, g = _M, _B, _G
     if kind == "own":
         group_id: Any = m.c.group_id
         reduced: tuple[Any, ...] = (
@@ -153,7 +176,16 @@ def _branch(
             b.c.owner_session_id == m.c.session_id,
             b.c.seq == m.c.seq,
         )
-        if kind == "segment":
+        if kind == "overlaid":
+            joined = b.join(m, on_row)
+            group_id = b.c.group_id
+            reduced = (b.c.reduced_contents, b.c.reduced_token_count, b.c.reduced_event_id)
+            conditions = [
+                b.c.tenant == tenant,
+                b.c.session_id == session_id,
+                b.c.member.is_(False),
+            ]
+        elif kind == "segment":
             joined = m.outerjoin(b, on_row)
             group_id = func.coalesce(b.c.group_id, m.c.group_id)
             unset = b.c.seq.is_(None)
@@ -185,6 +217,14 @@ def _branch(
         reduced_token_count=reduced[1],
         reduced_event_id=reduced[2],
     )
+    if groups is not None:
+        chosen = groups if isinstance(groups, BindParameter) else list(groups)
+        if kind in ("segment", "own"):
+            conditions.append(m.c.group_id.in_(chosen))
+        else:
+            conditions.append(b.c.group_id.in_(chosen))
+        if kind == "segment":
+            conditions.append(b.c.seq.is_(None))
     named: dict[str, ColumnElement[Any]] = {**values, "slot": m.c.slot, "owner": m.c.session_id}
     if where is not None:
         conditions.extend(where(named))
@@ -200,12 +240,14 @@ def conversation(
     where: Filter | None = None,
     *,
     extra: Sequence[ColumnElement[Any]] = (),
+    groups: Sequence[str] | None = None,
 ) -> Any:
     """The rows of ``lineage``'s session as one statement (a union of its parts), with
     the columns of :func:`~store.sql.mapping.message_columns`, then ``group_kind`` and
-    ``owner_session_id``, then ``extra``; ``where`` filters each part. Unordered: order
-    the union's subquery."""
+    ``owner_session_id``, then ``extra``; ``where`` filters each part, ``groups`` limits
+    it to the rows of those groups (by index). Unordered: order the union's subquery."""
     session_id = lineage.session_id
+    options: dict[str, Any] = {"extra": extra, "groups": groups}
     parts = [
         _branch(
             tenant,
@@ -215,13 +257,69 @@ def conversation(
             owner=owner,
             after=after,
             through=through,
-            extra=extra,
+            **options,
         )
         for owner, after, through in lineage.segments
     ]
-    parts.append(_branch(tenant, session_id, "members", where, extra=extra))
-    parts.append(_branch(tenant, session_id, "own", where, extra=extra))
+    if groups is not None and lineage.segments:
+        parts.append(_branch(tenant, session_id, "overlaid", where, **options))
+    parts.append(_branch(tenant, session_id, "members", where, **options))
+    parts.append(_branch(tenant, session_id, "own", where, **options))
     return union_all(*parts)
+
+
+@functools.cache
+def _group_read(segments: int, keyed: bool) -> Any:
+    """The statement of :func:`group_read` for a lineage of ``segments`` segments, built
+    once (its values are bound: ``tenant``, ``session_id``, ``ids``, and ``owner_N``,
+    ``after_N``, ``through_N`` of each segment)."""
+    tenant: Any = bindparam("tenant")
+    session_id: Any = bindparam("session_id")
+    ids: Any = bindparam("ids", expanding=True)
+    extra: tuple[Any, ...] = ()
+    if keyed:
+        s = SESSIONS.c
+        mine = (s.tenant == tenant, s.session_id == session_id)
+        extra = (
+            select(s.incarnation).where(*mine).scalar_subquery().label("key_inc"),
+            select(s.revision).where(*mine).scalar_subquery().label("key_rev"),
+        )
+    options: dict[str, Any] = {"extra": extra, "groups": ids}
+    parts = [
+        _branch(
+            tenant,
+            session_id,
+            "segment",
+            None,
+            owner=bindparam(f"owner_{i}"),
+            after=bindparam(f"after_{i}"),
+            through=bindparam(f"through_{i}"),
+            **options,
+        )
+        for i in range(segments)
+    ]
+    if segments:
+        parts.append(_branch(tenant, session_id, "overlaid", None, **options))
+    parts.append(_branch(tenant, session_id, "members", None, **options))
+    parts.append(_branch(tenant, session_id, "own", None, **options))
+    return union_all(*parts)
+
+
+def group_read(
+    tenant: str, lineage: Lineage, group_ids: Sequence[str], *, keyed: bool = False
+) -> tuple[Any, dict[str, Any]]:
+    """The conversation's rows of ``group_ids`` (:func:`conversation` with ``groups``;
+    with ``keyed``, each row ends with the session's incarnation and revision as the
+    statement saw them): a statement built once per number of segments, and its
+    parameters. The projection's read of a fork's groups, every turn."""
+    params: dict[str, Any] = {
+        "tenant": tenant,
+        "session_id": lineage.session_id,
+        "ids": list(group_ids),
+    }
+    for i, (owner, after, through) in enumerate(lineage.segments):
+        params.update({f"owner_{i}": owner, f"after_{i}": after, f"through_{i}": through})
+    return _group_read(len(lineage.segments), keyed), params
 
 
 async def stored_hashes_of(

@@ -12,16 +12,16 @@ look. Operations that would change a shared row for one branch only are refused
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, select, type_coerce
+from sqlalchemy import and_, null, select, type_coerce
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.branching import shared_refusal, tail_refusal
 from store.sql import dialect
-from store.sql.branches.rows import Filter, conversation, read_lineage
+from store.sql.branches.rows import conversation, read_lineage
 from store.sql.codec import ENCODED
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 
@@ -79,13 +79,13 @@ async def keep_for_readers(
 
 
 async def inherited_state(
-    conn: AsyncConnection, tenant: str, session_id: str, where: Filter
+    conn: AsyncConnection, tenant: str, session_id: str, groups: Sequence[str]
 ) -> dict[tuple[str, int], dict[str, Any]]:
     """The branch's state of its inherited rows that match ``where``, by
     ``(owner, seq)``: their group and reduction as it reads them now (the reduction as
     its encoded text)."""
     lineage = await read_lineage(conn, tenant, session_id)
-    rows = conversation(tenant, lineage, where).subquery()
+    rows = conversation(tenant, lineage, groups=groups).subquery()
     query = select(rows).where(rows.c.owner_session_id != session_id)
     found: dict[tuple[str, int], dict[str, Any]] = {}
     for row in (await conn.execute(query)).mappings():
@@ -97,11 +97,7 @@ async def move_inherited(
     conn: AsyncConnection, tenant: str, session_id: str, absorbed: str, target: str
 ) -> None:
     """A merge in a fork: its inherited rows of group ``absorbed`` join ``target``."""
-
-    def where(c: Mapping[str, Any]) -> list[Any]:
-        return [c["group_id"] == absorbed]
-
-    current = await inherited_state(conn, tenant, session_id, where)
+    current = await inherited_state(conn, tenant, session_id, [absorbed])
     await set_own_state(conn, tenant, session_id, current, {"group_id": target})
 
 
@@ -127,7 +123,9 @@ async def set_own_state(
             "seq": seq,
             **{name: state[name] for name in _STATE},
         }
-        if params["reduced_contents"] is not None:
+        if params["reduced_contents"] is None:
+            params["reduced_contents"] = null()  # SQL NULL, not JSON null
+        else:
             params["reduced_contents"] = type_coerce(params["reduced_contents"], ENCODED)
         statement = insert.values(**params).on_conflict_do_update(
             index_elements=["tenant", "session_id", "owner_session_id", "seq"],

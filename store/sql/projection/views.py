@@ -18,7 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
 from store.sql import dialect
-from store.sql.branches.rows import Filter, Lineage, conversation
+from store.sql.branches.rows import Lineage, group_read
 from store.sql.drivers.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
 from store.sql.projection.cache import (
@@ -252,20 +252,12 @@ class SqlSource:
         """:meth:`_read` of a fork: its conversation's rows of ``group_ids``, each
         statement with the session's key as it saw it."""
         assert self.lineage is not None
-        s = SESSIONS.c
-        where = (s.tenant == self.tenant, s.session_id == self.session_id)
-        extra = (
-            select(s.incarnation).where(*where).scalar_subquery().label("key_inc"),
-            select(s.revision).where(*where).scalar_subquery().label("key_rev"),
-        )
         width = len(COLUMN_INDEX)
         seen: set[Key | None] = set()
         found: list[Sequence[Any]] = []
         for part in chunks(group_ids):
-            query = conversation(
-                self.tenant, self.lineage, _in_groups(list(part)), extra=extra if keyed else ()
-            )
-            rows = (await conn.execute(query)).all()
+            query, params = group_read(self.tenant, self.lineage, part, keyed=keyed)
+            rows = (await conn.execute(query, params)).all()
             found.extend(row[:width] for row in rows)
             if keyed:
                 seen.update((row[-2], row[-1]) for row in rows)
@@ -333,13 +325,6 @@ class SqlSource:
                 return {gid: list(shown[gid]) for gid in group_ids}
         rows = await self.load_rows(group_ids)
         return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
-
-
-def _in_groups(group_ids: list[str]) -> Filter:
-    def where(c: Mapping[str, Any]) -> list[Any]:
-        return [c["group_id"].in_(group_ids)]
-
-    return where
 
 
 def _excluded_of(session: RowMapping) -> Totals:
