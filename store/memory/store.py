@@ -770,8 +770,8 @@ class InMemoryHistoryStore(BackendBase):
         tail = session.clone()
         tail.session_id = new_tail_id()
         tail.tail_of = session.session_id
-        tail.parent_session_id = None
-        tail.fork_message_id = None
+        tail.parent_session_id = session.session_id  # as the SQL backend says of a tail
+        tail.fork_message_id = to
         tail.events = []
         tail.tails = []
         self._db.sessions[(self._tenant, tail.session_id)] = tail
@@ -825,7 +825,7 @@ class InMemoryHistoryStore(BackendBase):
         parent = (
             None if session.parent_session_id is None else self._find(session.parent_session_id)
         )
-        if parent is not None:
+        if parent is not None and session.tail_of is None:  # a tail lists no branch
             found.append(self._branch(parent, "parent", session))
         forks = [s for s in self._all() if s.parent_session_id == session_id]
         forks.sort(key=lambda s: (s.created_at, s.session_id))

@@ -676,3 +676,14 @@ async def test_purge_keeps_the_rows_forks_read(stores: Stores) -> None:
     assert [s.session_id for s in await store.sessions()] == ["f"]
     assert await _ids(store, "f") == IDS[:5]
     assert (await store.session("f")).parent_session_id is None
+
+
+async def test_a_tail_names_its_session_and_the_cut_and_lists_no_branch(
+    chat_store: HistoryBackend,
+) -> None:
+    store = chat_store
+    rewound = await store.rewind("s", to="a2")
+    assert rewound is not None
+    tail = await store.session(rewound.params["tail_session_id"])
+    assert (tail.parent_session_id, tail.fork_message_id) == ("s", "a2")
+    assert await store.branches(tail.session_id) == []
