@@ -25,7 +25,7 @@ from store.errors import ChatledgerError, CorruptRowError
 from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
 from store.rules.changes import log_event
 from store.rules.why import GroupFacts, explain, not_stored
-from store.sql.branches.rows import among, conversation, read_lineage
+from store.sql.branches.rows import conversation, read_lineage
 from store.sql.codec import (
     ENCODED,
     decode_event_note,
@@ -226,7 +226,7 @@ async def why(conn: AsyncConnection, tenant: str, session_id: str, message_id: s
     )
     if session["branch"] is not None:  # a fork's message may be one it inherits
         lineage = await read_lineage(conn, tenant, session_id)
-        rows = conversation(tenant, lineage, among("message_id", [message_id])).subquery()
+        rows = conversation(tenant, lineage, message_ids=[message_id]).subquery()
         query = select(rows.c.group_id, rows.c.reduced_event_id)
     found = (await conn.execute(query)).first()
     if found is None:

@@ -50,6 +50,8 @@ async def _conversation_rows(
     lineage = await read_lineage(conn, tenant, session_id)
     if name == "group_id":  # by the group indexes
         rows = conversation(tenant, lineage, groups=list(values)).subquery()
+    elif name == "message_id":
+        rows = conversation(tenant, lineage, message_ids=list(values)).subquery()
     else:
         rows = conversation(tenant, lineage, among(name, list(values))).subquery()
     return list((await conn.execute(select(rows).order_by(rows.c.seq))).all())

@@ -70,7 +70,7 @@ async def locate(
         query = conversation(tenant, lineage, lambda c: [c["slot"] == 0]).subquery()
         ordered = select(query).order_by(query.c.seq.desc()).limit(1)
     else:
-        query = conversation(tenant, lineage, lambda c: [c["message_id"] == message_id])
+        query = conversation(tenant, lineage, message_ids=[message_id])
         ordered = query
     return (await conn.execute(ordered)).first()
 

@@ -34,7 +34,6 @@ from sqlalchemy import (
     bindparam,
     case,
     func,
-    or_,
     select,
     type_coerce,
     union_all,
@@ -152,6 +151,7 @@ def _branch(
     through: Any = 0,
     extra: Sequence[ColumnElement[Any]] = (),
     groups: Any = None,
+    message_ids: Sequence[str] | None = None,
 ) -> Select[Any]:
     """One part of the conversation: a lineage segment (``kind="segment"``) read from
     its rows (with ``groups``, only the rows the branch has no state of its own for:
@@ -193,11 +193,14 @@ def _branch(
                 case((unset, getattr(m.c, name)), else_=getattr(b.c, name))
                 for name in ("reduced_contents", "reduced_token_count", "reduced_event_id")
             )
+            # by ids, the range is no index's: each id is looked up by the owner's
+            # message_id index, not by walking its rows in seq order
+            seq: Any = m.c.seq + 0 if message_ids is not None else m.c.seq
             conditions = [
                 m.c.tenant == tenant,
                 m.c.session_id == owner,
-                m.c.seq > after,
-                m.c.seq <= through,
+                seq > after,
+                seq <= through,
             ]
         else:
             joined = b.join(m, on_row)
@@ -217,6 +220,8 @@ def _branch(
         reduced_token_count=reduced[1],
         reduced_event_id=reduced[2],
     )
+    if message_ids is not None:
+        conditions.append(m.c.message_id.in_(list(message_ids)))
     if groups is not None:
         chosen = groups if isinstance(groups, BindParameter) else list(groups)
         if kind in ("segment", "own"):
@@ -241,13 +246,15 @@ def conversation(
     *,
     extra: Sequence[ColumnElement[Any]] = (),
     groups: Sequence[str] | None = None,
+    message_ids: Sequence[str] | None = None,
 ) -> Any:
     """The rows of ``lineage``'s session as one statement (a union of its parts), with
     the columns of :func:`~store.sql.mapping.message_columns`, then ``group_kind`` and
-    ``owner_session_id``, then ``extra``; ``where`` filters each part, ``groups`` limits
-    it to the rows of those groups (by index). Unordered: order the union's subquery."""
+    ``owner_session_id``, then ``extra``; ``where`` filters each part, ``groups`` and
+    ``message_ids`` limit it to those groups or messages (each by an index). Unordered:
+    order the union's subquery."""
     session_id = lineage.session_id
-    options: dict[str, Any] = {"extra": extra, "groups": groups}
+    options: dict[str, Any] = {"extra": extra, "groups": groups, "message_ids": message_ids}
     parts = [
         _branch(
             tenant,
@@ -326,23 +333,33 @@ async def stored_hashes_of(
     conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str]
 ) -> dict[str, str]:
     """The content hash of each of ``message_ids`` that ``lineage``'s session holds,
-    inherited or its own (what an append to a fork deduplicates against)."""
+    inherited or its own (what an append to a fork deduplicates against): one statement
+    a chunk of ids, each part looked up by a session's ``message_id`` index."""
     m, b = MESSAGES.c, BRANCH_ROWS.c
     found: dict[str, str] = {}
     for start in range(0, len(message_ids), 500):
         part = list(message_ids[start : start + 500])
-        places = [
-            and_(m.session_id == owner, m.seq > after, m.seq <= through)
-            for owner, after, through in lineage.segments
+        # each by the session's message_id index; the range is checked here, as a
+        # condition on seq made SQLite walk the owner's rows by seq instead
+        ranges = {owner: (after, through) for owner, after, through in lineage.segments}
+        parts = [
+            select(m.message_id, m.content_hash, m.session_id, m.seq).where(
+                m.tenant == tenant, m.session_id == owner, m.message_id.in_(part)
+            )
+            for owner in [*ranges, lineage.session_id]
         ]
-        places.append(m.session_id == lineage.session_id)
-        members = select(b.owner_session_id, b.seq).where(
-            b.tenant == tenant, b.session_id == lineage.session_id, b.member
+        members = and_(
+            b.tenant == tenant,
+            b.session_id == lineage.session_id,
+            b.member,
+            m.tenant == b.tenant,
+            m.session_id == b.owner_session_id,
+            m.seq == b.seq,
+            m.message_id.in_(part),
         )
-        for owner, seq in await conn.execute(members):
-            places.append(and_(m.session_id == owner, m.seq == seq))
-        query = select(m.message_id, m.content_hash).where(
-            m.tenant == tenant, m.message_id.in_(part), or_(*places)
-        )
-        found.update((row[0], row[1]) for row in await conn.execute(query))
+        parts.append(select(m.message_id, m.content_hash, b.session_id, m.seq).where(members))
+        for message_id, digest, owner, seq in await conn.execute(union_all(*parts)):
+            after, through = ranges.get(owner, (0, seq))
+            if owner == lineage.session_id or after < seq <= through:
+                found[message_id] = digest
     return found

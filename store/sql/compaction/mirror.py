@@ -23,7 +23,7 @@ from sqlalchemy.sql import Select
 from store.errors import SessionNotFound
 from store.rules.records import GroupRecord, MessageRecord, SessionRecord
 from store.sql import dialect
-from store.sql.branches.rows import Filter, among, conversation, read_lineage
+from store.sql.branches.rows import Filter, conversation, read_lineage
 from store.sql.mapping import timestamp
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import KEYS, SESSION_COLUMNS, lock_session
@@ -319,7 +319,7 @@ async def load_rows_by_id(conn: AsyncConnection, mirror: Mirror, ids: Collection
         wanted = sorted(ids)
         for start in range(0, len(wanted), CHUNK):
             part = wanted[start : start + CHUNK]
-            await _load_branch_rows(conn, mirror, among("message_id", part))
+            await _load_branch_rows(conn, mirror, None, message_ids=part)
         return
     query = select_among(conn, "messages", "message_id", columns=_ROW_NAMES)
     found: list[RowMapping] = []
@@ -341,11 +341,18 @@ async def load_rows(
     _add_rows(mirror, (await conn.execute(query)).mappings())
 
 
-async def _load_branch_rows(conn: AsyncConnection, mirror: Mirror, where: Filter) -> None:
-    """Load a fork's rows (its own and inherited ones) matching ``where``."""
+async def _load_branch_rows(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    where: Filter | None,
+    *,
+    message_ids: Sequence[str] | None = None,
+) -> None:
+    """Load a fork's rows (its own and inherited ones) matching ``where`` (or with
+    ``message_ids``)."""
     s = mirror.session
     lineage = await read_lineage(conn, s.tenant, s.session_id)
-    rows = conversation(s.tenant, lineage, where).subquery()
+    rows = conversation(s.tenant, lineage, where, message_ids=message_ids).subquery()
     found = []
     for row in (await conn.execute(select(rows))).mappings():
         values = {name: row[name] for name in _ROW_NAMES}
