@@ -170,6 +170,17 @@ async def test_pop_item_of_a_message_the_responses_api_cannot_carry(any_store: A
     assert len(await any_store.audit("s", strategy="retract")) == 1
 
 
+async def test_pop_item_of_a_message_a_fork_shares_is_refused(any_store: AnyStore) -> None:
+    ours = ChatledgerSession("s", store=any_store)
+    await run_turns(make_agent(Policy().model()), ours, range(1))
+    await any_store.fork("s", new_session_id="retry")
+    with pytest.raises(InvalidInput, match="shared with branch 'retry'"):
+        await ours.pop_item()
+    with pytest.raises(InvalidInput, match="shared with branch 's'"):
+        await ChatledgerSession("retry", store=any_store).pop_item()
+    assert len(await ours.get_items(limit=100)) == 1 + 2 * TOOL_CALLS + 1  # nothing taken
+
+
 def _url(store: HistoryStore) -> str:
     return store.engine.url.render_as_string(hide_password=False)
 
