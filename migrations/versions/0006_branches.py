@@ -5,8 +5,9 @@ Revises: 0005
 Create Date: 2026-12-05
 
 * ``chatledger_sessions`` gains ``branch`` (None for a root; ``fork``, ``tail`` or
-  ``kept``), ``parent_session_id``, ``fork_message_id``, ``branch_event_id`` and
-  ``shared`` (another branch reads this session's rows), and an index on
+  ``kept``), ``parent_session_id``, ``fork_message_id``, ``branch_event_id``,
+  ``lineage_version`` (bumped when its lineage changes) and ``shared`` (another branch
+  reads this session's rows), and an index on
   ``(tenant, parent_session_id)`` that lists a session's forks and tails.
 * ``chatledger_lineage``: the rows of other sessions a fork reads, up to a ``seq``.
 * ``chatledger_branch_rows``: a branch's own group and reduction of such a row, where
@@ -49,7 +50,14 @@ EVENTS = "chatledger_events"
 SESSIONS = "chatledger_sessions"
 PHASE_CHECK = "chatledger_events_event_phase_check"
 PARENT_INDEX = "chatledger_sessions_parent_idx"
-SESSION_COLUMNS = ("shared", "branch_event_id", "fork_message_id", "parent_session_id", "branch")
+SESSION_COLUMNS = (
+    "shared",
+    "lineage_version",
+    "branch_event_id",
+    "fork_message_id",
+    "parent_session_id",
+    "branch",
+)
 
 
 def _key(name: str, *, nullable: bool = False) -> sa.Column[object]:
@@ -96,6 +104,10 @@ def upgrade() -> None:
     op.add_column(SESSIONS, _key("parent_session_id", nullable=True))
     op.add_column(SESSIONS, _key("fork_message_id", nullable=True))
     op.add_column(SESSIONS, sa.Column("branch_event_id", sa.String(64), nullable=True))
+    op.add_column(
+        SESSIONS,
+        sa.Column("lineage_version", sa.Integer(), server_default=sa.text("0"), nullable=False),
+    )
     op.add_column(
         SESSIONS, sa.Column("shared", sa.Boolean(), server_default=sa.false(), nullable=False)
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.sql.branches.rows import read_lineage, stored_hashes_of
+from store.sql.branches.rows import lineage_of, stored_hashes_of
 from store.sql.schema import FIRST_SEQ
 from store.sql.statements import among_params, key_params, select_among, select_calls_among
 from strategies.groups import AnnotationState, GroupInfo, Tail, call_links
@@ -56,7 +56,7 @@ async def stored_hashes(
     """The content hash of each message id of ``messages`` already stored in the session
     (with the session's row ``session``, a fork's inherited messages too)."""
     if session is not None and session["branch"] is not None:
-        lineage = await read_lineage(conn, tenant, session_id)
+        lineage = await lineage_of(conn, tenant, session)
         return await stored_hashes_of(conn, tenant, lineage, [m.message_id for m in messages])
     query = select_among(conn, "messages", "message_id", columns=_HASH_COLUMNS)
     stored: dict[str, str] = {}

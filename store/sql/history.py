@@ -51,7 +51,7 @@ from store.errors import InvalidInput
 from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
-from store.sql.branches.rows import Lineage, conversation, read_lineage
+from store.sql.branches.rows import Lineage, conversation, lineage_of
 from store.sql.dialect import kept_on
 from store.sql.drivers.allocator import any_large, give_back
 from store.sql.drivers.sqlite import rows_at_once, short_statements
@@ -364,7 +364,7 @@ async def stream_history(
                 session = await read_session(conn, tenant, session_id)
                 lineage = None
                 if session["branch"] is not None:
-                    lineage = await read_lineage(conn, tenant, session_id)
+                    lineage = await lineage_of(conn, tenant, session)
             cursor = after
             while True:
                 with on_loop():  # never across a yield: the caller's code is not ours

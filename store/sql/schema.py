@@ -241,6 +241,9 @@ class SessionRow(Base):
     branch_event_id: Mapped[str | None] = mapped_column(String(64))
     """A fork's ``fork`` event; a tail's ``rewind`` (or ``restore``) event, in its
     parent's audit."""
+    lineage_version: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    """Bumped whenever the session's ``chatledger_lineage`` rows change (after the fork
+    that wrote them): a process keeps a fork's lineage while it stays the same."""
     shared: Mapped[bool] = mapped_column(Boolean, server_default=false())
     """Whether another branch reads rows this session stores (set by a fork, never
     cleared): only then does a write to the state of its rows look for those branches."""

@@ -106,7 +106,7 @@ from store.sql.branches.erasure import redact_in_branches
 from store.sql.branches.fork import fork_session, resolve_cut
 from store.sql.branches.listing import read_branches
 from store.sql.branches.rewind import rewind_session
-from store.sql.branches.rows import Lineage, read_lineage
+from store.sql.branches.rows import Lineage, lineage_of
 from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
@@ -542,7 +542,7 @@ class HistoryStore(BackendBase):
             session = await read_session(conn, self._tenant, session_id)
             lineage = None
             if session["branch"] is not None:
-                lineage = await read_lineage(conn, self._tenant, session_id)
+                lineage = await lineage_of(conn, self._tenant, session)
             return await read_history(
                 conn,
                 self._tenant,
@@ -678,7 +678,7 @@ class HistoryStore(BackendBase):
                 check_tokenizer(session["tokenizer"], self._tokenizer_name, session_id)
                 lineage = None
                 if session["branch"] is not None:
-                    lineage = await read_lineage(conn, self._tenant, session_id)
+                    lineage = await lineage_of(conn, self._tenant, session)
                 view, _ = await read_view(
                     conn,
                     self._source(session_id, session, lineage),

@@ -17,7 +17,7 @@ from sqlalchemy import and_, delete, func, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.records import now
-from store.sql.branches.sharing import readers_of
+from store.sql.branches.sharing import bump_lineage, readers_of
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 from store.sql.sessions import incarnation, metadata_value
 
@@ -153,6 +153,10 @@ async def keep_rows(
         return None
     b = BRANCH_ROWS.c
     if whole:  # the session goes: everything that named it names the holder
+        readers = select(LINEAGE.c.session_id).where(
+            LINEAGE.c.tenant == tenant, LINEAGE.c.owner_session_id == session_id
+        )
+        await bump_lineage(conn, tenant, [str(r[0]) for r in await conn.execute(readers)])
         for table in (LINEAGE, BRANCH_ROWS):
             await conn.execute(
                 update(table)
@@ -233,6 +237,7 @@ async def adopt(conn: AsyncConnection, tenant: str, session_id: str, owner: str,
     )
     reads = (lin.tenant == tenant, lin.session_id == session_id, lin.owner_session_id == owner)
     await conn.execute(update(LINEAGE).where(*reads).values(through_seq=seq - 1))
+    await bump_lineage(conn, tenant, [session_id])
     await collect(conn, tenant, {owner})
     return True
 

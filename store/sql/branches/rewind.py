@@ -29,7 +29,7 @@ from store.sql.branches.deleting import keep_rows
 from store.sql.branches.erasure import rebuild_branch_totals
 from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
 from store.sql.branches.rows import conversation, read_lineage
-from store.sql.branches.sharing import readers_of, refuse_tail
+from store.sql.branches.sharing import bump_lineage, readers_of, refuse_tail
 from store.sql.mapping import COLUMN_INDEX
 from store.sql.schema import (
     BRANCH_ROWS,
@@ -122,6 +122,7 @@ async def _follow(conn: AsyncConnection, tenant: str, owner: str, holder: str, s
             await conn.execute(delete(LINEAGE).where(*owner_row))
         else:
             await conn.execute(update(LINEAGE).where(*owner_row).values(through_seq=seq))
+        await _bump(conn, tenant, reader)
         if reader == holder:
             continue
         await conn.execute(
@@ -129,7 +130,6 @@ async def _follow(conn: AsyncConnection, tenant: str, owner: str, holder: str, s
                 tenant=tenant, session_id=reader, owner_session_id=holder, through_seq=through
             )
         )
-        await _bump(conn, tenant, reader)
     b = BRANCH_ROWS.c
     await conn.execute(
         update(BRANCH_ROWS)
@@ -140,12 +140,9 @@ async def _follow(conn: AsyncConnection, tenant: str, owner: str, holder: str, s
 
 
 async def _bump(conn: AsyncConnection, tenant: str, session_id: str) -> None:
-    """A new revision for a branch whose lineage changed (its cached views go)."""
-    await conn.execute(
-        update(SESSIONS)
-        .where(*_keys(SESSIONS, tenant, session_id))
-        .values(revision=SESSIONS.c.revision + 1)
-    )
+    """A branch's lineage changed: a new revision (its cached views go) and lineage
+    version (its cached lineage goes)."""
+    await bump_lineage(conn, tenant, [session_id])
 
 
 async def _cut_down(conn: AsyncConnection, tenant: str, session: RowMapping, cut: Cut) -> None:
@@ -217,6 +214,7 @@ async def _cut_down(conn: AsyncConnection, tenant: str, session: RowMapping, cut
             b.group_id.not_in(kept or [""]),
         )
     )
+    await _bump(conn, tenant, session_id)
 
 
 def _state_after(session: RowMapping, cut: Cut) -> dict[str, Any]:
@@ -561,6 +559,7 @@ async def _take_back(
         )
     )
     await conn.execute(delete(SESSIONS).where(*_keys(SESSIONS, tenant, tail_id)))
+    await _bump(conn, tenant, session_id)
     await _rebuild(conn, tenant, session_id)
 
 

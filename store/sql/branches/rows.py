@@ -86,19 +86,47 @@ class Lineage:
         return tuple(pairs)
 
 
+_READ_LINEAGE = (
+    select(LINEAGE.c.owner_session_id, LINEAGE.c.through_seq)
+    .where(LINEAGE.c.tenant == bindparam("tenant"), LINEAGE.c.session_id == bindparam("session_id"))
+    .order_by(LINEAGE.c.through_seq)
+)
+
+
 async def read_lineage(conn: AsyncConnection, tenant: str, session_id: str) -> Lineage:
     """The session's lineage (empty for a root)."""
-    query = (
-        select(LINEAGE.c.owner_session_id, LINEAGE.c.through_seq)
-        .where(LINEAGE.c.tenant == tenant, LINEAGE.c.session_id == session_id)
-        .order_by(LINEAGE.c.through_seq)
-    )
+    params = {"tenant": tenant, "session_id": session_id}
     segments: list[tuple[str, int, int]] = []
     after = 0
-    for owner, through in await conn.execute(query):
+    for owner, through in await conn.execute(_READ_LINEAGE, params):
         segments.append((owner, after, int(through)))
         after = int(through)
     return Lineage(session_id, tuple(segments))
+
+
+_KNOWN: dict[tuple[str, str, str, int], Lineage] = {}
+"""Lineages read, by (tenant, session, incarnation, lineage version): a fork's lineage
+changes only with its version, so a turn reads it once per process."""
+_KNOWN_MAX = 4096
+
+
+async def lineage_of(conn: AsyncConnection, tenant: str, session: Mapping[Any, Any]) -> Lineage:
+    """The lineage of the session whose row is ``session`` (read when this process has
+    not read it at the row's incarnation and lineage version)."""
+    session_id = str(session["session_id"])
+    if session["branch"] is None:
+        return Lineage(session_id)
+    incarnation = session["incarnation"]
+    if incarnation is None:
+        return await read_lineage(conn, tenant, session_id)
+    key = (tenant, session_id, str(incarnation), int(session["lineage_version"]))
+    found = _KNOWN.get(key)
+    if found is None:
+        found = await read_lineage(conn, tenant, session_id)
+        if len(_KNOWN) >= _KNOWN_MAX:
+            _KNOWN.clear()
+        _KNOWN[key] = found
+    return found
 
 
 Filter = Callable[[Mapping[str, ColumnElement[Any]]], Sequence[ColumnElement[bool]]]
@@ -329,36 +357,50 @@ def group_read(
     return _group_read(len(lineage.segments), keyed), params
 
 
+@functools.cache
+def _hashes_read(segments: int) -> Any:
+    """The statement of :func:`stored_hashes_of` for ``segments`` segments, built once:
+    each part looks ids up by a session's ``message_id`` index (bound: ``tenant``,
+    ``session_id``, ``ids``, ``owner_N``)."""
+    m, b = MESSAGES.c, BRANCH_ROWS.c
+    tenant: Any = bindparam("tenant")
+    session_id: Any = bindparam("session_id")
+    ids: Any = bindparam("ids", expanding=True)
+    owners: list[Any] = [bindparam(f"owner_{i}") for i in range(segments)]
+    parts = [
+        select(m.message_id, m.content_hash, m.session_id, m.seq).where(
+            m.tenant == tenant, m.session_id == owner, m.message_id.in_(ids)
+        )
+        for owner in [*owners, session_id]
+    ]
+    members = and_(
+        b.tenant == tenant,
+        b.session_id == session_id,
+        b.member,
+        m.tenant == b.tenant,
+        m.session_id == b.owner_session_id,
+        m.seq == b.seq,
+        m.message_id.in_(ids),
+    )
+    parts.append(select(m.message_id, m.content_hash, b.session_id, m.seq).where(members))
+    return union_all(*parts)
+
+
 async def stored_hashes_of(
     conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str]
 ) -> dict[str, str]:
     """The content hash of each of ``message_ids`` that ``lineage``'s session holds,
     inherited or its own (what an append to a fork deduplicates against): one statement
-    a chunk of ids, each part looked up by a session's ``message_id`` index."""
-    m, b = MESSAGES.c, BRANCH_ROWS.c
+    a chunk of ids. The range of each segment is checked here: a condition on ``seq``
+    made SQLite walk the owner's rows by ``seq`` instead of looking the ids up."""
+    ranges = {owner: (after, through) for owner, after, through in lineage.segments}
+    query = _hashes_read(len(ranges))
+    params: dict[str, Any] = {"tenant": tenant, "session_id": lineage.session_id}
+    params.update({f"owner_{i}": owner for i, owner in enumerate(ranges)})
     found: dict[str, str] = {}
     for start in range(0, len(message_ids), 500):
-        part = list(message_ids[start : start + 500])
-        # each by the session's message_id index; the range is checked here, as a
-        # condition on seq made SQLite walk the owner's rows by seq instead
-        ranges = {owner: (after, through) for owner, after, through in lineage.segments}
-        parts = [
-            select(m.message_id, m.content_hash, m.session_id, m.seq).where(
-                m.tenant == tenant, m.session_id == owner, m.message_id.in_(part)
-            )
-            for owner in [*ranges, lineage.session_id]
-        ]
-        members = and_(
-            b.tenant == tenant,
-            b.session_id == lineage.session_id,
-            b.member,
-            m.tenant == b.tenant,
-            m.session_id == b.owner_session_id,
-            m.seq == b.seq,
-            m.message_id.in_(part),
-        )
-        parts.append(select(m.message_id, m.content_hash, b.session_id, m.seq).where(members))
-        for message_id, digest, owner, seq in await conn.execute(union_all(*parts)):
+        params["ids"] = list(message_ids[start : start + 500])
+        for message_id, digest, owner, seq in await conn.execute(query, params):
             after, through = ranges.get(owner, (0, seq))
             if owner == lineage.session_id or after < seq <= through:
                 found[message_id] = digest

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import and_, null, select, type_coerce
+from sqlalchemy import and_, null, select, type_coerce, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -26,6 +26,7 @@ from store.sql.codec import ENCODED
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 
 __all__ = [
+    "bump_lineage",
     "holders_of",
     "inherited_state",
     "keep_for_readers",
@@ -37,6 +38,18 @@ __all__ = [
 ]
 
 _STATE = ("group_id", "reduced_contents", "reduced_token_count", "reduced_event_id")
+
+
+async def bump_lineage(conn: AsyncConnection, tenant: str, session_ids: Sequence[str]) -> None:
+    """The lineage of ``session_ids`` changed: a new revision (their cached views go)
+    and lineage version (their cached lineage goes)."""
+    if session_ids:
+        s = SESSIONS.c
+        await conn.execute(
+            update(SESSIONS)
+            .where(s.tenant == tenant, s.session_id.in_(sorted(set(session_ids))))
+            .values(revision=s.revision + 1, lineage_version=s.lineage_version + 1)
+        )
 
 
 def refuse_tail(session: RowMapping) -> None:

@@ -26,7 +26,7 @@ from sqlalchemy.sql import Select
 
 from store.errors import SessionNotFound
 from store.sql import dialect
-from store.sql.branches.rows import read_lineage
+from store.sql.branches.rows import lineage_of
 from store.sql.drivers.engine import begin_snapshot
 from store.sql.mapping import message_columns
 from store.sql.projection.cache import CachedView, SessionCache, session_key
@@ -172,7 +172,7 @@ async def open_view(
     check(session)
     lineage = None
     if session["branch"] is not None:  # a fork reads its groups' rows through its lineage
-        lineage = await read_lineage(conn, tenant, session_id)
+        lineage = await lineage_of(conn, tenant, session)
         if known.part == "messages":
             current = False  # the joined read saw its own rows only
     source = SqlSource(engine, tenant, session_id, cache, entry, lineage)
