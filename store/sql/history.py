@@ -13,8 +13,10 @@ the event loop's own thread, as the projection reads its view
 a lock), not on aiosqlite's: a hand-off to that thread and back costs two thread
 wake-ups, and on a loaded machine each wake-up waits for a core, so that a stream of
 100,000 rows (200 pages) spent most of its time waiting for them. Reading a page holds
-the loop about as long as mapping it does (2 to 3 ms for 500 rows). Larger pages, and
-:func:`read_history`'s single query, go to aiosqlite's thread.
+the loop about as long as mapping it does (2 to 3 ms for 500 rows). :func:`read_history`
+reads such pages too, one after the other in one read transaction (one snapshot), and
+lets the loop serve others between them; larger pages of a stream go to aiosqlite's
+thread.
 
 How long a stream's transaction stays open is a capability of the dialect
 (:attr:`~store.sql.dialect.Capabilities.snapshot_reads`):
