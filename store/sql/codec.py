@@ -37,6 +37,7 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
 from store.rules.storage_json import contents_json, object_json, reduced_json
+from store.sql.drivers.allocator import LARGE_VALUE
 from strategies.messages import CONTENTS_ADAPTER, Content, Message
 
 __all__ = [
@@ -77,7 +78,28 @@ _validate_contents: Callable[[str], list[Content]] = CONTENTS_ADAPTER.validator.
 """Validate a ``contents`` text by the storage format: pydantic-core parses and builds
 the models in one pass, called on the adapter's core validator (without its Python
 layer); raises for what is not a list of contents."""
+_validate_parsed: Callable[[Any], list[Content]] = CONTENTS_ADAPTER.validator.validate_python
 _loads = json.loads
+_SURROGATE_ESCAPES = ("\\ud", "\\uD")
+"""How a JSON text writes a surrogate (pydantic-core refuses a lone one; ``json`` does
+not). A text read from either database holds no raw surrogate: neither stores one."""
+
+
+def _validate_large_contents(text: str) -> list[Content]:
+    """:data:`_validate_contents` of a text of over
+    :data:`~store.sql.drivers.allocator.LARGE_VALUE` characters, parsed by :mod:`json`
+    and the parsed values validated: the same models. pydantic-core writes a string
+    holding escapes into a scratch buffer grown as it goes before it makes the Python
+    string, and decoding a 20 MB tool result of prose took up to 15 MB more than that
+    at its peak, in some runs and not others (``docs/limits.md``, "Memory"); ``json``
+    writes the string itself. A text holding a surrogate's escape, and one that either
+    step refuses, is decoded by pydantic-core, which raises as it always did."""
+    if any(escape in text for escape in _SURROGATE_ESCAPES):
+        return _validate_contents(text)
+    try:
+        return _validate_parsed(_loads(text))
+    except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+        return _validate_contents(text)
 
 
 def _object(text: str | None, what: str) -> dict[str, Any]:
@@ -107,6 +129,8 @@ def encode_contents(
 
 def decode_contents(tenant: str, session_id: str, seq: int, text: str) -> list[Content]:
     """The contents of message ``seq`` from its ``contents`` column, validated."""
+    if len(text) > LARGE_VALUE:
+        return _validate_large_contents(text)
     return _validate_contents(text)
 
 
@@ -139,7 +163,14 @@ def _metadata_object(text: str) -> dict[str, JsonValue]:
 
 
 INLINE: Final[Mapping[str, Inline]] = {
-    "contents": Inline("validate_contents({v})", {"validate_contents": _validate_contents}),
+    "contents": Inline(
+        "validate_contents({v}) if len({v}) <= LARGE_VALUE else validate_large({v})",
+        {
+            "validate_contents": _validate_contents,
+            "validate_large": _validate_large_contents,
+            "LARGE_VALUE": LARGE_VALUE,
+        },
+    ),
     "metadata": Inline(
         '{{}} if {v} is None or {v} == "{{}}" else metadata_object({v})',
         {"metadata_object": _metadata_object},

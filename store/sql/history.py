@@ -13,8 +13,10 @@ the event loop's own thread, as the projection reads its view
 a lock), not on aiosqlite's: a hand-off to that thread and back costs two thread
 wake-ups, and on a loaded machine each wake-up waits for a core, so that a stream of
 100,000 rows (200 pages) spent most of its time waiting for them. Reading a page holds
-the loop about as long as mapping it does (2 to 3 ms for 500 rows). Larger pages, and
-:func:`read_history`'s single query, go to aiosqlite's thread.
+the loop about as long as mapping it does (2 to 3 ms for 500 rows). :func:`read_history`
+reads such pages too, one after the other in one read transaction (one snapshot), and
+lets the loop serve others between them; larger pages of a stream go to aiosqlite's
+thread.
 
 How long a stream's transaction stays open is a capability of the dialect
 (:attr:`~store.sql.dialect.Capabilities.snapshot_reads`):
@@ -33,6 +35,7 @@ How long a stream's transaction stays open is a capability of the dialect
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
@@ -167,9 +170,19 @@ async def read_history(
     after: int | None = None,
     lineage: Lineage | None = None,
 ) -> list[StoredMessage]:
-    """One page of history, oldest first: one query, each row with its group's kind
-    (a fork's through its ``lineage``)."""
+    """One page of history, oldest first, each row with its group's kind (a fork's
+    through its ``lineage``, in one query).
+
+    Where a read transaction is one snapshot (SQLite), the rows are read
+    :data:`~store.contract.PAGE_SIZE` at a time on the event loop's thread, and each page
+    is mapped before the next is read: what aiosqlite's thread fetches of a large text
+    stays resident in its allocator arena after it is freed (``docs/limits.md``,
+    "Memory"), and a page is as long a hold of the loop as mapping it. Elsewhere
+    (PostgreSQL's read committed, where each statement sees the latest commit) in one
+    query.
+    """
     if lineage is not None:
+        newest = before is not None and limit is not None
         rows = await branch_rows(
             conn,
             tenant,
@@ -178,25 +191,135 @@ async def read_history(
             limit=limit,
             before=before,
             after=after,
-            newest=before is not None and limit is not None,
+            newest=newest,
         )
-    else:
-        query = history_query(
+        if newest:
+            rows.reverse()
+        return _mapped(rows, tenant, session_id)
+    if not dialect.of(conn).snapshot_reads:
+        return await _one_query(
+            conn,
             tenant,
             session_id,
             include_excluded=include_excluded,
             limit=limit,
             before=before,
             after=after,
-        ).add_columns(_kind_column())
-        rows = list((await conn.execute(query)).all())
+        )
+    if before is not None and limit is not None:
+        return await _newest_pages(
+            conn,
+            tenant,
+            session_id,
+            include_excluded=include_excluded,
+            limit=limit,
+            before=before,
+            after=after,
+        )
+    out: list[StoredMessage] = []
+    remaining = limit
+    while remaining is None or remaining > 0:
+        size = PAGE_SIZE if remaining is None else min(PAGE_SIZE, remaining)
+        with short_statements():
+            page = list(
+                await read_page_rows(
+                    conn,
+                    tenant,
+                    session_id,
+                    include_excluded=include_excluded,
+                    after=after,
+                    before=before,
+                    limit=size,
+                )
+            )
+        last = page[-1][_SEQ] if len(page) == size else None
+        out += _mapped(page, tenant, session_id)
+        if last is None:
+            break
+        after = last
+        remaining = None if remaining is None else remaining - size
+        await asyncio.sleep(0)  # the loop serves others between pages
+    return out
+
+
+async def _one_query(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool,
+    limit: int | None,
+    before: int | None,
+    after: int | None,
+) -> list[StoredMessage]:
+    """:func:`read_history` in one query."""
+    query = history_query(
+        tenant,
+        session_id,
+        include_excluded=include_excluded,
+        limit=limit,
+        before=before,
+        after=after,
+    ).add_columns(_kind_column())
+    rows = list((await conn.execute(query)).all())
     if before is not None and limit is not None:
         rows.reverse()  # read newest first (see history_query)
-    if any_large(map(itemgetter(_CONTENTS), rows)):  # contents is read as text
-        give_back()  # see store.sql.drivers.allocator: the read's buffers, before decoding
+    return _mapped(rows, tenant, session_id)
+
+
+async def _newest_pages(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    include_excluded: bool,
+    limit: int,
+    before: int,
+    after: int | None,
+) -> list[StoredMessage]:
+    """:func:`read_history`'s newest ``limit`` messages before ``before``, read a page at
+    a time from the newest on the event loop's thread, returned oldest first."""
+    pages: list[list[StoredMessage]] = []
+    remaining = limit
+    while remaining > 0:
+        size = min(PAGE_SIZE, remaining)
+        query = history_query(
+            tenant,
+            session_id,
+            include_excluded=include_excluded,
+            limit=size,
+            before=before,
+            after=after,
+        ).add_columns(_kind_column())
+        with short_statements():
+            rows = list((await conn.execute(query)).all())
+        rows.reverse()  # read newest first (see history_query)
+        first = rows[0][_SEQ] if len(rows) == size else None
+        pages.append(_mapped(rows, tenant, session_id))
+        if first is None:
+            break
+        before = first
+        remaining -= size
+        await asyncio.sleep(0)  # the loop serves others between pages
+    return [message for page in reversed(pages) for message in page]
+
+
+def _mapped(rows: list[Any], tenant: str, session_id: str) -> list[StoredMessage]:
+    """The stored messages of history ``rows`` (each ending with its group's kind).
+
+    When a row holds a large text, the allocator's free memory is given back before
+    decoding (the read's buffers) and after it, once ``rows`` is emptied (the texts as
+    read, and what decoding them freed): see :mod:`store.sql.drivers.allocator`."""
+    large = any_large(map(itemgetter(_CONTENTS), rows))  # contents is read as text
+    if large:
+        give_back()
     mapped = page_mapper(tenant, session_id)
     with paused_collection():
-        return [mapped(row) for row in rows]
+        out = [mapped(row) for row in rows]
+    if large:
+        rows.clear()
+        give_back()
+    return out
 
 
 def _kind_column() -> Any:

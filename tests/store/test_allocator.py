@@ -1,5 +1,6 @@
-"""The allocator's free memory is given back when a history read fetched a large text,
-and only then (:mod:`store.sql.drivers.allocator`; ``docs/limits.md``, "Memory")."""
+"""The allocator's free memory is given back when a history or context read fetched a
+large text, and only then (:mod:`store.sql.drivers.allocator`; ``docs/limits.md``,
+"Memory")."""
 
 from __future__ import annotations
 
@@ -35,17 +36,29 @@ def _tool_turn(size: int) -> list[Message]:
     ]
 
 
-async def test_a_history_read_of_a_large_result_gives_memory_back_before_decoding(
+async def test_a_history_read_of_a_large_result_gives_memory_back_around_decoding(
     store: HistoryStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     calls = _counted(monkeypatch)
     await store.append("s", _tool_turn(LARGE))
-    await store.context("s")
     assert calls == []
     read = await store.history("s")
-    assert calls == [0]
+    assert calls == [0, 0]  # the read's buffers, then the texts as read once decoded
     result = read[-1].message.contents[0]
     assert isinstance(result, FunctionResultContent) and len(result.result) == LARGE
+
+
+async def test_a_context_read_of_a_large_result_gives_memory_back_before_decoding(
+    store: HistoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counted(monkeypatch)
+    await store.append("s", _tool_turn(LARGE))
+    shown = await store.context("s")
+    assert calls == [0]
+    result = shown[-1].contents[0]
+    assert isinstance(result, FunctionResultContent) and len(result.result) == LARGE
+    await store.context("s")  # from the view cache: nothing read
+    assert calls == [0]
 
 
 async def test_an_ordinary_turn_leaves_the_allocator_alone(

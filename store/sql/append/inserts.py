@@ -6,32 +6,50 @@ processor call per typed value) is replaced by the statement's own bind processo
 applied only to the columns that have one. The message ``INSERT``
 (:data:`~store.sql.mapping.INSERT_MESSAGE`) takes ``contents`` and ``metadata`` as the
 texts :mod:`store.sql.codec` encoded, once per message (no second serialization).
+
+A message row holding a stored text of over :data:`LARGE_TEXT` characters (a tool
+result of many megabytes) goes on its own, so that the driver holds no copy of the text
+that it does not need (``docs/limits.md``, "Memory"):
+
+* where the database copies rows (PostgreSQL), as a ``COPY`` of that one row in text
+  format, the text sent a slice of :data:`TEXT_SLICE` characters at a time (an
+  ``INSERT`` has asyncpg write the whole text into its parameter buffer, copy that into
+  the message, and asyncio copy what the socket did not take at once: three copies);
+* elsewhere (SQLite), inserted with its texts as ``null`` and then written by an
+  ``UPDATE`` that is bound again with nothing at once: SQLite keeps a statement's bound
+  values until it is bound again, and the driver keeps its statements, so the
+  ``INSERT`` of a turn would have kept the text in memory until the connection's next
+  insert.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
+from operator import itemgetter
 from typing import Any, Final
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import Insert
 
 from store.errors import StoreError
 from store.sql import dialect
+from store.sql.codec import ENCODED
 from store.sql.dialect import kept_on
 from store.sql.mapping import INSERT_MESSAGE
-from store.sql.schema import GROUPS, UTCDateTime
+from store.sql.schema import GROUPS, MESSAGES, UTCDateTime
 
 __all__ = [
     "COPY_MIN_ROWS",
     "GROUP_COLUMNS",
     "INSERT_CHUNK",
     "MESSAGE_COLUMNS",
+    "TEXT_SLICE",
     "DriverInsert",
     "Processor",
     "Statement",
@@ -46,9 +64,12 @@ Statement = tuple["DriverInsert", list[tuple[Any, ...]]]
 """An insert and its driver rows, for one ``executemany`` (or one ``COPY``)."""
 
 LARGE_TEXT = 1 << 20
-"""Characters of a stored text from which its rows go one statement each: asyncpg's
-``executemany`` writes every row into one growing buffer, then joins and copies it on
-the way out, several copies of a tool result of many megabytes at once."""
+"""Characters of a stored text from which its row goes on its own, the text in slices
+where the database copies rows (see the module): asyncpg's ``executemany`` writes every
+row into one growing buffer, then joins and copies it on the way out, several copies of
+a tool result of many megabytes at once."""
+TEXT_SLICE = 1 << 20
+"""Characters of a large text sent in one ``COPY`` message."""
 _TEXT_PARAMETERS = frozenset({"contents_json", "metadata_json"})
 """The parameters that bind a message's stored texts."""
 
@@ -226,21 +247,146 @@ def group_insert(dialect: Dialect) -> DriverInsert:
 
 async def execute_inserts(conn: AsyncConnection, statements: Sequence[Statement]) -> None:
     """Send each statement's rows: one ``COPY`` where the database copies rows and they
-    are many enough, else one ``executemany``."""
+    are many enough, else one ``executemany``; a row holding a large text on its own
+    (see the module), the rows around it in order."""
     copies = dialect.of(conn).copy_rows
     for insert_rows, rows in statements:
-        if copies and len(rows) >= COPY_MIN_ROWS:
-            await _copy(conn, insert_rows, rows)
-        elif insert_rows.texts and _holds_large_text(rows, insert_rows.texts):
-            for row in rows:
-                await conn.exec_driver_sql(insert_rows.sql, row)
-        else:
-            await conn.exec_driver_sql(insert_rows.sql, rows)
+        if not insert_rows.texts or not _holds_large_text(rows, insert_rows.texts):
+            await _send(conn, insert_rows, rows, copies)
+            continue
+        waiting: list[tuple[Any, ...]] = []
+        for row in rows:
+            if not _holds_large_text((row,), insert_rows.texts):
+                waiting.append(row)
+                continue
+            if waiting:
+                await _send(conn, insert_rows, waiting, copies)
+                waiting = []
+            if copies:
+                await _copy_streamed(conn, insert_rows, row)
+            else:
+                await _insert_then_write(conn, insert_rows, row)
+        if waiting:
+            await _send(conn, insert_rows, waiting, copies)
+
+
+async def _send(
+    conn: AsyncConnection, insert_rows: DriverInsert, rows: list[tuple[Any, ...]], copies: bool
+) -> None:
+    if copies and len(rows) >= COPY_MIN_ROWS:
+        await _copy(conn, insert_rows, rows)
+    else:
+        await conn.exec_driver_sql(insert_rows.sql, rows)
 
 
 def _holds_large_text(rows: Sequence[tuple[Any, ...]], texts: tuple[int, ...]) -> bool:
-    """Whether a stored text of ``rows`` (at the indexes ``texts``) is a large one."""
-    return any(len(row[index]) > LARGE_TEXT for row in rows for index in texts)
+    """Whether a stored text of ``rows`` (at the indexes ``texts``) is a large one (a
+    pass in C over each column: every append asks it)."""
+    return any(max(map(len, map(itemgetter(index), rows))) > LARGE_TEXT for index in texts)
+
+
+_WRITE_TEXTS = (
+    update(MESSAGES)
+    .where(
+        MESSAGES.c.tenant == bindparam("b_tenant"),
+        MESSAGES.c.session_id == bindparam("b_session_id"),
+        MESSAGES.c.seq == bindparam("b_seq"),
+    )
+    .values(
+        contents=bindparam("contents_json", type_=ENCODED),
+        metadata=bindparam("metadata_json", type_=ENCODED),
+    )
+)
+"""The ``UPDATE`` that writes the stored texts of one message row."""
+_TEXTS_OF = {"contents_json": "contents_json", "metadata_json": "metadata_json"}
+_KEY_OF = {"b_tenant": "tenant", "b_session_id": "session_id", "b_seq": "seq"}
+_PLACEHOLDER = "null"
+"""What a large row's texts are inserted as, until the ``UPDATE`` writes them."""
+
+
+def _texts_update(dialect: Dialect) -> tuple[str, tuple[int, ...]]:
+    """:data:`_WRITE_TEXTS` compiled for ``dialect``, and the index in a message row
+    (:data:`MESSAGE_COLUMNS`) of each of its parameters, in the driver's order."""
+    kept: dict[str, tuple[str, tuple[int, ...]]] = kept_on(dialect, "driver_inserts_texts", dict)
+    found = kept.get("messages")
+    if found is None:
+        compiled = _WRITE_TEXTS.compile(dialect=dialect)
+        where = {**_TEXTS_OF, **_KEY_OF}
+        order = tuple(MESSAGE_COLUMNS.index(where[name]) for name in compiled.positiontup or ())
+        found = kept["messages"] = (str(compiled), order)
+    return found
+
+
+async def _insert_then_write(
+    conn: AsyncConnection, insert_rows: DriverInsert, row: tuple[Any, ...]
+) -> None:
+    """Insert message ``row`` with its texts as ``null``, write them with an ``UPDATE``,
+    and bind that ``UPDATE`` again with nothing (it matches no row), so that the driver's
+    cached statements keep no copy of the texts."""
+    if insert_rows.columns != MESSAGE_COLUMNS:  # pragma: no cover - only messages hold texts
+        raise RuntimeError(f"a large text in a row of {insert_rows.table}")
+    placeholders = list(row)
+    for index in insert_rows.texts:
+        placeholders[index] = _PLACEHOLDER
+    await conn.exec_driver_sql(insert_rows.sql, tuple(placeholders))
+    sql, order = _texts_update(conn.dialect)
+    await conn.exec_driver_sql(sql, tuple(row[index] for index in order))
+    await conn.exec_driver_sql(sql, (None,) * len(order))
+
+
+_COPY_ESCAPES = (("\\", "\\\\"), ("\n", "\\n"), ("\r", "\\r"), ("\t", "\\t"))
+"""What ``COPY``'s text format escapes in a value (a backslash first)."""
+
+
+def _copy_text(value: Any) -> str:
+    """A driver value of a message row as ``COPY``'s text format writes it."""
+    if value is None:
+        return "\\N"
+    if value is True or value is False:
+        return "t" if value else "f"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, datetime):
+        return value.isoformat()  # ISO 8601 with its offset: read the same by any DateStyle
+    if isinstance(value, str):
+        text: str = value
+        for plain, escaped in _COPY_ESCAPES:
+            text = text.replace(plain, escaped)
+        return text
+    raise TypeError(f"no COPY text for a {type(value).__name__}")  # pragma: no cover
+
+
+async def _row_text(row: tuple[Any, ...]) -> AsyncIterator[bytes]:
+    """``row`` as one line of ``COPY``'s text format, in parts: each large text a slice
+    of :data:`TEXT_SLICE` characters at a time."""
+    line: list[str] = []
+    for index, value in enumerate(row):
+        if index:
+            line.append("\t")
+        if not isinstance(value, str) or len(value) <= LARGE_TEXT:
+            line.append(_copy_text(value))
+            continue
+        yield "".join(line).encode()
+        line = []
+        for start in range(0, len(value), TEXT_SLICE):
+            yield _copy_text(value[start : start + TEXT_SLICE]).encode()
+    line.append("\n")
+    yield "".join(line).encode()
+
+
+async def _copy_streamed(
+    conn: AsyncConnection, insert_rows: DriverInsert, row: tuple[Any, ...]
+) -> None:
+    """Send ``row`` by asyncpg's ``COPY`` in text format, its large texts in slices."""
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection
+    with _driver_errors():
+        await driver.copy_to_table(
+            insert_rows.table,
+            source=_row_text(row),
+            columns=list(insert_rows.table_columns),
+            format="text",
+        )
 
 
 async def _copy(
@@ -250,11 +396,18 @@ async def _copy(
     connection's transaction."""
     raw = await conn.get_raw_connection()
     driver: Any = raw.driver_connection
-    try:
+    with _driver_errors():
         await driver.copy_records_to_table(
             insert_rows.table, records=rows, columns=list(insert_rows.table_columns)
         )
-    except Exception as error:  # the driver's own errors: reported as a database failure
+
+
+@contextmanager
+def _driver_errors() -> Iterator[None]:
+    """The driver's own errors of a ``COPY``, reported as a database failure."""
+    try:
+        yield
+    except Exception as error:
         if isinstance(error, StoreError | asyncio.CancelledError):
             raise
         raise StoreError(f"database error: {error}") from error

@@ -1,16 +1,19 @@
-"""The C allocator's free memory, given back to the system after a large read.
+"""The C allocator's free memory, given back to the system around a large read.
 
 glibc's ``malloc`` keeps what it frees for its own reuse, and each thread that
-allocates gets an arena of its own, whose free blocks no other thread reuses. A full
-history read on SQLite runs on aiosqlite's thread (``store.sql.drivers.sqlite``):
-SQLite assembles a tool result of many megabytes in a buffer there and the driver
-copies it into a Python string; the buffer, freed, stayed resident in that thread's
-arena while the event loop's thread decoded the string into new memory, and the
-process peaked at that buffer's size more (``docs/limits.md``, "Memory").
+allocates gets an arena of its own, whose free blocks no other thread reuses. A read of
+a tool result of many megabytes frees the driver's buffers of it (SQLite's copy of the
+value; asyncpg's received chunks and the message it gathered them into) just before
+the text is decoded into new memory, and the freed blocks stayed resident while the
+decoding allocated more: the process peaked at those buffers' size more
+(``docs/limits.md``, "Memory"). Reads of history therefore run on the event loop's
+thread on SQLite (:mod:`store.sql.history`): of what aiosqlite's thread freed, the top
+of its arena stayed resident, and ``malloc_trim`` does not trim it.
 
-:func:`give_back` returns such free blocks with ``malloc_trim`` (glibc only; elsewhere
-it does nothing). It walks every arena, so the store calls it only after fetching a
-text of over :data:`LARGE_VALUE` characters, never on an ordinary turn.
+:func:`give_back` returns free blocks with ``malloc_trim`` (glibc only; elsewhere it
+does nothing). It walks every arena, so the store calls it only when the rows a read
+fetched hold a text of over :data:`LARGE_VALUE` characters (before decoding them, and a
+history read again once they are decoded), never on an ordinary turn.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from sqlalchemy import Table, and_, bindparam, select
@@ -19,6 +20,7 @@ from sqlalchemy.sql import Select
 
 from store.sql import dialect
 from store.sql.branches.rows import Lineage, group_read
+from store.sql.drivers.allocator import any_large, give_back
 from store.sql.drivers.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
 from store.sql.projection.cache import (
@@ -41,6 +43,7 @@ __all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "r
 
 _SEQ = COLUMN_INDEX["seq"]
 _GROUP = COLUMN_INDEX["group_id"]
+_CONTENTS = COLUMN_INDEX["contents"]
 
 
 def group_view(row: Mapping[Any, Any]) -> GroupView:
@@ -274,6 +277,8 @@ class SqlSource:
         added to the entry when ``key``, the session's key as the rows were read (None:
         unknown), is the entry's."""
         loaded: dict[str, list[tuple[int, Message]]] = {gid: [] for gid in group_ids}
+        if any_large(map(itemgetter(_CONTENTS), rows)):  # contents is read as text
+            give_back()  # see store.sql.drivers.allocator: the read's buffers, before decoding
         for row in rows:
             shown = row_message(row, tenant=self.tenant, session_id=self.session_id)
             loaded[row[_GROUP]].append((row[_SEQ], shown))
