@@ -296,13 +296,20 @@ unpin = _pin_command(False)
 def delete(session_id: str, yes: bool, url: str | None, tenant: str, as_json: bool) -> None:
     """Delete a session and all it holds (asks first)."""
 
-    async def info(store: HistoryBackend) -> SessionInfo:
-        return await store.session(session_id)
+    async def info(store: HistoryBackend) -> tuple[SessionInfo, list[str]]:
+        forks = [b.session_id for b in await store.branches(session_id) if b.relation == "fork"]
+        return await store.session(session_id), forks
 
-    found = with_store(url, tenant, info)
+    found, forks = with_store(url, tenant, info)
+    keeps = (
+        f"; its {quantity(len(forks), 'fork')} {'keeps' if len(forks) == 1 else 'keep'} "
+        "the messages shared with it"
+        if forks
+        else ""
+    )
     confirm(
         f"Delete session {session_id} ({quantity(found.stored_messages, 'message')}, "
-        f"tenant {tenant}) for good?",
+        f"tenant {tenant}) for good{keeps}?",
         yes=yes,
     )
 
@@ -311,9 +318,9 @@ def delete(session_id: str, yes: bool, url: str | None, tenant: str, as_json: bo
 
     with_store(url, tenant, action)
     if as_json:
-        emit_json({"deleted": session_id, "messages": found.stored_messages})
+        emit_json({"deleted": session_id, "messages": found.stored_messages, "forks": forks})
     else:
-        echo(f"deleted session {session_id} ({quantity(found.stored_messages, 'message')})")
+        echo(f"deleted session {session_id} ({quantity(found.stored_messages, 'message')}){keeps}")
 
 
 @click.command()

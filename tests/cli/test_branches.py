@@ -298,3 +298,12 @@ def test_report_of_a_fork_names_its_parent_and_marks_the_fork_point(
     assert last_inherited < point < page.index("try again")
     ok("report", "alpha", "-o", str(tmp_path / "alpha.html"), "--url", cli_url)
     assert "fork-point" not in (tmp_path / "alpha.html").read_text(encoding="utf-8")
+
+
+def test_delete_says_the_forks_keep_what_they_share(cli_url: str) -> None:
+    ok("fork", "alpha", "--as", "f1", "--url", cli_url)
+    deleted = ok("delete", "alpha", "--yes", "--url", cli_url)
+    assert "its 1 fork keeps the messages shared with it" in deleted.stdout
+    assert len(stored(cli_url, "f1")) == 13
+    again = ok("delete", "f1", "--yes", "--json", "--url", cli_url)
+    assert again.json() == {"deleted": "f1", "messages": 13, "forks": []}

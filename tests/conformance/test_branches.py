@@ -16,6 +16,7 @@ import pytest
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
+from store.exporting import export_sessions
 from strategies.changeset import ChangeSet, Exclusion
 from strategies.messages import Message
 from tests.conformance.conftest import Stores
@@ -687,3 +688,16 @@ async def test_a_tail_names_its_session_and_the_cut_and_lists_no_branch(
     tail = await store.session(rewound.params["tail_session_id"])
     assert (tail.parent_session_id, tail.fork_message_id) == ("s", "a2")
     assert await store.branches(tail.session_id) == []
+
+
+async def test_the_export_of_a_fork_covers_its_whole_conversation(
+    chat_store: HistoryBackend,
+) -> None:
+    store = chat_store
+    await store.fork("s", at="a2", new_session_id="f")
+    await store.append("f", [user("own")])
+    chunks = [c async for c in export_sessions(store, ["f"], format="jsonl")]
+    exported = "".join(chunks)
+    for message in [*(await store.history("f", include_excluded=True))]:
+        assert message.message_id in exported
+    assert "own" in exported and "a2" in exported
