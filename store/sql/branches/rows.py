@@ -225,14 +225,19 @@ def conversation(
 
 
 async def stored_hashes_of(
-    conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str]
+    conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str] | None
 ) -> dict[str, str]:
-    """The content hash of each of ``message_ids`` that ``lineage``'s session holds,
-    inherited or its own (what an append to a fork deduplicates against)."""
+    """The content hash of each of ``message_ids`` (None: of every message) that
+    ``lineage``'s session holds, inherited or its own (what an append to a fork
+    deduplicates against, and what an import of it finds stored)."""
     m, b = MESSAGES.c, BRANCH_ROWS.c
     found: dict[str, str] = {}
-    for start in range(0, len(message_ids), 500):
-        part = list(message_ids[start : start + 500])
+    parts: list[list[str] | None] = [None]
+    if message_ids is not None:
+        parts = [
+            list(message_ids[start : start + 500]) for start in range(0, len(message_ids), 500)
+        ]
+    for part in parts:
         places = [
             and_(m.session_id == owner, m.seq > after, m.seq <= through)
             for owner, after, through in lineage.segments
@@ -243,8 +248,8 @@ async def stored_hashes_of(
         )
         for owner, seq in await conn.execute(members):
             places.append(and_(m.session_id == owner, m.seq == seq))
-        query = select(m.message_id, m.content_hash).where(
-            m.tenant == tenant, m.message_id.in_(part), or_(*places)
-        )
+        query = select(m.message_id, m.content_hash).where(m.tenant == tenant, or_(*places))
+        if part is not None:
+            query = query.where(m.message_id.in_(part))
         found.update((row[0], row[1]) for row in await conn.execute(query))
     return found
