@@ -65,7 +65,7 @@ class Lineage:
     async def run(self, failed: set[str]) -> None:
         """Decide every read that says it is a fork (``failed``: the sources not read to
         their end)."""
-        candidates = self._candidates()
+        candidates = await self._candidates()
         if not candidates:
             return
         wanted: dict[str, set[str]] = {}
@@ -79,7 +79,7 @@ class Lineage:
             if at is None:
                 continue
             if read not in forks:
-                self._root(read, origin, f"but its fork message {at!r} is not among its own")
+                self._root(read, origin, f", but its fork message {at!r} is not among its messages")
                 continue
             digest, cut = forks[read]
             parent = origin.parent_session_id
@@ -88,31 +88,36 @@ class Lineage:
             elif await self._exists(parent):
                 theirs = await self._stored_prefix(parent, at)
             else:
-                self._root(read, origin, "which is neither imported nor stored")
+                self._root(read, origin, " which is neither imported nor stored")
                 continue
             if theirs != digest:
-                self._root(read, origin, f"whose conversation up to {at!r} is not the fork's")
+                self._root(read, origin, f" whose conversation up to {at!r} is not the fork's")
                 continue
             self.ledger.forks[read] = Refork(parent, at, cut)
         self._order()
 
-    def _candidates(self) -> dict[int, ForkOrigin]:
+    async def _candidates(self) -> dict[int, ForkOrigin]:
         """The accepted reads that say they are forks, of sessions the store does not
-        hold yet (a session it holds is read on as it is); those that cannot be made
-        forks are imported as roots, said in a warning."""
+        have yet (a session it has is read on as it is, a fork or not); those that
+        cannot be made forks are imported as roots, said in a warning."""
         found: dict[int, ForkOrigin] = {}
         for read, origin in self.ledger.origins.items():
             session_id = self.ledger.session_of(read)
             if session_id is None or not self.ledger.accepted(read):
                 continue
-            if self.ledger.row(read).held:
+            stored = await self._stored_parent(session_id)
+            if stored is not None:
+                if stored != origin.parent_session_id and self.ledger.row(read).new:
+                    self._root(read, origin, ", but the store holds it already, not as that fork")
                 continue
             if session_id in self.ledger.recurring:
-                self._root(read, origin, "read more than once in this import")
+                self._root(read, origin, ", read more than once in this import")
             elif origin.parent_session_id == session_id:
-                self._root(read, origin, "of itself")
+                self._root(read, origin, ", its own parent")
             elif origin.fork_message_id is None:
-                self._root(read, origin, "forked when it held no message")
+                self._root(
+                    read, origin, f", forked when {origin.parent_session_id!r} held no message"
+                )
             else:
                 found[read] = origin
         return found
@@ -159,6 +164,14 @@ class Lineage:
                 reading.close()
         return forks, parents
 
+    async def _stored_parent(self, session_id: str) -> str | None:
+        """The parent of the stored session (``""`` for a root); None: not stored."""
+        try:
+            info = await self.store.session(session_id)
+        except SessionNotFound:
+            return None
+        return info.parent_session_id or ""
+
     async def _exists(self, session_id: str) -> bool:
         try:
             await self.store.session(session_id)
@@ -192,7 +205,7 @@ class Lineage:
             if not ready:
                 for read in pending:
                     del forks[read]
-                    self._root(read, self.ledger.origins[read], "in a circle of forks")
+                    self._root(read, self.ledger.origins[read], ", in a circle of forks")
                 return
             for read in ready:
                 fork = pending.pop(read)
@@ -203,6 +216,6 @@ class Lineage:
         source = self.ledger.source_of(self.plans, read)
         self.ledger.warnings.append(
             f"{source}: session {self.ledger.session_of(read)!r} is a fork of "
-            f"{origin.parent_session_id!r} {why}: imported as a root, with its whole "
+            f"{origin.parent_session_id!r}{why}: imported as a root, with its whole "
             "conversation"
         )

@@ -262,7 +262,7 @@ async def test_a_fork_of_an_empty_session_is_a_root(
     path = await export(source, ["e-f"], tmp_path / "e.jsonl")
     assert lines(path)[0]["fork"] == {"parent_session_id": "e", "fork_message_id": None}
     report = await import_sources(store, [path])
-    assert len(report.warnings) == 1 and "forked when it held no message" in report.warnings[0]
+    assert len(report.warnings) == 1 and "forked when 'e' held no message" in report.warnings[0]
     assert await histories(store, ["e-f"]) == {"e-f": [user("eu1", "hello")]}
 
 
@@ -279,3 +279,46 @@ async def test_a_malformed_fork_key_is_refused_naming_its_line(
     with pytest.raises(InvalidSource, match="line 1: fork must be an object"):
         await import_sources(store, [path])
     assert await stored_rows(store) == 0
+
+
+async def test_an_import_interrupted_after_a_fork_was_made_finishes_it_a_fork(
+    source: HistoryStore, store: HistoryStore, tmp_path: Path
+) -> None:
+    expected = await histories(source, FAMILY)
+    path = await export(source, FAMILY, tmp_path / "family.jsonl")
+    await import_sources(store, [await export(source, ["p"], tmp_path / "p.jsonl")])
+    await store.fork("p", at="a2", new_session_id="f")  # then the import was interrupted
+    report = await import_sources(store, [path])
+    assert report.warnings == []
+    await assert_family(store, expected)
+
+
+async def test_a_fork_stored_already_as_another_session_is_read_on_said_in_one_line(
+    source: HistoryStore, store: HistoryStore, tmp_path: Path
+) -> None:
+    expected = await histories(source, FAMILY)
+    await store.set_metadata("g", {"k": 1})  # a session 'g' that holds nothing
+    report = await import_sources(store, [await export(source, FAMILY, tmp_path / "f.jsonl")])
+    assert len(report.warnings) == 1
+    assert "session 'g' is a fork of 'f', but the store holds it already" in report.warnings[0]
+    assert await histories(store, FAMILY) == expected
+    assert (await store.session("g")).parent_session_id is None
+
+
+async def test_forks_in_a_circle_are_roots(store: HistoryStore, tmp_path: Path) -> None:
+    message = user("x1", "hello").model_dump(mode="json")
+    path = tmp_path / "circle.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for session, parent in (("a", "b"), ("b", "a")):
+            line = {"format": "chatledger", "version": 1, "session_id": session, "seq": 1}
+            line |= {"message": message, "source_system": None, "source_id": None}
+            line["fork"] = {"parent_session_id": parent, "fork_message_id": "x1"}
+            out.write(json.dumps(line) + "\n")
+    report = await import_sources(store, [path])
+    assert sorted(w.split(": ", 1)[1] for w in report.warnings) == [
+        "session 'a' is a fork of 'b', in a circle of forks: imported as a root, with its "
+        "whole conversation",
+        "session 'b' is a fork of 'a', in a circle of forks: imported as a root, with its "
+        "whole conversation",
+    ]
+    assert await stored_rows(store) == 2
