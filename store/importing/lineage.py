@@ -61,6 +61,8 @@ class Lineage:
         self.ledger = ledger
         self.prefix = prefix
         self.table = table
+        self._said: set[str] = set()
+        """The sessions a warning was given for (once a session)."""
 
     async def run(self, failed: set[str]) -> None:
         """Decide every read that says it is a fork (``failed``: the sources not read to
@@ -213,9 +215,13 @@ class Lineage:
             level += 1
 
     def _root(self, read: int, origin: ForkOrigin, why: str) -> None:
+        session_id = self.ledger.session_of(read) or ""
+        if session_id in self._said:
+            return
+        self._said.add(session_id)
         source = self.ledger.source_of(self.plans, read)
         self.ledger.warnings.append(
-            f"{source}: session {self.ledger.session_of(read)!r} is a fork of "
+            f"{source}: session {session_id!r} is a fork of "
             f"{origin.parent_session_id!r}{why}: imported as a root, with its whole "
             "conversation"
         )

@@ -322,3 +322,14 @@ async def test_forks_in_a_circle_are_roots(store: HistoryStore, tmp_path: Path) 
         "whole conversation",
     ]
     assert await stored_rows(store) == 2
+
+
+async def test_a_fork_read_twice_in_one_import_is_a_root_said_once(
+    source: HistoryStore, store: HistoryStore, tmp_path: Path
+) -> None:
+    expected = await histories(source, FAMILY)
+    path = await export(source, ["p", "f"], tmp_path / "pf.jsonl")
+    report = await import_sources(store, [path, path])
+    assert len(report.warnings) == 1
+    assert "session 'f' is a fork of 'p', read more than once" in report.warnings[0]
+    assert await histories(store, ["p", "f"]) == {s: expected[s] for s in ["p", "f"]}
