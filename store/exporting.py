@@ -5,7 +5,8 @@ for the JSONL formats), so that a large session streams. The shapes:
 
 - ``jsonl``: chatledger's own, one message a line (see
   :func:`store.importing.readers.jsonl.line_of`): lossless, and importing it again gives
-  back exactly the same messages in the same sessions.
+  back exactly the same messages in the same sessions. A fork's first line names its
+  parent and its fork message, so that the import makes it a fork again.
 - ``openai-chat``, ``openai-responses``, ``anthropic``, ``langchain``: one session a
   line, the document of :func:`store.formats.documents.session_document`;
 - ``agent-framework``: one JSON document, a list of those documents
@@ -32,6 +33,7 @@ from store.contract import HistoryBackend
 from store.errors import InvalidInput
 from store.formats.documents import DOCUMENT_FORMATS, session_document
 from store.importing.readers.jsonl import line_of
+from store.importing.source import ForkOrigin
 from strategies.messages import Message
 
 __all__ = ["EXPORT_FORMATS", "export_sessions"]
@@ -61,8 +63,15 @@ async def _jsonl(
         for seq, message in enumerate(await _context(store, session_id, strategy), start=1):
             yield _dumps(line_of(session_id, seq, message, None, None)) + "\n"
         return
+    info = await store.session(session_id)
+    fork = None
+    if info.parent_session_id is not None:
+        fork = ForkOrigin(info.parent_session_id, info.fork_message_id)
     async for row in store.aiter_history(session_id, include_excluded=True):
-        line = line_of(session_id, row.seq, row.message, row.source_system, row.source_id)
+        line = line_of(
+            session_id, row.seq, row.message, row.source_system, row.source_id, fork=fork
+        )
+        fork = None  # on the session's first line only
         yield _dumps(line) + "\n"
 
 

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from store.errors import InvalidSource
 from store.importing.reads import Plan
 from store.importing.report import ImportReport, SkippedSource
+from store.importing.source import ForkOrigin
 from store.rules.import_mark import ImportMark
 
-__all__ = ["Ledger", "Row"]
+__all__ = ["Ledger", "Refork", "Row"]
 
 
 @dataclass(slots=True)
@@ -53,6 +54,20 @@ class Row:
             self.already,
             self.held,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class Refork:
+    """A read that pass two makes a fork of its parent again (see
+    :mod:`store.importing.lineage`)."""
+
+    parent_session_id: str
+    """The parent, as imported."""
+    fork_message_id: str
+    cut: int
+    """The position of the fork message in the read: the read's own messages follow."""
+    level: int = 0
+    """0 for a fork of a session written as a root, else one more than its parent's."""
 
 
 _WIDTH = 9  # the counts of a Row, then the session's index (-1: none)
@@ -91,6 +106,10 @@ class Ledger:
     """Sessions an earlier, interrupted run may have left marked, with nothing left to
     write: their mark is taken off when they hold what it expects."""
     warnings: list[str] = field(default_factory=list)
+    origins: dict[int, ForkOrigin] = field(default_factory=dict)
+    """Reads that say they are forks, with their origin (the parent as imported)."""
+    forks: dict[int, Refork] = field(default_factory=dict)
+    """Reads pass two makes forks of their parents again (written after the others)."""
 
     @property
     def reads(self) -> int:
@@ -172,6 +191,15 @@ class Ledger:
         """Whether ``read`` is imported."""
         return read not in self.refused and read not in self.void
 
+    def source_of(self, plans: Sequence[Plan], read: int) -> str:
+        """The source ``read`` is of."""
+        found = plans[0].source if plans else ""
+        for plan in plans:
+            if plan.first_read > read:
+                break
+            found = plan.source
+        return found
+
     def _zero(self, read: int) -> None:
         start = read * _WIDTH
         self.rows[start : start + _WIDTH - 1] = array("q", (0,) * (_WIDTH - 1))
@@ -185,7 +213,7 @@ class Ledger:
         grouped: dict[str, list[int]] = {}
         for read in range(self.reads):
             session_id = self.session_of(read)
-            if session_id is None or not self.accepted(read):
+            if session_id is None or not self.accepted(read) or read in self.forks:
                 continue
             if session_id in self.recurring:
                 grouped.setdefault(session_id, []).append(read)

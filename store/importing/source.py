@@ -24,6 +24,7 @@ __all__ = [
     "ENVELOPE_DEPTH",
     "JSON_LINES",
     "Conversation",
+    "ForkOrigin",
     "Located",
     "Reading",
     "advised",
@@ -75,6 +76,15 @@ class Located:
     where: str
 
 
+@dataclass(frozen=True, slots=True)
+class ForkOrigin:
+    """Where a fork's source says it was forked from: its parent session and the last
+    message it took from it (None: forked from an empty session)."""
+
+    parent_session_id: str
+    fork_message_id: str | None
+
+
 @dataclass(slots=True)
 class Conversation:
     """One session of a source, or one run of it (a JSONL session spans many lines)."""
@@ -94,6 +104,8 @@ class Conversation:
     """Whether the message ids are chatledger's own already (kept as they are)."""
     error: InvalidSource | None = None
     """Why the conversation cannot be read (its messages are then empty)."""
+    origin: ForkOrigin | None = None
+    """The fork it says it is (chatledger's ``jsonl``), on the first run of its session."""
 
 
 _BOMS = ((codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))

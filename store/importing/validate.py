@@ -22,7 +22,7 @@ The refusals that keep two conversations apart:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, InvalidSource
@@ -34,6 +34,7 @@ from store.importing.ids import (
     place_of,
 )
 from store.importing.ledger import Ledger, Row
+from store.importing.lineage import Lineage
 from store.importing.reads import Chunk, Plan, chunks, identified, made_by_importer
 from store.importing.source import Conversation, Located, advised
 from store.importing.stored import stored_calls, stored_hashes
@@ -134,6 +135,11 @@ class Validation:
             self._close()
         if self.ledger.recurring:
             await _Recount(self).run()
+        if self.ledger.origins:
+            lineage = Lineage(
+                self.store, self.plans, self.ledger, prefix=self.prefix, table=self.table
+            )
+            await lineage.run(self.failed)
         self.ledger.plan_parts(self.plans)
 
     def refuse(self, read: int, session_id: str | None, where: str, error: InvalidSource) -> None:
@@ -219,6 +225,9 @@ class Validation:
         if legacy:
             self.ledger.legacy[chunk.read] = session_id
         self.ledger.open(chunk.read, session_id)
+        if conversation.origin is not None:
+            parent = self.prefix(plan) + conversation.origin.parent_session_id
+            self.ledger.origins[chunk.read] = replace(conversation.origin, parent_session_id=parent)
         self.current = _Read(
             number=chunk.read,
             session_id=session_id,

@@ -8,6 +8,10 @@ more than one source, cannot be; it is marked in its metadata before its first p
 interrupted import leaves a session whole, absent, or marked. A read whose messages are
 all stored already is not sent again. Progress reports ``sessions`` and ``stored``, the
 sessions written whole so far and their new messages, as each transaction commits.
+
+The reads pass one found to be forks (:mod:`store.importing.lineage`) are written last,
+parents before their forks: each forks its parent at its fork message, then appends its
+own messages (those after the fork message), so that it shares its parent's rows.
 """
 
 from __future__ import annotations
@@ -120,6 +124,7 @@ class Writing:
             if plan.source not in self.failed:
                 await self._write_plan(plan)
         await self._flush()
+        await self._write_forks()
         for session_id in self.ledger.marked:
             await self._unmark(session_id, only_when_done=True)
         if compact is not None:
@@ -133,7 +138,7 @@ class Writing:
             self.done += len(chunk.conversation.messages)
             if self.progress is not None:
                 self.progress("write", self.done)
-            if not self.ledger.accepted(chunk.read):
+            if not self.ledger.accepted(chunk.read) or chunk.read in self.ledger.forks:
                 continue
             row = self.ledger.row(chunk.read)
             if row.new == 0:
@@ -172,6 +177,66 @@ class Writing:
             start = stop
             if self.pending.size >= BATCH:
                 await self._flush()
+
+    async def _write_forks(self) -> None:
+        """Write the forks, a level at a time (a fork's parent is written before it),
+        each source read once a level."""
+        forks = self.ledger.forks
+        levels = max((fork.level for fork in forks.values()), default=-1) + 1
+        for level in range(levels):
+            for number, plan in enumerate(self.plans):
+                end = (
+                    self.plans[number + 1].first_read
+                    if number + 1 < len(self.plans)
+                    else self.ledger.reads
+                )
+                reads = {
+                    read
+                    for read, fork in forks.items()
+                    if fork.level == level and plan.first_read <= read < end
+                }
+                if reads and plan.source not in self.failed:
+                    await self._write_forks_of(plan, reads)
+
+    async def _write_forks_of(self, plan: Plan, reads: set[int]) -> None:
+        """Write the forks ``reads`` of ``plan``: each forks its parent at its start,
+        then appends its own messages, a chunk at a time."""
+        written: int | None = None
+        for chunk in chunks(plan, self.prefix(plan), self.table):
+            if chunk.begins and written is not None:
+                self._written(written)
+                written = None
+            if chunk.read not in reads:
+                continue
+            session_id = self.ledger.session_of(chunk.read)
+            if session_id is None:
+                continue
+            fork = self.ledger.forks[chunk.read]
+            if chunk.begins:
+                await self.store.fork(
+                    fork.parent_session_id, at=fork.fork_message_id, new_session_id=session_id
+                )
+                written = chunk.read
+            legacy = chunk.read in self.ledger.legacy
+            located = identified(plan.fmt, chunk, session_id, legacy=legacy)
+            own = [item for offset, item in enumerate(located) if chunk.start + offset > fork.cut]
+            if own:
+                source_ids = {
+                    item.message.message_id: _source_id(chunk.conversation, item) for item in own
+                }
+                provenance = Provenance(system=plan.fmt, source_ids=source_ids)
+                messages = [item.message for item in own]
+                await self.store.append(session_id, messages, provenance=provenance)
+        if written is not None:
+            self._written(written)
+
+    def _written(self, read: int) -> None:
+        """A fork is written whole: count it."""
+        self.sessions += 1
+        self.stored += self.ledger.row(read).new
+        if self.progress is not None:
+            self.progress("sessions", self.sessions)
+            self.progress("stored", self.stored)
 
     async def _end_read(self) -> None:
         """The read is at its end: a session written whole goes into the batch, or the

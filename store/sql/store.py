@@ -106,7 +106,7 @@ from store.sql.branches.erasure import redact_in_branches
 from store.sql.branches.fork import fork_session, resolve_cut
 from store.sql.branches.listing import read_branches
 from store.sql.branches.rewind import rewind_session
-from store.sql.branches.rows import Lineage, lineage_of
+from store.sql.branches.rows import Lineage, lineage_of, read_lineage, stored_hashes_of
 from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
@@ -845,7 +845,8 @@ class HistoryStore(BackendBase):
     @_call
     async def stored_hashes(self, session_ids: Sequence[str]) -> dict[str, dict[str, str]]:
         """The content hash of each stored message id of each of ``session_ids``, in one
-        read (a chunk of ids a statement): the importer's check of many sessions.
+        read (a chunk of ids a statement; a fork's own read: its inherited messages
+        too): the importer's check of many sessions.
         Sessions that hold no message are left out (see
         :class:`~store.contract.BulkImportBackend`)."""
         for session_id in session_ids:
@@ -859,6 +860,16 @@ class HistoryStore(BackendBase):
                 )
                 for session_id, message_id, digest in await conn.execute(query):
                     found.setdefault(session_id, {})[message_id] = digest
+                forks = select(SESSIONS.c.session_id).where(
+                    SESSIONS.c.tenant == self._tenant,
+                    SESSIONS.c.session_id.in_(part),
+                    SESSIONS.c.branch == "fork",
+                )
+                for (fork_id,) in await conn.execute(forks):
+                    lineage = await read_lineage(conn, self._tenant, fork_id)
+                    held = await stored_hashes_of(conn, self._tenant, lineage, None)
+                    if held:
+                        found[fork_id] = held
         return found
 
     @_call

@@ -387,12 +387,15 @@ def _hashes_read(segments: int) -> Any:
 
 
 async def stored_hashes_of(
-    conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str]
+    conn: AsyncConnection, tenant: str, lineage: Lineage, message_ids: Sequence[str] | None
 ) -> dict[str, str]:
-    """The content hash of each of ``message_ids`` that ``lineage``'s session holds,
-    inherited or its own (what an append to a fork deduplicates against): one statement
-    a chunk of ids. The range of each segment is checked here: a condition on ``seq``
-    made SQLite walk the owner's rows by ``seq`` instead of looking the ids up."""
+    """The content hash of each of ``message_ids`` (None: of every message) that
+    ``lineage``'s session holds, inherited or its own (what an append to a fork
+    deduplicates against, and what an import of it finds stored): one statement a chunk
+    of ids. The range of each segment is checked here: a condition on ``seq`` made
+    SQLite walk the owner's rows by ``seq`` instead of looking the ids up."""
+    if message_ids is None:
+        return await _every_hash(conn, tenant, lineage)
     ranges = {owner: (after, through) for owner, after, through in lineage.segments}
     query = _hashes_read(len(ranges))
     params: dict[str, Any] = {"tenant": tenant, "session_id": lineage.session_id}
@@ -405,3 +408,29 @@ async def stored_hashes_of(
             if owner == lineage.session_id or after < seq <= through:
                 found[message_id] = digest
     return found
+
+
+async def _every_hash(conn: AsyncConnection, tenant: str, lineage: Lineage) -> dict[str, str]:
+    """:func:`stored_hashes_of` of every message the session holds (an import's check)."""
+    m, b = MESSAGES.c, BRANCH_ROWS.c
+    parts = [
+        select(m.message_id, m.content_hash).where(
+            m.tenant == tenant, m.session_id == owner, m.seq > after, m.seq <= through
+        )
+        for owner, after, through in lineage.segments
+    ]
+    parts.append(
+        select(m.message_id, m.content_hash).where(
+            m.tenant == tenant, m.session_id == lineage.session_id
+        )
+    )
+    members = and_(
+        b.tenant == tenant,
+        b.session_id == lineage.session_id,
+        b.member,
+        m.tenant == b.tenant,
+        m.session_id == b.owner_session_id,
+        m.seq == b.seq,
+    )
+    parts.append(select(m.message_id, m.content_hash).where(members))
+    return {row[0]: row[1] for row in await conn.execute(union_all(*parts))}
