@@ -701,3 +701,16 @@ async def test_the_export_of_a_fork_covers_its_whole_conversation(
     for message in [*(await store.history("f", include_excluded=True))]:
         assert message.message_id in exported
     assert "own" in exported and "a2" in exported
+
+
+async def test_the_fork_event_counts_from_nothing_to_the_forks_totals(
+    chat_store: HistoryBackend,
+) -> None:
+    store = chat_store
+    fork = await store.fork("s", at="a2", new_session_id="f")
+    (event,) = await store.audit("f")
+    before = (event.messages_before, event.groups_before, event.tokens_before)
+    after = (event.messages_after, event.groups_after, event.tokens_after)
+    assert before == (0, 0, 0)
+    assert after == (fork.active_messages, fork.active_groups, fork.active_tokens)
+    assert fork.revision == 1

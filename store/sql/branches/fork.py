@@ -450,11 +450,11 @@ async def fork_session(
             "inherited": inherited,
             "dropped_summaries": dropped,
         },
-        messages_before=totals["active_messages"],
+        messages_before=0,  # the fork held nothing before its first event
         messages_after=totals["active_messages"],
-        groups_before=totals["active_groups"],
+        groups_before=0,
         groups_after=totals["active_groups"],
-        tokens_before=totals["active_tokens"],
+        tokens_before=0,
         tokens_after=totals["active_tokens"],
         created_at=now,
     )
