@@ -385,16 +385,17 @@ async def record_event(
     strategy: str,
     params: dict[str, Any],
     now: datetime,
+    phase: Phase = "manual",
 ) -> CompactionEvent:
-    """Audit a write made outside a change set (a redaction, a repair) as a ``manual``
-    event: ``before`` is the session row before the write, which is read again for the
-    counts after; the session's event count is bumped."""
+    """Audit a write made outside a change set (a redaction, a repair, a rewind) as an
+    event of ``phase``: ``before`` is the session row before the write, which is read
+    again for the counts after; the session's event count is bumped."""
     after = await read_session(conn, tenant, session_id)
     event = CompactionEvent(
         id=event_id,
         session_id=session_id,
         tenant=tenant,
-        phase="manual",
+        phase=phase,
         strategy=strategy,
         params=params,
         messages_before=before["active_messages"],

@@ -24,7 +24,7 @@ from store.models import CompactionEvent
 from store.rules.branching import REWIND_STRATEGY, new_tail_id
 from store.rules.changes import new_event_id
 from store.sql import dialect
-from store.sql.audit import write_event
+from store.sql.audit import record_event
 from store.sql.branches.deleting import keep_rows
 from store.sql.branches.erasure import rebuild_branch_totals
 from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
@@ -237,45 +237,6 @@ async def _rebuild(conn: AsyncConnection, tenant: str, session_id: str) -> None:
         await rebuild_branch_totals(conn, tenant, session_id)
 
 
-async def _record(
-    conn: AsyncConnection,
-    tenant: str,
-    before: RowMapping,
-    *,
-    event_id: str,
-    phase: str,
-    strategy: str,
-    params: dict[str, Any],
-    now: datetime,
-) -> CompactionEvent:
-    session_id = before["session_id"]
-    after = await read_session(conn, tenant, session_id)
-    event = CompactionEvent(
-        id=event_id,
-        session_id=session_id,
-        tenant=tenant,
-        phase=phase,
-        strategy=strategy,
-        params=params,
-        messages_before=before["active_messages"],
-        messages_after=after["active_messages"],
-        groups_before=before["active_groups"],
-        groups_after=after["active_groups"],
-        tokens_before=before["active_tokens"],
-        tokens_after=after["active_tokens"],
-        created_at=now,
-    )
-    await write_event(
-        conn, tenant, session_id, event, number=after["event_count"] + 1, revision=after["revision"]
-    )
-    await conn.execute(
-        update(SESSIONS)
-        .where(*_keys(SESSIONS, tenant, session_id))
-        .values(event_count=SESSIONS.c.event_count + 1)
-    )
-    return event
-
-
 async def _rewind_to(
     conn: AsyncConnection,
     tenant: str,
@@ -344,15 +305,16 @@ async def rewind_session(
     event_id = new_event_id()
     tail_id, taken = await _rewind_to(conn, tenant, session, cut, to=to, event_id=event_id, now=now)
     params = {"to": to, "tail_session_id": tail_id, "messages": taken}
-    return await _record(
+    return await record_event(
         conn,
         tenant,
+        session_id,
         session,
         event_id=event_id,
-        phase="rewind",
         strategy=REWIND_STRATEGY,
         params=params,
         now=now,
+        phase="rewind",
     )
 
 
@@ -393,15 +355,16 @@ async def restore_rewind(
         await _drop_own_after(conn, tenant, session_id, cut.seq)
     await _take_back(conn, tenant, session_id, tail, cut.seq)
     params = {"event_id": event.id, "tail_session_id": new_tail}
-    return await _record(
+    return await record_event(
         conn,
         tenant,
+        session_id,
         session,
         event_id=event_id,
-        phase="restore",
         strategy="restore",
         params=params,
         now=now,
+        phase="restore",
     )
 
 
