@@ -268,7 +268,7 @@ def test_delete_asks_or_needs_yes(cli_url: str) -> None:
     assert refused.returncode == 2
     assert api(cli_url, "session", "beta").session_id == "beta"
     deleted = ok("delete", "beta", "--yes", "--url", cli_url, "--json").json()
-    assert deleted == {"deleted": "beta", "messages": 5}
+    assert deleted == {"deleted": "beta", "messages": 5, "forks": []}
     assert [s.session_id for s in api(cli_url, "sessions")] == ["alpha"]
     said = ok("delete", "alpha", "--yes", "--url", cli_url).stdout
     assert said == "deleted session alpha (13 messages)\n"
