@@ -76,6 +76,7 @@ __all__ = [
     "OPEN_CALLS",
     "SCHEMA_REVISIONS",
     "SESSIONS",
+    "SESSION_CHILD_TABLES",
     "TABLE_PREFIX",
     "Base",
     "BranchRowRow",
@@ -507,3 +508,14 @@ EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
 SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)
 LINEAGE = cast(Table, LineageRow.__table__)
 BRANCH_ROWS = cast(Table, BranchRowRow.__table__)
+
+SESSION_CHILD_TABLES: tuple[Table, ...] = (
+    EVENT_GROUPS,
+    EVENTS,
+    OPEN_CALLS,
+    BRANCH_ROWS,
+    LINEAGE,
+    MESSAGES,
+    GROUPS,
+)
+"""The tables a deletion of sessions empties before their rows go, children first."""

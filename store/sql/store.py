@@ -129,13 +129,8 @@ from store.sql.projection.opening import open_view
 from store.sql.projection.pending import with_pending
 from store.sql.projection.views import SqlSource, read_view
 from store.sql.schema import (
-    BRANCH_ROWS,
-    EVENT_GROUPS,
-    EVENTS,
-    GROUPS,
-    LINEAGE,
     MESSAGES,
-    OPEN_CALLS,
+    SESSION_CHILD_TABLES,
     SESSIONS,
 )
 from store.sql.sessions import lock_session, metadata_value, read_session
@@ -161,7 +156,6 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 MAX_ATTEMPTS = 12
-_CHILD_TABLES = (EVENT_GROUPS, EVENTS, OPEN_CALLS, BRANCH_ROWS, LINEAGE, MESSAGES, GROUPS)
 
 Method = Callable[Concatenate["HistoryStore", P], Coroutine[Any, Any, T]]
 
@@ -646,7 +640,7 @@ class HistoryStore(BackendBase):
             doomed = [session_id, *await tails_of(conn, self._tenant, session_id)]
             owners = await owners_read_by(conn, self._tenant, doomed)
             await keep_for_forks(conn, self._tenant, doomed)
-            for table in (*_CHILD_TABLES, SESSIONS):
+            for table in (*SESSION_CHILD_TABLES, SESSIONS):
                 await conn.execute(
                     delete(table).where(
                         table.c.tenant == self._tenant, table.c.session_id.in_(doomed)

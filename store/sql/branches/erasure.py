@@ -26,7 +26,6 @@ from store.rules.changes import new_event_id
 from store.rules.checks import check_tokenizer
 from store.rules.erasure import covering_summaries, tombstone
 from store.rules.identity import is_tombstone
-from store.rules.records import now
 from store.sql import dialect
 from store.sql.audit import record_event
 from store.sql.branches.rows import among, conversation, read_lineage
@@ -35,9 +34,9 @@ from store.sql.mapping import COLUMN_INDEX, page_mapper
 from store.sql.schema import BRANCH_ROWS, GROUPS, SESSIONS
 from store.sql.sessions import lock_session, read_session
 from store.sql.upkeep import erasure
-from store.sql.upkeep.recount import rebuild_totals
+from store.sql.upkeep.recount import rebuild_totals, write_totals
 
-__all__ = ["rebuild_branch_totals", "redact_in_branches"]
+__all__ = ["rebuild_branch_totals", "rebuild_session_totals", "redact_in_branches"]
 
 _SEQ = COLUMN_INDEX["seq"]
 _GROUP = COLUMN_INDEX["group_id"]
@@ -73,34 +72,18 @@ async def rebuild_branch_totals(conn: AsyncConnection, tenant: str, session_id: 
         )
     stored = select(func.count(), func.coalesce(func.sum(rows.c.token_count), 0))
     stored_messages, stored_tokens = (await conn.execute(stored)).one()
-    mine = (g.tenant == tenant, g.session_id == session_id)
-    stored_groups = (await conn.execute(select(func.count()).where(*mine))).scalar_one()
-    active_groups, active_messages, active_tokens = (
-        await conn.execute(
-            select(
-                func.count(),
-                func.coalesce(func.sum(g.message_count), 0),
-                func.coalesce(func.sum(g.token_count), 0),
-            ).where(*mine, g.excluded.is_(False))
-        )
-    ).one()
-    await conn.execute(
-        update(SESSIONS)
-        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
-        .values(
-            stored_messages=int(stored_messages),
-            stored_groups=int(stored_groups),
-            stored_tokens=int(stored_tokens),
-            active_messages=int(active_messages),
-            active_groups=int(active_groups),
-            active_tokens=int(active_tokens),
-            revision=SESSIONS.c.revision + 1,
-            updated_at=now(),
-        )
+    await write_totals(
+        conn,
+        tenant,
+        session_id,
+        stored_messages=int(stored_messages),
+        stored_tokens=int(stored_tokens),
     )
 
 
-async def _rebuild(conn: AsyncConnection, tenant: str, session: RowMapping) -> None:
+async def rebuild_session_totals(conn: AsyncConnection, tenant: str, session: RowMapping) -> None:
+    """Rebuild the totals of the session whose row is ``session``: a root's from its
+    rows, a branch's from its whole conversation."""
     if session["branch"] is None:
         await rebuild_totals(conn, tenant, session["session_id"])
     else:
@@ -227,7 +210,7 @@ async def _in_branch(
     ids = sorted(row[COLUMN_INDEX["message_id"]] for row in here)
     mine_redacted = [m for m in redacted if m in ids]
     copies = await erasure.scrub_copies(conn, r.tenant, r.session_id, ids, r.event_id)
-    await _rebuild(conn, r.tenant, session)
+    await rebuild_session_totals(conn, r.tenant, session)
     params: dict[str, Any] = {
         "reason": r.reason,
         "message_ids": mine_redacted,

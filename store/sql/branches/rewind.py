@@ -26,7 +26,7 @@ from store.rules.changes import new_event_id
 from store.sql import dialect
 from store.sql.audit import record_event
 from store.sql.branches.deleting import keep_rows
-from store.sql.branches.erasure import rebuild_branch_totals
+from store.sql.branches.erasure import rebuild_session_totals
 from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
 from store.sql.branches.rows import conversation, read_lineage
 from store.sql.branches.sharing import bump_lineage, readers_of, refuse_tail
@@ -43,7 +43,6 @@ from store.sql.schema import (
     SESSIONS,
 )
 from store.sql.sessions import lock_session, read_session
-from store.sql.upkeep.recount import rebuild_totals
 
 __all__ = ["restore_rewind", "rewind_session"]
 
@@ -230,11 +229,7 @@ def _state_after(session: RowMapping, cut: Cut) -> dict[str, Any]:
 
 
 async def _rebuild(conn: AsyncConnection, tenant: str, session_id: str) -> None:
-    row = await read_session(conn, tenant, session_id)
-    if row["branch"] is None and not (await read_lineage(conn, tenant, session_id)).segments:
-        await rebuild_totals(conn, tenant, session_id)
-    else:
-        await rebuild_branch_totals(conn, tenant, session_id)
+    await rebuild_session_totals(conn, tenant, await read_session(conn, tenant, session_id))
 
 
 async def _rewind_to(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Table, Text, delete, func, null, select, text, type_coerce
+from sqlalchemy import Text, delete, func, null, select, text, type_coerce
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -46,13 +46,10 @@ from store.sql.codec import (
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
 from store.sql.schema import (
-    BRANCH_ROWS,
-    EVENT_GROUPS,
     EVENTS,
     GROUPS,
-    LINEAGE,
     MESSAGES,
-    OPEN_CALLS,
+    SESSION_CHILD_TABLES,
     SESSIONS,
 )
 from store.sql.sessions import lock_session
@@ -83,16 +80,6 @@ _log = logging.getLogger("store.sql.upkeep.erasure")
 
 PURGE_BATCH = CHUNK
 """Sessions a purge removes per transaction."""
-
-_CHILD_TABLES: tuple[Table, ...] = (
-    EVENT_GROUPS,
-    EVENTS,
-    OPEN_CALLS,
-    BRANCH_ROWS,
-    LINEAGE,
-    MESSAGES,
-    GROUPS,
-)
 
 
 async def erase_step(conn: AsyncConnection) -> None:
@@ -138,7 +125,7 @@ async def vacuum(engine: AsyncEngine) -> None:
     caps = dialect.capabilities(engine.dialect)
     if caps.vacuum_tables:
         preparer = engine.dialect.identifier_preparer
-        for table in (*_CHILD_TABLES, SESSIONS):
+        for table in (*SESSION_CHILD_TABLES, SESSIONS):
             await _outside_transactions(engine, f"VACUUM {preparer.format_table(table)}")
     else:
         await _outside_transactions(engine, "VACUUM")
@@ -212,7 +199,7 @@ async def purge_batch(
         await erase_step(conn)
         owners = await owners_read_by(conn, tenant, ids)
         tally.kept += await keep_for_forks(conn, tenant, ids)
-        for table in (*_CHILD_TABLES, SESSIONS):
+        for table in (*SESSION_CHILD_TABLES, SESSIONS):
             await conn.execute(
                 delete(table).where(table.c.tenant == tenant, table.c.session_id.in_(ids))
             )

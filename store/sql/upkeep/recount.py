@@ -95,6 +95,22 @@ async def rebuild_totals(conn: AsyncConnection, tenant: str, session_id: str) ->
             )
         )
     ).one()
+    await write_totals(
+        conn, tenant, session_id, stored_messages=int(stored_messages), stored_tokens=int(stored)
+    )
+
+
+async def write_totals(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    *,
+    stored_messages: int,
+    stored_tokens: int,
+) -> None:
+    """Write the session's totals, its stored messages and tokens as given and the rest
+    from its group rows (which hold their counts already), and record the write
+    (revision, time)."""
     groups_in_session = (GROUPS.c.tenant == tenant, GROUPS.c.session_id == session_id)
     stored_groups = (
         await conn.execute(select(func.count()).where(*groups_in_session))
@@ -112,9 +128,9 @@ async def rebuild_totals(conn: AsyncConnection, tenant: str, session_id: str) ->
         update(SESSIONS)
         .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
         .values(
-            stored_messages=int(stored_messages),
+            stored_messages=stored_messages,
             stored_groups=int(stored_groups),
-            stored_tokens=int(stored),
+            stored_tokens=stored_tokens,
             active_messages=int(active_messages),
             active_groups=int(active_groups),
             active_tokens=int(active),
