@@ -581,6 +581,64 @@ async def test_a_fork_of_a_superseded_tail(chat_store: HistoryBackend) -> None:
     assert (await store.history("g"))[-1].message.text == "something else"
 
 
+async def test_a_shallow_rewind_restored_after_a_deeper_one(chat_store: HistoryBackend) -> None:
+    """The restored tail reads the session's prefix, then rows the deeper rewind's tail
+    took: the session holds all of them again, in order, and forks of it too."""
+    store = chat_store
+    before = await _ids(store, "s")
+    shallow = await store.rewind("s", to="u2")
+    assert shallow is not None
+    deeper = await store.rewind("s", to="u1")
+    assert deeper is not None
+    await store.append("s", [assistant("a9", "other")])
+    restored = await store.restore("s", event_id=shallow.id)
+    assert restored is not None
+    assert await _ids(store, "s") == before
+    assert await _sent(store, "s") == before
+    await store.fork("s", at="a3", new_session_id="f")
+    assert await _ids(store, "f") == before[:7]
+    assert await _ids(store, restored.params["tail_session_id"]) == ["sys", "u1", "a9"]
+    # the deeper rewind's tail still reads what it took
+    assert await _ids(store, deeper.params["tail_session_id"]) == before[:6]
+    await store.append("s", [user("u4", "more")])
+    assert await _ids(store, "s") == [*before, "u4"]
+
+
+async def test_both_rewinds_restored_in_turn(chat_store: HistoryBackend) -> None:
+    store = chat_store
+    before = await _ids(store, "s")
+    shallow = await store.rewind("s", to="t1")
+    assert shallow is not None
+    to_start = await store.rewind("s", to=None)
+    assert to_start is not None
+    assert await store.restore("s", event_id=shallow.id) is not None
+    assert await _ids(store, "s") == before
+    # the tail of the rewind to the start held what the session held then
+    again = await store.restore("s", event_id=to_start.id)
+    assert again is not None
+    assert await _ids(store, "s") == before[:4]
+    assert await _sent(store, "s") == before[:4]
+    assert await _ids(store, again.params["tail_session_id"]) == before
+
+
+async def test_a_rewind_to_the_start_restored_under_forks_of_forks(
+    chat_store: HistoryBackend,
+) -> None:
+    store = chat_store
+    before = await _ids(store, "s")
+    await store.fork("s", new_session_id="f0")
+    await store.append("f0", [user("v1", "fork")])
+    await store.fork("f0", new_session_id="f1")
+    await store.append("f1", [user("w1", "fork of fork")])
+    rewound = await store.rewind("s", to=None)
+    assert rewound is not None
+    assert await store.restore("s", event_id=rewound.id) is not None
+    assert await _ids(store, "s") == before
+    assert await _ids(store, "f0") == [*before, "v1"]
+    assert await _ids(store, "f1") == [*before, "v1", "w1"]
+    assert await _sent(store, "f1") == [*before, "v1", "w1"]
+
+
 # -- branches and listing ----------------------------------------------------------------
 
 

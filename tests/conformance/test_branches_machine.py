@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -52,8 +53,9 @@ from tests.groups.conversations import assistant, call, reasoning, result, tool,
 from tests.strategies.invariants import assert_projection_invariants
 
 SETTINGS = settings(
-    max_examples=30,
-    stateful_step_count=25,
+    # a longer run: CHATLEDGER_MACHINE_RUN=200x40 (examples x steps)
+    max_examples=int(os.environ.get("CHATLEDGER_MACHINE_RUN", "30x25").split("x")[0]),
+    stateful_step_count=int(os.environ.get("CHATLEDGER_MACHINE_RUN", "30x25").split("x")[1]),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, insert, literal, not_, null, select, update
+from sqlalchemy import and_, delete, exists, func, insert, literal, not_, null, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -409,7 +409,6 @@ async def _take_back(
         update(MESSAGES).where(*_keys(MESSAGES, tenant, tail_id)).values(session_id=session_id)
     )
     lin, b = LINEAGE.c, BRANCH_ROWS.c
-    # readers of the tail's rows read them from the session again
     readers = (
         await conn.execute(
             select(lin.session_id, lin.through_seq).where(
@@ -417,15 +416,6 @@ async def _take_back(
             )
         )
     ).all()
-    for reader, through in readers:
-        owners = (lin.owner_session_id == tail_id) | (lin.owner_session_id == session_id)
-        await conn.execute(delete(LINEAGE).where(*_keys(LINEAGE, tenant, reader), owners))
-        await conn.execute(
-            insert(LINEAGE).values(
-                tenant=tenant, session_id=reader, owner_session_id=session_id, through_seq=through
-            )
-        )
-        await _bump(conn, tenant, reader)
     await conn.execute(
         update(BRANCH_ROWS)
         .where(b.tenant == tenant, b.owner_session_id == tail_id)
@@ -490,15 +480,17 @@ async def _take_back(
     g = GROUPS.c
     m = MESSAGES.c
     same = and_(g.tenant == m.tenant, g.session_id == m.session_id, g.group_id == m.group_id)
+    grouped = and_(*_keys(MESSAGES, tenant, session_id), exists().where(same))
     await conn.execute(
         update(MESSAGES)
-        .where(*_keys(MESSAGES, tenant, session_id))
+        .where(grouped)
         .values(
             excluded=select(g.excluded).where(same).scalar_subquery(),
             excluded_reason=select(g.excluded_reason).where(same).scalar_subquery(),
             excluded_event_id=select(g.excluded_event_id).where(same).scalar_subquery(),
         )
     )
+    await _keep_prefix(conn, tenant, session_id)
     reads = (await read_lineage(conn, tenant, session_id)).segments
     current = await read_session(conn, tenant, session_id)
     if reads and current["branch"] is None:  # it reads rows it no longer stores itself
@@ -518,7 +510,52 @@ async def _take_back(
     )
     await conn.execute(delete(SESSIONS).where(*_keys(SESSIONS, tenant, tail_id)))
     await _bump(conn, tenant, session_id)
+    # readers of the tail's rows read the session's conversation as far as they did,
+    # then what they read after it
+    lineage = await read_lineage(conn, tenant, session_id)
+    for reader, through in readers:
+        if reader == session_id:  # its lineage is the tail's now
+            continue
+        segments = (await read_lineage(conn, tenant, reader)).segments
+        later = [(owner, upto) for owner, after, upto in segments if after >= through]
+        await conn.execute(delete(LINEAGE).where(*_keys(LINEAGE, tenant, reader)))
+        for owner, upto in (*lineage.cut(int(through)), *later):
+            await conn.execute(
+                insert(LINEAGE).values(
+                    tenant=tenant, session_id=reader, owner_session_id=owner, through_seq=upto
+                )
+            )
+        await _bump(conn, tenant, reader)
     await _rebuild(conn, tenant, session_id)
+
+
+async def _keep_prefix(conn: AsyncConnection, tenant: str, session_id: str) -> None:
+    """After a restore the session may store rows below rows it reads (its prefix up to
+    the cut, then another tail's rows the restored one read): those rows move under a
+    kept session that the session, and every branch that read them, reads instead."""
+    lineage = await read_lineage(conn, tenant, session_id)
+    m, lin = MESSAGES.c, LINEAGE.c
+    low = and_(*_keys(MESSAGES, tenant, session_id), m.seq <= lineage.through)
+    top = (await conn.execute(select(func.max(m.seq)).where(low))).scalar()
+    if top is None:
+        return
+    held = await keep_rows(conn, tenant, session_id, low, whole=False)
+    assert held is not None
+    holder = held[0]
+    readers = select(lin.session_id).where(
+        lin.tenant == tenant, lin.owner_session_id == session_id, lin.through_seq <= top
+    )
+    await bump_lineage(conn, tenant, [str(r[0]) for r in await conn.execute(readers)])
+    await conn.execute(
+        update(LINEAGE)
+        .where(lin.tenant == tenant, lin.owner_session_id == session_id, lin.through_seq <= top)
+        .values(owner_session_id=holder)
+    )
+    await conn.execute(
+        insert(LINEAGE).values(
+            tenant=tenant, session_id=session_id, owner_session_id=holder, through_seq=int(top)
+        )
+    )
 
 
 def _sql_json(value: Any) -> Any:
