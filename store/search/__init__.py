@@ -8,3 +8,36 @@
   the matches' offsets.
 * :mod:`~store.search.cursor`: signed, opaque page cursors.
 """
+
+from store.search.cursor import decode_cursor, encode_cursor
+from store.search.query import (
+    Phrase,
+    Query,
+    Term,
+    match_spans,
+    matches,
+    parse_query,
+    to_fts5,
+    to_tsquery,
+)
+from store.search.snippet import Snippet, make_snippet
+from store.search.text import indexable_text, message_text, normalize, tokens
+
+__all__ = [
+    "Phrase",
+    "Query",
+    "Snippet",
+    "Term",
+    "decode_cursor",
+    "encode_cursor",
+    "indexable_text",
+    "make_snippet",
+    "match_spans",
+    "matches",
+    "message_text",
+    "normalize",
+    "parse_query",
+    "to_fts5",
+    "to_tsquery",
+    "tokens",
+]
