@@ -94,14 +94,15 @@ def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(merged)
 
 
-def _excerpt(text: str, start: int, end: int) -> tuple[str, list[int]]:
-    """The excerpt's text (ellipses included), and each offset of ``text`` from
-    ``start`` to ``end`` mapped into it."""
+def _excerpt(text: str, start: int, end: int) -> tuple[str, list[int], tuple[int, int]]:
+    """The excerpt's text (ellipses included), each offset of ``text`` from ``start`` to
+    ``end`` mapped into it, and the bounds of the text between the ellipses."""
     body, where = _collapsed(text, start, end)
     lead = _ELLIPSIS if start > 0 else ""
     tail = _ELLIPSIS if text[end:].strip() else ""
     shift = len(lead) - (len(body) - len(body.lstrip()))
-    return lead + body.strip() + tail, [offset + shift for offset in where]
+    inner = (len(lead), len(lead) + len(body.strip()))
+    return lead + body.strip() + tail, [offset + shift for offset in where], inner
 
 
 def _fit(text: str, spans: Sequence[Span], max_chars: int) -> Snippet:
@@ -109,12 +110,10 @@ def _fit(text: str, spans: Sequence[Span], max_chars: int) -> Snippet:
     width = max_chars
     while True:
         start, end = _window(text, spans, width)
-        excerpt, where = _excerpt(text, start, end)
+        excerpt, where, (low, high) = _excerpt(text, start, end)
         if len(excerpt) <= max_chars:
             break
         width -= len(excerpt) - max_chars
-    low = 1 if start > 0 else 0
-    high = len(excerpt) - (1 if excerpt.endswith(_ELLIPSIS) and end < len(text) else 0)
     inside = [
         (max(low, where[max(s, start) - start]), min(high, where[min(e, end) - start]))
         for s, e, _ in spans

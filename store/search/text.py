@@ -24,10 +24,17 @@
   "東京都" is ``東 京 都 東京 京都``. So a run's pairs are consecutive tokens, and a
   chain of pairs matches exactly the substrings of one run.
 
+:func:`normalize` is idempotent on words; a CJK pair is a run of its own, so normalizing
+normalized CJK text expands its pairs again (index and query both normalize the
+original text once).
+
 What the model sees of a stored message (:func:`message_text`) follows the token
 counting rule of :func:`strategies.tokenizers.message_texts`; :func:`indexable_text`
 normalizes it, keeping at most :data:`MAX_INDEXED_TOKENS` tokens and
 :data:`MAX_INDEXED_BYTES` bytes (PostgreSQL's limits of positions and tsvector size).
+One limit remains PostgreSQL's own: a tsvector keeps the first 256 positions of a
+token, so a phrase that needs a later occurrence of a token repeated more than 256 times
+in one message is found by FTS5 and not by PostgreSQL.
 """
 
 from __future__ import annotations

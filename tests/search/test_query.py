@@ -197,7 +197,7 @@ def test_match_spans_are_offsets_in_the_original_text() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=30), queries())
-def test_spans_exist_exactly_when_the_text_matches(text: str, query_text: str) -> None:
+def test_every_term_of_a_matching_text_has_a_span(text: str, query_text: str) -> None:
     try:
         query = parse_query(query_text)
     except InvalidInput:
