@@ -137,6 +137,7 @@ def _is_mark(char: str) -> bool:
     return unicodedata.category(char)[0] == "M"
 
 
+@lru_cache(maxsize=65536)
 def _continues(char: str) -> bool:
     """Whether ``char`` belongs to the cluster of the character before it."""
     code = ord(char)
@@ -206,22 +207,28 @@ def cjk_tokens(run: str) -> list[str]:
 
 
 def _ascii_tokens(text: str) -> list[str]:
-    found: list[str] = []
-    for word in _ASCII_WORD.findall(text.lower()):
-        while word:
-            cut = _word_cut(word)
-            found.append(word[:cut][:MAX_TOKEN_CHARS])
-            word = word[cut:]
-    return found
+    return [token for word in _ASCII_WORD.findall(text.lower()) for token in _word_tokens(word)]
+
+
+def _word_tokens(word: str) -> Iterator[str]:
+    while word:
+        cut = _word_cut(word)
+        yield word[:cut][:MAX_TOKEN_CHARS]
+        word = word[cut:]
 
 
 def tokens(text: str) -> list[str]:
-    """The tokens of ``text``, in order (:func:`normalize` joins them with spaces)."""
+    """The tokens of ``text``, in order (:func:`normalize` joins them with spaces): the
+    tokens of :func:`scan`'s words, without their places."""
     if text.isascii():
         return _ascii_tokens(text)
+    folded = "".join(fold(text[start:end]) for start, end in _clusters(text))
     found: list[str] = []
-    for word in scan(text):
-        found.extend(cjk_tokens(word.text) if word.cjk else (word.text,))
+    for kind, group in groupby(folded, key=_kind):
+        if kind == _CJK:
+            found.extend(cjk_tokens("".join(group)))
+        elif kind == _WORD:
+            found.extend(_word_tokens("".join(group)))
     return found
 
 

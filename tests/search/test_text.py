@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from store.search.text import (
     MAX_INDEXED_TOKENS,
     MAX_TOKEN_CHARS,
+    cjk_tokens,
     indexable_text,
     is_cjk,
     message_text,
@@ -80,6 +81,13 @@ def test_normalize_is_idempotent_on_every_word(text: str) -> None:
 @given(st.text(alphabet=st.characters(codec="ascii"), max_size=60))
 def test_the_ascii_path_equals_the_general_one(text: str) -> None:
     assert tokens(text) == [word.text for word in scan(text)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(texts, st.text(max_size=40)))
+def test_tokens_are_the_tokens_of_the_scanned_words(text: str) -> None:
+    scanned = [cjk_tokens(w.text) if w.cjk else [w.text] for w in scan(text)]
+    assert tokens(text) == [token for found in scanned for token in found]
 
 
 @settings(max_examples=200, deadline=None)
