@@ -1,6 +1,7 @@
 """The layering of ``store/``, read from the imports of its modules (AST, not grep).
 
-- ``store/rules/`` is pure: no SQLAlchemy nor any database driver, and neither backend;
+- ``store/rules/`` and ``store/search/`` are pure: no SQLAlchemy nor any database
+  driver, and neither backend;
 - the two backends (``store/sql/``, ``store/memory/``) never import each other;
 - only ``store/sql/dialect.py`` tells SQLite from PostgreSQL (the engine module may
   look at a URL's scheme to pick the driver);
@@ -215,6 +216,10 @@ def test_the_import_reader_sees_plain_relative_and_guarded_imports(tmp_path: Pat
 
 def test_rules_import_no_database_library_and_no_backend() -> None:
     assert _offending(STORE / "rules", (*DRIVERS, "store.sql", "store.memory")) == []
+
+
+def test_search_rules_import_no_database_library_and_no_backend() -> None:
+    assert _offending(STORE / "search", (*DRIVERS, "store.sql", "store.memory")) == []
 
 
 def test_rules_and_models_stay_pure() -> None:

@@ -1,0 +1,130 @@
+"""A bounded excerpt of a message around its matches: :func:`make_snippet`.
+
+Matches are found in the original text with the folding of the index
+(:func:`~store.search.query.match_spans`): "meteo" highlights "Météo", 東京 is found
+inside unspaced text. The excerpt is the window of at most ``max_chars`` characters
+that holds matches of the most distinct terms (the earliest such window), opened a
+little before its first match; runs of whitespace become one space; ``…`` marks a cut
+at either end and counts in ``max_chars``. Without a match, the excerpt is the start of
+the text. ``highlights`` are ``(start, end)`` offsets in the excerpt, in order, never
+overlapping.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from store.search.query import Query, match_spans
+
+__all__ = ["DEFAULT_SNIPPET_CHARS", "Snippet", "make_snippet"]
+
+DEFAULT_SNIPPET_CHARS: Final = 200
+"""The default longest snippet, in characters."""
+_ELLIPSIS: Final = "…"
+_MIN_CHARS: Final = 16
+_LEAD_SHARE: Final = 4
+"""The share of the window left before its first match: one in four characters."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snippet:
+    """An excerpt of a text and where the matches are in it."""
+
+    text: str
+    """At most ``max_chars`` characters of the text, whitespace collapsed."""
+    highlights: tuple[tuple[int, int], ...]
+    """``(start, end)`` offsets of the matches in :attr:`text`, in order."""
+
+
+Span = tuple[int, int, int]
+
+
+def _best_start(spans: Sequence[Span], width: int) -> int:
+    """The start of the first match of the window holding the most distinct terms."""
+    best, best_count = 0, -1
+    for first, (start, _, _) in enumerate(spans):
+        inside: set[int] = set()
+        for s, e, term in spans[first:]:
+            if s - start > width:
+                break
+            if e - start <= width:
+                inside.add(term)
+        if len(inside) > best_count:
+            best, best_count = start, len(inside)
+    return best
+
+
+def _window(text: str, spans: Sequence[Span], width: int) -> tuple[int, int]:
+    """``(start, end)`` of the window: a quarter of it before the best first match,
+    starting after a whitespace when one is there; shifted back at the end of the text."""
+    if not spans:
+        return 0, min(len(text), width)
+    first = _best_start(spans, width)
+    start = max(0, first - width // _LEAD_SHARE)
+    if start > 0:
+        start = next((i + 1 for i in range(start, first) if text[i].isspace()), start)
+    end = min(len(text), start + width)
+    return max(0, min(start, end - width)), end
+
+
+def _collapsed(text: str, start: int, end: int) -> tuple[str, list[int]]:
+    """``text[start:end]`` with whitespace runs as one space, and for each offset from
+    ``start`` to ``end`` (included) its offset in the result."""
+    out: list[str] = []
+    where: list[int] = []
+    for char in text[start:end]:
+        where.append(len(out))
+        if not char.isspace():
+            out.append(char)
+        elif out and out[-1] != " ":
+            out.append(" ")
+    where.append(len(out))
+    return "".join(out), where
+
+
+def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        elif end > start:
+            merged.append((start, end))
+    return tuple(merged)
+
+
+def _excerpt(text: str, start: int, end: int) -> tuple[str, list[int], tuple[int, int]]:
+    """The excerpt's text (ellipses included), each offset of ``text`` from ``start`` to
+    ``end`` mapped into it, and the bounds of the text between the ellipses."""
+    body, where = _collapsed(text, start, end)
+    lead = _ELLIPSIS if start > 0 else ""
+    tail = _ELLIPSIS if text[end:].strip() else ""
+    shift = len(lead) - (len(body) - len(body.lstrip()))
+    inner = (len(lead), len(lead) + len(body.strip()))
+    return lead + body.strip() + tail, [offset + shift for offset in where], inner
+
+
+def _fit(text: str, spans: Sequence[Span], max_chars: int) -> Snippet:
+    """The excerpt of ``text`` that fits ``max_chars``, and its highlights."""
+    width = max_chars
+    while True:
+        start, end = _window(text, spans, width)
+        excerpt, where, (low, high) = _excerpt(text, start, end)
+        if len(excerpt) <= max_chars:
+            break
+        width -= len(excerpt) - max_chars
+    inside = [
+        (max(low, where[max(s, start) - start]), min(high, where[min(e, end) - start]))
+        for s, e, _ in spans
+        if s < end and e > start
+    ]
+    return Snippet(excerpt, _merged(inside))
+
+
+def make_snippet(text: str, query: Query, *, max_chars: int = DEFAULT_SNIPPET_CHARS) -> Snippet:
+    """An excerpt of ``text`` of at most ``max_chars`` characters around the matches of
+    ``query``, with their offsets (see the module docstring)."""
+    if max_chars < _MIN_CHARS:
+        raise ValueError(f"max_chars must be at least {_MIN_CHARS}, got {max_chars}")
+    return _fit(text, match_spans(query, text), max_chars)
