@@ -67,6 +67,7 @@ from store.models import (
     Provenance,
     PurgeReport,
     RedactReport,
+    SearchPage,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -99,7 +100,15 @@ from store.rules.checks import (
 from store.rules.erasure import check_redaction, purge_cutoff
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.records import now
-from store.telemetry.names import SPAN_APPEND, SPAN_CONTEXT, SPAN_FORK, SPAN_IMPORT, SPAN_REWIND
+from store.search.request import SearchRequest, check_search
+from store.telemetry.names import (
+    SPAN_APPEND,
+    SPAN_CONTEXT,
+    SPAN_FORK,
+    SPAN_IMPORT,
+    SPAN_REWIND,
+    SPAN_SEARCH,
+)
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -584,6 +593,30 @@ class HistoryBackend(Protocol):
         """The session's parent (``relation="parent"``, with the fork point), its forks
         (``"fork"``) and its superseded tails (``"tail"``), in that order, each oldest
         first."""
+        ...
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        include_excluded: bool = True,
+        excluded_only: bool = False,
+        roles: Iterable[str] | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """Full-text search of the tenant's stored messages (``docs/search.md``): what
+        the model sees of each (text, reasoning, call names and arguments, results),
+        normalized by :func:`~store.search.normalize` (no case, no diacritics, CJK found
+        inside unspaced text). ``query`` is words (all must match), ``"quoted
+        phrases"`` and ``word*`` prefixes; anything else is
+        :class:`~store.errors.InvalidInput`. Best matches first, ties newest first,
+        ``limit`` a page; ``next_cursor`` continues it. Tenant-wide, a message shared by
+        branches is one hit, under the session that stored it; with ``session_id``, the
+        session's whole conversation with its own exclusion state. Summaries and
+        redacted messages are searched as they read now.
+        """
         ...
 
 
@@ -1195,6 +1228,37 @@ class BackendBase(metaclass=ABCMeta):
         with self._translate_errors():
             return await self._branches(session_id)
 
+    # -- search -----------------------------------------------------------------------
+
+    async def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        include_excluded: bool = True,
+        excluded_only: bool = False,
+        roles: Iterable[str] | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """Search the tenant's stored messages (see the contract)."""
+        self._check_open()
+        if session_id is not None:
+            check_session_id(session_id, self._limits)
+        request = check_search(
+            query,
+            include_excluded=include_excluded,
+            excluded_only=excluded_only,
+            roles=roles,
+            limit=limit,
+            cursor=cursor,
+        )
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_SEARCH, self._tenant, session_id),
+        ):
+            return await self._search(request, session_id=session_id)
+
     # -- the backend's primitives -----------------------------------------------------
 
     @abstractmethod
@@ -1354,6 +1418,10 @@ class BackendBase(metaclass=ABCMeta):
     async def _branches(self, session_id: str) -> list[BranchInfo]:
         """The session's branches (see :meth:`branches`)."""
         raise self._unsupported("branches")
+
+    async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
+        """Search (see :meth:`search`); ``request`` is checked and parsed."""
+        raise self._unsupported("search")
 
 
 if TYPE_CHECKING:

@@ -46,6 +46,8 @@ __all__ = [
     "Provenance",
     "PurgeReport",
     "RedactReport",
+    "SearchHit",
+    "SearchPage",
     "SessionInfo",
     "SessionOrder",
     "Stats",
@@ -374,6 +376,42 @@ class RedactReport(BaseModel):
     tokens_after: int
     event: CompactionEvent | None = None
     """The audit event (strategy ``redact``), None when nothing changed."""
+
+
+class SearchHit(BaseModel):
+    """A stored message that matches a search
+    (:meth:`~store.contract.HistoryBackend.search`)."""
+
+    model_config = _FROZEN
+
+    session_id: str
+    """The session searched (scoped search), or the session that stored the message
+    (tenant-wide search: a message shared by branches is one hit)."""
+    message_id: str
+    seq: int
+    role: str
+    group_id: str
+    excluded: bool
+    """Whether the message is excluded from the session's context now."""
+    excluded_by: str | None
+    """The audit event that excluded it (None when it is not excluded)."""
+    snippet: str
+    """A bounded excerpt of what the model sees of the message, around its matches."""
+    highlights: tuple[tuple[int, int], ...]
+    """``(start, end)`` offsets of the matches in ``snippet``."""
+    score: float
+    """Higher is better; comparable within one search only."""
+    created_at: datetime | None
+
+
+class SearchPage(BaseModel):
+    """A page of search hits, best first (ties newest first)."""
+
+    model_config = _FROZEN
+
+    hits: list[SearchHit]
+    next_cursor: str | None = None
+    """Pass it as ``cursor`` for the next page; None on the last page."""
 
 
 Check = Literal[

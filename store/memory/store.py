@@ -10,6 +10,7 @@ plain model a stateful test compares the SQL backend against.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import AsyncIterator, Hashable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -29,6 +30,7 @@ from store.models import (
     Provenance,
     PurgeReport,
     RedactReport,
+    SearchPage,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -73,7 +75,7 @@ from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import Limits
 from store.rules.pending import PENDING_CACHE_SIZE, PendingCounts
 from store.rules.prefix import Prefix, cut_prefix
-from store.rules.records import SessionRecord, TailRecord, now
+from store.rules.records import MessageRecord, SessionRecord, TailRecord, now
 from store.rules.retract import (
     RETRACT_STRATEGY,
     apply_retraction,
@@ -81,6 +83,8 @@ from store.rules.retract import (
     plan_retraction,
 )
 from store.rules.why import GroupFacts, explain, not_stored
+from store.search.hits import Candidate, make_hit, page, score
+from store.search.request import SearchRequest
 from store.telemetry import Unchanged
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -98,11 +102,21 @@ def _by_key(item: tuple[tuple[str, str], SessionRecord]) -> tuple[str, str]:
     return item[0]
 
 
+def _holder_order(copy: tuple[SessionRecord, MessageRecord]) -> tuple[int, str]:
+    """Which copy of a row a tenant-wide search shows: the session that stored it, else
+    a superseded tail holding it, else the first branch by id."""
+    session, row = copy
+    rank = 0 if session.session_id == row.stored_by else 1 if session.tail_of else 2
+    return rank, session.session_id
+
+
 @dataclass
 class MemoryDatabase:
     """What a database would hold: every tenant's sessions, by ``(tenant, session_id)``."""
 
     sessions: dict[tuple[str, str], SessionRecord] = field(default_factory=dict)
+    cursor_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
+    """The key that signs search cursors."""
 
 
 @dataclass(frozen=True)
@@ -818,6 +832,51 @@ class InMemoryHistoryStore(BackendBase):
         session.next_seq = tail.next_seq
         params = tail_restore_params(event.id, new_tail)
         return out.record(session, phase="restore", strategy="restore", params=params)
+
+    async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
+        if session_id is not None:
+            rows = [(self._get(session_id), r) for r in self._get(session_id).rows.values()]
+        else:
+            rows = self._tenant_rows()
+        found = [c for s, r in rows if (c := self._candidate(request, s, r)) is not None]
+        return page(self._db.cursor_key, request, session_id, found)
+
+    def _tenant_rows(self) -> list[tuple[SessionRecord, MessageRecord]]:
+        """Every row of the tenant once, under the branch that stored it (a copy's
+        session, when that no longer holds it: a superseded tail first, then by id)."""
+        held: dict[int, list[tuple[SessionRecord, MessageRecord]]] = {}
+        for (tenant, _), session in sorted(self._db.sessions.items(), key=_by_key):
+            if tenant == self._tenant:
+                for row in session.rows.values():
+                    held.setdefault(row.key, []).append((session, row))
+        return [min(copies, key=_holder_order) for copies in held.values()]
+
+    @staticmethod
+    def _candidate(
+        request: SearchRequest, session: SessionRecord, row: MessageRecord
+    ) -> Candidate | None:
+        """The hit on ``row`` of ``session`` when it passes the request's filters."""
+        group = session.groups[row.group_id]
+        if not request.include_excluded and group.excluded:
+            return None
+        if request.excluded_only and not group.excluded:
+            return None
+        if request.roles is not None and row.message.role not in request.roles:
+            return None
+        found = score(request.query, row.message)
+        if found is None:
+            return None
+        return make_hit(
+            request.query,
+            row.message,
+            session_id=session.session_id,
+            seq=row.seq,
+            group_id=row.group_id,
+            excluded=group.excluded,
+            excluded_by=group.event_id,
+            score=found,
+            stored_at=row.stored_at,
+        )
 
     async def _branches(self, session_id: str) -> list[BranchInfo]:
         session = self._get(session_id)

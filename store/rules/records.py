@@ -82,6 +82,8 @@ class MessageRecord:
     key: int = field(default_factory=_new_row_key)
     """The stored row's identity: a copy of the record (a branch holding the same row)
     keeps it, a message stored again under the same id gets a new one."""
+    stored_by: str = ""
+    """The session that appended the row ("" for a summary): copies keep it."""
 
     @property
     def effective(self) -> Message:
@@ -218,6 +220,7 @@ class SessionRecord:
                 tokens=count(message),
                 stored_at=now,
                 digest=stored_hash(message),
+                stored_by=self.session_id,
             )
             if source is not None:
                 row.source_system = source[0]

@@ -28,6 +28,7 @@ __all__ = [
     "SPAN_FORK",
     "SPAN_IMPORT",
     "SPAN_REWIND",
+    "SPAN_SEARCH",
     "STRATEGY",
     "TENANT",
     "TOKENS_AFTER",
@@ -46,6 +47,7 @@ SPAN_COMPACT: Final = "chatledger.compact"
 SPAN_IMPORT: Final = "chatledger.import"
 SPAN_FORK: Final = "chatledger.fork"
 SPAN_REWIND: Final = "chatledger.rewind"
+SPAN_SEARCH: Final = "chatledger.search"
 
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """The session id (span attribute only)."""

@@ -74,8 +74,9 @@ OFF = Operation(None, None)
 
 
 @contextmanager
-def operation(name: str, tenant: str, session_id: str) -> Iterator[Operation]:
-    """Trace the store operation ``name`` on one session (nothing when off)."""
+def operation(name: str, tenant: str, session_id: str | None) -> Iterator[Operation]:
+    """Trace the store operation ``name`` on one session, or on the tenant when
+    ``session_id`` is None (nothing when off)."""
     tools = instruments()
     if tools is None:
         yield OFF
@@ -83,7 +84,9 @@ def operation(name: str, tenant: str, session_id: str) -> Iterator[Operation]:
     if tools.tracer is None:
         yield Operation(tools, None)
         return
-    attributes = {names.CONVERSATION_ID: session_id, names.TENANT: tenant}
+    attributes = {names.TENANT: tenant}
+    if session_id is not None:
+        attributes[names.CONVERSATION_ID] = session_id
     with tools.tracer.start_as_current_span(name, attributes=attributes) as span:
         yield Operation(tools, span)
 
