@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection
 from store.sql.drivers.engine import create_engine
 from store.sql.migrations.migrator import record_step
 from store.sql.schema import TABLE_PREFIX, metadata
+from store.sql.search.index import INDEX_OBJECTS
 
 VERSION_TABLE = "chatledger_alembic_version"
 
@@ -37,7 +38,11 @@ target_metadata = metadata
 def include_object(
     obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any
 ) -> bool:
-    """Only chatledger's own tables (and what belongs to them) take part."""
+    """Only chatledger's own tables (and what belongs to them) take part; the search
+    index's objects (made by :mod:`store.sql.search.index`, not by the metadata) stay
+    out of the comparison."""
+    if name is not None and str(name).startswith(INDEX_OBJECTS):
+        return False
     if type_ == "table":
         return bool(name) and str(name).startswith(TABLE_PREFIX)
     table = getattr(obj, "table", None)

@@ -83,7 +83,7 @@ from store.rules.retract import (
     plan_retraction,
 )
 from store.rules.why import GroupFacts, explain, not_stored
-from store.search.hits import Candidate, make_hit, page, score
+from store.search.hits import Candidate, candidate, make_hit, page, score
 from store.search.request import SearchRequest
 from store.telemetry import Unchanged
 from strategies.base import CompactionStrategy
@@ -866,7 +866,7 @@ class InMemoryHistoryStore(BackendBase):
         found = score(request.query, row.message)
         if found is None:
             return None
-        return make_hit(
+        hit = make_hit(
             request.query,
             row.message,
             session_id=session.session_id,
@@ -875,8 +875,8 @@ class InMemoryHistoryStore(BackendBase):
             excluded=group.excluded,
             excluded_by=group.event_id,
             score=found,
-            stored_at=row.stored_at,
         )
+        return candidate(hit, row.stored_at)
 
     async def _branches(self, session_id: str) -> list[BranchInfo]:
         session = self._get(session_id)

@@ -3,7 +3,7 @@ every backend: the snippet and its highlights, the position, the cursor.
 
 A backend finds the matching messages and their scores (its index, or
 :func:`score` in Python); :func:`make_hit` builds each hit, :func:`page` orders
-candidates and cuts a page after a cursor, :func:`next_cursor` signs where the next
+candidates and cuts the page a cursor asks for, :func:`cut_page` signs where the next
 page starts.
 """
 
@@ -28,7 +28,7 @@ from store.search.snippet import make_snippet
 from store.search.text import indexable_text, message_text, tokens
 from strategies.messages import Message
 
-__all__ = ["Candidate", "make_hit", "next_cursor", "page", "resume_after", "score"]
+__all__ = ["Candidate", "candidate", "cut_page", "make_hit", "page", "resume_at", "score"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +59,10 @@ def make_hit(
     excluded: bool,
     excluded_by: str | None,
     score: float,
-    stored_at: datetime,
-) -> Candidate:
+) -> SearchHit:
     """The hit on ``message`` (its snippet built from what the model reads of it)."""
     snippet = make_snippet(message_text(message), query)
-    hit = SearchHit(
+    return SearchHit(
         session_id=session_id,
         message_id=message.message_id,
         seq=seq,
@@ -76,20 +75,32 @@ def make_hit(
         score=score,
         created_at=message.created_at,
     )
-    when = message.created_at or stored_at
-    return Candidate(hit_order(score, when, seq, session_id, seq), hit)
 
 
-def resume_after(key: bytes, request: SearchRequest, session_id: str | None) -> Position | None:
-    """Where the request's cursor resumes (None: from the start)."""
+def candidate(hit: SearchHit, stored_at: datetime) -> Candidate:
+    """``hit`` with where it sorts (its message stored at ``stored_at``)."""
+    when = hit.created_at or stored_at
+    return Candidate(hit_order(hit.score, when, hit.seq, hit.session_id, hit.seq), hit)
+
+
+def resume_at(key: bytes, request: SearchRequest, session_id: str | None) -> int:
+    """The offset the request's cursor resumes at (0: from the start)."""
     if request.cursor is None:
-        return None
+        return 0
     return after_cursor(decode_cursor(key, request.cursor), request, session_id)
 
 
-def next_cursor(key: bytes, request: SearchRequest, session_id: str | None, last: Position) -> str:
-    """The cursor of the page after the one ending at ``last``."""
-    return encode_cursor(key, cursor_payload(request, session_id, last))
+def cut_page(
+    key: bytes, request: SearchRequest, session_id: str | None, offset: int, hits: list[SearchHit]
+) -> SearchPage:
+    """The page of ``hits`` (up to one more than the limit, from ``offset`` on)."""
+    more = len(hits) > request.limit
+    cursor = (
+        encode_cursor(key, cursor_payload(request, session_id, offset + request.limit))
+        if more
+        else None
+    )
+    return SearchPage(hits=hits[: request.limit], next_cursor=cursor)
 
 
 def page(
@@ -99,12 +110,7 @@ def page(
     candidates: Iterable[Candidate],
 ) -> SearchPage:
     """The page of ``candidates`` the request asks for (all of them given, any order)."""
-    start = resume_after(key, request, session_id)
-    ordered = sorted(
-        (c for c in candidates if start is None or c.position > start),
-        key=lambda c: c.position,
-    )
-    taken = ordered[: request.limit]
-    more = len(ordered) > request.limit
-    cursor = next_cursor(key, request, session_id, taken[-1].position) if more else None
-    return SearchPage(hits=[c.hit for c in taken], next_cursor=cursor)
+    offset = resume_at(key, request, session_id)
+    ordered = sorted(candidates, key=lambda c: c.position)
+    window = ordered[offset : offset + request.limit + 1]
+    return cut_page(key, request, session_id, offset, [c.hit for c in window])

@@ -5,8 +5,9 @@ its hits.
 :meth:`~store.contract.HistoryBackend.search` into a :class:`SearchRequest`, or refuses
 them with one line of :class:`~store.errors.InvalidInput`. Hits are ordered by
 :func:`hit_order`: best score first, then newest first (``created_at``, then the order
-of storage), then by session and ``seq``, so that a page boundary is one point of a
-total order and a cursor resumes exactly after it (:func:`after_cursor`).
+of storage), then by session and ``seq``: a total order, so that pages cut from it
+never overlap. A cursor carries the search's scope and the offset of the next page
+(:func:`after_cursor`): pages are exact while nothing is written between them.
 """
 
 from __future__ import annotations
@@ -101,16 +102,6 @@ class Position:
     session_id: str
     seq: int
 
-    def payload(self) -> dict[str, JsonValue]:
-        """The position as a cursor carries it."""
-        return {
-            "rank": self.rank,
-            "age": self.age,
-            "stored": self.stored,
-            "session": self.session_id,
-            "seq": self.seq,
-        }
-
 
 def hit_order(
     score: float, created_at: datetime, stored: int, session_id: str, seq: int
@@ -127,27 +118,20 @@ def scope_of(request: SearchRequest, session_id: str | None) -> str:
 
 
 def cursor_payload(
-    request: SearchRequest, session_id: str | None, last: Position
+    request: SearchRequest, session_id: str | None, offset: int
 ) -> dict[str, JsonValue]:
-    """What the cursor after ``last`` carries."""
-    return {"scope": scope_of(request, session_id), **last.payload()}
-
-
-def _number(payload: dict[str, JsonValue], key: str) -> float:
-    value = payload.get(key)
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        raise InvalidInput("invalid search cursor: it holds no position")
-    return float(value)
+    """What the cursor of the page starting at hit ``offset`` carries."""
+    return {"scope": scope_of(request, session_id), "offset": offset}
 
 
 def after_cursor(
     payload: dict[str, JsonValue], request: SearchRequest, session_id: str | None
-) -> Position:
-    """The position a cursor resumes after; :class:`InvalidInput` when it was issued
-    for another search (query, session or filters) or holds no position."""
+) -> int:
+    """The offset a cursor resumes at; :class:`InvalidInput` when it was issued for
+    another search (query, session or filters) or holds no offset."""
     if payload.get("scope") != scope_of(request, session_id):
         raise InvalidInput("this cursor belongs to another search (query, session or filters)")
-    stored, seq, session = payload.get("stored"), payload.get("seq"), payload.get("session")
-    if not isinstance(stored, int) or not isinstance(seq, int) or not isinstance(session, str):
+    offset = payload.get("offset")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
         raise InvalidInput("invalid search cursor: it holds no position")
-    return Position(_number(payload, "rank"), _number(payload, "age"), stored, session, seq)
+    return offset

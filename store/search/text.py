@@ -47,6 +47,7 @@ from functools import lru_cache
 from itertools import groupby
 from typing import Final
 
+from store.rules.identity import is_tombstone
 from strategies.messages import Message
 from strategies.tokenizers.counting import message_texts
 
@@ -62,6 +63,7 @@ __all__ = [
     "message_text",
     "normalize",
     "scan",
+    "search_text_of",
     "tokens",
 ]
 
@@ -255,3 +257,11 @@ def _capped(found: list[str]) -> list[str]:
 def indexable_text(message: Message) -> str:
     """The normalized text to index for ``message``, within PostgreSQL's limits."""
     return " ".join(_capped(tokens(message_text(message))))
+
+
+def search_text_of(message: Message) -> str | None:
+    """What a stored row of ``message`` keeps for search: its :func:`indexable_text`, or
+    None when it is not searchable (a redaction's tombstone, nothing to index)."""
+    if is_tombstone(message):
+        return None
+    return indexable_text(message) or None

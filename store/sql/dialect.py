@@ -21,6 +21,7 @@ capability                  SQLite    PostgreSQL  used by
 ``secure_delete``           yes       no          erasure: freed content zeroed
 ``wal_checkpoint``          yes       no          erasure: the log truncated
 ``vacuum_tables``           no        yes         ``VACUUM`` of the tables, not the file
+``full_text``               FTS5      tsvector    :mod:`store.sql.search`
 ==========================  ========  ==========  ==============================
 
 .. [1] From SQLite 3.38, which always has ``json_each``.
@@ -33,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from sqlalchemy import Table
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
@@ -106,6 +107,10 @@ class Capabilities:
     """``ALTER TABLE`` drops and adds a CHECK constraint (PostgreSQL); without it the
     constraint lives in the table's stored definition (SQLite), which a migration
     widens as SQLite's documentation describes (``writable_schema``)."""
+    full_text: Literal["fts5", "tsvector"]
+    """How messages are indexed for search: an FTS5 table over the messages' rows kept
+    by triggers (SQLite), or a GIN index on ``to_tsvector('simple', ...)`` (PostgreSQL);
+    :mod:`store.sql.search`."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -128,6 +133,7 @@ SUPPORTED: dict[str, Capabilities] = {
         wal_checkpoint=True,
         vacuum_tables=False,
         alter_constraints=False,
+        full_text="fts5",
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -147,6 +153,7 @@ SUPPORTED: dict[str, Capabilities] = {
         wal_checkpoint=False,
         vacuum_tables=True,
         alter_constraints=True,
+        full_text="tsvector",
         insert=postgresql_insert,
     ),
 }

@@ -56,6 +56,7 @@ from store.formats._common import describe_validation
 from store.models import SessionInfo, StoredMessage
 from store.rules.identity import REDACTED_HASH, hashed_contents, is_tombstone
 from store.rules.storage_json import MESSAGE_FORMAT
+from store.search.text import search_text_of
 from store.sql.codec import (
     ENCODED,
     INLINE,
@@ -306,7 +307,7 @@ COLUMNS: tuple[Column, ...] = (
 """The columns a message is read from, in the order of the row (see the module
 docstring); a column's position here is its position in the row."""
 
-UNREAD_COLUMNS = ("tenant", "session_id", "content_hash", "group_kind")
+UNREAD_COLUMNS = ("tenant", "session_id", "content_hash", "group_kind", "search_text")
 """Not needed to map a row: every query is filtered by tenant and session, and a read
 of history selects the kind as one column, the row's where it is stored, else its
 group's (:mod:`store.sql.history`)."""
@@ -550,6 +551,18 @@ def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
     return cast(Message, _row_message(row, tenant, session_id))
 
 
+def original_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
+    """The message as appended (no reduction) of a row of :func:`message_columns`;
+    :class:`~store.errors.CorruptRowError` when the row does not validate."""
+    try:
+        return _general(row, tenant, session_id)[0]
+    except _MAPPED as error:
+        seq = row[_SEQ] if isinstance(row[_SEQ], int) else None
+        raise CorruptRowError(
+            _reason(error), tenant=tenant, session_id=session_id, seq=seq
+        ) from error
+
+
 def stored_message(
     row: Sequence[Any], kind: str | None, *, tenant: str, session_id: str
 ) -> StoredMessage:
@@ -616,7 +629,7 @@ def message_to_values(
 ) -> dict[str, Any]:
     """The parameters of :data:`INSERT_MESSAGE` that message ``seq`` fills itself: its
     id, role, author, timestamp and hash, and its encoded contents and metadata (the
-    contents' JSON as hashing wrote it, where it did)."""
+    contents' JSON as hashing wrote it, where it did), and its searchable text."""
     digest, written = hashed_contents(message)
     if is_tombstone(message):
         digest = REDACTED_HASH
@@ -628,6 +641,7 @@ def message_to_values(
         "created_at": message.created_at,
         "metadata_json": encode_metadata(tenant, session_id, seq, message.metadata),
         "content_hash": digest,
+        "search_text": search_text_of(message),
     }
 
 

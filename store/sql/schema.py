@@ -77,6 +77,7 @@ __all__ = [
     "SCHEMA_REVISIONS",
     "SESSIONS",
     "SESSION_CHILD_TABLES",
+    "SETTINGS",
     "TABLE_PREFIX",
     "Base",
     "BranchRowRow",
@@ -89,6 +90,7 @@ __all__ = [
     "OpenCallRow",
     "SchemaRevisionRow",
     "SessionRow",
+    "SettingRow",
     "UTCDateTime",
     "metadata",
 ]
@@ -350,6 +352,11 @@ class MessageRow(Base):
     """The kind of the message's group when the message alone settles it (see
     :func:`settled_kind`); None otherwise, and in rows written before the column
     existed: a read then looks the group up."""
+    search_text: Mapped[str | None] = mapped_column(Text)
+    """What the model sees of the message, normalized for full-text search
+    (:func:`store.search.indexable_text`); None when it is not searchable: a
+    redacted message, a recall result, a row written with search off or by a release
+    without search."""
 
 
 class GroupRow(Base):
@@ -498,6 +505,16 @@ class SchemaRevisionRow(Base):
     """A process whose newest revision is :attr:`down_revision` keeps working with it."""
 
 
+class SettingRow(Base):
+    """A setting of the whole database (every tenant): ``search`` (``on`` or ``off``),
+    ``cursor_key`` (the hex key that signs search cursors)."""
+
+    __tablename__ = "chatledger_settings"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+
 SESSIONS = cast(Table, SessionRow.__table__)
 MESSAGES = cast(Table, MessageRow.__table__)
 GROUPS = cast(Table, GroupRow.__table__)
@@ -506,6 +523,7 @@ EARLY_RESULTS = cast(Table, EarlyResultRow.__table__)
 EVENTS = cast(Table, EventRow.__table__)
 EVENT_GROUPS = cast(Table, EventGroupRow.__table__)
 SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)
+SETTINGS = cast(Table, SettingRow.__table__)
 LINEAGE = cast(Table, LineageRow.__table__)
 BRANCH_ROWS = cast(Table, BranchRowRow.__table__)
 

@@ -76,6 +76,7 @@ from store.models import (
     Provenance,
     PurgeReport,
     RedactReport,
+    SearchPage,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -96,6 +97,7 @@ from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import Limits
 from store.rules.pending import PendingCounts
 from store.rules.records import now
+from store.search.request import SearchRequest
 from store.sql import audit, dialect
 from store.sql.annotation import stored_hashes
 from store.sql.append.retract import retract_last
@@ -133,6 +135,7 @@ from store.sql.schema import (
     SESSION_CHILD_TABLES,
     SESSIONS,
 )
+from store.sql.search.find import search_page
 from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.statements import chunks
 from store.sql.upkeep import erasure
@@ -940,8 +943,12 @@ class HistoryStore(BackendBase):
         async def operation(conn: AsyncConnection) -> RedactReport:
             session = await lock_session(conn, self._tenant, session_id)
             if session["branch"] is not None or session["shared"]:
-                return await redact_in_branches(conn, request)
-            return await erasure.redact_messages(conn, request)
+                report = await redact_in_branches(conn, request)
+            else:
+                report = await erasure.redact_messages(conn, request)
+            if report.redacted or report.summaries:
+                await erasure.erase_words(conn)
+            return report
 
         report = await self._write(operation)
         self._cache.discard(session_id)
@@ -955,6 +962,14 @@ class HistoryStore(BackendBase):
             params = {**event.params, erasure.FILE_ERASED_KEY: True}
             return report.model_copy(update={"event": event.model_copy(update={"params": params})})
         return report
+
+    # -- search -----------------------------------------------------------------------
+
+    @_connected
+    async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
+        """One read of the index and the rows it matches (:mod:`store.sql.search`)."""
+        async with self._engine.connect() as conn:
+            return await search_page(conn, self._tenant, request, session_id)
 
     # -- branches ---------------------------------------------------------------------
 

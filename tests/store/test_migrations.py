@@ -21,12 +21,15 @@ from store.sql.drivers.engine import create_engine
 from store.sql.migrations import VERSION_TABLE, current_revisions, downgrade, migrate
 from store.sql.migrations.revisions import head_revisions, script_location
 from store.sql.schema import metadata
+from store.sql.search.index import INDEX_OBJECTS
 from strategies.messages import Message
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _include(obj: Any, name: str | None, type_: str, reflected: bool, compare_to: Any) -> bool:
+    if name is not None and name.startswith(INDEX_OBJECTS):  # the search index's own
+        return False
     if type_ == "table":
         return bool(name and name.startswith("chatledger_"))
     return True

@@ -106,6 +106,7 @@ MESSAGE_COLUMNS: Final = (
     "source_id",
     "imported_at",
     "group_kind",
+    "search_text",
 )
 """The bound parameters of a message row, in the order of the compiled ``INSERT``."""
 

@@ -23,6 +23,7 @@ from sqlalchemy.engine import RowMapping
 
 from store.models import Provenance
 from store.rules.records import now
+from store.search.text import search_text_of
 from store.sql.append.inserts import DriverInsert
 from store.sql.codec import encode_contents, encode_metadata
 from strategies.groups import GroupInfo
@@ -169,6 +170,7 @@ class RowBuilder:
                     source_ids.get(message_id),
                     imported_at,
                     kind,
+                    search_text_of(message),
                 )
             )
             seq += 1

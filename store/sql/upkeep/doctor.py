@@ -568,6 +568,7 @@ async def _quarantine(
                 author_name=None,
                 created_at=None,
                 token_count=count(placeholder),
+                search_text=None,
                 reduced_contents=null(),  # SQL NULL, not JSON null
                 reduced_token_count=None,
                 reduced_event_id=None,

@@ -52,6 +52,7 @@ from store.sql.schema import (
     SESSION_CHILD_TABLES,
     SESSIONS,
 )
+from store.sql.search.index import erase_from_index
 from store.sql.sessions import lock_session
 from store.sql.statements import CHUNK, chunks
 from store.sql.upkeep.recount import rebuild_totals
@@ -64,6 +65,7 @@ __all__ = [
     "Redaction",
     "confirm_file_erasure",
     "erase_step",
+    "erase_words",
     "finish_redaction",
     "forget_hashes",
     "leftover_copies",
@@ -86,6 +88,12 @@ async def erase_step(conn: AsyncConnection) -> None:
     """Make the current write transaction zero what it frees, where the database can."""
     if dialect.of(conn).secure_delete:
         await conn.execute(text("PRAGMA secure_delete = ON"))
+
+
+async def erase_words(conn: AsyncConnection) -> None:
+    """At the end of an erasing transaction: the erased words leave the search index's
+    pages too (:func:`~store.sql.search.index.erase_from_index`)."""
+    await conn.run_sync(erase_from_index)
 
 
 async def _outside_transactions(engine: AsyncEngine, statement: str) -> Any:
@@ -204,6 +212,7 @@ async def purge_batch(
                 delete(table).where(table.c.tenant == tenant, table.c.session_id.in_(ids))
             )
         await collect(conn, tenant, owners - set(ids))
+        await erase_words(conn)
     return len(ids) == PURGE_BATCH
 
 
@@ -451,6 +460,7 @@ async def write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, message
             metadata=type_coerce(metadata, ENCODED),
             content_hash=REDACTED_HASH,
             token_count=r.count(message),
+            search_text=None,
             reduced_contents=null(),  # SQL NULL, not JSON null
             reduced_token_count=None,
             reduced_event_id=None,

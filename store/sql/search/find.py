@@ -1,0 +1,224 @@
+"""A page of search hits from the index (:mod:`store.sql.search.index`).
+
+One statement finds the matching rows of the session's owners (or of the tenant) and
+their scores in the index: FTS5's ``bm25`` (SQLite) or ``ts_rank`` (PostgreSQL). A
+tenant-wide search, and a search of a root, read those rows themselves, each stored
+once, with the exclusion its owner mirrors in the row; a branch's search reads its
+conversation (:func:`~store.sql.branches.rows.conversation`) limited to the matches,
+with its own exclusion state. Both order the page as :mod:`store.search.request`
+says, in SQL, and cut it by the cursor's offset; the hits are built by
+:func:`store.search.hits.make_hit`, as every backend builds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import (
+    Float,
+    and_,
+    bindparam,
+    column,
+    func,
+    literal_column,
+    select,
+    table,
+    tuple_,
+)
+from sqlalchemy.engine import RowMapping
+from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql import ColumnElement, Select
+
+from store.models import SearchHit, SearchPage
+from store.search.hits import cut_page, make_hit, resume_at
+from store.search.query import to_fts5, to_tsquery
+from store.search.request import SearchRequest
+from store.sql import dialect
+from store.sql.branches.rows import Lineage, conversation, lineage_of
+from store.sql.mapping import COLUMN_INDEX, message_columns, original_message
+from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
+from store.sql.search.index import FTS_TABLE, cursor_key
+from store.sql.sessions import read_session
+
+__all__ = ["search_page"]
+
+_FTS = table(FTS_TABLE, column("rowid"))
+_SIMPLE: ColumnElement[Any] = literal_column("'simple'::regconfig")
+_ROWID: ColumnElement[Any] = literal_column("chatledger_messages.rowid")
+
+
+def _matches(conn: AsyncConnection, tenant: str, owners: Sequence[str] | None) -> Any:
+    """The matching rows of ``owners`` (every owner of the tenant when None): their
+    ``owner``, ``seq`` and ``score`` (higher is better); the query bound as ``q``."""
+    m = MESSAGES.c
+    where: list[ColumnElement[bool]] = [m.tenant == tenant, m.search_text.is_not(None)]
+    if owners is not None:
+        where.append(m.session_id.in_(list(owners)))
+    if dialect.of(conn).full_text == "tsvector":
+        vector = func.to_tsvector(_SIMPLE, m.search_text)
+        query = func.to_tsquery(_SIMPLE, bindparam("q"))
+        score: Any = func.ts_rank(vector, query)
+        found = select(m.session_id.label("owner"), m.seq, score.label("score")).where(
+            *where, vector.op("@@")(query)
+        )
+    else:
+        rank = -func.bm25(literal_column(FTS_TABLE), type_=Float)
+        found = (
+            select(m.session_id.label("owner"), m.seq, rank.label("score"))
+            .select_from(
+                _FTS.join(MESSAGES, literal_column("chatledger_messages.rowid") == _FTS.c.rowid)
+            )
+            .where(literal_column(FTS_TABLE).op("MATCH")(bindparam("q")), *where)
+        )
+    return found.subquery("matched")
+
+
+def _filters(request: SearchRequest, columns: Mapping[str, Any]) -> list[ColumnElement[bool]]:
+    where: list[ColumnElement[bool]] = []
+    if not request.include_excluded:
+        where.append(columns["excluded"].is_(False))
+    if request.excluded_only:
+        where.append(columns["excluded"].is_(True))
+    if request.roles is not None:
+        where.append(columns["role"].in_(list(request.roles)))
+    return where
+
+
+def _ordered(query: Select[Any], rows: Any, offset: int, limit: int) -> Select[Any]:
+    when = func.coalesce(rows.c.created_at, rows.c.stored_at)
+    return (
+        query.order_by(rows.c.score.desc(), when.desc(), rows.c.seq.desc(), rows.c.owner_session_id)
+        .offset(offset)
+        .limit(limit + 1)
+    )
+
+
+def _stored_rows(tenant: str, matched: Any, request: SearchRequest) -> Any:
+    """The matching rows read as stored (a root's, or the tenant's)."""
+    m = MESSAGES.c
+    columns = {"excluded": m.excluded, "role": m.role}
+    return (
+        select(
+            *message_columns(),
+            m.session_id.label("owner_session_id"),
+            matched.c.score,
+        )
+        .select_from(
+            MESSAGES.join(
+                matched,
+                and_(m.tenant == tenant, m.session_id == matched.c.owner, m.seq == matched.c.seq),
+            )
+        )
+        .where(*_filters(request, columns))
+        .subquery("rows")
+    )
+
+
+def _branch_rows(tenant: str, lineage: Lineage, matched: Any, request: SearchRequest) -> Any:
+    """The matching rows of a branch's conversation, with its own state of each."""
+    pairs = select(matched.c.owner, matched.c.seq)
+
+    def where(columns: Mapping[str, ColumnElement[Any]]) -> list[ColumnElement[bool]]:
+        return [tuple_(columns["owner"], columns["seq"]).in_(pairs), *_filters(request, columns)]
+
+    rows = conversation(tenant, lineage, where).subquery("conversation")
+    return (
+        select(rows, matched.c.score)
+        .select_from(
+            rows.join(
+                matched,
+                and_(rows.c.owner_session_id == matched.c.owner, rows.c.seq == matched.c.seq),
+            )
+        )
+        .subquery("rows")
+    )
+
+
+async def _shown_under(conn: AsyncConnection, tenant: str, owners: set[str]) -> dict[str, str]:
+    """Tenant-wide, the session a kept holder's rows are shown under: the first branch
+    (by id) that reads them."""
+    s, lin = SESSIONS.c, LINEAGE.c
+    kept = select(s.session_id).where(
+        s.tenant == tenant, s.session_id.in_(sorted(owners)), s.branch == "kept"
+    )
+    readers = (
+        select(lin.owner_session_id, func.min(lin.session_id))
+        .where(lin.tenant == tenant, lin.owner_session_id.in_(kept))
+        .group_by(lin.owner_session_id)
+    )
+    return {str(owner): str(reader) for owner, reader in await conn.execute(readers)}
+
+
+_SEQ = COLUMN_INDEX["seq"]
+_GROUP = COLUMN_INDEX["group_id"]
+_EXCLUDED = COLUMN_INDEX["excluded"]
+_EVENT = COLUMN_INDEX["excluded_event_id"]
+_WIDTH = len(message_columns())
+
+
+def _hit(tenant: str, request: SearchRequest, row: Sequence[Any], shown_as: str) -> SearchHit:
+    owner = str(row[_WIDTH])
+    message = original_message(row[:_WIDTH], tenant=tenant, session_id=owner)
+    return make_hit(
+        request.query,
+        message,
+        session_id=shown_as,
+        seq=int(row[_SEQ]),
+        group_id=str(row[_GROUP]),
+        excluded=bool(row[_EXCLUDED]),
+        excluded_by=row[_EVENT],
+        score=float(row[-1]),
+    )
+
+
+async def search_page(
+    conn: AsyncConnection, tenant: str, request: SearchRequest, session_id: str | None
+) -> SearchPage:
+    """The page of hits ``request`` asks for (the tenant's, or ``session_id``'s)."""
+    key = await cursor_key(conn)
+    offset = resume_at(key, request, session_id)
+    session: RowMapping | None = None
+    lineage: Lineage | None = None
+    owners: list[str] | None = None
+    if session_id is not None:
+        session = await read_session(conn, tenant, session_id)
+        lineage = await lineage_of(conn, tenant, session)
+        owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments)})
+        owners += await _members_owners(conn, tenant, session_id)
+    matched = _matches(conn, tenant, owners)
+    if lineage is not None and lineage.segments:
+        rows = _branch_rows(tenant, lineage, matched, request)
+    else:
+        rows = _stored_rows(tenant, matched, request)
+    columns = [rows.c[c.key] for c in rows.c if c.key not in ("group_kind",)]
+    query = _ordered(select(*columns), rows, offset, request.limit)
+    params = {"q": _compiled(conn, request)}
+    found = (await conn.execute(query, params)).all()
+    shown = (
+        {}
+        if session_id is not None
+        else await _shown_under(conn, tenant, {str(r[_WIDTH]) for r in found})
+    )
+    hits = [
+        _hit(tenant, request, r, session_id or shown.get(str(r[_WIDTH]), str(r[_WIDTH])))
+        for r in found
+    ]
+    return cut_page(key, request, session_id, offset, hits)
+
+
+async def _members_owners(conn: AsyncConnection, tenant: str, session_id: str) -> list[str]:
+    """Owners of rows the branch holds beyond its lineage (summaries it kept)."""
+    b = BRANCH_ROWS.c
+    query = (
+        select(b.owner_session_id)
+        .where(b.tenant == tenant, b.session_id == session_id, b.member)
+        .distinct()
+    )
+    return [str(r[0]) for r in await conn.execute(query)]
+
+
+def _compiled(conn: AsyncConnection, request: SearchRequest) -> str:
+    if dialect.of(conn).full_text == "tsvector":
+        return to_tsquery(request.query)
+    return to_fts5(request.query)

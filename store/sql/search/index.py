@@ -1,0 +1,213 @@
+"""The search index of a database: its setting, its DDL, filling it, erasing from it.
+
+Every message row carries ``search_text`` (:func:`store.search.indexable_text`,
+written with the row by every append, import and summary; None for a tombstone or a
+recall result). The index over that column is a property of the whole database,
+``search`` in ``chatledger_settings``:
+
+* SQLite: the FTS5 table ``chatledger_search`` (``unicode61``, no diacritics folding:
+  the text is folded already) with the messages table as its external content, kept in
+  step by three triggers on ``chatledger_messages`` (insert, delete, update of
+  ``search_text``), so that every write path, a moved row included, keeps it current in
+  the same transaction. Where the SQLite library has FTS5's ``secure-delete`` (3.44),
+  a deleted text leaves the index's pages at once; otherwise :func:`erase_from_index`
+  merges the index (``optimize``) after an erasure, so its old pages are freed and, with
+  ``secure_delete``, zeroed.
+* PostgreSQL: the GIN index ``chatledger_messages_search_idx`` on
+  ``to_tsvector('simple', search_text)``; no extension. A deleted or redacted row's
+  entries go when ``VACUUM`` reclaims the dead row, which frees but never zeroes it.
+
+Turning search off drops the index (the column stays, so turning it on again builds
+the index from it without reading a message).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from typing import Final
+
+from sqlalchemy import func, select, tuple_, update
+from sqlalchemy.engine import Connection
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.errors import InvalidInput
+from store.search.text import search_text_of
+from store.sql import dialect
+from store.sql.mapping import message_columns, original_message
+from store.sql.schema import MESSAGES, SETTINGS
+
+__all__ = [
+    "FTS_TABLE",
+    "GIN_INDEX",
+    "INDEX_OBJECTS",
+    "create_index",
+    "cursor_key",
+    "drop_index",
+    "ensure_cursor_key",
+    "erase_from_index",
+    "fill_search_text",
+    "search_setting",
+    "set_search",
+]
+
+log = logging.getLogger("chatledger.search")
+
+FTS_TABLE: Final = "chatledger_search"
+GIN_INDEX: Final = "chatledger_messages_search_idx"
+INDEX_OBJECTS: Final = (FTS_TABLE, GIN_INDEX)
+"""Names of the index's objects, which the schema's metadata does not hold (the drift
+check leaves them, and FTS5's own tables, alone)."""
+FILL_BATCH: Final = 2000
+
+_FTS5_DDL: Final = (
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(search_text, "
+    "content='chatledger_messages', tokenize='unicode61 remove_diacritics 0')",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_inserted AFTER INSERT ON chatledger_messages "
+    f"WHEN new.search_text IS NOT NULL BEGIN INSERT INTO {FTS_TABLE}(rowid, search_text) "
+    "VALUES (new.rowid, new.search_text); END",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_deleted AFTER DELETE ON chatledger_messages "
+    f"WHEN old.search_text IS NOT NULL BEGIN INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, "
+    "search_text) VALUES ('delete', old.rowid, old.search_text); END",
+    f"CREATE TRIGGER IF NOT EXISTS {FTS_TABLE}_updated AFTER UPDATE OF search_text ON "
+    f"chatledger_messages BEGIN INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, search_text) "
+    "SELECT 'delete', old.rowid, old.search_text WHERE old.search_text IS NOT NULL; "
+    f"INSERT INTO {FTS_TABLE}(rowid, search_text) SELECT new.rowid, new.search_text "
+    "WHERE new.search_text IS NOT NULL; END",
+)
+_FTS5_DROP: Final = (
+    f"DROP TRIGGER IF EXISTS {FTS_TABLE}_inserted",
+    f"DROP TRIGGER IF EXISTS {FTS_TABLE}_deleted",
+    f"DROP TRIGGER IF EXISTS {FTS_TABLE}_updated",
+    f"DROP TABLE IF EXISTS {FTS_TABLE}",
+)
+_GIN_DDL: Final = (
+    f"CREATE INDEX IF NOT EXISTS {GIN_INDEX} ON chatledger_messages USING gin "
+    "(to_tsvector('simple'::regconfig, search_text)) WHERE search_text IS NOT NULL",
+)
+_GIN_DROP: Final = (f"DROP INDEX IF EXISTS {GIN_INDEX}",)
+
+
+def _secure_delete(conn: Connection) -> bool:
+    """Whether this SQLite library's FTS5 has ``secure-delete`` (3.44 and later)."""
+    version = conn.exec_driver_sql("SELECT sqlite_version()").scalar_one()
+    return tuple(int(p) for p in str(version).split(".")[:2]) >= (3, 44)
+
+
+def create_index(conn: Connection) -> None:
+    """Create the index over the rows' ``search_text`` (nothing when it exists)."""
+    caps = dialect.capabilities(conn.dialect)
+    if caps.full_text == "tsvector":
+        for statement in _GIN_DDL:
+            conn.exec_driver_sql(statement)
+        return
+    exists = conn.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS_TABLE,)
+    ).scalar_one()
+    for statement in _FTS5_DDL:
+        conn.exec_driver_sql(statement)
+    if not exists:
+        if _secure_delete(conn):
+            conn.exec_driver_sql(
+                f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rank) VALUES ('secure-delete', 1)"
+            )
+        conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('rebuild')")
+
+
+def drop_index(conn: Connection) -> None:
+    """Drop the index (the rows keep their ``search_text``)."""
+    caps = dialect.capabilities(conn.dialect)
+    for statement in _GIN_DROP if caps.full_text == "tsvector" else _FTS5_DROP:
+        conn.exec_driver_sql(statement)
+
+
+def _setting(conn: Connection, name: str) -> str | None:
+    found = conn.execute(select(SETTINGS.c.value).where(SETTINGS.c.name == name)).scalar()
+    return None if found is None else str(found)
+
+
+def _put(conn: Connection, name: str, value: str) -> None:
+    if _setting(conn, name) is None:
+        conn.execute(SETTINGS.insert().values(name=name, value=value))
+    else:
+        conn.execute(update(SETTINGS).where(SETTINGS.c.name == name).values(value=value))
+
+
+def search_setting(conn: Connection) -> bool:
+    """Whether search is on in this database."""
+    return _setting(conn, "search") != "off"
+
+
+def set_search(conn: Connection, on: bool) -> None:
+    """Turn search on (the index built) or off (the index dropped)."""
+    if on:
+        create_index(conn)
+    else:
+        drop_index(conn)
+    _put(conn, "search", "on" if on else "off")
+
+
+def ensure_cursor_key(conn: Connection) -> None:
+    """Give the database its cursor key when it has none."""
+    if _setting(conn, "cursor_key") is None:
+        _put(conn, "cursor_key", secrets.token_hex(32))
+
+
+async def cursor_key(conn: AsyncConnection) -> bytes:
+    """The key that signs this database's search cursors; refuses when search is off."""
+    rows = dict((await conn.execute(select(SETTINGS.c.name, SETTINGS.c.value))).tuples().all())
+    if rows.get("search") == "off":
+        raise InvalidInput(
+            "search is off in this database: `chatledger db search on` builds its index"
+        )
+    key = rows.get("cursor_key")
+    if key is None:
+        raise InvalidInput("this database has no search index yet: run `chatledger db upgrade`")
+    return bytes.fromhex(key)
+
+
+def fill_search_text(conn: Connection, *, batch: int = FILL_BATCH) -> int:
+    """Fill ``search_text`` of the rows that have none (written before search, or by an
+    earlier release), ``batch`` rows a statement, logging progress; the rows filled."""
+    m = MESSAGES.c
+    key = (m.tenant, m.session_id, m.seq)
+    total = conn.execute(select(func.count()).where(m.search_text.is_(None))).scalar_one()
+    done = filled = 0
+    last: tuple[str, str, int] | None = None
+    while True:
+        query = (
+            select(*key, *message_columns())
+            .where(m.search_text.is_(None))
+            .order_by(*key)
+            .limit(batch)
+        )
+        if last is not None:
+            query = query.where(tuple_(*key) > tuple_(*last))
+        rows = conn.execute(query).all()
+        if not rows:
+            break
+        for tenant, session_id, seq, *columns in rows:
+            message = original_message(columns, tenant=tenant, session_id=session_id)
+            text = search_text_of(message)
+            if text is not None:
+                where = (m.tenant == tenant, m.session_id == session_id, m.seq == seq)
+                conn.execute(update(MESSAGES).where(*where).values(search_text=text))
+                filled += 1
+        done += len(rows)
+        last = (rows[-1][0], rows[-1][1], int(rows[-1][2]))
+        log.info("search index: %s of %s messages read", f"{done:,}", f"{total:,}")
+    return filled
+
+
+def erase_from_index(conn: Connection) -> None:
+    """After an erasure (redaction, purge) on SQLite without FTS5's ``secure-delete``:
+    merge the index so the pages that held the erased words are freed (and, with
+    ``secure_delete``, zeroed). Nothing on PostgreSQL, or without an index."""
+    caps = dialect.capabilities(conn.dialect)
+    if caps.full_text != "fts5" or _secure_delete(conn):
+        return
+    exists = conn.exec_driver_sql(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", (FTS_TABLE,)
+    ).scalar_one()
+    if exists:
+        conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
