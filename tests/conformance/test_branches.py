@@ -639,6 +639,22 @@ async def test_a_rewind_to_the_start_restored_under_forks_of_forks(
     assert await _sent(store, "f1") == [*before, "v1", "w1"]
 
 
+async def test_retracting_the_last_row_a_deleted_parent_left(chat_store: HistoryBackend) -> None:
+    """A fork of a fork whose parents are deleted reads their kept rows; retracting the
+    one row the nearer parent had left takes it back and keeps the rest."""
+    store = chat_store
+    before = await _ids(store, "s")
+    await store.fork("s", new_session_id="f0")
+    await store.append("f0", [user("v1", "fork")])
+    await store.fork("f0", new_session_id="f2")
+    await store.delete_session("s")
+    await store.delete_session("f0")
+    retracted = await store.retract_last("f2")
+    assert retracted is not None and retracted.message_id == "v1"
+    assert await _ids(store, "f2") == before
+    assert await _sent(store, "f2") == before
+
+
 # -- branches and listing ----------------------------------------------------------------
 
 

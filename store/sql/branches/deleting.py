@@ -17,6 +17,7 @@ from sqlalchemy import and_, delete, func, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.records import now
+from store.sql.branches.rows import read_lineage
 from store.sql.branches.sharing import bump_lineage, readers_of
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 from store.sql.sessions import incarnation, metadata_value
@@ -236,7 +237,12 @@ async def adopt(conn: AsyncConnection, tenant: str, session_id: str, owner: str,
         .values(**values)
     )
     reads = (lin.tenant == tenant, lin.session_id == session_id, lin.owner_session_id == owner)
-    await conn.execute(update(LINEAGE).where(*reads).values(through_seq=seq - 1))
+    segments = (await read_lineage(conn, tenant, session_id)).segments
+    after = next(a for o, a, _ in segments if o == owner)
+    if seq - 1 <= after:  # it was the owner's only row the session read
+        await conn.execute(delete(LINEAGE).where(*reads))
+    else:
+        await conn.execute(update(LINEAGE).where(*reads).values(through_seq=seq - 1))
     await bump_lineage(conn, tenant, [session_id])
     await collect(conn, tenant, {owner})
     return True
