@@ -155,7 +155,8 @@ def ensure_cursor_key(conn: Connection) -> None:
 
 async def cursor_key(conn: AsyncConnection) -> bytes:
     """The key that signs this database's search cursors; refuses when search is off."""
-    rows = dict((await conn.execute(select(SETTINGS.c.name, SETTINGS.c.value))).tuples().all())
+    found = await conn.execute(select(SETTINGS.c.name, SETTINGS.c.value))
+    rows = {str(name): str(value) for name, value in found}
     if rows.get("search") == "off":
         raise InvalidInput(
             "search is off in this database: `chatledger db search on` builds its index"
