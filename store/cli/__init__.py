@@ -20,7 +20,8 @@
     chatledger purge --older-than 30d         remove old sessions for good (asks first)
     chatledger redact SESSION MESSAGE... --reason R   replace messages by tombstones
     chatledger doctor [SESSION] [--fix]       check for damage; repair what can be
-    chatledger db upgrade|downgrade|current|check|history
+    chatledger search QUERY [--session S]     messages that match, excluded ones too
+    chatledger db upgrade|downgrade|current|check|history|search on|off
     chatledger demo                           a long, tool-heavy scripted conversation
     chatledger import SOURCE...               chat logs of other systems, idempotently
     chatledger export SESSION... --format ID  sessions out, in the formats import reads
@@ -108,6 +109,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "store.cli._branch",
         "branches",
         "List a session's parent, forks and superseded tails.",
+    ),
+    "search": (
+        "store.cli._search",
+        "search",
+        'Search stored messages: words (all must match), "quoted phrases", prefix*.',
     ),
     "tenants": (
         "store.cli._read",

@@ -25,6 +25,19 @@ def db() -> None:
     """Create, upgrade and inspect the database schema."""
 
 
+def _progress() -> None:
+    """Print the search index's fill progress (a line a batch) on stderr."""
+    import logging
+
+    log = logging.getLogger("chatledger.search")
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("chatledger: %(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
 def _state(url: str | None) -> SchemaState:
     from store.sql.migrations import schema_state
 
@@ -69,6 +82,7 @@ def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: b
         before = _state(url).current
     except MigrationRequired:  # no database yet: nothing ran against it before
         before = ()
+    _progress()
     run(migrate(url, revision=revision))
     breaking = incompatible_between(before, revision)
     if breaking:
@@ -140,3 +154,30 @@ def history(url: str | None, as_json: bool) -> None:
     print_table(table, empty="No revisions.")
     if url is not None:
         echo("(* the revision the database is at)")
+
+
+@db.command("search")
+@click.argument("state", type=click.Choice(["on", "off"]), metavar="on|off")
+@url_option
+@json_option
+def search_switch(state: str, url: str | None, as_json: bool) -> None:
+    """Turn full-text search on (index every message; the default) or off (drop the
+    index: `search` then says so). Running processes see it when they reopen."""
+    from store.cli._common import open_store
+    from store.contract import DEFAULT_TENANT
+    from store.sql.search.index import switch_search
+    from store.sql.store import HistoryStore
+
+    async def action(store: object) -> int:
+        assert isinstance(store, HistoryStore)
+        return await switch_search(store.engine, state == "on")
+
+    _progress()
+    filled = run(open_store(url, DEFAULT_TENANT, action))
+    if as_json:
+        emit_json({"search": state, "filled": filled})
+        return
+    if state == "on":
+        echo(f"search is on: the index covers every message ({filled:,} filled now)")
+    else:
+        echo("search is off: the index is dropped; `chatledger db search on` builds it again")

@@ -43,6 +43,7 @@ from store.models import (
     Provenance,
     PurgeReport,
     RedactReport,
+    SearchPage,
     SessionInfo,
     SessionOrder,
     Stats,
@@ -532,3 +533,37 @@ class SyncHistoryStore:
         first.
         """
         return self._loop.run(self._store.branches(session_id))
+
+    def search(
+        self,
+        query: str,
+        *,
+        session_id: str | None = None,
+        include_excluded: bool = True,
+        excluded_only: bool = False,
+        roles: Iterable[str] | None = None,
+        limit: int = 20,
+        cursor: str | None = None,
+    ) -> SearchPage:
+        """Full-text search of the tenant's stored messages (``docs/search.md``): what
+        the model sees of each (text, reasoning, call names and arguments, results),
+        normalized by :func:`~store.search.normalize` (no case, no diacritics, CJK found
+        inside unspaced text). ``query`` is words (all must match), ``"quoted
+        phrases"`` and ``word*`` prefixes; anything else is
+        :class:`~store.errors.InvalidInput`. Best matches first, ties newest first,
+        ``limit`` a page; ``next_cursor`` continues it. Tenant-wide, a message shared by
+        branches is one hit, under the session that stored it; with ``session_id``, the
+        session's whole conversation with its own exclusion state. Summaries and
+        redacted messages are searched as they read now.
+        """
+        return self._loop.run(
+            self._store.search(
+                query,
+                session_id=session_id,
+                include_excluded=include_excluded,
+                excluded_only=excluded_only,
+                roles=roles,
+                limit=limit,
+                cursor=cursor,
+            )
+        )

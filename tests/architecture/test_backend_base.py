@@ -224,6 +224,7 @@ EVERY_METHOD: list[tuple[str, Call]] = [
     ("import_messages", lambda s: s.import_messages("s", [_hi()])),
     ("purge", lambda s: s.purge(older_than=datetime(2000, 1, 1).astimezone())),
     ("redact", lambda s: s.redact("s", ["m1"], reason="asked")),
+    ("search", lambda s: s.search("hello")),
 ]
 
 BAD_ARGUMENTS: list[tuple[str, Call]] = [

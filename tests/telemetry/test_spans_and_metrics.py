@@ -102,6 +102,24 @@ async def test_import_span(any_store: HistoryBackend, collected: Collected) -> N
     assert collected.total(names.TOKENS_STORED) == (await any_store.stats(SESSION)).stored_tokens
 
 
+async def test_search_fork_and_rewind_spans(
+    any_store: HistoryBackend, collected: Collected
+) -> None:
+    await any_store.append(SESSION, _turns(2))
+    await any_store.search("turn")
+    await any_store.search("turn", session_id=SESSION)
+    wide, scoped = collected.spans(names.SPAN_SEARCH)
+    assert names.CONVERSATION_ID not in dict(wide.attributes or {})
+    assert dict(scoped.attributes or {})[names.CONVERSATION_ID] == SESSION
+    fork = await any_store.fork(SESSION, new_session_id="forked")
+    [forked] = collected.spans(names.SPAN_FORK)
+    assert dict(forked.attributes or {})[names.CONVERSATION_ID] == SESSION
+    event = await any_store.rewind(fork.session_id, to=None)
+    [rewound] = collected.spans(names.SPAN_REWIND)
+    assert event is not None
+    assert dict(rewound.attributes or {})[names.CONVERSATION_ID] == "forked"
+
+
 async def test_metrics_never_carry_a_session_id(
     any_store: HistoryBackend, collected: Collected
 ) -> None:

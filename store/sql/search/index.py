@@ -29,7 +29,7 @@ from typing import Final
 
 from sqlalchemy import func, select, tuple_, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.errors import InvalidInput
 from store.search.text import search_text_of
@@ -49,6 +49,7 @@ __all__ = [
     "fill_search_text",
     "search_setting",
     "set_search",
+    "switch_search",
 ]
 
 log = logging.getLogger("chatledger.search")
@@ -212,3 +213,16 @@ def erase_from_index(conn: Connection) -> None:
     ).scalar_one()
     if exists:
         conn.exec_driver_sql(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('optimize')")
+
+
+async def switch_search(engine: AsyncEngine, on: bool) -> int:
+    """Turn search on (rows without ``search_text`` filled, the index built) or off (the
+    index dropped), in one transaction; the rows filled."""
+    async with engine.begin() as conn:
+
+        def step(sync: Connection) -> int:
+            filled = fill_search_text(sync) if on else 0
+            set_search(sync, on)
+            return filled
+
+        return await conn.run_sync(step)
