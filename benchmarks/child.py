@@ -553,8 +553,90 @@ async def _branches(system: System, spec: ChildSpec) -> Metrics:
     return metrics
 
 
+SEARCH_QUERIES = ("invoice forecast", '"latency report"', "dash*")
+"""The queries :func:`_search` times: two words, a phrase, a prefix (the generator's
+vocabulary)."""
+_DIRECT_ORDER = (
+    "ORDER BY score DESC, coalesce(m.created_at, m.stored_at) DESC, m.seq DESC, "
+    "m.session_id LIMIT 21"
+)
+_DIRECT = {
+    "fts5": (
+        "SELECT m.session_id, m.seq, m.message_id, m.role, m.contents, "
+        "-bm25(chatledger_search) AS score FROM chatledger_search JOIN chatledger_messages m "
+        "ON m.rowid = chatledger_search.rowid WHERE chatledger_search MATCH :q "
+        "AND m.tenant = :tenant {scope}" + _DIRECT_ORDER
+    ),
+    "tsvector": (
+        "SELECT m.session_id, m.seq, m.message_id, m.role, m.contents, "
+        "ts_rank(to_tsvector('simple'::regconfig, m.search_text), "
+        "to_tsquery('simple'::regconfig, :q)) AS score FROM chatledger_messages m "
+        "WHERE m.search_text IS NOT NULL AND to_tsvector('simple'::regconfig, m.search_text) "
+        "@@ to_tsquery('simple'::regconfig, :q) AND m.tenant = :tenant {scope}" + _DIRECT_ORDER
+    ),
+}
+"""The limit: the same normalized query, ordered and cut as the store's, in one
+statement that reads the rows and builds no hit."""
+
+
+async def _search(system: System, spec: ChildSpec) -> Metrics:
+    """The first page of each of :data:`SEARCH_QUERIES` over the stored messages,
+    tenant-wide and scoped to the session, against the same query run directly
+    (:data:`_DIRECT`), interleaved, ``spec.repeats`` rounds (the first a warm-up)."""
+    from sqlalchemy import text
+
+    from store.search import parse_query, to_fts5, to_tsquery
+    from store.sql import dialect
+
+    await system.open(create=False)
+    store = getattr(system, "store", None)
+    if store is None or not hasattr(store, "search"):
+        await system.close()
+        raise Unavailable(f"{spec.system} has no search")
+    session = system.session_id  # type: ignore[attr-defined]
+    kinds = ("wide", "scoped")
+    samples: dict[str, list[float]] = {f"{w}_{k}": [] for w in ("store", "direct") for k in kinds}
+    hits = 0
+    try:
+        async with store.engine.connect() as conn:
+            index = dialect.of(conn).full_text
+        compile_query = to_tsquery if index == "tsvector" else to_fts5
+        for round_ in range(spec.repeats + 1):
+            for query in SEARCH_QUERIES:
+                compiled = compile_query(parse_query(query))
+                for kind in kinds:
+                    scoped = session if kind == "scoped" else None
+                    gc.collect()
+                    start = time.perf_counter()
+                    page = await store.search(query, session_id=scoped)
+                    took = time.perf_counter() - start
+                    scope = "AND m.session_id = :session " if scoped else ""
+                    statement = text(_DIRECT[index].format(scope=scope))
+                    params = {"q": compiled, "tenant": store.tenant, "session": session}
+                    gc.collect()
+                    start = time.perf_counter()
+                    async with store.engine.connect() as conn:
+                        (await conn.execute(statement, params)).all()
+                    direct = time.perf_counter() - start
+                    if round_:
+                        samples[f"store_{kind}"].append(took)
+                        samples[f"direct_{kind}"].append(direct)
+                        hits = max(hits, len(page.hits))
+    finally:
+        await system.close()
+    metrics: Metrics = {"hits": hits}
+    for kind in kinds:
+        mine = statistics.median(samples[f"store_{kind}"])
+        limit = statistics.median(samples[f"direct_{kind}"])
+        metrics.update(
+            {f"{kind}_s": mine, f"{kind}_direct_s": limit, f"{kind}_ratio": mine / limit}
+        )
+    return metrics
+
+
 WORKLOADS: dict[str, Callable[[System, ChildSpec], Awaitable[Metrics]]] = {
     "branches": _branches,
+    "search": _search,
     "build": _build,
     "bulk_import": _bulk_import,
     "per_turn": _per_turn,

@@ -57,6 +57,20 @@ _WRITER_METRICS: list[tuple[str, str, float]] = [
 
 # workload -> (title, what the size counts, [(metric, column, scale)])
 SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
+    "search": (
+        "Search: the first page (20 hits) of a two-word query, a phrase and a prefix over "
+        "the stored messages, tenant-wide and scoped to the session, against the same "
+        "normalized query run directly in one statement (the limit; ratios)",
+        "messages",
+        [
+            ("wide_s", "tenant-wide ms", 1e3),
+            ("wide_direct_s", "direct ms", 1e3),
+            ("wide_ratio", "tenant-wide / direct", 1.0),
+            ("scoped_s", "scoped ms", 1e3),
+            ("scoped_direct_s", "direct ms", 1e3),
+            ("scoped_ratio", "scoped / direct", 1.0),
+        ],
+    ),
     "branches": (
         "Branches: a fork of the stored session at its end (no message row written), and "
         "the per-turn cost on the root and on forks of depth 1 and 10 of it, turns "

@@ -39,7 +39,9 @@ from benchmarks.pg import PgAdmin
 __all__ = ["PRESETS", "Case", "CaseResult", "Config", "Runner"]
 
 REPO = Path(__file__).resolve().parents[1]
-TEMPLATED = frozenset({"per_turn", "projection", "full_read", "full_read_tools", "branches"})
+TEMPLATED = frozenset(
+    {"per_turn", "projection", "full_read", "full_read_tools", "branches", "search"}
+)
 ALL_WORKLOADS = (
     "per_turn",
     "bulk_import",
@@ -52,6 +54,7 @@ ALL_WORKLOADS = (
     "shared_session",
     "deferred_compaction",
     "branches",
+    "search",
 )
 SCALE = frozenset({"many_sessions", "many_writers", "shared_session", "deferred_compaction"})
 """Workloads whose sizes are not messages (sessions, writers, turns): mid-size runs."""
@@ -270,7 +273,7 @@ class Runner:
         }
         if workload in scale:
             return scale[workload]
-        if workload == "branches" and spec.peer:
+        if workload in ("branches", "search") and spec.peer:
             return ()  # chatledger's alone
         sizes = config.peer_sizes
         if not spec.peer:

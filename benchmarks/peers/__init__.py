@@ -167,6 +167,7 @@ REGISTRY: dict[str, SystemSpec] = {
                 "shared_session",
                 "deferred_compaction",
                 "branches",
+                "search",
             }
         ),
     ),
@@ -178,7 +179,7 @@ REGISTRY: dict[str, SystemSpec] = {
         description="chatledger HistoryStore on PostgreSQL (asyncpg)",
         missing_reason="store not yet available",
         workloads=frozenset(
-            {"per_turn", "projection", "many_writers", "shared_session", "branches"}
+            {"per_turn", "projection", "many_writers", "shared_session", "branches", "search"}
         ),
     ),
     "agent_framework": SystemSpec(
@@ -219,7 +220,14 @@ REGISTRY: dict[str, SystemSpec] = {
 
 
 WORKING_TREE_ONLY = frozenset(
-    {"many_sessions", "many_writers", "shared_session", "deferred_compaction", "branches"}
+    {
+        "many_sessions",
+        "many_writers",
+        "shared_session",
+        "deferred_compaction",
+        "branches",
+        "search",
+    }
 )
 """Workloads a ``--baseline`` twin does not run (their harness needs today's store;
 ``full_read_tools`` is ``full_read`` on another data set, which any store can hold)."""

@@ -37,12 +37,14 @@ letters and digits, so the escapes never apply to normalized text.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from store.errors import InvalidInput
-from store.search.text import Word, cjk_tokens, scan
+from store.search.text import MAX_TOKEN_CHARS, Word, cjk_tokens, scan
 
 __all__ = [
     "MAX_QUERY_CHARS",
@@ -55,6 +57,7 @@ __all__ = [
     "matches",
     "parse_query",
     "query_tokens",
+    "scanned_spans",
     "to_fts5",
     "to_tsquery",
 ]
@@ -67,6 +70,8 @@ MIN_PREFIX_CHARS: Final = 2
 """The shortest prefix (``a*`` would scan a whole index)."""
 
 _OPERATORS: Final = frozenset({"AND", "OR", "NOT", "NEAR"})
+_EXPONENT: Final = re.compile(r"(?<![A-Za-z0-9])[0-9]+[eE][0-9]+")
+"""A number with an exponent (``12e3``): the index cuts a word after one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,12 +286,54 @@ def _run_spans(phrase: Phrase, words: Sequence[Word]) -> Iterator[tuple[int, int
             index = word.text.find(run, index + 1)
 
 
+def _plain(query: Query) -> bool:
+    """Whether every phrase is of ASCII words of less than :data:`MAX_TOKEN_CHARS`
+    characters, none of them a number with an exponent (such words match in ASCII text
+    as a regular expression finds them)."""
+    return all(
+        not phrase.cjk
+        and all(
+            t.isascii() and len(t) < MAX_TOKEN_CHARS and not _EXPONENT.search(t)
+            for t in phrase.tokens
+        )
+        for term in query.terms
+        for phrase in term.phrases
+    )
+
+
+@lru_cache(maxsize=256)
+def _phrase_pattern(tokens: tuple[str, ...], prefix: bool) -> re.Pattern[str]:
+    words = [re.escape(t) for t in tokens]
+    if prefix:
+        words[-1] += "[A-Za-z0-9]*"
+    body = "[^A-Za-z0-9]+".join(words)
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{body})(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def _ascii_spans(query: Query, text: str) -> list[tuple[int, int, int]]:
+    """:func:`match_spans` of ASCII text and a :func:`_plain` query, by regular
+    expressions (a word of ASCII text is a run of letters and digits, lowercased)."""
+    found: list[tuple[int, int, int]] = []
+    for number, term in enumerate(query.terms):
+        for phrase in term.phrases:
+            pattern = _phrase_pattern(phrase.tokens, phrase.prefix)
+            found.extend((m.start(), m.end(), number) for m in pattern.finditer(text))
+    return sorted(found)
+
+
 def match_spans(query: Query, text: str) -> list[tuple[int, int, int]]:
     """Where ``query`` matches in the original ``text``: ``(start, end, term)`` for every
     occurrence of every phrase (``term`` is the term's index), sorted by position.
 
     Folding is honoured ("meteo" finds "Météo"); a term matching nowhere adds nothing.
     """
+    if text.isascii() and _plain(query) and not _EXPONENT.search(text):
+        return _ascii_spans(query, text)
+    return scanned_spans(query, text)
+
+
+def scanned_spans(query: Query, text: str) -> list[tuple[int, int, int]]:
+    """:func:`match_spans` by scanning ``text`` with the index's folding (any text)."""
     words = scan(text)
     found: list[tuple[int, int, int]] = []
     for number, term in enumerate(query.terms):

@@ -12,6 +12,7 @@ overlapping.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -24,6 +25,8 @@ DEFAULT_SNIPPET_CHARS: Final = 200
 """The default longest snippet, in characters."""
 _ELLIPSIS: Final = "…"
 _MIN_CHARS: Final = 16
+_REGION: Final = 1000
+"""Characters around the first match a long text's snippet is chosen from (twice)."""
 _LEAD_SHARE: Final = 4
 """The share of the window left before its first match: one in four characters."""
 
@@ -122,9 +125,44 @@ def _fit(text: str, spans: Sequence[Span], max_chars: int) -> Snippet:
     return Snippet(excerpt, _merged(inside))
 
 
+def _first_words(query: Query) -> re.Pattern[str] | None:
+    """A pattern finding the first token of any of the query's phrases in ASCII text
+    (None when a phrase is CJK or not ASCII)."""
+    firsts = [p.tokens[0] for t in query.terms for p in t.phrases]
+    if any(p.cjk for t in query.terms for p in t.phrases) or not all(f.isascii() for f in firsts):
+        return None
+    words = "|".join(re.escape(f) for f in sorted(set(firsts), key=len, reverse=True))
+    return re.compile(rf"(?<![A-Za-z0-9])(?:{words})", re.IGNORECASE)
+
+
+def _at_space(text: str, index: int, step: int) -> int:
+    """``index`` moved (by ``step``, at most :data:`_REGION` characters) to a whitespace."""
+    for _ in range(_REGION):
+        if index <= 0 or index >= len(text) or text[index].isspace():
+            break
+        index += step
+    return max(0, min(len(text), index))
+
+
+def _region(text: str, query: Query) -> tuple[int, int]:
+    """The part of a long ``text`` whose matches the snippet is chosen from: around the
+    first word of a phrase in ASCII text, else the start; its bounds at whitespace."""
+    if len(text) <= 2 * _REGION:
+        return 0, len(text)
+    pattern = _first_words(query) if text.isascii() else None
+    found = pattern.search(text) if pattern is not None else None
+    center = found.start() if found is not None else 0
+    start = _at_space(text, max(0, center - _REGION // 2), -1)
+    return start, _at_space(text, min(len(text), start + 2 * _REGION), 1)
+
+
 def make_snippet(text: str, query: Query, *, max_chars: int = DEFAULT_SNIPPET_CHARS) -> Snippet:
     """An excerpt of ``text`` of at most ``max_chars`` characters around the matches of
-    ``query``, with their offsets (see the module docstring)."""
+    ``query``, with their offsets (see the module docstring). In a long text the
+    matches are looked for in :data:`_REGION` characters or so around the first word of
+    a phrase (the start of a text that is not ASCII)."""
     if max_chars < _MIN_CHARS:
         raise ValueError(f"max_chars must be at least {_MIN_CHARS}, got {max_chars}")
-    return _fit(text, match_spans(query, text), max_chars)
+    start, end = _region(text, query)
+    spans = [(s + start, e + start, t) for s, e, t in match_spans(query, text[start:end])]
+    return _fit(text, spans, max_chars)

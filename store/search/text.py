@@ -191,8 +191,26 @@ def _words(chars: list[tuple[str, tuple[int, int]]]) -> Iterator[Word]:
         text, spans = text[cut:], spans[cut:]
 
 
+_ASCII_ANY_CASE: Final = re.compile(r"[A-Za-z0-9]+")
+
+
+def _ascii_scan(text: str) -> list[Word]:
+    """:func:`scan` of an ASCII text: each character folds to itself, lowercased."""
+    found: list[Word] = []
+    for match in _ASCII_ANY_CASE.finditer(text):
+        start, word = match.start(), match.group().lower()
+        while word:
+            cut = _word_cut(word)
+            spans = tuple((i, i + 1) for i in range(start, start + cut))
+            found.append(Word(word[:cut][:MAX_TOKEN_CHARS], False, spans))
+            word, start = word[cut:], start + cut
+    return found
+
+
 def scan(text: str) -> list[Word]:
     """The words and CJK runs of ``text``, in order, with their places in it."""
+    if text.isascii():
+        return _ascii_scan(text)
     found: list[Word] = []
     for kind, group in groupby(_folded(text), key=lambda item: _kind(item[0])):
         chars = list(group)

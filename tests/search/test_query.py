@@ -16,6 +16,7 @@ from store.search.query import (
     matches,
     parse_query,
     query_tokens,
+    scanned_spans,
     to_fts5,
     to_tsquery,
 )
@@ -205,3 +206,25 @@ def test_every_term_of_a_matching_text_has_a_span(text: str, query_text: str) ->
     found = {term for _, _, term in match_spans(query, text)}
     if matches(query, normalize(text)):
         assert found == set(range(len(query.terms)))
+
+
+_ASCII_PIECES = ["a", "b", "ab", "A", "1", "12e3", "x", "-", ".", " ", "  ", "\n", "_"]
+
+
+def _covered(spans: list[tuple[int, int, int]]) -> set[tuple[int, int]]:
+    """Which characters each term's matches cover (overlapping occurrences merged)."""
+    return {(term, i) for start, end, term in spans for i in range(start, end)}
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(_ASCII_PIECES), max_size=20).map("".join), queries())
+def test_ascii_text_is_matched_as_the_general_way_matches_it(text: str, query_text: str) -> None:
+    """The regular-expression path of plain ASCII (a snippet's speed) finds what the
+    folding scan finds."""
+    try:
+        query = parse_query(query_text)
+    except InvalidInput:
+        return
+    fast = match_spans(query, text)
+    general = scanned_spans(query, text)
+    assert _covered(fast) == _covered(general)
