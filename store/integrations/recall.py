@@ -43,12 +43,39 @@ from strategies.bounded import bound_result, notice_tokens
 from strategies.bounded.results import check_int
 from strategies.tokenizers import Tokenizer
 
-__all__ = ["Recall", "StoreSource"]
+__all__ = ["Recall", "RecallOptions", "StoreSource", "recall_options"]
 
 _FETCH: Final = 10
 """Hits asked of the store at a time."""
 _MIN_CHARS: Final = 8
 """The shortest text a hit is cut to when even one does not fit the budget."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecallOptions:
+    """How an adapter's recall tool is set: ``recall=True`` is ``RecallOptions()``."""
+
+    max_tokens: int = DEFAULT_RECALL_TOKENS
+    """The most tokens one result may have (the store's tokenizer counts)."""
+    max_chars: int = DEFAULT_RECALL_CHARS
+    """The longest text of one hit, in characters."""
+    note: str | None = DEFAULT_RECALL_NOTE
+    """The sentence added after each summary the model is sent (None: none)."""
+
+    def __post_init__(self) -> None:
+        check_int(self.max_tokens, "max_tokens")
+        check_int(self.max_chars, "max_chars", minimum=_MIN_CHARS)
+        if self.note is not None and not isinstance(self.note, str):
+            raise InvalidInput(f"note must be a string or None, got {type(self.note).__name__}")
+
+
+def recall_options(recall: bool | RecallOptions) -> RecallOptions | None:
+    """An adapter's ``recall=`` keyword as options (None: the tool is off)."""
+    if isinstance(recall, RecallOptions):
+        return recall
+    if not isinstance(recall, bool):
+        raise InvalidInput(f"recall must be a bool or RecallOptions, got {type(recall).__name__}")
+    return RecallOptions() if recall else None
 
 
 @runtime_checkable
@@ -139,6 +166,23 @@ class Recall:
         self._source: StoreSource = _Given(store) if isinstance(store, HistoryBackend) else store
         if tokenizer is not None:
             self._check_budget(tokenizer)
+
+    @classmethod
+    def of(
+        cls,
+        store: HistoryBackend | StoreSource,
+        options: RecallOptions,
+        *,
+        tokenizer: Tokenizer | None = None,
+    ) -> Recall:
+        """The tool ``options`` describe, over ``store``."""
+        return cls(
+            store,
+            max_tokens=options.max_tokens,
+            max_chars=options.max_chars,
+            tokenizer=tokenizer,
+            note=options.note,
+        )
 
     def _check_budget(self, tokenizer: Tokenizer) -> None:
         needed = notice_tokens(tokenizer)

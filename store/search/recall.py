@@ -38,6 +38,7 @@ from store.formats.agent_framework import af_annotations
 from store.models import ExcludedGroup, SearchHit
 from strategies.bounded import cap_text, compact_dumps
 from strategies.messages import FunctionResultContent, Message, TextContent
+from strategies.tool_result import SUMMARY_METADATA_KEY
 
 __all__ = [
     "DEFAULT_RECALL_CHARS",
@@ -243,10 +244,17 @@ def recall_quotes(message: Message) -> list[str]:
 _SUMMARY_KEYS: Final = ("summary_of_group_ids", "summary_of_message_ids")
 
 
+def _names_replaced(metadata: object) -> bool:
+    return isinstance(metadata, dict) and any(key in metadata for key in _SUMMARY_KEYS)
+
+
 def is_summary(message: Message) -> bool:
-    """Whether ``message`` is a summary: made by a chatledger strategy (its metadata
-    names what it replaced) or imported as one (Agent Framework's annotations)."""
-    if any(key in message.metadata for key in _SUMMARY_KEYS):
+    """Whether ``message`` is a summary: its metadata names what it replaced, as
+    chatledger's strategies write it (at the top, or under
+    :data:`~strategies.tool_result.SUMMARY_METADATA_KEY`), or Agent Framework's
+    annotations of an imported summary do."""
+    metadata = message.metadata
+    if _names_replaced(metadata) or _names_replaced(metadata.get(SUMMARY_METADATA_KEY)):
         return True
     annotations = af_annotations(message)
     return annotations is not None and annotations.is_summary

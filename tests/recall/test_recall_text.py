@@ -22,6 +22,7 @@ from store.search.recall import (
     with_recall_note,
 )
 from strategies.messages import FunctionResultContent, Message, TextContent
+from strategies.tool_result import SUMMARY_METADATA_KEY
 
 ENTRIES = [
     RecallEntry("m1", {"role": "user", "text": "a"}, ("evt_1", "2026-01-01T00:00:00Z")),
@@ -100,10 +101,15 @@ def test_the_note_follows_each_summary_and_nothing_else() -> None:
     imported = Message.text_message(
         "assistant", "Imported.", metadata={AF_ANNOTATIONS_KEY: {"_summary_of_group_ids": ["x"]}}
     )
+    nested = Message.text_message(
+        "assistant",
+        "[Tool results: …]",
+        metadata={SUMMARY_METADATA_KEY: {"summary_of_group_ids": ["g"]}},
+    )
     plain = Message.text_message("user", "hello")
-    sent = with_recall_note([plain, summary, imported], "Recall it.")
+    sent = with_recall_note([plain, summary, imported, nested], "Recall it.")
     assert sent[0] is plain
-    for before, after in zip([summary, imported], sent[1:], strict=True):
+    for before, after in zip([summary, imported, nested], sent[1:], strict=True):
         assert after.message_id == before.message_id and after.metadata == before.metadata
         assert after.contents == [*before.contents, TextContent(text="\n\nRecall it.")]
     assert summary.text == "They spoke of fruit."
