@@ -260,14 +260,24 @@ def is_summary(message: Message) -> bool:
     return annotations is not None and annotations.is_summary
 
 
+def _noted(message: Message, note: str) -> Message:
+    """``message`` with ``note`` after a blank line at the end of its last text (a
+    content of its own only when it has no text), so that no format splits it off."""
+    contents = list(message.contents)
+    last = max((i for i, c in enumerate(contents) if isinstance(c, TextContent)), default=None)
+    if last is None:
+        contents.append(TextContent(text=note))
+    else:
+        text = contents[last]
+        assert isinstance(text, TextContent)
+        contents[last] = text.model_copy(update={"text": f"{text.text}\n\n{note}"})
+    return message.model_copy(update={"contents": contents})
+
+
 def with_recall_note(messages: Sequence[Message], note: str | None) -> list[Message]:
-    """``messages`` with ``note`` as a last text of each summary, after a blank line
-    (copies: the stored summaries are unchanged; ids, order and every other message stay
-    as they are)."""
+    """``messages`` with ``note`` after each summary's text, after a blank line (copies:
+    the stored summaries are unchanged; ids, contents, order and every other message
+    stay as they are)."""
     if not note:
         return list(messages)
-    added = TextContent(text=f"\n\n{note}")
-    return [
-        m.model_copy(update={"contents": [*m.contents, added]}) if is_summary(m) else m
-        for m in messages
-    ]
+    return [_noted(m, note) if is_summary(m) else m for m in messages]

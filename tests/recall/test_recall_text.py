@@ -111,7 +111,10 @@ def test_the_note_follows_each_summary_and_nothing_else() -> None:
     assert sent[0] is plain
     for before, after in zip([summary, imported, nested], sent[1:], strict=True):
         assert after.message_id == before.message_id and after.metadata == before.metadata
-        assert after.contents == [*before.contents, TextContent(text="\n\nRecall it.")]
+        assert len(after.contents) == len(before.contents)
+        assert after.text == f"{before.text}\n\nRecall it."
     assert summary.text == "They spoke of fruit."
+    textless = Message(role="assistant", contents=[], metadata=summary.metadata)
+    assert with_recall_note([textless], "R.")[0].contents == [TextContent(text="R.")]
     assert with_recall_note([summary], None) == [summary]
     assert [is_summary(m) for m in (plain, summary, imported)] == [False, True, True]
