@@ -29,7 +29,6 @@ from agent_framework.observability import ChatTelemetryLayer
 from store.contract import HistoryBackend
 from store.integrations.agent_framework import ChatledgerHistoryProvider, from_af_messages
 from store.integrations.recall import RecallOptions
-from store.memory import InMemoryHistoryStore
 from strategies.messages import FunctionCallContent, FunctionResultContent
 from strategies.tokenizers import Tokenizer, count_messages_tokens
 from strategies.tool_result import tool_results_summary
@@ -138,17 +137,17 @@ def _check_request(messages: list[Message], tokenizer: Tokenizer) -> None:
 
 @pytest.mark.parametrize("mode", ["plain", "harness"])
 async def test_a_compacted_fact_comes_back_through_recall(
-    mode: str, memory_store: InMemoryHistoryStore, tokenizer: Tokenizer
+    mode: str, recall_store: HistoryBackend, tokenizer: Tokenizer
 ) -> None:
     client = RecallingClient()
-    provider = _provider(memory_store)
+    provider = _provider(recall_store)
     agent = _agent(mode, client, provider)
     session = AgentSession(session_id=f"recall-{mode}")
     await agent.run(STATEMENT, session=session)
     for turn in range(FILLER_TURNS):
         await agent.run(filler(turn), session=session)
-    fact_id = await assert_fact_was_compacted_away(memory_store, session.session_id)
-    await memory_store.compact(session.session_id, "tool-result:keep_last_tool_call_groups=1")
+    fact_id = await assert_fact_was_compacted_away(recall_store, session.session_id)
+    await recall_store.compact(session.session_id, "tool-result:keep_last_tool_call_groups=1")
     start = len(client.requests)
 
     response = await agent.run(ASK, session=session)
@@ -166,21 +165,21 @@ async def test_a_compacted_fact_comes_back_through_recall(
     await agent.run(filler(FILLER_TURNS), session=session)
     for request in client.requests:
         _check_request(request, tokenizer)
-    stored = await memory_store.history(session.session_id, include_excluded=True)
+    stored = await recall_store.history(session.session_id, include_excluded=True)
     summaries = [m for m in stored if m.kind == "summary"]
     assert summaries and all(NOTE not in m.message.text for m in summaries)
     assert any(m.text.startswith(SUMMARY_PREFIX) for m in answered)
 
 
 async def test_the_tool_finds_nothing_of_another_tenant(
-    memory_store: InMemoryHistoryStore,
+    recall_store: HistoryBackend, other_tenant_store: HistoryBackend
 ) -> None:
     client = RecallingClient()
-    agent = _agent("plain", client, _provider(memory_store))
+    agent = _agent("plain", client, _provider(recall_store))
     session = AgentSession(session_id="shared-id")
     await agent.run(STATEMENT, session=session)
-    mine = await _provider(memory_store).recall_tool("shared-id").invoke(arguments={"query": QUERY})
+    mine = await _provider(recall_store).recall_tool("shared-id").invoke(arguments={"query": QUERY})
     assert json.loads(mine[0].text)["hits"]
-    other = _provider(memory_store.for_tenant("other")).recall_tool("shared-id")
+    other = _provider(other_tenant_store).recall_tool("shared-id")
     [content] = await other.invoke(arguments={"query": QUERY})
     assert json.loads(str(content.text))["hits"] == []

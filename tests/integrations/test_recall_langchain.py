@@ -10,7 +10,8 @@ the note.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,8 +51,6 @@ from tests.integrations.recall_support import (
     filler,
 )
 
-RECALL_BACKENDS = ["memory"]
-"""The backends the recall tool is tested on (the SQL ones join once they search)."""
 SUMMARY_PREFIX = tool_results_summary(["|"]).split("|")[0]
 THREAD = "recall-lc"
 
@@ -114,24 +113,44 @@ def lookup(query: str) -> str:
     return big_result(query)
 
 
-def _sync_store(database: MemoryDatabase, tokenizer: Tokenizer, tenant: str) -> SyncHistoryStore:
+def _sync_store(
+    backend: str, database: MemoryDatabase, tmp_path: Path, tokenizer: Tokenizer, tenant: str
+) -> SyncHistoryStore:
+    """A synchronous store of ``backend`` for ``tenant`` (the tenants share a database)."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'recall.db'}"
+        return SyncHistoryStore.open(url, tenant=tenant, tokenizer=tokenizer)
+    assert backend == "memory", backend
+
     async def made() -> InMemoryHistoryStore:
         return InMemoryHistoryStore(database, tenant=tenant, tokenizer=tokenizer)
 
     return SyncHistoryStore.wrap(made)
 
 
-@pytest.fixture(params=RECALL_BACKENDS)
-def recall_sync_store(
-    request: pytest.FixtureRequest, database: MemoryDatabase, tokenizer: Tokenizer
-) -> Iterator[SyncHistoryStore]:
-    """A synchronous store of each backend that searches, private to the test."""
-    assert request.param == "memory"
-    store = _sync_store(database, tokenizer, "default")
+@pytest.fixture
+def open_sync_store(
+    recall_backend: str, database: MemoryDatabase, tmp_path: Path, tokenizer: Tokenizer
+) -> Iterator[Callable[[str], SyncHistoryStore]]:
+    """Open the synchronous store of a tenant, on each backend that searches; each is
+    closed after the test."""
+    opened: list[SyncHistoryStore] = []
+
+    def open_store(tenant: str) -> SyncHistoryStore:
+        opened.append(_sync_store(recall_backend, database, tmp_path, tokenizer, tenant))
+        return opened[-1]
+
     try:
-        yield store
+        yield open_store
     finally:
-        store.close()
+        for store in opened:
+            store.close()
+
+
+@pytest.fixture
+def recall_sync_store(open_sync_store: Callable[[str], SyncHistoryStore]) -> SyncHistoryStore:
+    """The default tenant's synchronous store, private to the test."""
+    return open_sync_store("default")
 
 
 def _middleware(store: SyncHistoryStore, **options: Any) -> ChatledgerMiddleware:
@@ -191,7 +210,7 @@ async def test_a_compacted_fact_comes_back_through_recall(
 
 
 def test_the_tool_finds_nothing_of_another_tenant(
-    recall_sync_store: SyncHistoryStore, database: MemoryDatabase, tokenizer: Tokenizer
+    recall_sync_store: SyncHistoryStore, open_sync_store: Callable[[str], SyncHistoryStore]
 ) -> None:
     agent = create_agent(
         RecallingChatModel(), tools=[lookup], middleware=[_middleware(recall_sync_store)]
@@ -199,15 +218,11 @@ def test_the_tool_finds_nothing_of_another_tenant(
     agent.invoke(
         {"messages": [HumanMessage(STATEMENT)]}, config={"configurable": {"thread_id": THREAD}}
     )
-    other_store = _sync_store(database, tokenizer, "other")
-    try:
-        for store, found in ((recall_sync_store, True), (other_store, False)):
-            [recall] = _middleware(store).tools
-            agent = create_agent(RecallingChatModel(), tools=[recall])
-            result = agent.invoke(
-                {"messages": [HumanMessage(ASK)]}, config={"configurable": {"thread_id": THREAD}}
-            )
-            [message] = [m for m in result["messages"] if isinstance(m, ToolMessage)]
-            assert bool(json.loads(str(message.content))["hits"]) is found
-    finally:
-        other_store.close()
+    for store, found in ((recall_sync_store, True), (open_sync_store("other"), False)):
+        [recall] = _middleware(store).tools
+        agent = create_agent(RecallingChatModel(), tools=[recall])
+        result = agent.invoke(
+            {"messages": [HumanMessage(ASK)]}, config={"configurable": {"thread_id": THREAD}}
+        )
+        [message] = [m for m in result["messages"] if isinstance(m, ToolMessage)]
+        assert bool(json.loads(str(message.content))["hits"]) is found

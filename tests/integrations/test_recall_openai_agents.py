@@ -23,7 +23,6 @@ from agents.tool_context import ToolContext
 from store.contract import HistoryBackend
 from store.integrations.openai_agents import ChatledgerSession, recall_tool
 from store.integrations.recall import RecallOptions
-from store.memory import InMemoryHistoryStore
 from strategies.tokenizers import Tokenizer
 from strategies.tool_result import tool_results_summary
 from tests.integrations.openai_agents_support import (
@@ -119,9 +118,9 @@ def _texts(sent: Sequence[Mapping[str, Any]]) -> list[str]:
 
 @pytest.mark.parametrize("filtered", [False, True], ids=["per-run", "per-call"])
 async def test_a_compacted_fact_comes_back_through_recall(
-    filtered: bool, memory_store: InMemoryHistoryStore, tokenizer: Tokenizer
+    filtered: bool, recall_store: HistoryBackend, tokenizer: Tokenizer
 ) -> None:
-    session = _session(memory_store, "recall-sdk")
+    session = _session(recall_store, "recall-sdk")
     tool = recall_tool(session, RecallOptions(max_tokens=RECALL_TOKENS, note=NOTE))
     assert isinstance(tool, FunctionTool) and tool.name == "recall"
     assert session.recall_note == NOTE
@@ -134,8 +133,8 @@ async def test_a_compacted_fact_comes_back_through_recall(
     await Runner.run(agent, STATEMENT, session=session, run_config=config)
     for turn in range(FILLER_TURNS):
         await Runner.run(agent, filler(turn), session=session, run_config=config)
-    fact_id = await assert_fact_was_compacted_away(memory_store, session.session_id)
-    await memory_store.compact(session.session_id, "tool-result:keep_last_tool_call_groups=1")
+    fact_id = await assert_fact_was_compacted_away(recall_store, session.session_id)
+    await recall_store.compact(session.session_id, "tool-result:keep_last_tool_call_groups=1")
     start = len(model.calls)
 
     result = await Runner.run(agent, ASK, session=session, run_config=config)
@@ -151,7 +150,7 @@ async def test_a_compacted_fact_comes_back_through_recall(
     assert max(input_tokens(items, tokenizer) for items in everything) <= BUDGET + RECALL_TOKENS
     summaries = [t for items in everything for t in _texts(items) if t.startswith(SUMMARY_PREFIX)]
     assert summaries and all(t.endswith(f"\n\n{NOTE}") for t in summaries)
-    stored = await memory_store.history(session.session_id, include_excluded=True)
+    stored = await recall_store.history(session.session_id, include_excluded=True)
     assert all(NOTE not in m.message.text for m in stored)
 
 
@@ -164,11 +163,11 @@ async def _invoke(tool: FunctionTool, query: str) -> dict[str, Any]:
 
 
 async def test_the_tool_finds_nothing_of_another_tenant(
-    memory_store: InMemoryHistoryStore,
+    recall_store: HistoryBackend, other_tenant_store: HistoryBackend
 ) -> None:
-    session = _session(memory_store, "shared-id")
+    session = _session(recall_store, "shared-id")
     agent = Agent(name="assistant", model=RecallPolicy().model(), tools=[recall_tool(session)])
     await Runner.run(agent, STATEMENT, session=session)
     assert (await _invoke(recall_tool(session), QUERY))["hits"]
-    other = _session(memory_store.for_tenant("other"), "shared-id")
+    other = _session(other_tenant_store, "shared-id")
     assert (await _invoke(recall_tool(other), QUERY))["hits"] == []

@@ -161,13 +161,12 @@ async def test_a_cursor_is_bound_to_its_query(recall_store: HistoryBackend) -> N
 
 
 async def test_a_cursor_stays_valid_in_another_process(
-    database: MemoryDatabase, tokenizer: Tokenizer
+    recall_store: HistoryBackend, second_store: HistoryBackend
 ) -> None:
-    one = InMemoryHistoryStore(database, tokenizer=tokenizer)
-    await _session(one)
-    first = json.loads(await Recall(one, max_tokens=300)("s", "apricot"))
-    other = InMemoryHistoryStore(database, tokenizer=tokenizer)
-    second = json.loads(await Recall(other, max_tokens=300)("s", "apricot", first["next_cursor"]))
+    await _session(recall_store)
+    first = json.loads(await Recall(recall_store, max_tokens=300)("s", "apricot"))
+    cursor = first["next_cursor"]
+    second = json.loads(await Recall(second_store, max_tokens=300)("s", "apricot", cursor))
     assert second["hits"]
     assert not set(first[RECALL_KEY]["quotes"]) & set(second[RECALL_KEY]["quotes"])
 
@@ -199,11 +198,11 @@ async def test_a_session_without_matches_or_messages_gives_no_hits(
         assert page == {RECALL_KEY: {"quotes": []}, "hits": []}
 
 
-async def test_another_tenant_finds_nothing(recall_store: HistoryBackend) -> None:
+async def test_another_tenant_finds_nothing(
+    recall_store: HistoryBackend, other_tenant_store: HistoryBackend
+) -> None:
     await _session(recall_store)
-    assert isinstance(recall_store, InMemoryHistoryStore)
-    other = recall_store.for_tenant("other")
-    page = json.loads(await Recall(other)("s", "apricot"))
+    page = json.loads(await Recall(other_tenant_store)("s", "apricot"))
     assert page["hits"] == []
 
 
