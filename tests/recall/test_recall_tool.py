@@ -212,3 +212,17 @@ def test_a_budget_below_the_notice_is_refused(tokenizer: Tokenizer) -> None:
         Recall(store, max_tokens=notice_tokens(tokenizer) - 1, tokenizer=tokenizer)
     with pytest.raises(ValueError, match="max_chars"):
         Recall(store, max_chars=3)
+
+
+async def test_a_hit_too_long_for_a_small_budget_is_shortened(
+    recall_store: HistoryBackend, tokenizer: Tokenizer
+) -> None:
+    await recall_store.append("s", _messages(3, filler=120))
+    shortened = 0
+    for budget in range(120, 320, 20):
+        text = await Recall(recall_store, max_tokens=budget)("s", "apricot")
+        assert tokenizer.count_tokens(text) <= budget
+        if is_recall_result(text):
+            [*_, last] = json.loads(text)["hits"]
+            shortened += last["text"].endswith("…") and len(last["text"]) < 200
+    assert shortened
