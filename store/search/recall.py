@@ -13,7 +13,9 @@ applied is said once::
 
 :func:`is_recall_result` and :func:`quoted_ids` read that mark back from a stored tool
 result (its text, or the object a framework parsed it into), so that a store can leave
-recall results out of its index and redact one when a message it quotes is redacted.
+recall results out of its index (:func:`without_recall_results`: what of a message is
+indexed) and redact one when a message it quotes is redacted (:func:`quoting`: what is
+redacted with given messages).
 
 A recall cursor wraps the store's search cursor (signed with the database's key, carrying
 the query and the last position) with the phase it belongs to: ``x1.`` the session's
@@ -26,7 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final, Literal
@@ -55,11 +57,13 @@ __all__ = [
     "is_recall_result",
     "is_summary",
     "quoted_ids",
+    "quoting",
     "recall_error",
     "recall_hit",
     "recall_quotes",
     "recall_result",
     "with_recall_note",
+    "without_recall_results",
 ]
 
 RECALL_TOOL_NAME: Final = "recall"
@@ -237,6 +241,26 @@ def recall_quotes(message: Message) -> list[str]:
         for quoted in quoted_ids(content.result)
     ]
     return list(dict.fromkeys(found))
+
+
+def without_recall_results(message: Message) -> Message:
+    """``message`` without its recall results (``message`` itself when it has none):
+    what of it is indexed."""
+    kept = [
+        c
+        for c in message.contents
+        if not (isinstance(c, FunctionResultContent) and is_recall_result(c.result))
+    ]
+    if len(kept) == len(message.contents):
+        return message
+    return message.model_copy(update={"contents": kept})
+
+
+def quoting(messages: Iterable[Message], message_ids: Iterable[str]) -> list[str]:
+    """The ids of ``messages`` holding a recall result that quotes one of
+    ``message_ids``: what is redacted with them."""
+    wanted = set(message_ids)
+    return [m.message_id for m in messages if wanted.intersection(recall_quotes(m))]
 
 
 # -- the note after a summary ---------------------------------------------------------

@@ -17,9 +17,11 @@ from store.search.recall import (
     is_recall_result,
     is_summary,
     quoted_ids,
+    quoting,
     recall_quotes,
     recall_result,
     with_recall_note,
+    without_recall_results,
 )
 from strategies.messages import FunctionResultContent, Message, TextContent
 from strategies.tool_result import SUMMARY_METADATA_KEY
@@ -68,6 +70,13 @@ def test_the_quotes_of_a_message_are_those_of_its_recall_results() -> None:
     )
     assert recall_quotes(message) == ["m1", "m2"]
     assert recall_quotes(Message.text_message("user", recall_result(ENTRIES, None))) == []
+    indexed = without_recall_results(message)
+    assert [getattr(c, "call_id", None) for c in indexed.contents] == ["c2"]
+    assert indexed.message_id == message.message_id
+    plain = Message.text_message("user", "m1")
+    assert without_recall_results(plain) is plain
+    assert quoting([plain, message], ["m2", "m9"]) == [message.message_id]
+    assert quoting([plain, message], ["m9"]) == []
 
 
 @pytest.mark.parametrize(
