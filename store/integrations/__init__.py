@@ -7,5 +7,7 @@ imported; nothing in the library imports an adapter. Install the matching extra:
 - :mod:`store.integrations.openai_agents`: ``pip install 'chatledger[openai-agents]'``.
 - :mod:`store.integrations.langchain`: ``pip install 'chatledger[langchain]'``.
 
-The adapters that open their own store share it through :mod:`store.integrations._shared`.
+The adapters that open their own store share it through :mod:`store.integrations._shared`,
+and give the model the recall tool of :mod:`store.integrations.recall` (it imports no
+framework).
 """

@@ -64,6 +64,7 @@ try:
         Content,
         FunctionInvocationContext,
         FunctionMiddleware,
+        FunctionTool,
         HistoryProvider,
         MiddlewareTermination,
         ResponseStream,
@@ -80,8 +81,10 @@ from store.deferred import DEFAULT_CLOSE_TIMEOUT, FlushResult
 from store.errors import InvalidInput
 from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
 from store.integrations._shared import StoreLease, adapter_options, provider_for
+from store.integrations.recall import Recall, RecallOptions, recall_options
 from store.models import ImportResult
 from store.provider import CompactionMode, ContextWindow, SaveResult, unanswered_call_ids
+from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
 from strategies.base import CompactionStrategy
 from strategies.bounded import (
     AllowancePolicy,
@@ -165,6 +168,7 @@ class ChatledgerHistoryProvider(HistoryProvider):
         tokenizer: Tokenizer | None = None,
         compaction: CompactionMode = "inline",
         window: ContextWindow | None = None,
+        recall: bool | RecallOptions = False,
     ) -> None:
         """Configure; opens nothing. Without ``store``, ``HistoryStore.open(url, ...)``
         runs on first use, shared by the providers on the same URL, tenant and tokenizer,
@@ -173,7 +177,10 @@ class ChatledgerHistoryProvider(HistoryProvider):
         choose the compaction, as for :class:`store.provider.TwoPhaseProvider`, or give
         them all as one :class:`~store.provider.ContextWindow` (``window=``), whose
         tokenizer an owned store is opened with. ``compaction="deferred"`` runs the after
-        phase in the background; :meth:`aclose` waits for it."""
+        phase in the background; :meth:`aclose` waits for it. ``recall=True`` (or
+        :class:`~store.integrations.recall.RecallOptions`) adds the recall tool to each
+        run's tools, searching the run's session, and a sentence after each summary the
+        model is sent (see :mod:`store.integrations.recall`)."""
         super().__init__(source_id)
         with adapter_options():
             window = ContextWindow.of(
@@ -187,6 +194,9 @@ class ChatledgerHistoryProvider(HistoryProvider):
             )
         self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
         self.phases = provider_for(self._lease, window, compaction=compaction)
+        options = recall_options(recall)
+        self.recall: Recall | None = None if options is None else Recall.of(self._lease, options)
+        """The recall tool's searching, or None when it is off."""
         self.last_save: SaveResult | None = None
         """What the latest :meth:`save_messages` did (ids appended, replays, event)."""
 
@@ -217,7 +227,22 @@ class ChatledgerHistoryProvider(HistoryProvider):
         self, session_id: str | None, *, state: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[AFMessage]:
         """The before phase's projection of the stored session (no in-flight messages)."""
-        return to_af_messages(await self.phases.load(_session(session_id)))
+        return to_af_messages(self._noted(await self.phases.load(_session(session_id))))
+
+    def _noted(self, projection: list[Message]) -> list[Message]:
+        """The projection with the recall note after each summary, when the tool is on."""
+        return projection if self.recall is None else with_recall_note(projection, self.recall.note)
+
+    def recall_tool(self, session_id: str) -> FunctionTool:
+        """The recall tool of one session (what :meth:`before_run` adds to a run's tools)."""
+        recall = self.recall
+        if recall is None:
+            raise InvalidInput("this provider was made without recall=True")
+
+        async def search(query: str, cursor: str | None = None) -> str:
+            return await recall(session_id, query, cursor)
+
+        return FunctionTool(name=RECALL_TOOL_NAME, description=RECALL_DESCRIPTION, func=search)
 
     async def before_run(
         self,
@@ -227,17 +252,20 @@ class ChatledgerHistoryProvider(HistoryProvider):
         context: SessionContext,
         state: dict[str, Any],
     ) -> None:
-        """Add the projection to the context, planned with the call's input in flight.
+        """Add the projection to the context, planned with the call's input in flight,
+        and the recall tool to the run's tools when it is on.
 
         The input messages count against the budget; the framework sends them itself,
         so they are left out of what is added.
         """
         session_id = _session(context.session_id)
         pending = from_af_messages(context.input_messages)
-        projection = await self.phases.load(session_id, pending)
+        projection = self._noted(await self.phases.load(session_id, pending))
         pending_ids = {m.message_id for m in pending}
         history = [m for m in projection if m.message_id not in pending_ids]
         context.extend_messages(self, to_af_messages(history))
+        if self.recall is not None:
+            context.extend_tools(self.source_id, [self.recall_tool(session_id)])
 
     async def save_messages(
         self,

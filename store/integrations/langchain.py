@@ -16,6 +16,10 @@ when the run ends. Messages are stored by their LangChain id (LangGraph gives ev
 state message one), so with a checkpointer that holds the messages too nothing is
 stored twice: a message already stored is skipped.
 
+With ``recall=True`` the middleware's tools hold the recall tool
+(:mod:`store.integrations.recall`), which searches the run's session, and each summary
+the model is sent ends with a sentence saying it can be recalled.
+
 Both take a ``store`` (a :class:`~store.SyncHistoryStore`, used and never closed) or a
 ``url``: instances on the same URL and tenant share one store, opened on first use and
 closed when the last of them calls ``close``, or at exit.
@@ -31,7 +35,9 @@ from store.contract import DEFAULT_TENANT, HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.formats.langchain import from_langchain, to_langchain
 from store.integrations._shared import SyncLease, adapter_options
+from store.integrations.recall import Recall, RecallOptions, recall_options
 from store.provider import ContextWindow
+from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
 from store.sync import SyncHistoryStore
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
@@ -41,6 +47,7 @@ try:
     from langchain.agents.middleware.types import ModelResponse
     from langchain_core.chat_history import BaseChatMessageHistory
     from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
+    from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.config import get_config
     from langgraph.prebuilt.tool_node import ToolCallRequest
     from langgraph.runtime import Runtime
@@ -165,12 +172,15 @@ class ChatledgerMiddleware(AgentMiddleware):
         max_output_tokens: int | None = None,
         reserved_tokens: int = 0,
         window: ContextWindow | None = None,
+        recall: bool | RecallOptions = False,
     ) -> None:
         """Configure; opens nothing. ``before_strategy`` and ``after_strategy`` (strategies
         or specs), or the window sizes, choose the compaction, as for
         :class:`~store.provider.TwoPhaseProvider`; or give them all as one
         :class:`~store.provider.ContextWindow` (``window=``), whose tokenizer an owned
-        store is opened with."""
+        store is opened with. ``recall=True`` (or
+        :class:`~store.integrations.recall.RecallOptions`) puts the recall tool in
+        :attr:`tools` and the note after each summary the model is sent."""
         super().__init__()
         with adapter_options():
             window = ContextWindow.of(
@@ -187,6 +197,13 @@ class ChatledgerMiddleware(AgentMiddleware):
         """The compaction options this middleware runs with."""
         self.before_strategy = window.before
         self.after_strategy = window.after
+        options = recall_options(recall)
+        self.recall: Recall | None = (
+            None if options is None else Recall.of(_AsyncStore(self._lease), options)
+        )
+        """The recall tool's searching, or None when it is off."""
+        self.tools: list[BaseTool] = [] if self.recall is None else [self._recall_tool()]
+        """The tools the middleware gives the agent: the recall tool when it is on."""
 
     def store(self) -> SyncHistoryStore:
         """The store (opened now when this middleware opens its own)."""
@@ -202,9 +219,33 @@ class ChatledgerMiddleware(AgentMiddleware):
             )
         return session_id
 
+    # -- the recall tool --------------------------------------------------------
+
+    def _recall_tool(self) -> BaseTool:
+        """The recall tool, searching the session of the run that calls it."""
+        recall = self.recall
+        assert recall is not None
+
+        def search(query: str, cursor: str | None = None) -> str:
+            session_id = self._session_id()
+            return self._lease.get().loop.run(recall(session_id, query, cursor))
+
+        async def asearch(query: str, cursor: str | None = None) -> str:
+            session_id = self._session_id()
+            return await _on(self._lease.get(), lambda s: recall(session_id, query, cursor))
+
+        return StructuredTool.from_function(
+            func=search,
+            coroutine=asearch,
+            name=RECALL_TOOL_NAME,
+            description=RECALL_DESCRIPTION,
+        )
+
     # -- model calls ------------------------------------------------------------
 
     def _projected(self, request: ModelRequest, context: list[Message]) -> ModelRequest:
+        if self.recall is not None:
+            context = with_recall_note(context, self.recall.note)
         return request.override(messages=cast(Any, _to_objects(context)))
 
     def wrap_model_call(
@@ -294,3 +335,14 @@ class ChatledgerMiddleware(AgentMiddleware):
     def close(self) -> None:
         """Release the store this middleware opened (a given store stays open)."""
         self._lease.release()
+
+
+class _AsyncStore:
+    """The async store behind a synchronous lease, handed to :class:`Recall` (which
+    runs on that store's loop)."""
+
+    def __init__(self, lease: SyncLease) -> None:
+        self.lease = lease
+
+    async def get(self) -> HistoryBackend:
+        return self.lease.get().async_store

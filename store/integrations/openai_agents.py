@@ -26,6 +26,11 @@ and written back, so what :meth:`get_items` returns with a limit is what was add
 
 The SDK's own tables (``agent_sessions``, ``agent_messages``) and chatledger's
 (``chatledger_*``) share a database without a clash.
+
+:func:`recall_tool` gives an agent the recall tool of a session
+(:mod:`store.integrations.recall`): ``Agent(..., tools=[recall_tool(session)])``. It
+also turns on the session's :attr:`~ChatledgerSession.recall_note`, the sentence the
+request context adds after each summary.
 """
 
 from __future__ import annotations
@@ -40,12 +45,15 @@ from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
 from store.integrations._shared import StoreLease, adapter_options, provider_for
+from store.integrations.recall import Recall, RecallOptions, recall_options
 from store.provider import ContextWindow, TwoPhaseProvider, unanswered_call_ids
+from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, Message, OtherContent
 from strategies.tokenizers import Tokenizer
 
 try:
+    from agents import FunctionTool, function_tool
     from agents.items import TResponseInputItem
     from agents.memory import SessionSettings
     from agents.memory.session import OpenAIResponsesCompactionArgs
@@ -57,7 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "pip install 'chatledger[openai-agents]'"
     ) from exc
 
-__all__ = ["ChatledgerSession", "ends_turn", "items_to_messages"]
+__all__ = ["ChatledgerSession", "ends_turn", "items_to_messages", "recall_tool"]
 
 
 def items_to_messages(items: Sequence[TResponseInputItem]) -> list[Message]:
@@ -157,6 +165,9 @@ class ChatledgerSession:
         """How many items the last :meth:`get_items` without a limit returned."""
         self._added: Counter[str] = Counter()
         """The items added since then (the in-flight items of the run that are stored)."""
+        self.recall_note: str | None = None
+        """The sentence the request context adds after each summary (None: none);
+        :func:`recall_tool` sets it."""
 
     @property
     def provider(self) -> TwoPhaseProvider:
@@ -170,7 +181,8 @@ class ChatledgerSession:
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The request context (no ``limit``), or the newest ``limit`` items as stored."""
         if limit is None:
-            messages = _without_pending_calls(await self._provider.load(self.session_id))
+            loaded = await self._provider.load(self.session_id)
+            messages = with_recall_note(_without_pending_calls(loaded), self.recall_note)
             items = to_openai_responses(messages)
             self._history_length = len(items)
             self._added.clear()
@@ -234,10 +246,43 @@ class ChatledgerSession:
                 added[key] -= 1
             else:
                 pending.append(item)
-        messages = await self._provider.load(self.session_id, items_to_messages(pending))
+        loaded = await self._provider.load(self.session_id, items_to_messages(pending))
+        messages = with_recall_note(loaded, self.recall_note)
         projected = cast(list[TResponseInputItem], to_openai_responses(messages))
         return ModelInputData(input=projected, instructions=data.model_data.instructions)
 
     async def aclose(self) -> None:
         """Release the store this session opened (a given store stays open)."""
         await self._lease.release()
+
+
+def recall_tool(session: ChatledgerSession, recall: RecallOptions | None = None) -> FunctionTool:
+    """The recall tool of ``session``, a ``FunctionTool`` named ``recall``: searches the
+    session's stored messages, the excluded ones first (see
+    :mod:`store.integrations.recall`), with ``recall`` (default :class:`RecallOptions`:
+    1,500 tokens a result). Sets the session's :attr:`~ChatledgerSession.recall_note`
+    to the options' note."""
+    options = recall_options(recall or True)
+    assert options is not None
+    searcher = Recall.of(_SessionStore(session), options)
+    session.recall_note = options.note
+
+    async def recall_messages(query: str, cursor: str | None = None) -> str:
+        return await searcher(session.session_id, query, cursor)
+
+    return function_tool(
+        recall_messages,
+        name_override=RECALL_TOOL_NAME,
+        description_override=RECALL_DESCRIPTION,
+        use_docstring_info=False,
+    )
+
+
+class _SessionStore:
+    """The store of a session, handed to :class:`Recall` on each call."""
+
+    def __init__(self, session: ChatledgerSession) -> None:
+        self.session = session
+
+    async def get(self) -> HistoryBackend:
+        return await self.session.store()
