@@ -84,6 +84,7 @@ from store.rules.retract import (
 )
 from store.rules.why import GroupFacts, explain, not_stored
 from store.search.hits import Candidate, candidate, make_hit, page, score
+from store.search.recall import quoting
 from store.search.request import SearchRequest
 from store.telemetry import Unchanged
 from strategies.base import CompactionStrategy
@@ -706,7 +707,10 @@ class InMemoryHistoryStore(BackendBase):
     def _redact_in(
         self, session: SessionRecord, message_ids: tuple[str, ...], reason: str
     ) -> tuple[list[str], list[str], list[str], CompactionEvent | None]:
-        """Redact ``message_ids`` (all stored) in one branch, with its own event."""
+        """Redact ``message_ids`` (all stored) in one branch, with its own event, and the
+        branch's recall results that quote one of them."""
+        quoted = quoting((r.message for r in session.rows.values()), message_ids)
+        message_ids = (*message_ids, *(m for m in quoted if m not in message_ids))
         out = Outcome(event_id=new_event_id(), now=now(), before=session.totals())
         redacted, summaries, cleared = redact_records(
             session, message_ids, reason=reason, event_id=out.event_id, count=self.count_tokens

@@ -273,8 +273,11 @@ def _capped(found: list[str]) -> list[str]:
 
 
 def indexable_text(message: Message) -> str:
-    """The normalized text to index for ``message``, within PostgreSQL's limits."""
-    return " ".join(_capped(tokens(message_text(message))))
+    """The normalized text to index for ``message``, within PostgreSQL's limits; its
+    recall results left out (they quote other messages)."""
+    from store.search.recall import without_recall_results
+
+    return " ".join(_capped(tokens(message_text(without_recall_results(message)))))
 
 
 def search_text_of(message: Message) -> str | None:

@@ -929,7 +929,7 @@ class HistoryStore(BackendBase):
         self, session_id: str, message_ids: tuple[str, ...], *, reason: str
     ) -> RedactReport:
         """With the erasure step of :mod:`store.sql.upkeep.erasure`."""
-        request = erasure.Redaction(
+        whole = erasure.Redaction(
             tenant=self._tenant,
             session_id=session_id,
             message_ids=message_ids,
@@ -942,6 +942,13 @@ class HistoryStore(BackendBase):
 
         async def operation(conn: AsyncConnection) -> RedactReport:
             session = await lock_session(conn, self._tenant, session_id)
+            quoting = await erasure.recall_results_quoting(
+                conn, self._tenant, session_id, message_ids
+            )
+            if quoting:
+                request = replace(whole, message_ids=(*message_ids, *quoting))
+            else:
+                request = whole
             if session["branch"] is not None or session["shared"]:
                 report = await redact_in_branches(conn, request)
             else:

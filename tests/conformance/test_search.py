@@ -15,7 +15,7 @@ from store.search import normalize
 from strategies.messages import FunctionCallContent
 from tests.conformance.conftest import Stores
 from tests.conformance.toy_strategies import ExcludeOldest
-from tests.groups.conversations import assistant, reasoning, result, tool, user
+from tests.groups.conversations import assistant, call, reasoning, result, tool, user
 
 
 def _ids(page: object) -> list[tuple[str, str]]:
@@ -281,3 +281,21 @@ async def test_redacted_words_leave_the_sqlite_file(store: HistoryBackend, db_ur
     await store.redact("s", ["secret"], reason="asked")
     assert _ids(await store.search("zqxjvwkpfa")) == []
     assert _holding(path, b"zqxjvwkpfa") == []
+
+
+async def test_a_recall_result_is_not_indexed_and_goes_with_what_it_quotes(
+    chats: HistoryBackend,
+) -> None:
+    quoted = '{"chatledger_recall":{"quotes":["u1"]},"hits":[{"text":"the météo in Paris"}]}'
+    await chats.append(
+        "trip",
+        [
+            assistant("a9", call("c9", "recall")),
+            tool("t9", result("c9", quoted)),
+        ],
+    )
+    assert ("trip", "t9") not in _ids(await chats.search("paris"))
+    report = await chats.redact("trip", ["u1"], reason="asked")
+    assert set(report.redacted) == {"u1", "t9"}
+    stored = {m.message_id: m for m in await chats.history("trip", include_excluded=True)}
+    assert "Paris" not in stored["t9"].message.text

@@ -13,7 +13,7 @@ from store.contract import HistoryBackend
 from store.memory import InMemoryHistoryStore, MemoryDatabase
 from strategies.tokenizers import TiktokenTokenizer, Tokenizer
 
-RECALL_BACKENDS = ["memory"]
+RECALL_BACKENDS = ["memory", "sqlite"]
 """The backends the recall tool is tested on ("sqlite" joins once it searches)."""
 
 

@@ -33,6 +33,7 @@ from store.models import PurgeReport, RedactReport
 from store.rules.checks import check_tokenizer
 from store.rules.erasure import REDACTED_TEXT, covering_summaries, tombstone
 from store.rules.identity import REDACTED_HASH, is_tombstone
+from store.search.recall import RECALL_KEY, quoting
 from store.sql import dialect
 from store.sql.audit import record_event
 from store.sql.branches.deleting import collect, count_kept, keep_for_forks, owners_read_by
@@ -44,7 +45,7 @@ from store.sql.codec import (
     encode_metadata,
 )
 from store.sql.history import group_kinds
-from store.sql.mapping import COLUMN_INDEX, message_columns, stored_message
+from store.sql.mapping import COLUMN_INDEX, message_columns, original_message, stored_message
 from store.sql.schema import (
     EVENTS,
     GROUPS,
@@ -441,6 +442,23 @@ async def finish_redaction(
 
         await run(confirm)
     return done
+
+
+async def recall_results_quoting(
+    conn: AsyncConnection, tenant: str, session_id: str, message_ids: Sequence[str]
+) -> list[str]:
+    """The session's own messages holding a recall result that quotes one of
+    ``message_ids`` (redacted with them)."""
+    m = MESSAGES.c
+    marked = sql_cast(m.contents, Text).like(f"%{RECALL_KEY}%")
+    query = select(m.session_id, *message_columns()).where(
+        m.tenant == tenant, m.session_id == session_id, marked
+    )
+    messages = [
+        original_message(row[1:], tenant=tenant, session_id=session_id)
+        for row in await conn.execute(query)
+    ]
+    return [m for m in quoting(messages, message_ids) if m not in message_ids]
 
 
 async def write_tombstone(conn: AsyncConnection, r: Redaction, seq: int, message: Message) -> None:
