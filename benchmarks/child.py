@@ -569,9 +569,8 @@ _DIRECT = {
     ),
     "tsvector": (
         "SELECT m.session_id, m.seq, m.message_id, m.role, m.contents, "
-        "ts_rank(to_tsvector('simple'::regconfig, m.search_text), "
-        "to_tsquery('simple'::regconfig, :q)) AS score FROM chatledger_messages m "
-        "WHERE m.search_text IS NOT NULL AND to_tsvector('simple'::regconfig, m.search_text) "
+        "ts_rank(m.search_vector, to_tsquery('simple'::regconfig, :q)) AS score "
+        "FROM chatledger_messages m WHERE m.search_text IS NOT NULL AND m.search_vector "
         "@@ to_tsquery('simple'::regconfig, :q) AND m.tenant = :tenant {scope}" + _DIRECT_ORDER
     ),
 }

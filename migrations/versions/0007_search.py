@@ -10,8 +10,9 @@ Create Date: 2026-12-05
 * ``chatledger_settings``: settings of the whole database: ``search`` (``on``) and
   ``cursor_key`` (a random key that signs search cursors).
 * The index (:mod:`store.sql.search.index`): on SQLite the FTS5 table
-  ``chatledger_search`` and its triggers, on PostgreSQL a GIN index on
-  ``to_tsvector('simple', search_text)``; built once the column is filled.
+  ``chatledger_search`` and its triggers, on PostgreSQL the stored generated column
+  ``search_vector`` (``to_tsvector('simple', search_text)``) and a GIN index on it;
+  built once the column is filled.
 
 Not backward compatible for erasure: a process of the previous release still reads,
 appends and imports (what it writes is not searchable until ``chatledger db search on``

@@ -38,7 +38,7 @@ from store.sql import dialect
 from store.sql.branches.rows import Lineage, conversation, lineage_of
 from store.sql.mapping import COLUMN_INDEX, message_columns, original_message
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
-from store.sql.search.index import FTS_TABLE, cursor_key
+from store.sql.search.index import FTS_TABLE, VECTOR_COLUMN, cursor_key
 from store.sql.sessions import read_session
 
 __all__ = ["search_page"]
@@ -46,6 +46,7 @@ __all__ = ["search_page"]
 _FTS = table(FTS_TABLE, column("rowid"))
 _SIMPLE: ColumnElement[Any] = literal_column("'simple'::regconfig")
 _ROWID: ColumnElement[Any] = literal_column("chatledger_messages.rowid")
+_VECTOR: ColumnElement[Any] = literal_column(f"chatledger_messages.{VECTOR_COLUMN}")
 
 
 def _matches(conn: AsyncConnection, tenant: str, owners: Sequence[str] | None) -> Any:
@@ -56,7 +57,7 @@ def _matches(conn: AsyncConnection, tenant: str, owners: Sequence[str] | None) -
     if owners is not None:
         where.append(m.session_id.in_(list(owners)))
     if dialect.of(conn).full_text == "tsvector":
-        vector = func.to_tsvector(_SIMPLE, m.search_text)
+        vector = _VECTOR
         query = func.to_tsquery(_SIMPLE, bindparam("q"))
         score: Any = func.ts_rank(vector, query)
         found = select(m.session_id.label("owner"), m.seq, score.label("score")).where(
