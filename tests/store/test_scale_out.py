@@ -26,8 +26,9 @@ ON_POSTGRES = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 KEYS = ["tenant", "session_id"]
-BOOKKEEPING = ("chatledger_alembic_version", "chatledger_schema_revisions")
-"""The migrations' own tables, not a session's data (reference tables under Citus)."""
+BOOKKEEPING = ("chatledger_alembic_version", "chatledger_schema_revisions", "chatledger_settings")
+"""The migrations' own tables and the database's settings, not a session's data
+(reference tables under Citus)."""
 
 
 def _constraints(connection: Connection) -> dict[str, dict[str, Any]]:
