@@ -49,30 +49,30 @@ _ROWID: ColumnElement[Any] = literal_column("chatledger_messages.rowid")
 _VECTOR: ColumnElement[Any] = literal_column(f"chatledger_messages.{VECTOR_COLUMN}")
 
 
-def _matches(conn: AsyncConnection, tenant: str, owners: Sequence[str] | None) -> Any:
-    """The matching rows of ``owners`` (every owner of the tenant when None): their
-    ``owner``, ``seq`` and ``score`` (higher is better); the query bound as ``q``."""
+def _matching(
+    conn: AsyncConnection, tenant: str, owners: Sequence[str] | None
+) -> tuple[Any, list[ColumnElement[bool]], Any]:
+    """What finds the matching rows of ``owners`` (every owner of the tenant when None):
+    the ``FROM``, the conditions, and the score (higher is better); the query is bound as
+    ``q``."""
     m = MESSAGES.c
     where: list[ColumnElement[bool]] = [m.tenant == tenant, m.search_text.is_not(None)]
     if owners is not None:
         where.append(m.session_id.in_(list(owners)))
     if dialect.of(conn).full_text == "tsvector":
-        vector = _VECTOR
         query = func.to_tsquery(_SIMPLE, bindparam("q"))
-        score: Any = func.ts_rank(vector, query)
-        found = select(m.session_id.label("owner"), m.seq, score.label("score")).where(
-            *where, vector.op("@@")(query)
-        )
-    else:
-        rank = -func.bm25(literal_column(FTS_TABLE), type_=Float)
-        found = (
-            select(m.session_id.label("owner"), m.seq, rank.label("score"))
-            .select_from(
-                _FTS.join(MESSAGES, literal_column("chatledger_messages.rowid") == _FTS.c.rowid)
-            )
-            .where(literal_column(FTS_TABLE).op("MATCH")(bindparam("q")), *where)
-        )
-    return found.subquery("matched")
+        return MESSAGES, [*where, _VECTOR.op("@@")(query)], func.ts_rank(_VECTOR, query)
+    rank = -func.bm25(literal_column(FTS_TABLE), type_=Float)
+    match = literal_column(FTS_TABLE).op("MATCH")(bindparam("q"))
+    return _FTS.join(MESSAGES, _ROWID == _FTS.c.rowid), [match, *where], rank
+
+
+def _matches(conn: AsyncConnection, tenant: str, owners: Sequence[str]) -> Any:
+    """The matching rows of ``owners``: their ``owner``, ``seq`` and ``score``."""
+    m = MESSAGES.c
+    source, where, score = _matching(conn, tenant, owners)
+    found = select(m.session_id.label("owner"), m.seq, score.label("score"))
+    return found.select_from(source).where(*where).subquery("matched")
 
 
 def _filters(request: SearchRequest, columns: Mapping[str, Any]) -> list[ColumnElement[bool]]:
@@ -86,53 +86,53 @@ def _filters(request: SearchRequest, columns: Mapping[str, Any]) -> list[ColumnE
     return where
 
 
-def _ordered(query: Select[Any], rows: Any, offset: int, limit: int) -> Select[Any]:
-    when = func.coalesce(rows.c.created_at, rows.c.stored_at)
-    return (
-        query.order_by(rows.c.score.desc(), when.desc(), rows.c.seq.desc(), rows.c.owner_session_id)
-        .offset(offset)
-        .limit(limit + 1)
-    )
+def _order(score: Any, when: Any, seq: Any, owner: Any) -> tuple[Any, ...]:
+    """Best first, ties newest first, then by place (:mod:`store.search.request`)."""
+    return score.desc(), when.desc(), seq.desc(), owner
 
 
-def _stored_rows(tenant: str, matched: Any, request: SearchRequest) -> Any:
-    """The matching rows read as stored (a root's, or the tenant's)."""
+def _stored_page(
+    conn: AsyncConnection,
+    tenant: str,
+    owners: Sequence[str] | None,
+    request: SearchRequest,
+    offset: int,
+) -> Select[Any]:
+    """The page of matching rows read as stored (a root's, or the tenant's), in one
+    statement over the index and the rows."""
     m = MESSAGES.c
+    source, where, score = _matching(conn, tenant, owners)
     columns = {"excluded": m.excluded, "role": m.role}
+    when = func.coalesce(m.created_at, m.stored_at)
     return (
-        select(
-            *message_columns(),
-            m.session_id.label("owner_session_id"),
-            matched.c.score,
-        )
-        .select_from(
-            MESSAGES.join(
-                matched,
-                and_(m.tenant == tenant, m.session_id == matched.c.owner, m.seq == matched.c.seq),
-            )
-        )
-        .where(*_filters(request, columns))
-        .subquery("rows")
+        select(*message_columns(), m.session_id.label("owner_session_id"), score.label("score"))
+        .select_from(source)
+        .where(*where, *_filters(request, columns))
+        .order_by(*_order(score, when, m.seq, m.session_id))
+        .offset(offset)
+        .limit(request.limit + 1)
     )
 
 
-def _branch_rows(tenant: str, lineage: Lineage, matched: Any, request: SearchRequest) -> Any:
-    """The matching rows of a branch's conversation, with its own state of each."""
+def _branch_page(
+    tenant: str, lineage: Lineage, matched: Any, request: SearchRequest, offset: int
+) -> Select[Any]:
+    """The page of matching rows of a branch's conversation, with its own state of each."""
     pairs = select(matched.c.owner, matched.c.seq)
 
     def where(columns: Mapping[str, ColumnElement[Any]]) -> list[ColumnElement[bool]]:
         return [tuple_(columns["owner"], columns["seq"]).in_(pairs), *_filters(request, columns)]
 
     rows = conversation(tenant, lineage, where).subquery("conversation")
+    on = and_(rows.c.owner_session_id == matched.c.owner, rows.c.seq == matched.c.seq)
+    when = func.coalesce(rows.c.created_at, rows.c.stored_at)
+    columns = [rows.c[c.key] for c in rows.c if c.key != "group_kind"]
     return (
-        select(rows, matched.c.score)
-        .select_from(
-            rows.join(
-                matched,
-                and_(rows.c.owner_session_id == matched.c.owner, rows.c.seq == matched.c.seq),
-            )
-        )
-        .subquery("rows")
+        select(*columns, matched.c.score)
+        .select_from(rows.join(matched, on))
+        .order_by(*_order(matched.c.score, when, rows.c.seq, rows.c.owner_session_id))
+        .offset(offset)
+        .limit(request.limit + 1)
     )
 
 
@@ -187,13 +187,11 @@ async def search_page(
         lineage = await lineage_of(conn, tenant, session)
         owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments)})
         owners += await _members_owners(conn, tenant, session_id)
-    matched = _matches(conn, tenant, owners)
-    if lineage is not None and lineage.segments:
-        rows = _branch_rows(tenant, lineage, matched, request)
+    if session is not None and session["branch"] is not None:
+        assert lineage is not None and owners is not None
+        query = _branch_page(tenant, lineage, _matches(conn, tenant, owners), request, offset)
     else:
-        rows = _stored_rows(tenant, matched, request)
-    columns = [rows.c[c.key] for c in rows.c if c.key not in ("group_kind",)]
-    query = _ordered(select(*columns), rows, offset, request.limit)
+        query = _stored_page(conn, tenant, owners, request, offset)
     params = {"q": _compiled(conn, request)}
     found = (await conn.execute(query, params)).all()
     shown = (
