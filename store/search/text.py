@@ -53,6 +53,7 @@ from strategies.tokenizers.counting import message_texts
 
 __all__ = [
     "MAX_INDEXED_BYTES",
+    "MAX_INDEXED_CHARS",
     "MAX_INDEXED_TOKENS",
     "MAX_TOKEN_CHARS",
     "Word",
@@ -73,6 +74,9 @@ MAX_INDEXED_TOKENS: Final = 16383
 """The most tokens indexed of one message: PostgreSQL's last position in a tsvector."""
 MAX_INDEXED_BYTES: Final = 512 * 1024
 """The most bytes (UTF-8) indexed of one message, under PostgreSQL's 1 MB tsvector."""
+MAX_INDEXED_CHARS: Final = 4 * MAX_INDEXED_BYTES
+"""The characters of a message's text read for its index (a 20 MB tool result is not
+tokenized whole to keep its first 512 KiB)."""
 
 _TOKEN_CATEGORIES: Final = frozenset({"Ll", "Lm", "Lo", "Nd", "Nl"})
 _KANA_VOICING: Final = frozenset("\u3099\u309a")
@@ -226,10 +230,6 @@ def cjk_tokens(run: str) -> list[str]:
     return [*run, *(run[i : i + 2] for i in range(len(run) - 1))]
 
 
-def _ascii_tokens(text: str) -> list[str]:
-    return [token for word in _ASCII_WORD.findall(text.lower()) for token in _word_tokens(word)]
-
-
 def _word_tokens(word: str) -> Iterator[str]:
     while word:
         cut = _word_cut(word)
@@ -237,19 +237,24 @@ def _word_tokens(word: str) -> Iterator[str]:
         word = word[cut:]
 
 
+def _each_token(text: str) -> Iterator[str]:
+    """The tokens of ``text``, one at a time (an indexer stops at its cap)."""
+    if text.isascii():
+        for word in _ASCII_WORD.finditer(text.lower()):
+            yield from _word_tokens(word.group())
+        return
+    folded = "".join(fold(text[start:end]) for start, end in _clusters(text))
+    for kind, group in groupby(folded, key=_kind):
+        if kind == _CJK:
+            yield from cjk_tokens("".join(group))
+        elif kind == _WORD:
+            yield from _word_tokens("".join(group))
+
+
 def tokens(text: str) -> list[str]:
     """The tokens of ``text``, in order (:func:`normalize` joins them with spaces): the
     tokens of :func:`scan`'s words, without their places."""
-    if text.isascii():
-        return _ascii_tokens(text)
-    folded = "".join(fold(text[start:end]) for start, end in _clusters(text))
-    found: list[str] = []
-    for kind, group in groupby(folded, key=_kind):
-        if kind == _CJK:
-            found.extend(cjk_tokens("".join(group)))
-        elif kind == _WORD:
-            found.extend(_word_tokens("".join(group)))
-    return found
+    return list(_each_token(text))
 
 
 def normalize(text: str) -> str:
@@ -263,13 +268,17 @@ def message_text(message: Message) -> str:
     return "\n".join(message_texts(message)[1])
 
 
-def _capped(found: list[str]) -> list[str]:
+def _capped(text: str) -> list[str]:
+    """The first tokens of ``text`` within :data:`MAX_INDEXED_TOKENS` and
+    :data:`MAX_INDEXED_BYTES` (the text read no further than they need)."""
+    kept: list[str] = []
     size = 0
-    for index, token in enumerate(found[:MAX_INDEXED_TOKENS]):
+    for token in _each_token(text[:MAX_INDEXED_CHARS]):
         size += len(token.encode()) + 1
-        if size > MAX_INDEXED_BYTES + 1:
-            return found[:index]
-    return found[:MAX_INDEXED_TOKENS]
+        if size > MAX_INDEXED_BYTES + 1 or len(kept) == MAX_INDEXED_TOKENS:
+            break
+        kept.append(token)
+    return kept
 
 
 def indexable_text(message: Message) -> str:
@@ -277,7 +286,7 @@ def indexable_text(message: Message) -> str:
     recall results left out (they quote other messages)."""
     from store.search.recall import without_recall_results
 
-    return " ".join(_capped(tokens(message_text(without_recall_results(message)))))
+    return " ".join(_capped(message_text(without_recall_results(message))))
 
 
 def search_text_of(message: Message) -> str | None:

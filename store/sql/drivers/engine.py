@@ -265,7 +265,13 @@ def configure_sqlite(engine: AsyncEngine, wait_ms: int) -> None:
         options = connection.get_execution_options()
         if options.get(SINGLE_READ_OPTION, False):
             return
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN")
+        if options.get(WRITE_OPTION):
+            # every write zeroes what it frees, whatever the build's default: a row a
+            # write moves between pages leaves no copy of an erased text behind
+            connection.exec_driver_sql("PRAGMA secure_delete = ON")
+            connection.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            connection.exec_driver_sql("BEGIN")
 
 
 _WRITERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
