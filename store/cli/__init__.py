@@ -166,9 +166,12 @@ class _Deferred(click.Command):
         self.attribute = attribute
 
     def load(self) -> click.Command:
-        """The command itself (importing its module)."""
+        """The command itself (importing its module), its ``SESSION`` argument reading a
+        unique start of an id too (:func:`store.cli._ids.accepting_prefixes`)."""
+        from store.cli._ids import accepting_prefixes
+
         command: click.Command = getattr(importlib.import_module(self.module), self.attribute)
-        return command
+        return accepting_prefixes(command)
 
 
 class _Commands(click.Group):

@@ -26,7 +26,7 @@ from store.cli._common import (
     with_store,
     yes_option,
 )
-from store.cli._output import echo, number, print_table, quantity
+from store.cli._output import echo, number, print_table, quantity, terminal_width
 from store.cli._render import dry_run_table, event_outcome, short_strategy
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class WhatIf:
     tokens_before: int
     tokens_after: int
     groups: list[dict[str, Any]]
+    known: frozenset[str] = frozenset()
+    """The session's group ids, when a terminal may shorten them (else empty)."""
 
     def as_json(self) -> dict[str, Any]:
         """The ``compact --dry-run --json`` object."""
@@ -143,7 +145,14 @@ def _dry_run(url: str | None, tenant: str, session_id: str, spec: str, as_json: 
     async def action(store: HistoryBackend) -> WhatIf:
         view = await store.view(session_id)
         changes = await store.compact(session_id, spec, dry_run=True)
-        return what_if(session_id, spec, view, changes, store.count_tokens)
+        found = what_if(session_id, spec, view, changes, store.count_tokens)
+        if as_json or terminal_width() is None:
+            return found
+        from dataclasses import replace
+
+        from store.cli._ids import read_ids
+
+        return replace(found, known=(await read_ids(store, session_id)).groups)
 
     result = with_store(url, tenant, action, tokenizer=session_tokenizer(url, tenant, session_id))
     if as_json:
@@ -153,7 +162,8 @@ def _dry_run(url: str | None, tenant: str, session_id: str, spec: str, as_json: 
     kinds = {g["group_id"]: g["kind"] for g in result.groups}
     tokens = {g["group_id"]: (g["tokens_before"], g["tokens_after"]) for g in result.groups}
     title = f"What {spec} would change in {session_id} (dry run: nothing written)"
-    print_table(dry_run_table(title, actions, kinds, tokens), empty=f"{spec} would change nothing.")
+    table = dry_run_table(title, actions, kinds, tokens, result.known)
+    print_table(table, empty=f"{spec} would change nothing.")
     echo(
         f"active tokens {number(result.tokens_before)} → {number(result.tokens_after)}"
         f" ({number(result.tokens_before - result.tokens_after)} fewer)"
@@ -206,9 +216,12 @@ def restore(
         raise CliError("give --group GROUP (one or more) or --event EVENT", exit_code=2)
 
     async def action(store: HistoryBackend) -> Restored:
-        done = await store.restore(
-            session_id, group_ids=list(groups) if groups else None, event_id=event
-        )
+        from store.cli._ids import event_id, group_ids
+
+        await store.session(session_id)  # SessionNotFound for an unknown id
+        chosen = await group_ids(store, session_id, groups) if groups else None
+        undone = await event_id(store, session_id, event) if event is not None else None
+        done = await store.restore(session_id, group_ids=chosen, event_id=undone)
         budget, budget_event = await _budget(store, session_id)
         active = (await store.stats(session_id)).active_tokens
         return Restored(done, active, budget, budget_event)
@@ -261,9 +274,13 @@ def _pin_command(pinned: bool) -> click.Command:
         session_id: str, groups: tuple[str, ...], url: str | None, tenant: str, as_json: bool
     ) -> None:
         async def action(store: HistoryBackend) -> list[str]:
+            from store.cli._ids import group_ids
+
+            await store.session(session_id)  # SessionNotFound for an unknown id
+            chosen = await group_ids(store, session_id, groups)
             if pinned:
-                return await store.pin(session_id, groups)
-            return await store.unpin(session_id, groups)
+                return await store.pin(session_id, chosen)
+            return await store.unpin(session_id, chosen)
 
         changed = with_store(url, tenant, action)
         if as_json:
