@@ -203,4 +203,3 @@ def test_every_table_on_a_terminal_fits_and_keeps_ids_and_numbers_whole(
                     assert [o for o in others if o.startswith(start)] == [cell], (title, start)
                 else:
                     assert all(w in words for w in cell.split()), (title, cell, line)
-
