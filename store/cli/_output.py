@@ -244,10 +244,12 @@ def _wrapped(text: str, limit: int) -> str:
     import textwrap
 
     indent = text[: len(text) - len(text.lstrip(" "))]
+    longest = max(width(word) for word in text.split())
+    more = indent + "  " if len(indent) + 2 + longest <= limit else indent
     lines = textwrap.wrap(
         text,
         limit,
-        subsequent_indent=indent + "  ",
+        subsequent_indent=more,
         break_long_words=False,
         break_on_hyphens=False,
     )

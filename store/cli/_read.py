@@ -230,7 +230,7 @@ def _show_context(
         f"{quantity(sum(tokens), 'token')}"
     )
     print_table(context_table(title, messages, tokens, summaries), empty="The context is empty.")
-    echo(f"(projected with {source})")
+    echo(f"(projected with {source.replace(',', ', ')})")  # breaks between parameters
 
 
 @click.command()

@@ -338,7 +338,7 @@ def test_demo_runs_then_refuses_its_session_a_second_time(db_url: str) -> None:
     spec = api(db_url, "get_metadata", "d")[BEFORE_STRATEGY_KEY]
     assert spec.startswith("context-window:")
     sent = ok("show", "d", "--context", "--url", db_url)
-    assert f"(projected with the provider's strategy {spec})" in sent.stdout
+    assert f"(projected with the provider's strategy {spec.replace(',', ', ')})" in sent.stdout
     assert f"{len(api(db_url, 'context', 'd', strategy=spec))} messages" in sent.stdout
     records = ok("demo", "--turns", "2", "--url", db_url, "--json").json()
     assert [r["turn"] for r in records] == [1, 2]

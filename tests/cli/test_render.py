@@ -119,3 +119,12 @@ def test_parse_since_accepts_ages_and_iso_times() -> None:
     assert parse_since("1d", now=now) == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     assert parse_since("2026-01-01") == datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_since("2026-01-01T00:00:00+02:00").utcoffset() is not None
+
+
+def test_inspect_commands_name_the_program_when_it_is_not_on_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CHATLEDGER_URL", raising=False)
+    monkeypatch.setattr("sys.argv", [".venv/bin/chatledger", "demo"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert inspect_commands("s", None, "default")[0] == ".venv/bin/chatledger sessions"
