@@ -266,8 +266,30 @@ def _usage(error: click.UsageError) -> NoReturn:
     _fail(error.format_message() + where, 2)
 
 
+UPGRADE = "`chatledger db upgrade`"
+
+
+def _with_url(message: str, argv: Sequence[str]) -> str:
+    """``message`` with the ``--url`` the command was given added to the command it
+    suggests (run as written, it must reach the same database)."""
+    if UPGRADE not in message:
+        return message
+    given = None
+    for index, arg in enumerate(argv):
+        if arg == "--url" and index + 1 < len(argv):
+            given = argv[index + 1]
+        elif arg.startswith("--url="):
+            given = arg.removeprefix("--url=")
+    if given is None:
+        return message
+    import shlex
+
+    return message.replace(UPGRADE, f"`chatledger db upgrade --url {shlex.quote(given)}`")
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point: run the CLI and turn every failure into one line."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
         result = cli.main(args=argv, prog_name="chatledger", standalone_mode=False)
     except click.UsageError as error:
@@ -283,7 +305,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         if isinstance(error, CliError):
             _fail(str(error), error.exit_code)
         if isinstance(error, ChatledgerError):
-            _fail(str(error), 1)
+            _fail(_with_url(str(error), args), 1)
         if isinstance(error, OSError | ValueError | LookupError):
             _fail(f"{type(error).__name__}: {error}", 1)
         _unexpected(error)

@@ -178,6 +178,8 @@ class Restored:
     active_tokens: int
     budget: int | None
     budget_event: CompactionEvent | None
+    pinned: list[str]
+    """The restored groups left pinned (none with ``--no-pin``)."""
 
 
 async def _budget(store: HistoryBackend, session_id: str) -> tuple[int | None, Any]:
@@ -200,6 +202,11 @@ async def _budget(store: HistoryBackend, session_id: str) -> tuple[int | None, A
     "--group", "groups", multiple=True, metavar="GROUP", help="A group to restore (repeatable)."
 )
 @click.option("--event", metavar="EVENT", help="Undo this event.")
+@click.option(
+    "--no-pin",
+    is_flag=True,
+    help="Leave the restored groups unpinned (strategies may exclude them).",
+)
 @url_option
 @tenant_option
 @json_option
@@ -207,11 +214,16 @@ def restore(
     session_id: str,
     groups: tuple[str, ...],
     event: str | None,
+    no_pin: bool,
     url: str | None,
     tenant: str,
     as_json: bool,
 ) -> None:
-    """Bring excluded groups back (pinned), or undo an event."""
+    """Bring excluded groups back (pinned), or undo an event.
+
+    GROUP and EVENT are ids or unique starts of ids. The groups brought back are pinned
+    (no strategy excludes them until `chatledger unpin`); --no-pin leaves them unpinned.
+    """
     if bool(groups) == (event is not None):
         raise CliError("give --group GROUP (one or more) or --event EVENT", exit_code=2)
 
@@ -222,9 +234,17 @@ def restore(
         chosen = await group_ids(store, session_id, groups) if groups else None
         undone = await event_id(store, session_id, event) if event is not None else None
         done = await store.restore(session_id, group_ids=chosen, event_id=undone)
+        pinned: list[str] = []
+        if done is not None and done.restored:
+            if no_pin:
+                await store.unpin(session_id, done.restored)
+            else:
+                view = await store.view(session_id)
+                held = {g.group_id for g in view.groups if g.pinned}
+                pinned = [g for g in done.restored if g in held]
         budget, budget_event = await _budget(store, session_id)
         active = (await store.stats(session_id)).active_tokens
-        return Restored(done, active, budget, budget_event)
+        return Restored(done, active, budget, budget_event, pinned)
 
     result = with_store(url, tenant, action)
     if as_json:
@@ -234,10 +254,16 @@ def restore(
         echo("Nothing to restore: those groups are already in the context.")
     else:
         echo(f"event {result.event.id}: {event_outcome(result.event)}")
-        if result.event.restored:
+        if result.pinned:
             echo(
-                "Restored groups are pinned: no strategy excludes them until "
-                f"`chatledger unpin {session_id} GROUP...`."
+                f"{quantity(len(result.pinned), 'group')} pinned: no strategy excludes "
+                f"{'it' if len(result.pinned) == 1 else 'them'} until "
+                f"`chatledger unpin {session_id} GROUP...` (or restore with --no-pin)."
+            )
+        elif result.event.restored:
+            echo(
+                f"{quantity(len(result.event.restored), 'group')} left unpinned: strategies "
+                "may exclude them again."
             )
     _against_budget(result)
 

@@ -233,7 +233,7 @@ def test_restore_pins_and_reports_the_budget_then_unpin(cli_url: str) -> None:
     assert both.returncode == 2
     group = event.excluded[0]
     done = ok("restore", "alpha", "--group", group, "--url", cli_url)
-    assert "are pinned" in done.stdout and "chatledger unpin alpha" in done.stdout
+    assert "1 group pinned" in done.stdout and "chatledger unpin alpha" in done.stdout
     assert "active tokens now" in done.stdout and "no compaction with a token budget" in done.stdout
     pinned = ok("show", "alpha", "--url", cli_url).stdout
     assert any("pinned" in line for line in pinned.splitlines()[2:])
