@@ -41,7 +41,7 @@ dl.counts dt{color:var(--muted)}dl.counts dd{margin:0;font-weight:600}
 .chart .axis{stroke:#98a2b3}.chart text{font-size:11px;fill:var(--muted)}
 .chart polyline{fill:none;stroke-width:2}.chart .stored{stroke:#2e90fa;fill:#2e90fa}
 .chart polyline.stored{fill:none}.chart .sent{stroke:var(--sent);fill:var(--sent)}
-.chart polyline.sent{fill:none}
+.chart polyline.sent{fill:none}.chart .point{fill:#2e90fa}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid var(--line);
 padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 td.num{white-space:nowrap}td.id{font-family:ui-monospace,monospace;font-size:12px}th{color:var(--muted);font-weight:500}
