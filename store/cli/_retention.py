@@ -160,7 +160,12 @@ async def _redact(
 def _preview(messages: list[StoredMessage], title: str) -> None:
     table = Table(
         title,
-        [Column("seq", "right"), Column("message"), Column("role"), Column("text", flex=True)],
+        [
+            Column("seq", "right"),
+            Column("message", ids=True),
+            Column("role"),
+            Column("text", flex=True),
+        ],
     )
     for m in messages:
         table.add(str(m.seq), m.message_id, m.role, m.message.text.replace("\n", " "))

@@ -68,11 +68,14 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "branches": ("branches", SESSION),
     "db-history": ("db", "history"),
     "doctor": ("doctor", SESSION),
+    "redact-dry-run": ("redact", SESSION, "2", "3", "--reason", "erasure", "--dry-run"),
+    "purge-dry-run": ("purge", "--older-than", "1d", "--dry-run"),
+    "version": ("version",),
 }
 
 
 def _screen(url: str, args: tuple[str, ...], columns: int) -> Screen:
-    url_args = () if args == ("--help",) else ("--url", url)
+    url_args = () if args in (("--help",), ("version",)) else ("--url", url)
     screen = on_terminal(*args, *url_args, columns=columns)
     assert screen.returncode == 0, screen.text
     return screen
