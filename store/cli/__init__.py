@@ -271,7 +271,8 @@ UPGRADE = "`chatledger db upgrade`"
 
 def _with_url(message: str, argv: Sequence[str]) -> str:
     """``message`` with the ``--url`` the command was given added to the command it
-    suggests (run as written, it must reach the same database)."""
+    suggests (run as written, it must reach the same database), its password, if it
+    has one, written ``***``: an error line is no place for a secret."""
     if UPGRADE not in message:
         return message
     given = None
@@ -282,7 +283,10 @@ def _with_url(message: str, argv: Sequence[str]) -> str:
             given = arg.removeprefix("--url=")
     if given is None:
         return message
+    import re
     import shlex
+
+    given = re.sub(r"^([\w+.-]+://[^:/@]*):[^@/]*@", r"\1:***@", given)
 
     return message.replace(UPGRADE, f"`chatledger db upgrade --url {shlex.quote(given)}`")
 

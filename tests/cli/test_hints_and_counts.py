@@ -37,6 +37,17 @@ def test_the_upgrade_hint_carries_the_url_it_was_given(tmp_path: Path) -> None:
     assert "`chatledger db upgrade`" in without.stderr  # the variable reaches it as well
 
 
+def test_the_hint_hides_a_password() -> None:
+    from store.cli import _with_url
+
+    said = _with_url(
+        "no chatledger schema in X: run `chatledger db upgrade` to create it",
+        ["sessions", "--url", "postgresql://app:s3cret@db/chat"],
+    )
+    assert "s3cret" not in said
+    assert "`chatledger db upgrade --url 'postgresql://app:***@db/chat'`" in said
+
+
 def test_import_into_a_database_without_the_schema_needs_create(tmp_path: Path) -> None:
     path = _foreign(tmp_path)
     source = _chats(tmp_path)
