@@ -131,56 +131,76 @@ def _collapsed(table: Table) -> tuple[str, list[int]]:
     return title, keep
 
 
-def _floors(columns: list[Column], rows: list[list[str]], natural: list[int]) -> list[int]:
-    """The narrowest each column gets before columns drop: ``flex`` ones
-    :data:`MIN_FLEX`, ids their longest unique start, the others their whole width."""
-    floors = []
+def _id_floors(columns: list[Column], rows: list[list[str]], natural: list[int]) -> list[int]:
+    """The narrowest each ``ids`` column gets: its longest unique start (the header at
+    least); every other column its whole width."""
+    floors = list(natural)
     for k, column in enumerate(columns):
-        if column.flex:
-            floors.append(min(natural[k], MIN_FLEX))
-        elif column.ids and rows:
+        if column.ids and rows:
             cells = [row[k] for row in rows]
             lengths = unique_lengths(cells, column.among)
             needed = max(width(cell[: lengths[cell]]) for cell in cells)
-            floors.append(min(natural[k], max(width(column.header), needed)))
-        else:
-            floors.append(natural[k])
+            floors[k] = min(natural[k], max(width(column.header), needed))
     return floors
 
 
+def _flex_floors(columns: list[Column], natural: list[int], least: int) -> list[int]:
+    """``least`` cells for each ``flex`` column (its whole width when narrower)."""
+    return [min(natural[k], least) if c.flex else natural[k] for k, c in enumerate(columns)]
+
+
+Stage = tuple[list[int], bool]
+"""The narrowest each column may get in one step of shrinking, and whether the step
+takes the ``flex`` columns (the last first) or the ``ids`` ones (the widest first)."""
+
+
 def _shrunk(
-    columns: list[Column], shown: list[int], natural: list[int], floors: list[int], limit: int
+    columns: list[Column], shown: list[int], natural: list[int], stages: list[Stage], limit: int
 ) -> list[int]:
-    """The widths of the ``shown`` columns within ``limit`` cells if shrinking can get
-    there: the ``flex`` columns first (the last first), then the ids (the widest first)."""
+    """The widths of the ``shown`` columns, each stage shrinking its columns toward its
+    floors only as far as needed to fit ``limit`` cells."""
     widths = list(natural)
 
     def excess() -> int:
         return sum(widths[k] for k in shown) + len(GAP) * (len(shown) - 1) - limit
 
-    for k in reversed([k for k in shown if columns[k].flex]):
-        widths[k] -= max(0, min(widths[k] - floors[k], excess()))
-    ids = sorted((k for k in shown if columns[k].ids), key=lambda k: floors[k] - widths[k])
-    for k in ids:
-        widths[k] -= max(0, min(widths[k] - floors[k], excess()))
+    for floors, flex in stages:
+        if flex:
+            order = list(reversed([k for k in shown if columns[k].flex]))
+        else:
+            ids = [k for k in shown if columns[k].ids]
+            order = sorted(ids, key=lambda k: floors[k] - widths[k])
+        for k in order:
+            widths[k] -= max(0, min(widths[k] - floors[k], excess()))
     return widths
+
+
+def _fits(shown: list[int], widths: list[int], limit: int) -> bool:
+    return sum(widths[k] for k in shown) + len(GAP) * (len(shown) - 1) <= limit
 
 
 def _fit(
     columns: list[Column], rows: list[list[str]], natural: list[int], limit: int
 ) -> tuple[list[int], list[int]]:
-    """The columns shown and their widths on a terminal ``limit`` cells wide."""
-    floors = _floors(columns, rows, natural)
+    """The columns shown and their widths on a terminal ``limit`` cells wide: text
+    columns shorten to a fair share of the width, then ids to their unique starts, then
+    the columns that may drop drop (the highest ``drop`` first), then text columns
+    shorten to :data:`MIN_FLEX` and at last to :data:`LEAST_FLEX`."""
+    fair = _flex_floors(columns, natural, max(MIN_FLEX, limit // 4))
+    first: list[Stage] = [(fair, True), (_id_floors(columns, rows, natural), False)]
     droppable = sorted((k for k, c in enumerate(columns) if c.drop), key=lambda k: -columns[k].drop)
     shown = list(range(len(columns)))
-    widths = _shrunk(columns, shown, natural, floors, limit)
+    widths = _shrunk(columns, shown, natural, first, limit)
     for k in droppable:
-        if sum(widths[j] for j in shown) + len(GAP) * (len(shown) - 1) <= limit:
+        if _fits(shown, widths, limit):
             return shown, widths
         shown.remove(k)
-        widths = _shrunk(columns, shown, natural, floors, limit)
-    least = [min(natural[k], LEAST_FLEX) if c.flex else floors[k] for k, c in enumerate(columns)]
-    return shown, _shrunk(columns, shown, widths, least, limit)
+        widths = _shrunk(columns, shown, natural, first, limit)
+    rest: list[Stage] = [
+        (_flex_floors(columns, natural, MIN_FLEX), True),
+        (_flex_floors(columns, natural, LEAST_FLEX), True),
+    ]
+    return shown, _shrunk(columns, shown, widths, rest, limit)
 
 
 def _cell(column: Column, text: str, size: int, last: bool) -> str:

@@ -12,7 +12,7 @@ import pytest
 
 from store import HistoryStore
 from store.admin import list_tenants
-from store.cli._output import Table, number, render
+from store.cli._output import Column, Table, number, render
 from store.cli._render import (
     context_table,
     events_table,
@@ -203,3 +203,25 @@ def test_every_table_on_a_terminal_fits_and_keeps_ids_and_numbers_whole(
                     assert [o for o in others if o.startswith(start)] == [cell], (title, start)
                 else:
                     assert all(w in words for w in cell.split()), (title, cell, line)
+
+
+def test_ids_shorten_before_text_gets_narrower_than_a_fair_share() -> None:
+    table = Table("t", [Column("id", ids=True), Column("n", "right"), Column("text", flex=True)])
+    ids = [f"message-{i:02d}-" + "x" * 30 for i in range(5)]
+    for value in ids:
+        table.add(value, "1,234", "word " * 30)
+    _, lines = render(table, 80)
+    for value, line in zip(ids, lines[1:], strict=True):
+        start, count, text = line.split("  ", 2)
+        assert value.startswith(start) and len(start) >= len("message-00-")
+        assert count == "1,234"
+        assert width(text.strip()) >= 80 // 4 and width(line) <= 80
+
+
+def test_columns_that_may_drop_drop_before_text_is_cut_short() -> None:
+    table = Table("t", [Column("when", drop=1), Column("text", flex=True)])
+    table.add("2026-12-05T21:00:22Z", "a long line of text " * 5)
+    _, lines = render(table, 30)
+    assert lines[0].split() == ["text"] and lines[1].endswith("…") and width(lines[1]) == 30
+    _, wide = render(table, 200)
+    assert wide[0].split() == ["when", "text"]
