@@ -5,10 +5,11 @@ character or an emoji takes two cells). Piped (stdout not a terminal), nothing i
 shortened or wrapped: each row is one line, whatever its length, ids whole, so that
 piped output can be searched and copied as it is. On a terminal a row never takes
 more than one line: the ``flex`` columns (content, reasons, outcomes) shorten first,
-with an ellipsis, the last one first; then ``ids`` columns shorten to a start that is
-unique among the column's ids and the ids it is told of (:mod:`store.cli._prefix`, as
-git shortens hashes; every command reads such a prefix back); then columns that may
-``drop`` are left out, the highest ``drop`` first. Numbers and times are never cut.
+with an ellipsis, the last one first, down to a quarter of the width; then ``ids``
+columns shorten to a start that is unique among the column's ids and the ids it is
+told of (:mod:`store.cli._prefix`, as git shortens hashes; every command reads such a
+prefix back); then columns that may ``drop`` are left out, the highest ``drop`` first;
+then the ``flex`` columns shorten further. Numbers and times are never cut.
 Columns marked ``constant`` are left out when every row has the same value, which the
 title states once instead. A rule is a line of its own between rows, outside the
 columns (where a fork's own messages start). Titles and rules are cut to the width.
