@@ -77,7 +77,7 @@ def audit(
         return
     scope = f"session {session_id}" if session_id else f"tenant {tenant}"
     title = f"Compaction events of {scope}, newest first"
-    print_table(events_table(events, title), empty="No compaction events.")
+    print_table(events_table(events, title), empty=f"No compaction events of {scope}.")
 
 
 def _strategy_name(name: str | None) -> str | None:

@@ -172,7 +172,7 @@ def test_compact_dry_run_writes_nothing_then_compact_writes_one_event(cli_url: s
 
 
 def test_audit_excluded_and_why_explain_an_event(cli_url: str) -> None:
-    assert ok("audit", "--url", cli_url).stdout == "No compaction events.\n"
+    assert ok("audit", "--url", cli_url).stdout == "No compaction events of tenant default.\n"
     event = compact_alpha(cli_url)
     listed = ok("audit", "alpha", "--url", cli_url, "--json").json()
     assert [CompactionEvent.model_validate(e) for e in listed] == [event]

@@ -3,11 +3,13 @@ shows it), else for a message its seq; display widths of wide text and emoji."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from store.cli._prefix import MIN_ID, matching, unique_lengths
 from store.cli._width import cut, width
-from tests.cli.helpers import api, invoke, ok
+from tests.cli.helpers import api, conversation, invoke, ok
 
 
 def test_unique_lengths_are_the_shortest_unshared_starts() -> None:
@@ -79,3 +81,33 @@ def test_pin_and_restore_take_a_unique_start_of_a_group(seeded: str, ids: dict[s
     assert pinned == {"changed": [ids["group"]]}
     unpinned = ok("unpin", "alpha", start, "--url", seeded, "--json").json()
     assert unpinned == {"changed": [ids["group"]]}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("audit", "alp"),
+        ("excluded", "alp"),
+        ("branches", "alp"),
+        ("doctor", "alp"),
+        ("show", "alp", "--context"),
+        ("compact", "alp", "--strategy", "truncation:max_n=4,compact_to=2", "--dry-run"),
+        ("recount", "alp", "--tokenizer", "character_estimator"),
+    ],
+)
+def test_every_session_argument_takes_a_unique_start(seeded: str, args: tuple[str, ...]) -> None:
+    done = ok(*args, "--url", seeded)
+    assert "alpha" in done.stdout or "1 sessions" in done.stdout, done.stdout
+
+
+def test_export_and_report_take_a_unique_start(seeded: str, tmp_path: Path) -> None:
+    exported = ok("export", "alp", "--format", "jsonl", "--url", seeded).stdout
+    assert '"alpha"' in exported
+    written = ok("report", "alp", "-o", str(tmp_path / "r.html"), "--url", seeded).stdout
+    assert "session alpha" in written
+
+
+def test_a_start_two_sessions_share_is_refused(seeded: str) -> None:
+    api(seeded, "append", "alps", conversation(1))
+    done = invoke("stats", "al", "--url", seeded)
+    assert done.returncode == 2 and "alpha, alps" in done.stderr
