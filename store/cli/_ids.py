@@ -34,12 +34,15 @@ __all__ = [
     "group_ids",
     "message_id",
     "read_ids",
+    "session_id",
     "session_ids",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
 SHOWN = 5
 """How many of the ids an ambiguous prefix starts an error names."""
+PREFIXED = "_chatledger_reads_prefixes"
+"""Marks a command's callback that already reads its session as a prefix."""
 
 
 def _one(typed: str, ids: Iterable[str], what: str) -> str:
@@ -124,9 +127,6 @@ def accepting_prefixes(command: click.Command) -> click.Command:
         command.callback = _retrying(callback)
         setattr(command.callback, PREFIXED, True)
     return command
-
-
-PREFIXED = "_chatledger_reads_prefixes"
 
 
 def _retrying(callback: F) -> F:
