@@ -172,9 +172,12 @@ class _Deferred(click.Command):
         self.attribute = attribute
 
     def load(self) -> click.Command:
-        """The command itself (importing its module)."""
+        """The command itself (importing its module), its ``SESSION`` argument reading a
+        unique start of an id too (:func:`store.cli._ids.accepting_prefixes`)."""
+        from store.cli._ids import accepting_prefixes
+
         command: click.Command = getattr(importlib.import_module(self.module), self.attribute)
-        return command
+        return accepting_prefixes(command)
 
 
 class _Commands(click.Group):
@@ -269,8 +272,34 @@ def _usage(error: click.UsageError) -> NoReturn:
     _fail(error.format_message() + where, 2)
 
 
+UPGRADE = "`chatledger db upgrade`"
+
+
+def _with_url(message: str, argv: Sequence[str]) -> str:
+    """``message`` with the ``--url`` the command was given added to the command it
+    suggests (run as written, it must reach the same database), its password, if it
+    has one, written ``***``: an error line is no place for a secret."""
+    if UPGRADE not in message:
+        return message
+    given = None
+    for index, arg in enumerate(argv):
+        if arg == "--url" and index + 1 < len(argv):
+            given = argv[index + 1]
+        elif arg.startswith("--url="):
+            given = arg.removeprefix("--url=")
+    if given is None:
+        return message
+    import re
+    import shlex
+
+    given = re.sub(r"^([\w+.-]+://[^:/@]*):[^@/]*@", r"\1:***@", given)
+
+    return message.replace(UPGRADE, f"`chatledger db upgrade --url {shlex.quote(given)}`")
+
+
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Console-script entry point: run the CLI and turn every failure into one line."""
+    args = list(sys.argv[1:] if argv is None else argv)
     try:
         result = cli.main(args=argv, prog_name="chatledger", standalone_mode=False)
     except click.UsageError as error:
@@ -286,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         if isinstance(error, CliError):
             _fail(str(error), error.exit_code)
         if isinstance(error, ChatledgerError):
-            _fail(str(error), 1)
+            _fail(_with_url(str(error), args), 1)
         if isinstance(error, OSError | ValueError | LookupError):
             _fail(f"{type(error).__name__}: {error}", 1)
         _unexpected(error)

@@ -14,7 +14,7 @@ from store.cli._common import (
     url_option,
     with_store,
 )
-from store.cli._output import echo, print_table
+from store.cli._output import echo, print_table, terminal_width
 from store.cli._render import events_table, excluded_table
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def audit(
         return
     scope = f"session {session_id}" if session_id else f"tenant {tenant}"
     title = f"Compaction events of {scope}, newest first"
-    print_table(events_table(events, title), empty="No compaction events.")
+    print_table(events_table(events, title), empty=f"No compaction events of {scope}.")
 
 
 def _strategy_name(name: str | None) -> str | None:
@@ -97,15 +97,21 @@ def _strategy_name(name: str | None) -> str | None:
 def excluded(session_id: str, url: str | None, tenant: str, as_json: bool) -> None:
     """List a session's excluded groups and why."""
 
-    async def action(store: HistoryBackend) -> list[ExcludedGroup]:
-        return await store.excluded(session_id)
+    on_terminal = not as_json and terminal_width() is not None
 
-    groups = with_store(url, tenant, action)
+    async def action(store: HistoryBackend) -> tuple[list[ExcludedGroup], frozenset[str]]:
+        from store.cli._ids import read_ids
+
+        groups = await store.excluded(session_id)
+        return groups, (await read_ids(store, session_id)).groups if on_terminal else frozenset()
+
+    groups, known = with_store(url, tenant, action)
     if as_json:
         emit_json(groups)
         return
     title = f"Excluded groups of {session_id}, in projection order"
-    print_table(excluded_table(groups, title), empty=f"Nothing of {session_id} is excluded.")
+    table = excluded_table(groups, title, known)
+    print_table(table, empty=f"Nothing of {session_id} is excluded.")
 
 
 @click.command()
@@ -115,17 +121,25 @@ def excluded(session_id: str, url: str | None, tenant: str, as_json: bool) -> No
 @tenant_option
 @json_option
 def why(session_id: str, message_id: str, url: str | None, tenant: str, as_json: bool) -> None:
-    """Say whether a message is sent to the model, and why."""
+    """Say whether a message is sent to the model, and why.
 
-    async def action(store: HistoryBackend) -> WhyResult:
-        return await store.why(session_id, message_id)
+    MESSAGE is the message's id, a unique start of it (as `show` shortens ids on a
+    terminal), or its seq (the first column of `show`).
+    """
 
-    result = with_store(url, tenant, action)
+    async def action(store: HistoryBackend) -> tuple[str, WhyResult]:
+        from store.cli._ids import message_id as whole
+
+        await store.session(session_id)  # SessionNotFound for an unknown id
+        found = await whole(store, session_id, message_id)
+        return found, await store.why(session_id, found)
+
+    found, result = with_store(url, tenant, action)
     if as_json:
         emit_json(result)
         return
     verdict = "is sent" if result.in_context else "is not sent"
-    echo(f"{message_id} {verdict}: {result.explanation}.")
+    echo(f"{found} {verdict}: {result.explanation}.")
     echo(f"group {result.group_id}" + (f", event {result.event_id}" if result.event_id else ""))
     if result.summary_group_id:
         echo(f"summary {result.summary_group_id} replaces it")

@@ -74,7 +74,11 @@ def fork(
     """
 
     async def action(store: HistoryBackend) -> Forked:
-        info = await store.fork(session_id, at=at, new_session_id=new_session_id)
+        from store.cli._ids import message_id
+
+        await store.session(session_id)  # SessionNotFound for an unknown id
+        cut = await message_id(store, session_id, at) if at is not None else None
+        info = await store.fork(session_id, at=cut, new_session_id=new_session_id)
         events = await store.audit(info.session_id, phase="fork")
         return Forked(info, events[0] if events else None)
 
@@ -98,12 +102,18 @@ class Cut:
 
     after: int
     """Appended messages after the cut (what the rewind sets aside)."""
+    to: str | None
+    """The whole id of the message rewound to (None: to the start)."""
 
 
 async def _cut(store: HistoryBackend, session_id: str, to: str | None) -> Cut:
     """Read the session for the confirmation: :class:`CliError` when ``to`` is not one of
     its messages (the store refuses the other bad cuts)."""
+    from store.cli._ids import message_id
+
     await store.session(session_id)  # SessionNotFound for an unknown id
+    if to is not None:
+        to = await message_id(store, session_id, to)
     cut = 0 if to is None else None
     after = 0
     async for stored in store.aiter_history(session_id, include_excluded=True):
@@ -116,7 +126,7 @@ async def _cut(store: HistoryBackend, session_id: str, to: str | None) -> Cut:
             after += 1
     if cut is None:
         raise CliError(f"no message {to!r} in session {session_id!r}")
-    return Cut(after)
+    return Cut(after, to)
 
 
 @click.command()
@@ -154,6 +164,7 @@ def rewind(
         return await _cut(store, session_id, to)
 
     cut = with_store(url, tenant, read, tokenizer=tokenizer)
+    to = cut.to
     where = f"to {to}" if to is not None else "to the start"
     if cut.after:
         confirm(

@@ -26,7 +26,7 @@ from store.cli._common import (
     with_store,
     yes_option,
 )
-from store.cli._output import echo, number, print_table, quantity
+from store.cli._output import echo, number, print_table, quantity, terminal_width
 from store.cli._render import dry_run_table, event_outcome, short_strategy
 
 if TYPE_CHECKING:
@@ -47,6 +47,8 @@ class WhatIf:
     tokens_before: int
     tokens_after: int
     groups: list[dict[str, Any]]
+    known: frozenset[str] = frozenset()
+    """The session's group ids, when a terminal may shorten them (else empty)."""
 
     def as_json(self) -> dict[str, Any]:
         """The ``compact --dry-run --json`` object."""
@@ -143,7 +145,14 @@ def _dry_run(url: str | None, tenant: str, session_id: str, spec: str, as_json: 
     async def action(store: HistoryBackend) -> WhatIf:
         view = await store.view(session_id)
         changes = await store.compact(session_id, spec, dry_run=True)
-        return what_if(session_id, spec, view, changes, store.count_tokens)
+        found = what_if(session_id, spec, view, changes, store.count_tokens)
+        if as_json or terminal_width() is None:
+            return found
+        from dataclasses import replace
+
+        from store.cli._ids import read_ids
+
+        return replace(found, known=(await read_ids(store, session_id)).groups)
 
     result = with_store(url, tenant, action, tokenizer=session_tokenizer(url, tenant, session_id))
     if as_json:
@@ -153,7 +162,8 @@ def _dry_run(url: str | None, tenant: str, session_id: str, spec: str, as_json: 
     kinds = {g["group_id"]: g["kind"] for g in result.groups}
     tokens = {g["group_id"]: (g["tokens_before"], g["tokens_after"]) for g in result.groups}
     title = f"What {spec} would change in {session_id} (dry run: nothing written)"
-    print_table(dry_run_table(title, actions, kinds, tokens), empty=f"{spec} would change nothing.")
+    table = dry_run_table(title, actions, kinds, tokens, result.known)
+    print_table(table, empty=f"{spec} would change nothing.")
     echo(
         f"active tokens {number(result.tokens_before)} → {number(result.tokens_after)}"
         f" ({number(result.tokens_before - result.tokens_after)} fewer)"
@@ -168,6 +178,8 @@ class Restored:
     active_tokens: int
     budget: int | None
     budget_event: CompactionEvent | None
+    pinned: list[str]
+    """The restored groups left pinned (none with ``--no-pin``)."""
 
 
 async def _budget(store: HistoryBackend, session_id: str) -> tuple[int | None, Any]:
@@ -190,6 +202,11 @@ async def _budget(store: HistoryBackend, session_id: str) -> tuple[int | None, A
     "--group", "groups", multiple=True, metavar="GROUP", help="A group to restore (repeatable)."
 )
 @click.option("--event", metavar="EVENT", help="Undo this event.")
+@click.option(
+    "--no-pin",
+    is_flag=True,
+    help="Leave the restored groups unpinned (strategies may exclude them).",
+)
 @url_option
 @tenant_option
 @json_option
@@ -197,21 +214,37 @@ def restore(
     session_id: str,
     groups: tuple[str, ...],
     event: str | None,
+    no_pin: bool,
     url: str | None,
     tenant: str,
     as_json: bool,
 ) -> None:
-    """Bring excluded groups back (pinned), or undo an event."""
+    """Bring excluded groups back (pinned), or undo an event.
+
+    GROUP and EVENT are ids or unique starts of ids. The groups brought back are pinned
+    (no strategy excludes them until `chatledger unpin`); --no-pin leaves them unpinned.
+    """
     if bool(groups) == (event is not None):
         raise CliError("give --group GROUP (one or more) or --event EVENT", exit_code=2)
 
     async def action(store: HistoryBackend) -> Restored:
-        done = await store.restore(
-            session_id, group_ids=list(groups) if groups else None, event_id=event
-        )
+        from store.cli._ids import event_id, group_ids
+
+        await store.session(session_id)  # SessionNotFound for an unknown id
+        chosen = await group_ids(store, session_id, groups) if groups else None
+        undone = await event_id(store, session_id, event) if event is not None else None
+        done = await store.restore(session_id, group_ids=chosen, event_id=undone)
+        pinned: list[str] = []
+        if done is not None and done.restored:
+            if no_pin:
+                await store.unpin(session_id, done.restored)
+            else:
+                view = await store.view(session_id)
+                held = {g.group_id for g in view.groups if g.pinned}
+                pinned = [g for g in done.restored if g in held]
         budget, budget_event = await _budget(store, session_id)
         active = (await store.stats(session_id)).active_tokens
-        return Restored(done, active, budget, budget_event)
+        return Restored(done, active, budget, budget_event, pinned)
 
     result = with_store(url, tenant, action)
     if as_json:
@@ -221,10 +254,16 @@ def restore(
         echo("Nothing to restore: those groups are already in the context.")
     else:
         echo(f"event {result.event.id}: {event_outcome(result.event)}")
-        if result.event.restored:
+        if result.pinned:
             echo(
-                "Restored groups are pinned: no strategy excludes them until "
-                f"`chatledger unpin {session_id} GROUP...`."
+                f"{quantity(len(result.pinned), 'group')} pinned: no strategy excludes "
+                f"{'it' if len(result.pinned) == 1 else 'them'} until "
+                f"`chatledger unpin {session_id} GROUP...` (or restore with --no-pin)."
+            )
+        elif result.event.restored:
+            echo(
+                f"{quantity(len(result.event.restored), 'group')} left unpinned: strategies "
+                "may exclude them again."
             )
     _against_budget(result)
 
@@ -261,9 +300,13 @@ def _pin_command(pinned: bool) -> click.Command:
         session_id: str, groups: tuple[str, ...], url: str | None, tenant: str, as_json: bool
     ) -> None:
         async def action(store: HistoryBackend) -> list[str]:
+            from store.cli._ids import group_ids
+
+            await store.session(session_id)  # SessionNotFound for an unknown id
+            chosen = await group_ids(store, session_id, groups)
             if pinned:
-                return await store.pin(session_id, groups)
-            return await store.unpin(session_id, groups)
+                return await store.pin(session_id, chosen)
+            return await store.unpin(session_id, chosen)
 
         changed = with_store(url, tenant, action)
         if as_json:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -40,8 +41,25 @@ def turn_line(record: TurnRecord) -> str:
     )
 
 
+def program() -> str:
+    """How to run chatledger again from here: ``chatledger`` when that is on the PATH and
+    is this program, else the path it was started by (``.venv/bin/chatledger``)."""
+    import shutil
+    import sys
+
+    started = sys.argv[0] if sys.argv else ""
+    if Path(started).name != "chatledger":
+        return "chatledger"  # run as python -m store.cli, or from a test
+    found = shutil.which("chatledger")
+    if found is not None and Path(found).resolve() == Path(started).resolve():
+        return "chatledger"
+    return shlex.quote(started)
+
+
 def inspect_commands(session_id: str, url: str | None, tenant: str) -> list[str]:
-    """The commands that show the demo's result, with the options they need."""
+    """The commands that show the demo's result, with the options they need (and the
+    program's path when ``chatledger`` alone would not find it)."""
+    name = program()
     extra = ""
     if url is not None and os.environ.get(URL_ENV) != url:
         extra += f" --url {shlex.quote(url)}"
@@ -49,12 +67,12 @@ def inspect_commands(session_id: str, url: str | None, tenant: str) -> list[str]
         extra += f" --tenant {shlex.quote(tenant)}"
     sid = shlex.quote(session_id)
     return [
-        f"chatledger sessions{extra}",
-        f"chatledger show {sid} --context{extra}",
-        f"chatledger show {sid} --all{extra}",
-        f"chatledger audit {sid}{extra}",
-        f"chatledger excluded {sid}{extra}",
-        f"chatledger stats {sid}{extra}",
+        f"{name} sessions{extra}",
+        f"{name} show {sid} --context{extra}",
+        f"{name} show {sid} --all{extra}",
+        f"{name} audit {sid}{extra}",
+        f"{name} excluded {sid}{extra}",
+        f"{name} stats {sid}{extra}",
     ]
 
 
@@ -86,8 +104,9 @@ def _summary(report: DemoReport, url: str | None, tenant: str) -> None:
     from store.sql.drivers.engine import describe_url
 
     last = report.turns[-1]
+    echo()
     echo(
-        f"\n{len(report.turns)} turns on session {report.session_id} ({describe_url(url)}): "
+        f"{len(report.turns)} turns on session {report.session_id} ({describe_url(url)}): "
         f"{number(last.stored_messages)} messages and {number(last.stored_tokens)} tokens "
         f"stored; largest request {number(max(t.max_sent for t in report.turns))} tokens, "
         f"input budget {number(report.budget)}; {len(report.events)} compaction events."

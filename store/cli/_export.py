@@ -75,10 +75,13 @@ def export(
         raise CliError("--strategy needs --context", exit_code=2)
 
     async def write(stream: _Writable) -> None:
+        from store.cli._ids import session_id
+
         async with HistoryStore.open(url, tenant=tenant, create=False) as store:
+            chosen = [await session_id(store, typed) for typed in session_ids]
             chunks = export_sessions(
                 store,
-                list(session_ids),
+                chosen,
                 format=fmt,
                 context=context,
                 strategy=spec,

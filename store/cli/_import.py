@@ -150,6 +150,11 @@ def _summary(report: ImportReport) -> None:
     metavar="NAME",
     help="A database source's sessions table (accepted; the messages table is what is read).",
 )
+@click.option(
+    "--create",
+    is_flag=True,
+    help="Create chatledger's schema when --url names a database without it.",
+)
 @url_option
 @tenant_option
 @json_option
@@ -166,6 +171,7 @@ def import_(
     allow_custom_roles: bool,
     table: str | None,
     sessions_table: str | None,
+    create: bool,
     url: str | None,
     tenant: str,
     as_json: bool,
@@ -176,6 +182,9 @@ def import_(
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
     agent-framework, adk (docs/importing.md).
+
+    Into a database without chatledger's schema it imports only with --create (or at
+    the default ./chatledger.db, which it creates).
 
     Exits 1 when a source or session is refused (nothing is written), or, with
     --skip-invalid, when every session was skipped.
@@ -201,7 +210,8 @@ def import_(
             raise CliError(f"invalid --compact: {error}", exit_code=2) from None
 
     async def action(tracker: _Tracker) -> ImportReport:
-        async with HistoryStore.open(url, tenant=tenant) as store:
+        may_create = create or url is None  # the default file is chatledger's own
+        async with HistoryStore.open(url, tenant=tenant, create=may_create) as store:
             return await import_sources(
                 store,
                 list(sources),
@@ -218,12 +228,18 @@ def import_(
                 progress=tracker,
             )
 
+    from store.errors import MigrationRequired
+
     with _progress(as_json) as show:
         tracker = _Tracker(show)
         try:
             report = run(action(tracker))
         except KeyboardInterrupt:
             raise CliError(tracker.interrupted(), exit_code=130) from None
+        except MigrationRequired as error:
+            if not str(error).endswith("to create it"):
+                raise
+            raise MigrationRequired(f"{error}, or import with --create") from None
     if as_json:
         emit_json(report)
     else:

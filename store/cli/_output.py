@@ -1,18 +1,23 @@
 """Printing for people: aligned columns that never split an id or a number.
 
-A :class:`Table` is columns of text cells. Every column keeps its cells whole except
-the one ``flex`` column (content, reasons), which is shortened with an ellipsis to fit
-a terminal's width; ids, numbers and times are never cut nor wrapped. When stdout is
-not a terminal nothing is shortened or wrapped: each row is one line, whatever its
-length, so that piped output can be searched and copied as it is. Columns marked
-``constant`` are left out when every row has the same value, which the title states
-once instead. A rule is a line of its own between rows, outside the columns (where a
-fork's own messages start).
+A :class:`Table` is columns of text cells laid out by their display width (a wide
+character or an emoji takes two cells). Piped (stdout not a terminal), nothing is
+shortened or wrapped: each row is one line, whatever its length, ids whole, so that
+piped output can be searched and copied as it is. On a terminal a row never takes
+more than one line: the ``flex`` columns (content, reasons, outcomes) shorten first,
+with an ellipsis, the last one first, down to a quarter of the width; then ``ids``
+columns shorten to a start that is unique among the column's ids and the ids it is
+told of (:mod:`store.cli._prefix`, as git shortens hashes; every command reads such a
+prefix back); then columns that may ``drop`` are left out, the highest ``drop`` first;
+then the ``flex`` columns shorten further. Numbers and times are never cut.
+Columns marked ``constant`` are left out when every row has the same value, which the
+title states once instead. A rule is a line of its own between rows, outside the
+columns (where a fork's own messages start). Titles and rules are cut to the width.
 
 On a terminal the header is bold and rows may carry a style (rich); elsewhere, or with
 ``NO_COLOR``, the text is plain. Every cell, title and line goes out through
 :mod:`store.cli._visible`: a control character of stored text is shown as an escape
-(``\\x1b``), never sent; the ``flex`` column's line breaks and tabs are spaces.
+(``\\x1b``), never sent; the ``flex`` columns' line breaks and tabs are spaces.
 """
 
 from __future__ import annotations
@@ -24,13 +29,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal
 
+from store.cli._prefix import unique_lengths
 from store.cli._visible import flowing, visible
+from store.cli._width import cut, width
 
 __all__ = ["Column", "Table", "echo", "number", "print_table", "render", "when"]
 
 ELLIPSIS = "…"
 MIN_FLEX = 12
-"""The narrowest a shortened ``flex`` column gets."""
+"""The narrowest a ``flex`` column gets before ids shorten and columns drop."""
+LEAST_FLEX = 2
+"""The narrowest a ``flex`` column gets at all (a character and the ellipsis)."""
 GAP = "  "
 RULE_STYLE = "bold cyan"
 """The style of a table's rules on a terminal."""
@@ -46,6 +55,12 @@ class Column:
     """The column that is shortened to fit a terminal (at most one a table)."""
     constant: bool = False
     """Left out when every row has the same value (the title says it once)."""
+    ids: bool = False
+    """Ids: on a terminal too narrow for them, each shows a unique start of itself."""
+    among: frozenset[str] = frozenset()
+    """Further ids a shortened id must not be the start of (the session's others)."""
+    drop: int = 0
+    """Left out on a terminal too narrow for the row, the highest first (0: never)."""
 
 
 @dataclass
@@ -117,12 +132,90 @@ def _collapsed(table: Table) -> tuple[str, list[int]]:
     return title, keep
 
 
-def _shorten(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+def _id_floors(columns: list[Column], rows: list[list[str]], natural: list[int]) -> list[int]:
+    """The narrowest each ``ids`` column gets: its longest unique start (the header at
+    least); every other column its whole width."""
+    floors = list(natural)
+    for k, column in enumerate(columns):
+        if column.ids and rows:
+            cells = [row[k] for row in rows]
+            lengths = unique_lengths(cells, column.among)
+            needed = max(width(cell[: lengths[cell]]) for cell in cells)
+            floors[k] = min(natural[k], max(width(column.header), needed))
+    return floors
 
 
-def render(table: Table, width: int | None) -> tuple[str, list[str]]:
-    """The table's title and lines; ``width`` is the terminal's (None: no limit)."""
+def _flex_floors(columns: list[Column], natural: list[int], least: int) -> list[int]:
+    """``least`` cells for each ``flex`` column (its whole width when narrower)."""
+    return [min(natural[k], least) if c.flex else natural[k] for k, c in enumerate(columns)]
+
+
+Stage = tuple[list[int], bool]
+"""The narrowest each column may get in one step of shrinking, and whether the step
+takes the ``flex`` columns (the last first) or the ``ids`` ones (the widest first)."""
+
+
+def _shrunk(
+    columns: list[Column], shown: list[int], natural: list[int], stages: list[Stage], limit: int
+) -> list[int]:
+    """The widths of the ``shown`` columns, each stage shrinking its columns toward its
+    floors only as far as needed to fit ``limit`` cells."""
+    widths = list(natural)
+
+    def excess() -> int:
+        return sum(widths[k] for k in shown) + len(GAP) * (len(shown) - 1) - limit
+
+    for floors, flex in stages:
+        if flex:
+            order = list(reversed([k for k in shown if columns[k].flex]))
+        else:
+            ids = [k for k in shown if columns[k].ids]
+            order = sorted(ids, key=lambda k: floors[k] - widths[k])
+        for k in order:
+            widths[k] -= max(0, min(widths[k] - floors[k], excess()))
+    return widths
+
+
+def _fits(shown: list[int], widths: list[int], limit: int) -> bool:
+    return sum(widths[k] for k in shown) + len(GAP) * (len(shown) - 1) <= limit
+
+
+def _fit(
+    columns: list[Column], rows: list[list[str]], natural: list[int], limit: int
+) -> tuple[list[int], list[int]]:
+    """The columns shown and their widths on a terminal ``limit`` cells wide: text
+    columns shorten to a fair share of the width, then ids to their unique starts, then
+    the columns that may drop drop (the highest ``drop`` first), then text columns
+    shorten to :data:`MIN_FLEX` and at last to :data:`LEAST_FLEX`."""
+    fair = _flex_floors(columns, natural, max(MIN_FLEX, limit // 4))
+    first: list[Stage] = [(fair, True), (_id_floors(columns, rows, natural), False)]
+    droppable = sorted((k for k, c in enumerate(columns) if c.drop), key=lambda k: -columns[k].drop)
+    shown = list(range(len(columns)))
+    widths = _shrunk(columns, shown, natural, first, limit)
+    for k in droppable:
+        if _fits(shown, widths, limit):
+            return shown, widths
+        shown.remove(k)
+        widths = _shrunk(columns, shown, natural, first, limit)
+    rest: list[Stage] = [
+        (_flex_floors(columns, natural, MIN_FLEX), True),
+        (_flex_floors(columns, natural, LEAST_FLEX), True),
+    ]
+    return shown, _shrunk(columns, shown, widths, rest, limit)
+
+
+def _cell(column: Column, text: str, size: int, last: bool) -> str:
+    if width(text) > size:
+        text = cut(text, size, mark="" if column.ids else ELLIPSIS)
+    pad = " " * (size - width(text))
+    if column.align == "right":
+        return pad + text
+    return text if last else text + pad
+
+
+def render(table: Table, limit: int | None) -> tuple[str, list[str]]:
+    """The table's title and lines; ``limit`` is the terminal's width (None: no limit,
+    nothing shortened)."""
     title, keep = _collapsed(table)
     title = visible(title)
     columns = [table.columns[i] for i in keep]
@@ -130,26 +223,24 @@ def render(table: Table, width: int | None) -> tuple[str, list[str]]:
         [flowing(row[i]) if table.columns[i].flex else visible(row[i]) for i in keep]
         for row in table.rows
     ]
-    widths = [max([len(c.header), *(len(r[k]) for r in rows)]) for k, c in enumerate(columns)]
-    flex = next((k for k, c in enumerate(columns) if c.flex), None)
-    if width is not None and flex is not None:
-        fixed = sum(w for k, w in enumerate(widths) if k != flex) + len(GAP) * (len(widths) - 1)
-        widths[flex] = max(min(widths[flex], width - fixed), min(widths[flex], MIN_FLEX))
+    natural = [max([width(c.header), *(width(r[k]) for r in rows)]) for k, c in enumerate(columns)]
+    shown, widths = (
+        (list(range(len(columns))), natural)
+        if limit is None
+        else _fit(columns, rows, natural, limit)
+    )
+    rules = {k: visible(text) for k, text in table.rules.items()}
+    if limit is not None:
+        title = cut(title, limit)
+        rules = {k: cut(text, limit) for k, text in rules.items()}
     lines = []
     for index, cells in enumerate([[c.header for c in columns], *rows]):
-        if index - 1 in table.rules:
-            lines.append(visible(table.rules[index - 1]))
-        parts = []
-        for k, (column, cell) in enumerate(zip(columns, cells, strict=True)):
-            text = _shorten(cell, widths[k]) if k == flex else cell
-            last = k == len(columns) - 1
-            if column.align == "right":
-                parts.append(text.rjust(widths[k]))
-            else:
-                parts.append(text if last else text.ljust(widths[k]))
+        if index - 1 in rules:
+            lines.append(rules[index - 1])
+        parts = [_cell(columns[k], cells[k], widths[k], k == shown[-1]) for k in shown]
         lines.append(GAP.join(parts).rstrip())
-    if len(rows) in table.rules:
-        lines.append(visible(table.rules[len(rows)]))
+    if len(rows) in rules:
+        lines.append(rules[len(rows)])
     return title, lines
 
 
@@ -166,10 +257,33 @@ def terminal_width() -> int | None:
     return shutil.get_terminal_size().columns if _terminal() else None
 
 
+def _wrapped(text: str, limit: int) -> str:
+    """Prose broken at spaces into lines of at most ``limit`` cells where it can be (a
+    word, an id or a number is never split)."""
+    if width(text) <= limit:
+        return text
+    import textwrap
+
+    indent = text[: len(text) - len(text.lstrip(" "))]
+    longest = max(width(word) for word in text.split())
+    more = indent + "  " if len(indent) + 2 + longest <= limit else indent
+    lines = textwrap.wrap(
+        text,
+        limit,
+        subsequent_indent=more,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return "\n".join(lines)
+
+
 def echo(text: str = "", *, style: str | None = None, err: bool = False) -> None:
-    """Print one line (styled on a terminal), its control characters made visible."""
+    """Print one line (styled on a terminal), its control characters made visible; on a
+    terminal a line too long for it is broken at spaces."""
     stream = sys.stderr if err else sys.stdout
     text = visible(text)
+    if stream.isatty():
+        text = _wrapped(text, shutil.get_terminal_size().columns)
     if style and stream.isatty() and not os.environ.get("NO_COLOR"):
         from rich.console import Console
         from rich.text import Text

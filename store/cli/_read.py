@@ -24,7 +24,7 @@ from store.cli._common import (
     url_option,
     with_store,
 )
-from store.cli._output import echo, print_table, quantity
+from store.cli._output import echo, print_table, quantity, terminal_width
 from store.cli._render import (
     context_table,
     fork_of,
@@ -61,15 +61,23 @@ def sessions(
     """List the tenant's sessions, most recently updated first."""
     moment = parse_since(since) if since is not None else None
 
-    async def action(store: HistoryBackend) -> list[SessionInfo]:
-        return await store.sessions(limit=limit, after=after, updated_since=moment, order="updated")
+    on_terminal = not as_json and terminal_width() is not None
 
-    found = with_store(url, tenant, action)
+    async def action(store: HistoryBackend) -> tuple[list[SessionInfo], frozenset[str]]:
+        from store.cli._ids import session_ids
+
+        found = await store.sessions(
+            limit=limit, after=after, updated_since=moment, order="updated"
+        )
+        return found, await session_ids(store) if on_terminal else frozenset()
+
+    found, known = with_store(url, tenant, action)
     if as_json:
         emit_json(found)
         return
     title = f"Sessions of tenant {tenant}, newest first"
-    print_table(sessions_table(found, title), empty=f"No sessions for tenant {tenant!r}.")
+    table = sessions_table(found, title, known)
+    print_table(table, empty=f"No sessions for tenant {tenant!r}.")
 
 
 @click.command()
@@ -102,6 +110,8 @@ class Shown:
     cut: int | None
     """The ``seq`` of a fork's cut in its history (0 for a fork of an empty session; None
     when not a fork, or when the cut has left its history)."""
+    known: frozenset[str]
+    """Every message id of the session, when a terminal may shorten them (else empty)."""
 
 
 async def _cut_seq(store: HistoryBackend, info: SessionInfo) -> int | None:
@@ -124,7 +134,7 @@ async def _close(iterator: object) -> None:
 
 
 async def _stored(
-    store: HistoryBackend, session_id: str, *, show_all: bool, limit: int | None
+    store: HistoryBackend, session_id: str, *, show_all: bool, limit: int | None, ids: bool
 ) -> Shown:
     info = await store.session(session_id)  # SessionNotFound for an unknown id
     if limit is None:
@@ -135,14 +145,20 @@ async def _stored(
         )
     view = await store.view(session_id)
     pinned = frozenset(g.group_id for g in view.groups if g.pinned)
-    return Shown(info, found, pinned, await _cut_seq(store, info))
+    known: frozenset[str] = frozenset()
+    if ids:
+        from store.cli._ids import read_ids
+
+        known = frozenset((await read_ids(store, session_id)).messages)
+    return Shown(info, found, pinned, await _cut_seq(store, info), known)
 
 
 def _show_stored(
     url: str | None, tenant: str, session_id: str, show_all: bool, limit: int | None, as_json: bool
 ) -> None:
     async def action(store: HistoryBackend) -> Shown:
-        return await _stored(store, session_id, show_all=show_all, limit=limit)
+        on_terminal = not as_json and terminal_width() is not None
+        return await _stored(store, session_id, show_all=show_all, limit=limit, ids=on_terminal)
 
     counted = session_tokenizer(url, tenant, session_id)  # its view checks the tokenizer
     shown = with_store(url, tenant, action, tokenizer=counted)
@@ -157,7 +173,7 @@ def _show_stored(
     origin = fork_of(shown.info)
     fork = (origin, shown.cut) if origin is not None and shown.cut is not None else None
     whole = limit is None or len(messages) < limit
-    table = history_table(title, messages, shown.pinned, fork=fork, whole=whole)
+    table = history_table(title, messages, shown.pinned, fork=fork, whole=whole, known=shown.known)
     if origin is not None and not table.rules:  # no row to mark: the title says it
         table.title += f" ({origin})"
     print_table(table, empty=f"Session {session_id} is empty.")
@@ -214,7 +230,7 @@ def _show_context(
         f"{quantity(sum(tokens), 'token')}"
     )
     print_table(context_table(title, messages, tokens, summaries), empty="The context is empty.")
-    echo(f"(projected with {source})")
+    echo(f"(projected with {source.replace(',', ', ')})")  # breaks between parameters
 
 
 @click.command()

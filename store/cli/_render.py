@@ -1,7 +1,8 @@
 """The CLI's tables, built from the API's models (pure: models in, tables out).
 
-Ids, numbers and times are whole cells; message contents and reasons are the one
-column that shortens on a terminal (see :mod:`store.cli._output`). Strategy names are
+Numbers and times are whole cells; message contents, statuses and reasons shorten on a
+terminal, ids to a unique start, and the least needed columns drop first (see
+:mod:`store.cli._output`); piped, every cell is whole. Strategy names are
 shown in their short form (``context-window``), timestamps in UTC with their zone.
 """
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from strategies.messages import Content, Message
 
 __all__ = [
-    "PREVIEW_CHARS",
     "branches_table",
     "content_preview",
     "context_table",
@@ -42,9 +42,6 @@ __all__ = [
     "stats_table",
     "tenants_table",
 ]
-
-PREVIEW_CHARS = 160
-"""The most of a message's contents a row shows (a terminal shows less)."""
 
 
 def short_strategy(name: str) -> str:
@@ -86,18 +83,20 @@ def _one(content: Content) -> str:
 
 
 def content_preview(message: Message) -> str:
-    """One line describing what a message holds (at most :data:`PREVIEW_CHARS`)."""
-    flat = " ".join(" | ".join(_one(c) for c in message.contents).split()) or "(empty)"
-    return flat if len(flat) <= PREVIEW_CHARS else flat[: PREVIEW_CHARS - 1] + "…"
+    """One line holding all a message says (a terminal shortens it, a pipe never)."""
+    return " ".join(" | ".join(_one(c) for c in message.contents).split()) or "(empty)"
 
 
-def sessions_table(sessions: Sequence[SessionInfo], title: str) -> Table:
-    """Sessions with stored and active messages and tokens."""
+def sessions_table(
+    sessions: Sequence[SessionInfo], title: str, known: frozenset[str] = frozenset()
+) -> Table:
+    """Sessions with stored and active messages and tokens (``known``: the tenant's other
+    session ids, which a shortened id stays unique among)."""
     table = Table(
         title,
         [
-            Column("session"),
-            Column("updated"),
+            Column("session", ids=True, among=known),
+            Column("updated", drop=1),
             Column("messages", "right"),
             Column("active", "right"),
             Column("tokens", "right"),
@@ -125,7 +124,7 @@ def tenants_table(tenants: Sequence[TenantInfo]) -> Table:
             Column("sessions", "right"),
             Column("messages", "right"),
             Column("tokens", "right"),
-            Column("updated"),
+            Column("updated", drop=1),
         ],
     )
     for info in tenants:
@@ -171,9 +170,12 @@ def history_table(
     *,
     fork: tuple[str, int] | None = None,
     whole: bool = True,
+    known: frozenset[str] = frozenset(),
 ) -> Table:
-    """Stored messages in projection order: summaries where they replace what they
-    summarize, excluded messages marked (``pinned``: the ids of pinned groups).
+    """Stored messages in projection order, with their ``seq`` and id: summaries where
+    they replace what they summarize, excluded messages marked (``pinned``: the ids of
+    pinned groups; ``known``: every message id of the session, which a shortened id
+    stays unique among).
 
     ``fork`` is what a fork was forked from (:func:`fork_of`) and the ``seq`` of its cut:
     it is a rule, ``— fork of PARENT at MESSAGE —``, before the first message placed
@@ -185,9 +187,10 @@ def history_table(
         title,
         [
             Column("seq", "right"),
+            Column("id", ids=True, among=known),
             Column("role"),
             Column("tokens", "right"),
-            Column("status"),
+            Column("status", flex=True),
             Column("content", flex=True),
         ],
     )
@@ -202,6 +205,7 @@ def history_table(
         shown = stored.reduced if stored.reduced is not None else stored.message
         table.add(
             str(stored.seq),
+            stored.message_id,
             stored.role,
             number(stored.reduced_token_count or stored.token_count),
             status,
@@ -318,11 +322,11 @@ def events_table(events: Sequence[CompactionEvent], title: str) -> Table:
     table = Table(
         title,
         [
-            Column("event"),
-            Column("when"),
-            Column("session", constant=True),
-            Column("phase", constant=True),
-            Column("strategy", constant=True),
+            Column("event", ids=True),
+            Column("when", drop=4),
+            Column("session", constant=True, ids=True, drop=1),
+            Column("phase", constant=True, drop=3),
+            Column("strategy", constant=True, drop=2),
             Column("outcome", flex=True),
             Column("tokens", "right"),
             Column("saved", "right"),
@@ -342,16 +346,19 @@ def events_table(events: Sequence[CompactionEvent], title: str) -> Table:
     return table
 
 
-def excluded_table(groups: Sequence[ExcludedGroup], title: str) -> Table:
-    """Excluded groups, their size, the reason and the event that excluded them."""
+def excluded_table(
+    groups: Sequence[ExcludedGroup], title: str, known: frozenset[str] = frozenset()
+) -> Table:
+    """Excluded groups, their size, the reason and the event that excluded them
+    (``known``: the session's other group ids, which a shortened id stays unique among)."""
     table = Table(
         title,
         [
-            Column("group"),
-            Column("kind"),
-            Column("msgs", "right"),
+            Column("group", ids=True, among=known),
+            Column("kind", drop=2),
+            Column("msgs", "right", drop=3),
             Column("tokens", "right"),
-            Column("event"),
+            Column("event", ids=True, drop=1),
             Column("reason", flex=True),
         ],
     )
@@ -390,14 +397,16 @@ def dry_run_table(
     actions: Mapping[str, str],
     kinds: Mapping[str, str],
     tokens: Mapping[str, tuple[int, int]],
+    known: frozenset[str] = frozenset(),
 ) -> Table:
     """What a change set would do, group by group, with each group's tokens before and
-    after (``actions``: group id to what would happen to it)."""
+    after (``actions``: group id to what would happen to it; ``known``: the session's
+    other group ids, which a shortened id stays unique among)."""
     table = Table(
         title,
         [
-            Column("group"),
-            Column("kind"),
+            Column("group", ids=True, among=known),
+            Column("kind", drop=1),
             Column("before", "right"),
             Column("after", "right"),
             Column("would be", flex=True),
@@ -416,11 +425,11 @@ def branches_table(branches: Sequence[BranchInfo], title: str) -> Table:
         title,
         [
             Column("relation"),
-            Column("session"),
-            Column("fork message"),
+            Column("session", ids=True),
+            Column("fork message", ids=True),
             Column("messages", "right"),
-            Column("created"),
-            Column("event"),
+            Column("created", drop=2),
+            Column("event", ids=True, drop=1),
         ],
     )
     for branch in branches:

@@ -116,7 +116,12 @@ def purge(
 
 
 async def _targets(store: HistoryBackend, session_id: str, ids: list[str]) -> list[StoredMessage]:
-    wanted = set(ids)
+    """The messages ``ids`` name (whole ids, unique starts or seqs): :class:`CliError`
+    when one names none."""
+    from store.cli._ids import read_ids
+
+    known = await read_ids(store, session_id)
+    wanted = {known.message(typed) for typed in ids}
     found = [
         m
         async for m in store.aiter_history(session_id, include_excluded=True)
@@ -155,7 +160,12 @@ async def _redact(
 def _preview(messages: list[StoredMessage], title: str) -> None:
     table = Table(
         title,
-        [Column("seq", "right"), Column("message"), Column("role"), Column("text", flex=True)],
+        [
+            Column("seq", "right"),
+            Column("message", ids=True),
+            Column("role"),
+            Column("text", flex=True),
+        ],
     )
     for m in messages:
         table.add(str(m.seq), m.message_id, m.role, m.message.text.replace("\n", " "))
@@ -191,6 +201,7 @@ def redact(
     targets, _ = run(
         _redact(url, tenant, session_id, ids, reason, tokenizer, dry_run=True, vacuum=False)
     )
+    ids = list(dict.fromkeys(m.message_id for m in targets))
     if dry_run:
         if as_json:
             emit_json({"session_id": session_id, "dry_run": True, "would_redact": ids})

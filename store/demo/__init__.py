@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from store.contract import DemoBackend
 from store.demo._script import SYSTEM_PROMPT, MissingResult, ScriptedModel
-from store.demo.tools import run_tool
+from store.demo.tools import rng_for, run_tool
 from store.models import CompactionEvent
 from store.provider import TwoPhaseProvider
 from strategies.context_window import ContextWindowCompactionStrategy
@@ -127,6 +127,12 @@ class _Runner:
         self.strategy = strategy
         self.model = ScriptedModel(seed=config.seed)
         self.appended: list[str] = []
+        self._ids = rng_for(config.seed, "message ids")
+
+    def _named(self, message: Message) -> Message:
+        """``message`` with the next id of the seed's sequence: a seed plays the same
+        message ids every time, so the docs can name them."""
+        return message.model_copy(update={"message_id": f"m-{self._ids.getrandbits(128):032x}"})
 
     def _tokens(self, messages: Sequence[Message]) -> int:
         return count_messages_tokens(messages, self.store.tokenizer, policy=self.store.policy)
@@ -134,15 +140,15 @@ class _Runner:
     async def turn(self, turn: int) -> TurnRecord:
         plan = self.model.plan(turn)
         pending: list[Message] = (
-            [Message.text_message("system", SYSTEM_PROMPT)] if turn == 1 else []
+            [self._named(Message.text_message("system", SYSTEM_PROMPT))] if turn == 1 else []
         )
-        pending.append(Message.text_message("user", plan.request))
+        pending.append(self._named(Message.text_message("user", plan.request)))
         sent_tokens: list[int] = []
         calls = 0
         for _ in range(MAX_STEPS):
             sent = await self.provider.load(self.session_id, pending)
             sent_tokens.append(self._tokens(sent))
-            reply = self.model.respond(plan, sent)
+            reply = self._named(self.model.respond(plan, sent))
             pending.append(reply)
             batch = [c for c in reply.contents if isinstance(c, FunctionCallContent)]
             if not batch:
@@ -169,14 +175,16 @@ class _Runner:
 
     def _results(self, batch: list[FunctionCallContent], turn: int) -> list[Message]:
         return [
-            Message(
-                role="tool",
-                contents=[
-                    FunctionResultContent(
-                        call_id=call.call_id,
-                        result=run_tool(call, seed=self.config.seed, turn=turn),
-                    )
-                ],
+            self._named(
+                Message(
+                    role="tool",
+                    contents=[
+                        FunctionResultContent(
+                            call_id=call.call_id,
+                            result=run_tool(call, seed=self.config.seed, turn=turn),
+                        )
+                    ],
+                )
             )
             for call in batch
         ]
@@ -198,6 +206,19 @@ def _violations(
     return found
 
 
+async def _new_session_id(store: DemoBackend, seed: int) -> str:
+    """The seed's own session id (``demo-`` and 12 hex digits) while the store does not
+    hold it, else a random one."""
+    from store.errors import SessionNotFound
+
+    seeded = f"demo-{rng_for(seed, 'session').getrandbits(48):012x}"
+    try:
+        await store.session(seeded)
+    except SessionNotFound:
+        return seeded
+    return f"demo-{uuid.uuid4().hex[:12]}"
+
+
 async def run_demo(
     store: DemoBackend,
     config: DemoConfig | None = None,
@@ -208,7 +229,7 @@ async def run_demo(
     config = config or DemoConfig()
     if config.turns < 1:
         raise ValueError("turns must be >= 1")
-    session_id = config.session_id or f"demo-{uuid.uuid4().hex[:12]}"
+    session_id = config.session_id or await _new_session_id(store, config.seed)
     runner = _Runner(store, config, session_id)
     turns: list[TurnRecord] = []
     for number in range(1, config.turns + 1):

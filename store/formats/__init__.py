@@ -20,38 +20,77 @@ one message, followed by their results, and what the target cannot express left 
 :class:`ValueError`) naming the index of the offending item. Nothing here imports a
 framework: the converters work on plain mappings. :mod:`store.formats.documents` makes
 one session a document of each export format, with chatledger's record of it.
+
+The package loads a converter's module when one of its names is first used: a reader
+of stored messages that needs only :data:`ORIGINAL_ID_KEY` loads no converter.
 """
 
-from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY, FormatError
-from store.formats.agent_framework import (
-    AF_ANNOTATIONS_KEY,
-    AF_EXTRA_KEY,
-    AF_PROPERTIES_KEY,
-    AFAnnotations,
-    af_annotations,
-    from_agent_framework,
-    to_agent_framework,
-)
-from store.formats.anthropic import anthropic_request, from_anthropic, to_anthropic
-from store.formats.langchain import (
-    LANGCHAIN_EXTRA_KEY,
-    LANGCHAIN_FORM_KEY,
-    LANGCHAIN_TYPE_KEY,
-    from_langchain,
-    to_langchain,
-)
-from store.formats.openai_chat import (
-    OPENAI_CONTENT_FORM_KEY,
-    OPENAI_EXTRA_KEY,
-    from_openai_chat,
-    to_openai_chat,
-)
-from store.formats.openai_responses import (
-    RESPONSES_EXTRA_KEY,
-    RESPONSES_FORM_KEY,
-    from_openai_responses,
-    to_openai_responses,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY, FormatError
+    from store.formats.agent_framework import (
+        AF_ANNOTATIONS_KEY,
+        AF_EXTRA_KEY,
+        AF_PROPERTIES_KEY,
+        AFAnnotations,
+        af_annotations,
+        from_agent_framework,
+        to_agent_framework,
+    )
+    from store.formats.anthropic import anthropic_request, from_anthropic, to_anthropic
+    from store.formats.langchain import (
+        LANGCHAIN_EXTRA_KEY,
+        LANGCHAIN_FORM_KEY,
+        LANGCHAIN_TYPE_KEY,
+        from_langchain,
+        to_langchain,
+    )
+    from store.formats.openai_chat import (
+        OPENAI_CONTENT_FORM_KEY,
+        OPENAI_EXTRA_KEY,
+        from_openai_chat,
+        to_openai_chat,
+    )
+    from store.formats.openai_responses import (
+        RESPONSES_EXTRA_KEY,
+        RESPONSES_FORM_KEY,
+        from_openai_responses,
+        to_openai_responses,
+    )
+
+_MODULES: dict[str, str] = {
+    "ORIGINAL_ID_KEY": "store.formats._common",
+    "SOURCE_FORMAT_KEY": "store.formats._common",
+    "FormatError": "store.formats._common",
+    "AF_ANNOTATIONS_KEY": "store.formats.agent_framework",
+    "AF_EXTRA_KEY": "store.formats.agent_framework",
+    "AF_PROPERTIES_KEY": "store.formats.agent_framework",
+    "AFAnnotations": "store.formats.agent_framework",
+    "af_annotations": "store.formats.agent_framework",
+    "from_agent_framework": "store.formats.agent_framework",
+    "to_agent_framework": "store.formats.agent_framework",
+    "anthropic_request": "store.formats.anthropic",
+    "from_anthropic": "store.formats.anthropic",
+    "to_anthropic": "store.formats.anthropic",
+    "LANGCHAIN_EXTRA_KEY": "store.formats.langchain",
+    "LANGCHAIN_FORM_KEY": "store.formats.langchain",
+    "LANGCHAIN_TYPE_KEY": "store.formats.langchain",
+    "from_langchain": "store.formats.langchain",
+    "to_langchain": "store.formats.langchain",
+    "OPENAI_CONTENT_FORM_KEY": "store.formats.openai_chat",
+    "OPENAI_EXTRA_KEY": "store.formats.openai_chat",
+    "from_openai_chat": "store.formats.openai_chat",
+    "to_openai_chat": "store.formats.openai_chat",
+    "RESPONSES_EXTRA_KEY": "store.formats.openai_responses",
+    "RESPONSES_FORM_KEY": "store.formats.openai_responses",
+    "from_openai_responses": "store.formats.openai_responses",
+    "to_openai_responses": "store.formats.openai_responses",
+}
+"""Where each public name is defined (loaded on its first use)."""
 
 __all__ = [
     "AF_ANNOTATIONS_KEY",
@@ -81,3 +120,17 @@ __all__ = [
     "to_openai_chat",
     "to_openai_responses",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, from its module (imported now, the first time)."""
+    module = _MODULES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -48,6 +48,12 @@ def token_chart(points: Sequence[TurnPoint]) -> str:
         f"after the last turn"
     )
     base = _HEIGHT - _PAD + 8
+    marks = "".join(
+        f'<circle class="point" cx="{x(p.turn):.1f}" cy="{y(p.stored):.1f}" r="2.5" '
+        f'data-turn="{p.turn}" data-stored="{p.stored}" data-sent="{p.sent}">'
+        f"<title>turn {p.turn}: {p.stored:,} stored, {p.sent:,} sent</title></circle>"
+        for p in shown
+    )
     return f"""<svg id="token-chart" class="chart" viewBox="0 0 {_WIDTH} {_HEIGHT}" role="img"
  aria-label="{label}">
 <title>{label}</title>
@@ -59,6 +65,7 @@ def token_chart(points: Sequence[TurnPoint]) -> str:
 <text x="{_WIDTH - _PAD}" y="{base + 18}" text-anchor="end">turn {last}</text>
 <polyline class="stored" points="{stored}"/>
 <polyline class="sent" points="{sent}"/>
+<g class="points">{marks}</g>
 <g class="legend"><rect class="stored" x="{_PAD + 12}" y="8" width="14" height="4"/>
 <text x="{_PAD + 32}" y="14">stored ({end.stored:,})</text>
 <rect class="sent" x="{_PAD + 200}" y="8" width="14" height="4"/>

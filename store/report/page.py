@@ -22,7 +22,7 @@ from store.models import CompactionEvent
 from store.report.chart import token_chart
 from store.report.timeline import GroupRow, Timeline
 
-__all__ = ["RUN", "render"]
+__all__ = ["RUN", "event_why", "render", "strategy_label"]
 
 RUN = 6
 """Alike groups in a row above which they fold into one line."""
@@ -41,14 +41,16 @@ dl.counts dt{color:var(--muted)}dl.counts dd{margin:0;font-weight:600}
 .chart .axis{stroke:#98a2b3}.chart text{font-size:11px;fill:var(--muted)}
 .chart polyline{fill:none;stroke-width:2}.chart .stored{stroke:#2e90fa;fill:#2e90fa}
 .chart polyline.stored{fill:none}.chart .sent{stroke:var(--sent);fill:var(--sent)}
-.chart polyline.sent{fill:none}
+.chart polyline.sent{fill:none}.chart .point{fill:#2e90fa}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid var(--line);
-padding:4px 6px;text-align:left;vertical-align:top}th{color:var(--muted);font-weight:500}
+padding:4px 6px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+td.num{white-space:nowrap}td.id{font-family:ui-monospace,monospace;font-size:12px}th{color:var(--muted);font-weight:500}
 .badge{display:inline-block;border-radius:4px;padding:0 5px;font-size:12px;border:1px solid}
 .sent .state,.badge.applied{color:var(--sent)}.excluded .state,.badge.failed,
 .badge.blocked,.badge.abandoned{color:var(--excl)}.summarized .state{color:var(--summ)}
-.group{display:grid;grid-template-columns:56px 110px 96px 84px 1fr;gap:6px;padding:4px 6px;
-border-bottom:1px solid var(--line)}.group.excluded,.group.summarized{background:#fcfcfd;
+.group{display:grid;grid-template-columns:56px 110px 96px 84px minmax(0,1fr);gap:6px;
+padding:4px 6px;border-bottom:1px solid var(--line);overflow-wrap:anywhere}
+.group.excluded,.group.summarized{background:#fcfcfd;
 color:#475467}.group:target,.event:target{outline:2px solid #2e90fa}
 .kind{font-family:ui-monospace,monospace;font-size:12px}.num{text-align:right}
 .why{font-size:12px;color:var(--muted)}.why a{color:inherit}
@@ -107,8 +109,11 @@ def render(timeline: Timeline) -> str:
             _counts(timeline),
             "<h2>Tokens: stored against sent, after each turn</h2>",
             token_chart(timeline.points) or '<p class="muted">No turn yet.</p>',
-            f'<h2 id="events-title">Compaction events ({len(timeline.events)})</h2>',
+            f'<h2 id="events-title">Compaction events ({len(timeline.events)}), newest first</h2>',
             _events(timeline.events),
+            f'<h2 id="excluded-title">Groups not sent ({timeline.count() - timeline.count("sent")})'
+            "</h2>",
+            _excluded(timeline),
             f'<h2 id="timeline-title">Timeline of groups ({len(timeline.groups)})</h2>',
             '<div id="timeline">',
             *_timeline(timeline),
@@ -173,51 +178,141 @@ def _counts(timeline: Timeline) -> str:
 
 
 def _events(events: Sequence[CompactionEvent]) -> str:
+    """The events, newest first (as ``chatledger audit`` lists them); applied events
+    older than the newest :data:`EVENTS_SHOWN` fold."""
     if not events:
         return '<p class="muted">No compaction events.</p>'
-    applied = [e for e in events if e.outcome == "applied"]
-    older = {e.id for e in applied[: max(len(applied) - EVENTS_SHOWN, 0)]}
-    shown = _event_table("events", [e for e in events if e.id not in older])
+    newest = list(reversed(events))
+    applied = [e for e in newest if e.outcome == "applied"]
+    older = {e.id for e in applied[EVENTS_SHOWN:]}
+    shown = _event_table("events", [e for e in newest if e.id not in older])
     if not older:
         return shown
-    folded = _event_table("events-older", [e for e in events if e.id in older])
+    folded = _event_table("events-older", [e for e in newest if e.id in older])
     label = f"{len(older)} earlier applied events"
     return f'{shown}<details class="run"><summary>{label}</summary>{folded}</details>'
+
+
+def strategy_label(name: str) -> str:
+    """A strategy as the command line names it (``context-window``), else as recorded
+    (``import:agent_framework``, ``restore``)."""
+    from strategies.specs import spec_name
+
+    return spec_name(name) or name
+
+
+def _share(tokens: int, budget: int) -> str:
+    return f"{tokens / budget:.0%}" if budget > 0 else "-"
+
+
+def event_why(event: CompactionEvent) -> str:
+    """Why an event ran and what it aimed at, in words: the trigger that fired and the
+    token budget it compacted to (for a strategy with a budget), the strategy's
+    parameters otherwise, and the reasons of the groups it left out (plain text)."""
+    from strategies.context_window import ContextWindowCompactionStrategy
+    from strategies.specs import strategy_from_params
+
+    parts: list[str] = []
+    strategy = strategy_from_params(event.strategy, event.params)
+    reasons = Counter(event.reasons.values())
+    if isinstance(strategy, ContextWindowCompactionStrategy):
+        budget = strategy.input_budget_tokens
+        before = f"{event.tokens_before:,} tokens, {_share(event.tokens_before, budget)}"
+        if "truncation" in reasons:
+            parts.append(
+                f"over {strategy.truncation_threshold:.0%} of the input budget of "
+                f"{budget:,} ({before}): truncated toward "
+                f"{strategy.tool_eviction_threshold:.0%} ({strategy.tool_eviction_tokens:,} "
+                "tokens)"
+            )
+        else:
+            parts.append(
+                f"over {strategy.tool_eviction_threshold:.0%} of the input budget of "
+                f"{budget:,} ({before}): old tool results collapsed"
+            )
+    elif event.phase in ("after_run", "manual"):
+        shown = [f"{k}={v}" for k, v in sorted(event.params.items()) if _scalar(v)]
+        if shown:
+            parts.append(", ".join(shown))
+    elif event.phase == "import":
+        parts.append("the source had compacted it")
+    elif event.phase == "restore":
+        parts.append("asked for")
+    if reasons:
+        parts.append("reason " + ", ".join(f"{r} ({n})" for r, n in reasons.most_common()))
+    parts += [d.message for d in event.diagnostics]
+    return "; ".join(parts) or "-"
+
+
+def _scalar(value: object) -> bool:
+    return value is not None and isinstance(value, str | int | float | bool)
+
+
+def _event_did(event: CompactionEvent) -> str:
+    """What an event did, as HTML with links to the groups it touched."""
+    summarized = {g for replaced in event.summarized.values() for g in replaced}
+    what = []
+    excluded = [g for g in event.excluded if g not in summarized]
+    if excluded:
+        what.append(f"{len(excluded)} excluded")
+    for summary, replaced in event.summarized.items():
+        what.append(f"{len(replaced)} summarized into {_group_link(summary)}")
+    if event.reduced:
+        what.append(f"{len(event.reduced)} reduced")
+    if event.restored:
+        what.append(f"{len(event.restored)} restored")
+    if event.outcome != "applied":
+        what.append("nothing changed")
+    return "; ".join(what) or "-"
 
 
 def _event_table(table_id: str, events: Sequence[CompactionEvent]) -> str:
     rows = []
     for event in events:
-        what = [f"{len(event.excluded)} excluded"] if event.excluded else []
-        if event.summarized:
-            replaced = sum(len(g) for g in event.summarized.values())
-            links = ", ".join(_group_link(s) for s in event.summarized)
-            what.append(f"{replaced} summarized into {links}")
-        if event.reduced:
-            what.append(f"{len(event.reduced)} reduced")
-        if event.restored:
-            what.append(f"{len(event.restored)} restored")
-        what += [_e(d.message) for d in event.diagnostics]
-        duration = "" if event.duration_seconds is None else f"{event.duration_seconds:.3f} s"
-        by = event.summarizer or ""
-        if event.summarizer_model:
-            by += f" ({event.summarizer_model})"
+        run = [f"{event.attempts} attempt{'s' if event.attempts != 1 else ''}"]
+        if event.duration_seconds is not None:
+            run.append(f"{event.duration_seconds:.3f} s")
+        if event.summarizer:
+            by = event.summarizer.rsplit(".", 1)[-1]
+            run.append(by + (f" ({event.summarizer_model})" if event.summarizer_model else ""))
         rows.append(
-            f'<tr class="event" id="{_eid(event.id)}"><td>{_e(event.id)}</td>'
+            f'<tr class="event" id="{_eid(event.id)}"><td class="id">{_e(event.id)}</td>'
             f"<td>{_e(event.created_at.isoformat(timespec='seconds'))}</td>"
-            f"<td>{_e(event.phase)}</td><td>{_e(event.strategy)}</td>"
+            f'<td>{_e(event.phase)}</td><td class="strategy">'
+            f"{_e(strategy_label(event.strategy))}</td>"
             f'<td><span class="badge {_e(event.outcome)}">{_e(event.outcome)}</span></td>'
-            f"<td>{'; '.join(what) or '-'}</td>"
+            f'<td class="reason">{_e(event_why(event))}</td>'
+            f'<td class="did">{_event_did(event)}</td>'
             f'<td class="num">{event.tokens_before:,} → {event.tokens_after:,}</td>'
-            f'<td class="num">{event.attempts}</td><td class="num">{_e(duration)}</td>'
-            f"<td>{_e(by)}</td></tr>"
+            f"<td>{_e(', '.join(run))}</td></tr>"
         )
     head = (
         "<tr><th>event</th><th>when</th><th>phase</th><th>strategy</th><th>outcome</th>"
-        "<th>what / why</th><th>tokens</th><th>attempts</th><th>duration</th>"
-        "<th>summarizer</th></tr>"
+        "<th>why</th><th>what it did</th><th>tokens</th><th>run</th></tr>"
     )
     return f'<table id="{table_id}">{head}{"".join(rows)}</table>'
+
+
+def _excluded(timeline: Timeline) -> str:
+    """The groups the model is not sent, with their reasons, events and summaries."""
+    hidden = [g for g in timeline.groups if g.state != "sent"]
+    if not hidden:
+        return '<p class="muted">Every group is sent.</p>'
+    rows = []
+    for group in hidden:
+        event = _event_link(group.event_id) if group.event_id else "-"
+        summary = _group_link(group.summarized_by) if group.summarized_by else "-"
+        rows.append(
+            f'<tr><td class="id">{_group_link(group.group_id)}</td><td>{_e(group.kind)}</td>'
+            f'<td class="num">{group.turn}</td><td class="num">{group.tokens:,}</td>'
+            f'<td class="reason">{_e(group.reason or "excluded")}</td><td>{event}</td>'
+            f"<td>{summary}</td></tr>"
+        )
+    head = (
+        "<tr><th>group</th><th>kind</th><th>turn</th><th>tokens</th><th>reason</th>"
+        "<th>event</th><th>summary</th></tr>"
+    )
+    return f'<table id="excluded">{head}{"".join(rows)}</table>'
 
 
 def _alike(group: GroupRow) -> str | None:
@@ -332,6 +427,6 @@ def _marker(event: CompactionEvent) -> str:
     why = "; ".join(d.message for d in event.diagnostics) or "nothing applied"
     return (
         f'<div class="marker {_e(event.outcome)}">compaction {_e(event.outcome)}: '
-        f"{_e(event.strategy)}, {_e(why)} ({_event_link(event.id)}, "
+        f"{_e(strategy_label(event.strategy))}, {_e(why)} ({_event_link(event.id)}, "
         f"{event.attempts} attempt{'s' if event.attempts != 1 else ''})</div>"
     )

@@ -5,10 +5,11 @@ stored and sent tokens after each turn.
 messages, the audit, the active view for pins); :func:`build_timeline` is the pure part
 that turns them into a :class:`Timeline` for the page (:mod:`store.report.page`).
 
-The token series, per user turn: *stored* counts every stored message up to the end of
-the turn (summaries included); *sent* counts what the projection held then: the
-appended messages' tokens minus what the applied events before the next turn saved
-(each event's tokens before minus after). The last point of *sent* is the session's
+The token series, per user turn (each user message starts one, in a chat played here as
+in one imported): *stored* counts every stored message up to the end of the turn
+(summaries included), by ``seq``; *sent* counts what the projection held then: the
+appended messages' tokens minus what the applied events up to that turn saved (each
+event's tokens before minus after). The last point of *sent* is the session's
 active tokens. A before-call strategy may send less still; it is not recorded.
 """
 
@@ -17,7 +18,6 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Literal
 
 from store.contract import HistoryBackend
@@ -148,12 +148,13 @@ def build_timeline(
     chronological = sorted(events, key=lambda e: e.created_at)
     summaries = {s: r for e in chronological for s, r in e.summarized.items()}
     groups = _groups(by_seq, turns, summaries, pinned)
+    event_turns = _event_turns(by_seq, turns, chronological)
     return Timeline(
         info=info,
         groups=sorted(groups, key=lambda g: g.order),
         events=chronological,
-        event_turns=_event_turns(by_seq, turns, chronological),
-        points=_points(by_seq, turns, chronological),
+        event_turns=event_turns,
+        points=_points(by_seq, turns, event_turns, chronological),
         cut=_cut(info, by_seq),
     )
 
@@ -260,39 +261,35 @@ def _event_turns(
 
 
 def _points(
-    by_seq: Sequence[StoredMessage], turns: dict[int, int], events: Sequence[CompactionEvent]
+    by_seq: Sequence[StoredMessage],
+    turns: dict[int, int],
+    event_turns: dict[str, int],
+    events: Sequence[CompactionEvent],
 ) -> list[TurnPoint]:
-    """Stored and sent tokens at the end of each turn (see the module docstring)."""
-    ends: dict[int, datetime] = {}
+    """Stored and sent tokens at the end of each turn (see the module docstring).
+
+    A message counts in the turn it was stored in, by its ``seq`` (never by its time:
+    an import stores a whole chat at once): an appended message in its own turn, a
+    summary in the turn of the appended message before it. An event's savings count
+    from the turn it happened after (:func:`_event_turns`)."""
+    stored_in: dict[int, int] = {}
+    appended_in: dict[int, int] = {}
+    current = 1
     for message in by_seq:
         if message.kind != "summary":
-            ends[turns[message.seq]] = message.stored_at
-    starts = sorted(ends)
-    # the first message of the next turn bounds each turn
-    next_start: dict[int, datetime | None] = {}
-    firsts: dict[int, datetime] = {}
-    for message in by_seq:
-        if message.kind != "summary":
-            firsts.setdefault(turns[message.seq], message.stored_at)
-    for index, turn in enumerate(starts):
-        later = starts[index + 1] if index + 1 < len(starts) else None
-        next_start[turn] = firsts[later] if later is not None else None
-    applied = [e for e in events if e.outcome == "applied"]
+            current = turns[message.seq]
+            appended_in[current] = appended_in.get(current, 0) + message.token_count
+        stored_in[current] = stored_in.get(current, 0) + message.token_count
+    saved_in: dict[int, int] = {}
+    for event in events:
+        if event.outcome == "applied":
+            turn = event_turns[event.id]
+            saved_in[turn] = saved_in.get(turn, 0) + event.tokens_saved
     points: list[TurnPoint] = []
     stored = appended = saved = 0
-    position = event_index = 0
-    for turn in starts:
-        bound = next_start[turn]
-        while position < len(by_seq) and (bound is None or by_seq[position].stored_at < bound):
-            message = by_seq[position]
-            stored += message.token_count
-            if message.kind != "summary":
-                appended += message.token_count
-            position += 1
-        while event_index < len(applied) and (
-            bound is None or applied[event_index].created_at < bound
-        ):
-            saved += applied[event_index].tokens_saved
-            event_index += 1
+    for turn in sorted(appended_in):
+        stored += stored_in.get(turn, 0)
+        appended += appended_in[turn]
+        saved += saved_in.get(turn, 0)
         points.append(TurnPoint(turn=turn, stored=stored, sent=appended - saved))
     return points

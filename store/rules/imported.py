@@ -19,12 +19,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from store.formats import ORIGINAL_ID_KEY, AFAnnotations, af_annotations
+from store.formats._common import ORIGINAL_ID_KEY
 from store.rules.records import SessionRecord
 from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.groups import group_id_for
 from strategies.messages import Message
+
+if TYPE_CHECKING:
+    from store.formats.agent_framework import AFAnnotations
 
 __all__ = [
     "IMPORTED_REASON",
@@ -63,6 +67,8 @@ class ImportPlan:
 
 def plan_import(session: SessionRecord | None, messages: Sequence[Message]) -> ImportPlan:
     """Split ``messages`` into plain appends and resolvable summaries."""
+    from store.formats.agent_framework import af_annotations  # an import's, not a read's
+
     by_source = _source_index(session, messages)
     annotated = [(m, a) for m in messages if (a := af_annotations(m)) is not None]
     groups = _af_groups(annotated)

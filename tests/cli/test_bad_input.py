@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shlex
 import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -110,7 +111,8 @@ def test_reads_and_writes_refuse_a_foreign_database_and_leave_it_as_it_was(
     for args in (*READS, *WRITES):
         result = invoke(*args, "--url", foreign_url)
         assert_one_line_error(result, contains="no chatledger schema in ")
-        assert "run `chatledger db upgrade` to create it" in result.stderr
+        hint = f"run `chatledger db upgrade --url {shlex.quote(foreign_url)}` to create it"
+        assert hint in result.stderr
         assert result.returncode == 1
     current = invoke("db", "current", "--url", foreign_url)
     assert current.returncode == 0 and "no chatledger schema" in current.stdout

@@ -172,7 +172,7 @@ def test_compact_dry_run_writes_nothing_then_compact_writes_one_event(cli_url: s
 
 
 def test_audit_excluded_and_why_explain_an_event(cli_url: str) -> None:
-    assert ok("audit", "--url", cli_url).stdout == "No compaction events.\n"
+    assert ok("audit", "--url", cli_url).stdout == "No compaction events of tenant default.\n"
     event = compact_alpha(cli_url)
     listed = ok("audit", "alpha", "--url", cli_url, "--json").json()
     assert [CompactionEvent.model_validate(e) for e in listed] == [event]
@@ -233,7 +233,7 @@ def test_restore_pins_and_reports_the_budget_then_unpin(cli_url: str) -> None:
     assert both.returncode == 2
     group = event.excluded[0]
     done = ok("restore", "alpha", "--group", group, "--url", cli_url)
-    assert "are pinned" in done.stdout and "chatledger unpin alpha" in done.stdout
+    assert "1 group pinned" in done.stdout and "chatledger unpin alpha" in done.stdout
     assert "active tokens now" in done.stdout and "no compaction with a token budget" in done.stdout
     pinned = ok("show", "alpha", "--url", cli_url).stdout
     assert any("pinned" in line for line in pinned.splitlines()[2:])
@@ -338,7 +338,7 @@ def test_demo_runs_then_refuses_its_session_a_second_time(db_url: str) -> None:
     spec = api(db_url, "get_metadata", "d")[BEFORE_STRATEGY_KEY]
     assert spec.startswith("context-window:")
     sent = ok("show", "d", "--context", "--url", db_url)
-    assert f"(projected with the provider's strategy {spec})" in sent.stdout
+    assert f"(projected with the provider's strategy {spec.replace(',', ', ')})" in sent.stdout
     assert f"{len(api(db_url, 'context', 'd', strategy=spec))} messages" in sent.stdout
     records = ok("demo", "--turns", "2", "--url", db_url, "--json").json()
     assert [r["turn"] for r in records] == [1, 2]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,6 +33,7 @@ from store.models import (
 )
 from store.sql.upkeep.doctor import DoctorReport
 from strategies.messages import Message
+from tests.cli.helpers import chatledger
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -143,3 +145,39 @@ def _doc_sections_of_shapes() -> dict[str, str]:
     text = _section(DOCS.read_text(), "## JSON shapes")
     parts = re.split(r"^#### (\w+)$", text, flags=re.MULTILINE)
     return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+DEMO_SESSION = "demo-73199aef1c9e"
+"""The session ``chatledger demo`` makes first in a database (its default seed)."""
+
+
+@pytest.fixture(scope="module")
+def demo_database(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database where ``chatledger demo`` (default seed) played three turns."""
+    path = tmp_path_factory.mktemp("readme") / "demo.db"
+    done = chatledger("demo", "--turns", "3", "--url", str(path))
+    assert done.returncode == 0, done.stderr
+    assert chatledger("sessions", "--url", str(path), "--json").json()[0]["session_id"] == (
+        DEMO_SESSION
+    )
+    return path
+
+
+def _demo_examples() -> list[str]:
+    return [example for _, example in _readme_rows().values() if DEMO_SESSION in example]
+
+
+@pytest.mark.parametrize("example", _demo_examples())
+def test_the_readme_examples_run_on_the_demos_ids(
+    example: str, demo_database: Path, tmp_path: Path
+) -> None:
+    """Each example that names the demo's session runs as written (on a copy of a new
+    demo database): the session, message and group ids it names exist."""
+    copy = tmp_path / "chatledger.db"
+    shutil.copyfile(demo_database, copy)
+    done = chatledger(*shlex.split(example)[1:], cwd=tmp_path)
+    assert done.returncode == 0, (example, done.stderr)
+
+
+def test_the_readme_names_the_demos_ids() -> None:
+    assert len(_demo_examples()) >= 15

@@ -143,6 +143,7 @@ def test_piped_output_shows_control_characters_as_escapes(hostile: str, command:
 def test_terminal_output_shows_control_characters_as_escapes(
     hostile: str, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # wide enough that no id or text is shortened
     result = at_terminal(monkeypatch, *COMMANDS[command], "--url", hostile)
     assert_inert(result, terminal=True)
     assert VISIBLE in result.stdout + result.stderr

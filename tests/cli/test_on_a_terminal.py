@@ -122,7 +122,7 @@ def test_import_on_a_terminal_shows_a_transient_bar_and_imports(
     ]
     source.write_text("".join(json.dumps(c) + "\n" for c in conversations))
     done = at_terminal(
-        monkeypatch, "import", str(source), "--format", "openai-chat", "--url", db_url
+        monkeypatch, "import", str(source), "--format", "openai-chat", "--create", "--url", db_url
     )
     assert done.returncode == 0, done
     assert ANSI.sub("", done.stdout).startswith("3 sessions, 3 messages")

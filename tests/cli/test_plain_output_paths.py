@@ -129,7 +129,15 @@ def test_import_compact_refuses_a_bad_spec_before_reading(db_url: str, tmp_path:
 def test_import_compact_compacts_each_imported_session(db_url: str, tmp_path: Path) -> None:
     source = _chat_file(tmp_path)
     done = ok(
-        "import", str(source), "--format", "openai-chat", "--compact", WINDOW, "--url", db_url
+        "import",
+        str(source),
+        "--format",
+        "openai-chat",
+        "--compact",
+        WINDOW,
+        "--create",
+        "--url",
+        db_url,
     )
     assert done.stdout.startswith("1 session, 7 messages")
     [session] = api(db_url, "sessions")

@@ -119,7 +119,7 @@ def test_show_all_marks_the_excluded_groups(seeded: str) -> None:
     assert len(excluded) == len(everything) - len(active)
     assert {m["excluded_event_id"] for m in excluded} == {event.id}
     table = chatledger("show", "alpha", "--url", seeded, "--all")
-    marked = [cells for cells in rows(table.stdout) if cells[3].startswith("excluded:")]
+    marked = [cells for cells in rows(table.stdout) if cells[4].startswith("excluded:")]
     assert len(marked) == len(excluded)
 
 

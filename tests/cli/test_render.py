@@ -10,7 +10,6 @@ from store.cli._demo import inspect_commands, turn_line
 from store.cli._output import Table, render
 from store.cli._read import parse_since
 from store.cli._render import (
-    PREVIEW_CHARS,
     content_preview,
     context_table,
     events_table,
@@ -75,14 +74,14 @@ async def test_context_table_counts_what_is_sent(
     assert len(text.splitlines()) == 2 + len(messages)  # the title, the header, one a message
 
 
-def test_content_preview_names_calls_and_clips_long_text() -> None:
+def test_content_preview_names_calls_and_keeps_long_text_whole() -> None:
     call = Message(
         role="assistant",
         contents=[FunctionCallContent(call_id="c", name="lookup", arguments={"q": 1})],
     )
     assert content_preview(call) == 'call lookup({"q": 1})'
-    long = content_preview(Message.text_message("user", "word " * 100))
-    assert len(long) == PREVIEW_CHARS and long.endswith("…")
+    long = content_preview(Message.text_message("user", "word\n" * 100))
+    assert long == " ".join(["word"] * 100)  # a terminal shortens it, a pipe never
 
 
 def test_turn_line_flags_requests_over_budget() -> None:
@@ -120,3 +119,12 @@ def test_parse_since_accepts_ages_and_iso_times() -> None:
     assert parse_since("1d", now=now) == datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
     assert parse_since("2026-01-01") == datetime(2026, 1, 1, tzinfo=UTC)
     assert parse_since("2026-01-01T00:00:00+02:00").utcoffset() is not None
+
+
+def test_inspect_commands_name_the_program_when_it_is_not_on_the_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("CHATLEDGER_URL", raising=False)
+    monkeypatch.setattr("sys.argv", [".venv/bin/chatledger", "demo"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert inspect_commands("s", None, "default")[0] == ".venv/bin/chatledger sessions"

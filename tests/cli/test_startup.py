@@ -211,3 +211,46 @@ def test_the_listing_shows_what_the_commands_themselves_would() -> None:
     lazy = shown("-c", "from store.cli import main\nmain(['--help'])\n")
     assert "Commands:" in lazy
     assert lazy == shown("-c", eager)
+
+
+CONVERTERS = {
+    "store.formats.agent_framework",
+    "store.formats.anthropic",
+    "store.formats.langchain",
+    "store.formats.openai_chat",
+    "store.formats.openai_responses",
+    "store.importing",
+    "store.exporting",
+}
+
+
+def test_data_commands_load_only_the_sql_stack(tmp_path: Path) -> None:
+    """A read loads the store and SQLAlchemy, not Alembic, rich's pygments, or the
+    formats' converters (only import, export and the integrations use those)."""
+    url = f"sqlite:///{tmp_path}/s.db"
+    run_api(url, lambda s: s.append("s", conversation(2)))
+    for args in (
+        ("sessions",),
+        ("show", "s", "--all"),
+        ("audit",),
+        ("stats", "s"),
+        ("why", "s", "2"),
+    ):
+        modules = _modules(*args, "--url", url)
+        assert "sqlalchemy" in modules, args
+        top = {name.split(".")[0] for name in modules}
+        assert not top & {"alembic", "mako", "pygments", "rich"}, (args, top)
+        assert not modules & CONVERTERS, (args, sorted(modules & CONVERTERS))
+
+
+def test_the_formats_load_a_converter_on_its_first_use() -> None:
+    code = (
+        "import json, sys\n"
+        "import store.formats as f\n"
+        "before = 'store.formats.anthropic' in sys.modules\n"
+        "f.to_anthropic\n"
+        "print(json.dumps({'code': 0, 'modules': [str(before)] + sorted(sys.modules)}),"
+        " file=sys.stderr)\n"
+    )
+    modules = _modules(code=code)
+    assert "False" in modules and "store.formats.anthropic" in modules

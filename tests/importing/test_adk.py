@@ -336,14 +336,14 @@ def _cli(*args: str) -> tuple[int, str, str]:
 def test_cli_imports_then_says_already_stored(db_url: str, tmp_path: Path) -> None:
     source = _copy(tmp_path)
     calls = sum(len(e.call_ids) for e in EXPECTED)
-    code, out, err = _cli("import", str(source), "--format", "adk", "--url", db_url)
+    code, out, err = _cli("import", "--create", str(source), "--format", "adk", "--url", db_url)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith(
         f"{len(EXPECTED)} sessions, {ALL_MESSAGES} messages ({calls} tool calls, {calls} results"
     )
     assert lines[1] == f"{ALL_MESSAGES} stored, 0 already stored"
-    code, out, err = _cli("import", str(source), "--url", db_url, "--json")
+    code, out, err = _cli("import", "--create", str(source), "--url", db_url, "--json")
     assert code == 0, err
     report = json.loads(out)
     assert (report["new"], report["already_stored"]) == (0, ALL_MESSAGES)
@@ -355,7 +355,14 @@ def test_cli_imports_then_says_already_stored(db_url: str, tmp_path: Path) -> No
 def test_cli_damaged_database_is_one_line_and_writes_nothing(db_url: str, tmp_path: Path) -> None:
     path, _, _ = _damage(tmp_path, "truncated-event-data")
     result = chatledger(
-        "import", str(path), "--format", "adk", "--url", db_url, env={"PYTHONPATH": str(ROOT)}
+        "import",
+        "--create",
+        str(path),
+        "--format",
+        "adk",
+        "--url",
+        db_url,
+        env={"PYTHONPATH": str(ROOT)},
     )
     assert result.returncode == 1
     assert_one_line_error(result, contains="event_data is not JSON")

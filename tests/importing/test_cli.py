@@ -24,13 +24,13 @@ def _source(tmp_path: Path) -> Path:
 def test_import_reports_then_says_already_stored(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
     source = _source(tmp_path)
-    first = chatledger("import", str(source), "--url", url)
+    first = chatledger("import", "--create", str(source), "--url", url)
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     assert lines[0].startswith("2 sessions, 14 messages (3 tool calls, 3 results")
     assert lines[1] == "14 stored, 0 already stored"
     assert all(len(line) <= 80 for line in lines)
-    again = chatledger("import", str(source), "--url", url, "--json")
+    again = chatledger("import", "--create", str(source), "--url", url, "--json")
     assert again.returncode == 0, again.stderr
     report = again.json()
     assert (report["new"], report["already_stored"], report["session_ids"]) == (0, 14, ["a", "b"])
@@ -41,7 +41,14 @@ def test_import_reports_then_says_already_stored(tmp_path: Path) -> None:
 def test_dry_run_and_prefix(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
     result = chatledger(
-        "import", str(_source(tmp_path)), "--url", url, "--dry-run", "--session-prefix", "p/"
+        "import",
+        "--create",
+        str(_source(tmp_path)),
+        "--url",
+        url,
+        "--dry-run",
+        "--session-prefix",
+        "p/",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[1] == "would store 14, 0 already stored"
@@ -53,12 +60,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
     source = tmp_path / "broken.jsonl"
     source.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n{"messages": [', "utf-8")
-    result = chatledger("import", str(source), "--url", url)
+    result = chatledger("import", "--create", str(source), "--url", url)
     assert result.returncode == 1
     assert_one_line_error(result, contains=f"{source}: line 2: not JSON")
     listed = chatledger("sessions", "--url", url, "--json")
     assert listed.json() == []
-    skipped = chatledger("import", str(source), "--url", url, "--skip-invalid")
+    skipped = chatledger("import", "--create", str(source), "--url", url, "--skip-invalid")
     assert skipped.returncode == 0, skipped.stderr
     assert skipped.stdout.splitlines()[2:] == [
         "skipped 1 conversation",
@@ -69,10 +76,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
-    unknown = chatledger("import", str(_source(tmp_path)), "--url", url, "--format", "yaml")
+    unknown = chatledger(
+        "import", "--create", str(_source(tmp_path)), "--url", url, "--format", "yaml"
+    )
     assert unknown.returncode == 2
     assert_one_line_error(unknown, contains="invalid --format")
-    missing = chatledger("import", "--url", url)
+    missing = chatledger("import", "--create", "--url", url)
     assert missing.returncode == 2
     export = chatledger("export", "a", "--url", url, "--format", "yaml")
     assert export.returncode == 2
@@ -83,7 +92,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 def test_export_to_stdout_and_to_a_file_then_import_again(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
-    assert chatledger("import", str(_source(tmp_path)), "--url", url).returncode == 0
+    assert chatledger("import", "--create", str(_source(tmp_path)), "--url", url).returncode == 0
     out = chatledger("export", "a", "b", "--url", url, "--format", "jsonl")
     assert out.returncode == 0, out.stderr
     lines = [json.loads(line) for line in out.stdout.splitlines()]
@@ -92,7 +101,7 @@ def test_export_to_stdout_and_to_a_file_then_import_again(tmp_path: Path) -> Non
     to_file = chatledger("export", "a", "b", "--url", url, "--format", "jsonl", "-o", str(target))
     assert to_file.returncode == 0 and to_file.stdout == ""
     assert target.read_text("utf-8") == out.stdout
-    again = chatledger("import", str(target), "--url", url)
+    again = chatledger("import", "--create", str(target), "--url", url)
     assert again.stdout.splitlines()[1] == "0 stored, 14 already stored"
     chat = chatledger("export", "a", "--url", url, "--format", "openai-chat")
     (conversation,) = [json.loads(line) for line in chat.stdout.splitlines()]
@@ -101,7 +110,7 @@ def test_export_to_stdout_and_to_a_file_then_import_again(tmp_path: Path) -> Non
 
 def test_export_of_an_unknown_session_fails_and_leaves_no_file(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/cli.db"
-    assert chatledger("import", str(_source(tmp_path)), "--url", url).returncode == 0
+    assert chatledger("import", "--create", str(_source(tmp_path)), "--url", url).returncode == 0
     target = tmp_path / "out.jsonl"
     result = chatledger("export", "a", "nope", "--url", url, "--format", "jsonl", "-o", str(target))
     assert result.returncode == 1
@@ -113,11 +122,11 @@ def test_a_database_source_may_be_given_by_its_sqlite_url(tmp_path: Path) -> Non
     url = f"sqlite:///{tmp_path}/cli.db"
     source = tmp_path / "agents.db"
     asyncio.run(write_openai_agents(source, {"s1": responses_items(1), "s2": responses_items(2)}))
-    result = chatledger("import", f"sqlite:///{source}", "--url", url, "--json")
+    result = chatledger("import", "--create", f"sqlite:///{source}", "--url", url, "--json")
     assert result.returncode == 0, result.stderr
     assert result.json()["session_ids"] == ["s1", "s2"]
-    again = chatledger("import", str(source), "--url", url, "--json")  # the same source
+    again = chatledger("import", "--create", str(source), "--url", url, "--json")  # the same source
     assert again.json()["new"] == 0
-    other = chatledger("import", "postgresql://postgres@127.0.0.1/agents", "--url", url)
+    other = chatledger("import", "--create", "postgresql://postgres@127.0.0.1/agents", "--url", url)
     assert other.returncode == 1
     assert_one_line_error(other, contains="only SQLite database URLs (sqlite:///PATH)")

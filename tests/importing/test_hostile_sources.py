@@ -85,6 +85,7 @@ def test_a_view_over_an_endless_query_is_refused_in_one_line(
     options = ["--format", fmt] if given else []
     result = chatledger(
         "import",
+        "--create",
         str(source),
         *options,
         "--url",
@@ -148,7 +149,7 @@ def test_a_generated_column_that_would_blow_up_is_refused_before_it_is_computed(
         import resource, sys
         resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
         from store.cli import main
-        main(["import", {str(source)!r}, "--format", "langchain", "--dry-run",
+        main(["import", "--create", {str(source)!r}, "--format", "langchain", "--dry-run",
               "--url", {str(tmp_path / "store.db")!r}])
         """
     )
@@ -377,7 +378,9 @@ def test_a_deeply_nested_line_is_one_line_on_the_command_line(tmp_path: Path) ->
         '{"messages": [{"role": "user", "content": ' + _deep_text(100_000) + "}]}\n",
         encoding="utf-8",
     )
-    result = chatledger("import", str(source), "--url", str(tmp_path / "s.db"), "--dry-run")
+    result = chatledger(
+        "import", "--create", str(source), "--url", str(tmp_path / "s.db"), "--dry-run"
+    )
     assert_one_line_error(result, contains="line 1: JSON nested deeper than 128 levels")
     assert "RecursionError" not in result.stderr
 

@@ -48,13 +48,15 @@ def _systems(url: str, session_id: str) -> set[str]:
 def test_two_systems_sessions_of_one_id_are_never_merged(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     agents, chains = _two_systems(tmp_path)
-    refused = chatledger("import", agents, chains, "--url", url)
+    refused = chatledger("import", "--create", agents, chains, "--url", url)
     assert refused.returncode == 1
     assert_one_line_error(refused, contains=f"{chains}: session {TICKET}")
     message = refused.stderr
     assert agents in message and "--session-prefix" in message and "--prefix-by-source" in message
     assert _sessions(url) == {}
-    skipped = chatledger("import", agents, chains, "--url", url, "--skip-invalid", "--json")
+    skipped = chatledger(
+        "import", "--create", agents, chains, "--url", url, "--skip-invalid", "--json"
+    )
     assert skipped.returncode == 0, skipped.stderr
     assert [(s["source"], s["session_id"]) for s in skipped.json()["skipped"]] == [(chains, TICKET)]
     assert _sessions(url) == {TICKET: len(responses_items(2)), "lc-2": 5}
@@ -64,7 +66,9 @@ def test_two_systems_sessions_of_one_id_are_never_merged(tmp_path: Path) -> None
 def test_prefix_by_source_keeps_both(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     agents, chains = _two_systems(tmp_path)
-    result = chatledger("import", agents, chains, "--url", url, "--prefix-by-source", "--json")
+    result = chatledger(
+        "import", "--create", agents, chains, "--url", url, "--prefix-by-source", "--json"
+    )
     assert result.returncode == 0, result.stderr
     assert result.json()["session_ids"] == [
         f"openai-agents/{TICKET}",
@@ -74,7 +78,15 @@ def test_prefix_by_source_keeps_both(tmp_path: Path) -> None:
     assert _systems(url, f"openai-agents/{TICKET}") == {"openai-agents"}
     assert _systems(url, f"langchain/{TICKET}") == {"langchain"}
     prefixed = chatledger(
-        "import", chains, "--url", url, "--prefix-by-source", "--session-prefix", "old/", "--json"
+        "import",
+        "--create",
+        chains,
+        "--url",
+        url,
+        "--prefix-by-source",
+        "--session-prefix",
+        "old/",
+        "--json",
     )
     assert prefixed.json()["session_ids"] == ["old/langchain/lc-2", f"old/langchain/{TICKET}"]
 
@@ -82,8 +94,8 @@ def test_prefix_by_source_keeps_both(tmp_path: Path) -> None:
 def test_a_stored_session_is_not_merged_into_by_another_system(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     agents, chains = _two_systems(tmp_path)
-    assert chatledger("import", agents, "--url", url).returncode == 0
-    later = chatledger("import", chains, "--url", url)
+    assert chatledger("import", "--create", agents, "--url", url).returncode == 0
+    later = chatledger("import", "--create", chains, "--url", url)
     assert later.returncode == 1
     assert_one_line_error(later, contains=f"session {TICKET!r} is stored already")
     message = later.stderr
@@ -96,18 +108,18 @@ def test_a_copied_or_moved_file_is_recognised(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     source = tmp_path / "chats.jsonl"
     write_chat_jsonl(source, {None: weather_chat(4), "named": weather_chat(3)})
-    first = chatledger("import", str(source), "--url", url, "--json")
+    first = chatledger("import", "--create", str(source), "--url", url, "--json")
     assert first.returncode == 0, first.stderr
     total = first.json()["new"]
     copied = tmp_path / "elsewhere" / "copy.jsonl"
     copied.parent.mkdir()
     shutil.copy(source, copied)
-    again = chatledger("import", str(copied), "--url", url, "--json")
+    again = chatledger("import", "--create", str(copied), "--url", url, "--json")
     assert again.returncode == 0, again.stderr
     assert (again.json()["new"], again.json()["already_stored"]) == (0, total)
     moved = tmp_path / "moved.jsonl"
     source.rename(moved)
-    text = chatledger("import", str(moved), "--url", url)
+    text = chatledger("import", "--create", str(moved), "--url", url)
     assert text.stdout.splitlines()[1] == f"0 stored, {total} already stored"
     assert len(_sessions(url)) == 2
 
@@ -140,7 +152,7 @@ def test_a_store_filled_under_the_earlier_id_scheme_does_not_double(tmp_path: Pa
     source = tmp_path / "chats.jsonl"
     write_chat_jsonl(source, {None: weather_chat(2)})
     session_id = asyncio.run(_store_as_earlier_releases_did(url, str(source.resolve())))
-    again = chatledger("import", str(source), "--url", url, "--json")
+    again = chatledger("import", "--create", str(source), "--url", url, "--json")
     assert again.returncode == 0, again.stderr
     report = again.json()
     assert (report["new"], report["already_stored"]) == (0, len(weather_chat(2)))

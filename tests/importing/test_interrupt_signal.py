@@ -71,7 +71,7 @@ def _interrupt(command: list[str], db: Path, after: int) -> subprocess.Completed
 def test_ctrl_c_says_what_was_stored_and_the_same_command_finishes(tmp_path: Path) -> None:
     db, source = tmp_path / "store.db", tmp_path / "big.jsonl"
     sizes = _big_source(source)
-    command = [str(SCRIPT), "import", str(source), "--url", f"sqlite:///{db}"]
+    command = [str(SCRIPT), "import", "--create", str(source), "--url", f"sqlite:///{db}"]
     stopped = _interrupt(command, db, after=2500)
     assert stopped.returncode == 130, stopped.stderr
     last = stopped.stderr.strip().splitlines()[-1]

@@ -31,16 +31,16 @@ def test_a_windows_1252_file_is_refused_with_the_encoding_to_pass(tmp_path: Path
         ),
     ]
     source.write_bytes("\n".join(lines).encode("cp1252") + b"\n")
-    refused = chatledger("import", str(source), "--url", url)
+    refused = chatledger("import", "--create", str(source), "--url", url)
     assert refused.returncode == 1
     assert_one_line_error(
         refused, contains=f"{source}: line 2: not UTF-8 text (byte 0xe9 at column"
     )
     assert refused.stderr.rstrip().endswith("it looks like cp1252: pass --encoding cp1252")
-    read = chatledger("import", str(source), "--url", url, "--encoding", "cp1252")
+    read = chatledger("import", "--create", str(source), "--url", url, "--encoding", "cp1252")
     assert read.returncode == 0, read.stderr
     assert _texts(url, "w") == [WINDOWS_TEXT]
-    wrong = chatledger("import", str(source), "--url", url, "--encoding", "klingon")
+    wrong = chatledger("import", "--create", str(source), "--url", url, "--encoding", "klingon")
     assert wrong.returncode == 2
     assert_one_line_error(wrong, contains="invalid --encoding 'klingon'")
 
@@ -49,12 +49,12 @@ def test_an_unknown_role_is_refused_with_the_flag_that_keeps_it(tmp_path: Path) 
     url = f"sqlite:///{tmp_path}/store.db"
     source = tmp_path / "roles.jsonl"
     write_chat_jsonl(source, {"tale": [{"role": "narrator", "content": "once upon a time"}]})
-    refused = chatledger("import", str(source), "--url", url)
+    refused = chatledger("import", "--create", str(source), "--url", url)
     assert refused.returncode == 1
     assert_one_line_error(refused, contains="unknown role 'narrator'")
     assert "pass --allow-custom-roles to keep it" in refused.stderr
     assert "allow_custom_roles=True" not in refused.stderr
-    kept = chatledger("import", str(source), "--url", url, "--allow-custom-roles")
+    kept = chatledger("import", "--create", str(source), "--url", url, "--allow-custom-roles")
     assert kept.returncode == 0, kept.stderr
     shown = chatledger("show", "tale", "--url", url, "--json")
     assert [row["message"]["role"] for row in shown.json()] == ["narrator"]
@@ -65,7 +65,7 @@ def test_a_truncated_line_names_its_line_and_column_in_full(tmp_path: Path) -> N
     source = tmp_path / "cut.jsonl"
     whole = json.dumps({"id": "a", "messages": [{"role": "user", "content": "x" * 300}]})
     source.write_text(f"{whole}\n{whole[:250]}\n", encoding="utf-8")
-    refused = chatledger("import", str(source), "--url", url)
+    refused = chatledger("import", "--create", str(source), "--url", url)
     assert refused.returncode == 1
     assert_one_line_error(
         refused,
@@ -74,7 +74,7 @@ def test_a_truncated_line_names_its_line_and_column_in_full(tmp_path: Path) -> N
     )
     document = tmp_path / "cut.json"
     document.write_text('[{"role": "user", "content": "hi"},\n {"role": "assistant", "con', "utf-8")
-    broken = chatledger("import", str(document), "--url", url)
+    broken = chatledger("import", "--create", str(document), "--url", url)
     assert_one_line_error(broken, contains=f"{document}: line 2: not JSON: ")
     assert "at column" in broken.stderr and "(cut off?)" in broken.stderr
 
@@ -88,15 +88,15 @@ def test_one_session_id_given_other_content_by_two_sources_hints_the_prefix(
     other = weather_chat(1)
     other[1]["content"] = "another question"
     write_chat_jsonl(second, {"conv": other})
-    refused = chatledger("import", str(first), str(second), "--url", url)
+    refused = chatledger("import", "--create", str(first), str(second), "--url", url)
     assert refused.returncode == 1
     assert_one_line_error(refused, contains=f"{second}: line 1 message 2: session 'conv'")
     assert f"{first}: line 1 message 2" in refused.stderr
     assert "import one of them under another --session-prefix" in refused.stderr
-    assert chatledger("import", str(first), "--url", url).returncode == 0
-    later = chatledger("import", str(second), "--url", url)
+    assert chatledger("import", "--create", str(first), "--url", url).returncode == 0
+    later = chatledger("import", "--create", str(second), "--url", url)
     assert later.returncode == 1
     assert_one_line_error(later, contains=f"{second}: line 1 message 2: changed since")
     assert "--session-prefix" in later.stderr
-    kept = chatledger("import", str(second), "--url", url, "--session-prefix", "b/")
+    kept = chatledger("import", "--create", str(second), "--url", url, "--session-prefix", "b/")
     assert kept.returncode == 0, kept.stderr

@@ -58,7 +58,7 @@ def _stored(url: str) -> dict[str, int]:
 def test_mixed_sources_report_exactly_what_was_stored(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     sources = [str(p) for p in _mixed_sources(tmp_path)]
-    result = chatledger("import", *sources, "--url", url, "--skip-invalid", "--json")
+    result = chatledger("import", "--create", *sources, "--url", url, "--skip-invalid", "--json")
     assert result.returncode == 0, result.stderr
     report = result.json()
     stored = _stored(url)
@@ -70,7 +70,7 @@ def test_mixed_sources_report_exactly_what_was_stored(tmp_path: Path) -> None:
     assert left_out == {(sources[1], TICKET), (sources[3], "chat-2")}
     assert all(s["reason"].startswith(s["source"]) for s in report["skipped"])
     assert stored[TICKET] == len(responses_items(2))  # the first source's conversation only
-    again = chatledger("import", *sources, "--url", url, "--skip-invalid", "--json")
+    again = chatledger("import", "--create", *sources, "--url", url, "--skip-invalid", "--json")
     assert again.returncode == 0, again.stderr
     repeat = again.json()
     assert (repeat["new"], repeat["already_stored"]) == (0, report["messages"])
@@ -80,7 +80,7 @@ def test_mixed_sources_report_exactly_what_was_stored(tmp_path: Path) -> None:
 def test_the_text_report_says_stored_and_lists_every_skipped_session(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     sources = [str(p) for p in _mixed_sources(tmp_path)]
-    result = chatledger("import", *sources, "--url", url, "--skip-invalid")
+    result = chatledger("import", "--create", *sources, "--url", url, "--skip-invalid")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     total = sum(_stored(url).values())
@@ -90,7 +90,7 @@ def test_the_text_report_says_stored_and_lists_every_skipped_session(tmp_path: P
     assert lines[3].startswith(f"skipped session {TICKET!r}: {sources[1]}: ")
     assert "--session-prefix" in lines[3]
     assert lines[4].startswith(f"skipped session 'chat-2': {sources[3]}: line 2 message 1: ")
-    again = chatledger("import", *sources, "--url", url, "--skip-invalid")
+    again = chatledger("import", "--create", *sources, "--url", url, "--skip-invalid")
     assert again.stdout.splitlines()[1] == f"0 stored, {total} already stored"
     assert not again.stdout.startswith("imported")
 
@@ -99,7 +99,7 @@ def test_a_run_that_stored_nothing_because_everything_was_skipped_fails(tmp_path
     url = f"sqlite:///{tmp_path}/store.db"
     bad = tmp_path / "bad.jsonl"
     write_chat_jsonl(bad, {"a": [{"role": "narrator", "content": "x"}], "b": [{"role": "x"}]})
-    result = chatledger("import", str(bad), "--url", url, "--skip-invalid")
+    result = chatledger("import", "--create", str(bad), "--url", url, "--skip-invalid")
     assert result.returncode == 1
     assert result.stdout.splitlines()[:2] == [
         "0 sessions, 0 messages (0 tool calls, 0 results, 0 tokens)",
@@ -107,7 +107,7 @@ def test_a_run_that_stored_nothing_because_everything_was_skipped_fails(tmp_path
     ]
     (error,) = result.stderr.splitlines()
     assert error.startswith("chatledger: error: nothing imported: every session was skipped")
-    as_json = chatledger("import", str(bad), "--url", url, "--skip-invalid", "--json")
+    as_json = chatledger("import", "--create", str(bad), "--url", url, "--skip-invalid", "--json")
     assert as_json.returncode == 1
     assert json.loads(as_json.stdout)["sessions"] == 0
     assert _stored(url) == {}
@@ -118,12 +118,12 @@ def test_without_skip_invalid_a_skipped_session_fails_the_run_and_writes_nothing
 ) -> None:
     url = f"sqlite:///{tmp_path}/store.db"
     sources = [str(p) for p in _mixed_sources(tmp_path)]
-    result = chatledger("import", *sources, "--url", url)
+    result = chatledger("import", "--create", *sources, "--url", url)
     assert result.returncode == 1
     assert_one_line_error(result, contains=f"{sources[3]}: line 2 message 1: unknown role")
     assert _stored(url) == {}
     sources.pop()  # without the file of the unknown role
-    conflict = chatledger("import", *sources, "--url", url)
+    conflict = chatledger("import", "--create", *sources, "--url", url)
     assert conflict.returncode == 1
     assert_one_line_error(conflict, contains=f"{sources[1]}: row ")
     assert "--session-prefix" in conflict.stderr

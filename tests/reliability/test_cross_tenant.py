@@ -128,7 +128,7 @@ def test_no_command_reaches_another_tenants_session(url: str, tmp_path: Path) ->
     assert _as_mallory(url, "doctor", "--fix").returncode == 0
     source = tmp_path / "chats.jsonl"
     write_chat_jsonl(source, {"s": weather_chat(1)})  # the victim's id, in mallory's import
-    assert _as_mallory(url, "import", str(source)).returncode == 0
+    assert _as_mallory(url, "import", "--create", str(source)).returncode == 0
     purged = _as_mallory(url, "purge", "--older-than", later, "--yes", "--json")
     assert sorted(purged.json()["sessions"]) == ["own", "s"]  # mallory's own two
     assert _api(url, VICTIM, _snapshot) == before

@@ -218,7 +218,7 @@ def test_a_killed_import_leaves_whole_or_marked_sessions_and_finishes(
     sizes = {str(k): len(v) for k, v in conversations.items()}
     source = tmp_path / "chats.jsonl"
     write_chat_jsonl(source, conversations)
-    command = ("import", str(source), "--url", db_url)
+    command = ("import", "--create", str(source), "--url", db_url)
     # armed by the mark put on "huge" before its first part; killed as its second commits
     mark = r"^UPDATE chatledger_sessions SET .*metadata"
     run_killed(mark, 1, "commit:3", *command, batch=IMPORT_BATCH)

@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from store.contract import HistoryBackend
 from store.demo import DemoConfig, run_demo
+from store.importing import import_sources
 from strategies import SummarizationStrategy, ToolResultReductionStrategy, TruncationStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.summarizers import FakeSummarizer
 
 SESSION = "demo-audit"
+IMPORTED = "imported-chat"
+
+
+async def imported_session(store: HistoryBackend, folder: Path, *, turns: int = 4) -> str:
+    """An OpenAI chat of ``turns`` user turns, imported (stored in one go), then compacted
+    by the command line's ``sliding-window`` strategy."""
+    messages: list[dict[str, object]] = [{"role": "system", "content": "You are terse."}]
+    for turn in range(1, turns + 1):
+        messages += [
+            {"role": "user", "content": f"question {turn} " + "word " * 20 * turn},
+            {"role": "assistant", "content": f"answer {turn} " + "word " * 10},
+        ]
+    source = folder / "chat.jsonl"
+    source.write_text(json.dumps({"id": IMPORTED, "messages": messages}) + "\n")
+    await import_sources(store, [source], format="openai-chat")
+    await store.compact(IMPORTED, "sliding-window:keep_last_turns=2")
+    return IMPORTED
 
 
 def _shorten(text: str) -> str:

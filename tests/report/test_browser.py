@@ -15,7 +15,7 @@ import pytest
 from store.memory import InMemoryHistoryStore
 from store.report import write_report
 from tests.report.browser import browser_page, chromium
-from tests.report.session import demo_session
+from tests.report.session import demo_session, imported_session
 
 __all__ = ["browser_page", "chromium"]
 
@@ -78,3 +78,50 @@ async def test_a_person_sees_the_audit(browser_page: Any, page_file: Path, tmp_p
     print(f"screenshot: {shot}")
     assert shot.stat().st_size > 0
     assert page.blocked == [] and errors == []
+
+
+async def _points(page: Any) -> list[tuple[int, int, int]]:
+    circles = page.locator("#token-chart circle.point")
+    found = []
+    for index in range(await circles.count()):
+        circle = circles.nth(index)
+        found.append(
+            (
+                int(await circle.get_attribute("data-turn")),
+                int(await circle.get_attribute("data-stored")),
+                int(await circle.get_attribute("data-sent")),
+            )
+        )
+    return found
+
+
+async def test_the_page_fits_1280_pixels_and_tells_each_event_and_turn(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    page = browser_page
+    await page.set_viewport_size({"width": 1280, "height": 900})
+    store = InMemoryHistoryStore()
+    native = await demo_session(store)
+    imported = await imported_session(store, tmp_path)
+    for session in (native, imported):
+        written = await write_report(store, session, tmp_path / f"{session}.html")
+        await page.goto(written.as_uri())
+        width = await page.evaluate(
+            "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+        )
+        assert width[0] <= width[1] <= 1280, (session, width)
+        info = await store.session(session)
+        points = await _points(page)
+        assert points[-1][1:] == (info.stored_tokens, info.active_tokens), session
+        assert all(stored > 0 for _, stored, _ in points), (session, points)
+        assert [s for _, s, _ in points] == sorted(s for _, s, _ in points)
+        # newest first, as `chatledger audit`, each saying why
+        rows = page.locator("#events tr.event")
+        shown = [await rows.nth(i).get_attribute("id") for i in range(await rows.count())]
+        newest = [f"e-{e.id}" for e in await store.audit(session)]
+        assert shown == [i for i in newest if i in shown] and shown
+        reasons = [await rows.nth(i).locator(".reason").inner_text() for i in range(len(shown))]
+        assert all(r.strip() not in ("", "-") for r in reasons), reasons
+        assert await page.locator("#excluded").is_visible()
+    turns = [t for t, _, _ in await _points(page)]
+    assert turns == [1, 2, 3, 4]  # the imported chat's user turns
