@@ -38,6 +38,13 @@ def _progress() -> None:
         log.propagate = False
 
 
+def _revisions(names: list[str]) -> str:
+    """``revision 0006 is`` or ``revisions 0006, 0007 are``."""
+    if len(names) == 1:
+        return f"revision {names[0]} is"
+    return f"revisions {', '.join(names)} are"
+
+
 def _state(url: str | None) -> SchemaState:
     from store.sql.migrations import schema_state
 
@@ -87,7 +94,7 @@ def upgrade(revision: str, old_revision: str | None, url: str | None, as_json: b
     breaking = incompatible_between(before, revision)
     if breaking:
         echo(
-            f"chatledger: revision {', '.join(breaking)} is not backward compatible: a "
+            f"chatledger: {_revisions(breaking)} not backward compatible: a "
             "process of an earlier chatledger release cannot use this database now. "
             "Deploy order: stop the processes of the earlier release, upgrade the "
             "database (done), then start the processes of this release.",

@@ -36,7 +36,6 @@ from typing import Final, Literal
 from pydantic import JsonValue
 
 from store.errors import InvalidInput
-from store.formats.agent_framework import af_annotations
 from store.models import ExcludedGroup, SearchHit
 from strategies.bounded import cap_text, compact_dumps
 from strategies.messages import FunctionResultContent, Message, TextContent
@@ -280,6 +279,8 @@ def is_summary(message: Message) -> bool:
     metadata = message.metadata
     if _names_replaced(metadata) or _names_replaced(metadata.get(SUMMARY_METADATA_KEY)):
         return True
+    from store.formats.agent_framework import af_annotations  # the converters load lazily
+
     annotations = af_annotations(message)
     return annotations is not None and annotations.is_summary
 

@@ -73,6 +73,7 @@ def test_filters(cli_url: str) -> None:
         return {h["message_id"] for h in page["hits"]}
 
     assert found("paris", "--session", "trip") == {"u1", "t1", "a2"}
+    assert found("paris", "--session", "tr") == {"u1", "t1", "a2"}, "a unique start"
     assert found("paris", "--excluded-only") == {"u1"}
     assert found("paris", "--role", "user") == {"u1", "n1"}
     assert found("paris", "--role", "user", "--role", "tool") == {"u1", "n1", "t1"}
