@@ -9,7 +9,9 @@ import click
 
 from store.cli._common import emit_json, json_option, tenant_option, url_option, with_store
 from store.cli._output import echo, terminal_width
+from store.cli._prefix import unique_lengths
 from store.cli._visible import visible
+from store.cli._width import cut, width
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
@@ -26,17 +28,41 @@ def hit_line(hit: SearchHit) -> str:
     return "\t".join(visible(field) for field in fields)
 
 
+def _heading(hit: SearchHit, lengths: dict[str, int], columns: int) -> tuple[str, str]:
+    """A hit's heading (where it is) and its state, fitting ``columns``: whole ids when
+    they fit, else each a unique start of itself (as tables show them), the role and
+    the event left out last."""
+    state = f"excluded by {hit.excluded_by}" if hit.excluded else ""
+    session, message = hit.session_id, hit.message_id
+    short = (session[: lengths[session]], message[: lengths[message]])
+    for ids, role, said in (
+        ((session, message), hit.role, state),
+        (short, hit.role, state),
+        (short, "", state),
+        (short, "", "excluded" if hit.excluded else ""),
+    ):
+        where = "  ".join(p for p in (*ids, f"seq {hit.seq}", role) if p)
+        line = f"{where}  {said}" if said else where
+        if width(line) <= columns:
+            return where, said
+    return cut(where, columns), ""
+
+
 def _print_styled(page: SearchPage) -> None:
     """On a terminal: a heading line a hit, then its snippet with the matches in bold."""
     from rich.console import Console
     from rich.text import Text
 
-    console = Console(highlight=False, width=terminal_width())
+    columns = terminal_width() or 80
+    ids = [i for h in page.hits for i in (h.session_id, h.message_id)]
+    lengths = unique_lengths(ids)
+    console = Console(highlight=False, width=columns)
     for hit in page.hits:
-        where = Text(f"{hit.session_id}  {hit.message_id}  seq {hit.seq}  {hit.role}", "bold")
-        if hit.excluded:
-            where.append(f"  excluded by {hit.excluded_by}", style="yellow")
-        console.print(where)
+        where, state = _heading(hit, lengths, columns)
+        heading = Text(where, "bold")
+        if state:
+            heading.append(f"  {state}", style="yellow")
+        console.print(heading)
         snippet = Text("  " + visible(hit.snippet))
         for start, end in hit.highlights:
             snippet.stylize("bold reverse", start + 2, end + 2)

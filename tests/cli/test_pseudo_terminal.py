@@ -71,6 +71,8 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "redact-dry-run": ("redact", SESSION, "2", "3", "--reason", "erasure", "--dry-run"),
     "purge-dry-run": ("purge", "--older-than", "1d", "--dry-run"),
     "version": ("version",),
+    "search": ("search", "tool"),
+    "search-wide": ("search", "done", "--session", WIDE),
 }
 
 
