@@ -24,7 +24,7 @@ from tests.conftest import PgServer
 AnyStore = InMemoryHistoryStore | HistoryStore
 STORE_BACKENDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 RECALL_BACKENDS = ["memory", "sqlite"]
-"""The backends the recall tool runs on end to end ("sqlite" joins once it searches)."""
+"""The backends the recall tool runs on end to end."""
 
 
 @pytest.fixture(scope="session")
