@@ -268,17 +268,30 @@ def message_text(message: Message) -> str:
     return "\n".join(message_texts(message)[1])
 
 
-def _capped(text: str) -> list[str]:
-    """The first tokens of ``text`` within :data:`MAX_INDEXED_TOKENS` and
+_ASCII_IRREGULAR: Final = re.compile(r"(?<![a-z0-9])[0-9]+e[0-9]+[a-z0-9]|[a-z0-9]{129}")
+"""In lowercased ASCII text, a word the index cuts: after a number with an exponent, or
+beyond :data:`MAX_TOKEN_CHARS`."""
+
+
+def _capped(text: str) -> str:
+    """The normalized first tokens of ``text`` within :data:`MAX_INDEXED_TOKENS` and
     :data:`MAX_INDEXED_BYTES` (the text read no further than they need)."""
+    text = text[:MAX_INDEXED_CHARS]
+    if text.isascii():  # the common case in one pass of the regular expressions
+        lowered = text.lower()
+        if not _ASCII_IRREGULAR.search(lowered):
+            words = _ASCII_WORD.findall(lowered)
+            joined = " ".join(words)
+            if len(words) <= MAX_INDEXED_TOKENS and len(joined) <= MAX_INDEXED_BYTES:
+                return joined
     kept: list[str] = []
     size = 0
-    for token in _each_token(text[:MAX_INDEXED_CHARS]):
+    for token in _each_token(text):
         size += len(token.encode()) + 1
         if size > MAX_INDEXED_BYTES + 1 or len(kept) == MAX_INDEXED_TOKENS:
             break
         kept.append(token)
-    return kept
+    return " ".join(kept)
 
 
 def indexable_text(message: Message) -> str:
@@ -286,7 +299,7 @@ def indexable_text(message: Message) -> str:
     recall results left out (they quote other messages)."""
     from store.search.recall import without_recall_results
 
-    return " ".join(_capped(message_text(without_recall_results(message))))
+    return _capped(message_text(without_recall_results(message)))
 
 
 def search_text_of(message: Message) -> str | None:

@@ -129,3 +129,14 @@ def test_indexable_text_stays_within_postgresql_limits() -> None:
     assert len(indexable_text(message).split()) == MAX_INDEXED_TOKENS
     wide = _message(TextContent(text=" ".join(f"{i:0127d}" for i in range(10_000))))
     assert len(indexable_text(wide).encode()) <= 512 * 1024
+
+
+_ASCII_PIECES = ["a", "B", "ab", "1", "12e3", "12E3x", "x", "-", ".", " ", "\n", "y" * 130]
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(_ASCII_PIECES), max_size=20).map("".join))
+def test_ascii_text_is_indexed_as_the_general_way_normalizes_it(text: str) -> None:
+    """The one-pass path of ASCII text (the common case of an append) indexes what
+    :func:`normalize` makes of it, exponents and over-long words included."""
+    assert indexable_text(Message.text_message("user", text)) == normalize(text)

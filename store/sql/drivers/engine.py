@@ -244,6 +244,10 @@ def _wal(cursor: Any, wait_ms: int) -> None:
         delay = min(delay * 2, 0.25)
 
 
+_ZEROING = "chatledger_secure_delete"
+"""Set in a SQLite connection's ``info`` once its writes zero what they free."""
+
+
 def configure_sqlite(engine: AsyncEngine, wait_ms: int) -> None:
     """Install the SQLite connection pragmas and explicit ``BEGIN`` handling."""
     sync_engine = engine.sync_engine
@@ -265,13 +269,16 @@ def configure_sqlite(engine: AsyncEngine, wait_ms: int) -> None:
         options = connection.get_execution_options()
         if options.get(SINGLE_READ_OPTION, False):
             return
-        if options.get(WRITE_OPTION):
-            # every write zeroes what it frees, whatever the build's default: a row a
-            # write moves between pages leaves no copy of an erased text behind
-            connection.exec_driver_sql("PRAGMA secure_delete = ON")
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
-        else:
+        if not options.get(WRITE_OPTION):
             connection.exec_driver_sql("BEGIN")
+            return
+        if not connection.info.get(_ZEROING):
+            # every write zeroes what it frees, whatever the build's (or a connect
+            # hook's) default: a row a write moves between pages leaves no copy of an
+            # erased text behind; once a connection
+            connection.exec_driver_sql("PRAGMA secure_delete = ON")
+            connection.info[_ZEROING] = True
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 _WRITERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
