@@ -268,9 +268,9 @@ def message_text(message: Message) -> str:
     return "\n".join(message_texts(message)[1])
 
 
-_ASCII_IRREGULAR: Final = re.compile(r"(?<![a-z0-9])[0-9]+e[0-9]+[a-z0-9]|[a-z0-9]{129}")
-"""In lowercased ASCII text, a word the index cuts: after a number with an exponent, or
-beyond :data:`MAX_TOKEN_CHARS`."""
+_DIGIT_E_DIGIT: Final = re.compile(r"[0-9]e[0-9]")
+"""In lowercased ASCII text, what may start a number with an exponent (after which the
+index cuts a word): such text takes the general way."""
 
 
 def _capped(text: str) -> str:
@@ -279,8 +279,10 @@ def _capped(text: str) -> str:
     text = text[:MAX_INDEXED_CHARS]
     if text.isascii():  # the common case in one pass of the regular expressions
         lowered = text.lower()
-        if not _ASCII_IRREGULAR.search(lowered):
-            words = _ASCII_WORD.findall(lowered)
+        words = _ASCII_WORD.findall(lowered)
+        if not words:
+            return ""
+        if max(map(len, words)) <= MAX_TOKEN_CHARS and not _DIGIT_E_DIGIT.search(lowered):
             joined = " ".join(words)
             if len(words) <= MAX_INDEXED_TOKENS and len(joined) <= MAX_INDEXED_BYTES:
                 return joined
