@@ -296,7 +296,8 @@ async def test_a_first_statement_that_would_begin_a_write_takes_the_greenlet(
                 await conn.execute(select(_TABLE.c.id))  # begins the write transaction
                 await conn.execute(select(_TABLE.c.id))
                 await conn.commit()
-        assert where == [("BEGIN", True), ("SELECT", True), ("SELECT", False)]
+        # the connection's first write turns secure_delete on before it begins
+        assert where == [("PRAGMA", True), ("BEGIN", True), ("SELECT", True), ("SELECT", False)]
     finally:
         await engine.dispose()
 
