@@ -179,8 +179,54 @@ REGISTRY: dict[str, SystemSpec] = {
         description="chatledger HistoryStore on PostgreSQL (asyncpg)",
         missing_reason="store not yet available",
         workloads=frozenset(
-            {"per_turn", "projection", "many_writers", "shared_session", "branches", "search"}
+            {
+                "per_turn",
+                "bulk_import",
+                "projection",
+                "many_writers",
+                "shared_session",
+                "branches",
+                "search",
+            }
         ),
+    ),
+    "chatledger_unindexed": SystemSpec(
+        "benchmarks.peers.chatledger",
+        "UnindexedChatledgerSystem",
+        "sqlite",
+        peer=False,
+        description="chatledger on SQLite with search off (no index to keep)",
+        missing_reason="store not yet available",
+        workloads=frozenset({"per_turn", "bulk_import"}),
+    ),
+    "chatledger_pg_unindexed": SystemSpec(
+        "benchmarks.peers.chatledger",
+        "UnindexedChatledgerSystem",
+        "postgresql",
+        peer=False,
+        description="chatledger on PostgreSQL with search off (no index to keep)",
+        missing_reason="store not yet available",
+        workloads=frozenset({"per_turn", "bulk_import"}),
+    ),
+    "chatledger_direct_index": SystemSpec(
+        "benchmarks.peers.chatledger",
+        "DirectIndexChatledgerSystem",
+        "sqlite",
+        peer=False,
+        description="chatledger on SQLite with search off, each batch's normalized text "
+        "then inserted into an FTS5 index directly",
+        missing_reason="store not yet available",
+        workloads=frozenset({"bulk_import"}),
+    ),
+    "chatledger_pg_direct_index": SystemSpec(
+        "benchmarks.peers.chatledger",
+        "DirectIndexChatledgerSystem",
+        "postgresql",
+        peer=False,
+        description="chatledger on PostgreSQL with search off, each batch's normalized "
+        "text then inserted into a tsvector column with a GIN index directly",
+        missing_reason="store not yet available",
+        workloads=frozenset({"bulk_import"}),
     ),
     "agent_framework": SystemSpec(
         "benchmarks.peers.af_list",

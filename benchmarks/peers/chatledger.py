@@ -126,3 +126,78 @@ class ChatledgerSystem(System):
     async def close(self) -> None:
         """Close the store."""
         await self._stack.aclose()
+
+
+class UnindexedChatledgerSystem(ChatledgerSystem):
+    """chatledger with search off (``chatledger db search off``): the same store without
+    its search index, what a turn with the index is compared with."""
+
+    async def open(self, *, create: bool) -> None:
+        """Open the store; a new database has its search turned off first."""
+        await super().open(create=create)
+        if create:
+            from store.sql.search.index import switch_search
+
+            await switch_search(self._store.engine, False)
+
+
+_DIRECT_INDEX = {
+    "sqlite": (
+        "CREATE VIRTUAL TABLE bench_direct_index USING fts5(search_text, "
+        "content='chatledger_messages', tokenize='unicode61 remove_diacritics 0')",
+    ),
+    "postgresql": (
+        "CREATE TABLE bench_direct_index (seq bigint PRIMARY KEY, search_text text, "
+        "search_vector tsvector GENERATED ALWAYS AS "
+        "(to_tsvector('simple'::regconfig, coalesce(search_text, ''))) STORED)",
+        "CREATE INDEX bench_direct_index_gin ON bench_direct_index USING gin "
+        "(search_vector) WHERE search_text IS NOT NULL",
+    ),
+}
+"""An index of the same kind as chatledger's (FTS5 over the messages' ``search_text``;
+a tsvector column and its GIN index), which nothing keeps current."""
+_DIRECT_INSERT = {
+    "sqlite": (
+        "INSERT INTO bench_direct_index(rowid, search_text) SELECT rowid, search_text "
+        "FROM chatledger_messages WHERE session_id = :session AND seq > :last "
+        "AND search_text IS NOT NULL"
+    ),
+    "postgresql": (
+        "INSERT INTO bench_direct_index(seq, search_text) SELECT seq, search_text "
+        "FROM chatledger_messages WHERE session_id = :session AND seq > :last "
+        "AND search_text IS NOT NULL"
+    ),
+}
+
+
+class DirectIndexChatledgerSystem(UnindexedChatledgerSystem):
+    """The import's comparator: chatledger with search off, each batch's normalized
+    text then inserted into an index of the same kind directly, by one
+    ``INSERT ... SELECT`` a batch."""
+
+    _last = 0
+
+    async def open(self, *, create: bool) -> None:
+        """Open the store with search off, and create the direct index."""
+        await super().open(create=create)
+        if create:
+            from sqlalchemy import text
+
+            async with self._store.engine.begin() as conn:
+                for statement in _DIRECT_INDEX[self.target.backend]:
+                    await conn.execute(text(statement))
+
+    async def load(self, native: list[Message]) -> None:
+        """One ``append`` per batch, then its texts into the direct index in a
+        transaction of their own (one commit more per batch of 1,000 messages)."""
+        from sqlalchemy import text
+
+        await self._store.append(self.session_id, native)
+        async with self._store.engine.begin() as conn:
+            params = {"session": self.session_id, "last": self._last}
+            await conn.execute(text(_DIRECT_INSERT[self.target.backend]), params)
+            found = await conn.execute(
+                text("SELECT max(seq) FROM chatledger_messages WHERE session_id = :s"),
+                {"s": self.session_id},
+            )
+            self._last = int(found.scalar_one())
