@@ -82,8 +82,19 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+SEARCH_SESSIONS = 10_000
+"""Sessions of the ``spread`` data set (``search_sessions``): the stored messages
+spread evenly over them, one ``append`` a session."""
+
+
 def _dataset(spec: ChildSpec) -> Dataset:
+    if spec.dataset == "spread":
+        return "mixed"
     return spec.dataset  # type: ignore[return-value]  # checked by the generator
+
+
+def _search_session(index: int) -> str:
+    return f"searched-{index:05d}"
 
 
 def _batches(spec: ChildSpec) -> Iterator[list[ChatDict]]:
@@ -114,7 +125,10 @@ async def _load(system: System, spec: ChildSpec) -> Metrics:
 
 
 async def _build(system: System, spec: ChildSpec) -> Metrics:
-    """Load ``spec.size`` messages and settle (every ``system.settle_every`` messages)."""
+    """Load ``spec.size`` messages and settle (every ``system.settle_every`` messages);
+    the ``spread`` data set: spread over :data:`SEARCH_SESSIONS` sessions instead."""
+    if spec.dataset == "spread":
+        return await _build_spread(system, spec)
     await system.open(create=True)
     every = system.settle_every
     loaded = 0
@@ -136,6 +150,25 @@ async def _build(system: System, spec: ChildSpec) -> Metrics:
         return {**finish, **settled, **metrics}
     finally:
         await system.close()
+
+
+async def _build_spread(system: System, spec: ChildSpec) -> Metrics:
+    """Store ``spec.size`` messages of the mixed data set as :data:`SEARCH_SESSIONS`
+    sessions of equal length, one ``append`` each (no compaction: every message is
+    searched, excluded or not)."""
+    await system.open(create=True)
+    each = max(1, spec.size // SEARCH_SESSIONS)
+    stream = ConversationGenerator(spec.seed, dataset="mixed").chat_dicts(spec.size)
+    start = time.perf_counter()
+    try:
+        index = 0
+        while batch := list(islice(stream, each)):
+            system.session_id = _search_session(index)
+            await system.load(system.prepare(batch))
+            index += 1
+    finally:
+        await system.close()
+    return {"seconds": time.perf_counter() - start, "sessions": float(index)}
 
 
 async def _bulk_import(system: System, spec: ChildSpec) -> Metrics:
@@ -592,7 +625,9 @@ async def _search(system: System, spec: ChildSpec) -> Metrics:
     if store is None or not hasattr(store, "search"):
         await system.close()
         raise Unavailable(f"{spec.system} has no search")
-    session = system.session_id  # type: ignore[attr-defined]
+    if spec.dataset == "spread":  # one session in the middle of the many
+        system.session_id = _search_session(SEARCH_SESSIONS // 2)
+    session = system.session_id
     kinds = ("wide", "scoped")
     samples: dict[str, list[float]] = {f"{w}_{k}": [] for w in ("store", "direct") for k in kinds}
     hits = 0
@@ -636,6 +671,7 @@ async def _search(system: System, spec: ChildSpec) -> Metrics:
 WORKLOADS: dict[str, Callable[[System, ChildSpec], Awaitable[Metrics]]] = {
     "branches": _branches,
     "search": _search,
+    "search_sessions": _search,
     "build": _build,
     "bulk_import": _bulk_import,
     "per_turn": _per_turn,

@@ -71,6 +71,21 @@ SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
             ("scoped_ratio", "scoped / direct", 1.0),
         ],
     ),
+    "search_sessions": (
+        "Search among 10,000 sessions: the stored messages spread evenly over 10,000 "
+        "sessions; the same queries tenant-wide and scoped to one session in the middle, "
+        "against the same normalized query run directly in one statement (the limit; "
+        "ratios)",
+        "messages",
+        [
+            ("wide_s", "tenant-wide ms", 1e3),
+            ("wide_direct_s", "direct ms", 1e3),
+            ("wide_ratio", "tenant-wide / direct", 1.0),
+            ("scoped_s", "scoped ms", 1e3),
+            ("scoped_direct_s", "direct ms", 1e3),
+            ("scoped_ratio", "scoped / direct", 1.0),
+        ],
+    ),
     "branches": (
         "Branches: a fork of the stored session at its end (no message row written), and "
         "the per-turn cost on the root and on forks of depth 1 and 10 of it, turns "

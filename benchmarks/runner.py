@@ -40,7 +40,15 @@ __all__ = ["PRESETS", "Case", "CaseResult", "Config", "Runner"]
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATED = frozenset(
-    {"per_turn", "projection", "full_read", "full_read_tools", "branches", "search"}
+    {
+        "per_turn",
+        "projection",
+        "full_read",
+        "full_read_tools",
+        "branches",
+        "search",
+        "search_sessions",
+    }
 )
 ALL_WORKLOADS = (
     "per_turn",
@@ -55,12 +63,13 @@ ALL_WORKLOADS = (
     "deferred_compaction",
     "branches",
     "search",
+    "search_sessions",
 )
 SCALE = frozenset({"many_sessions", "many_writers", "shared_session", "deferred_compaction"})
 """Workloads whose sizes are not messages (sessions, writers, turns): mid-size runs."""
 SESSIONS_BUILD = 1
 """Changes whenever ``build_sessions`` fills its databases differently."""
-DATASET = {"full_read_tools": "tools"}
+DATASET = {"full_read_tools": "tools", "search_sessions": "spread"}
 """The generator's data set of a workload's stored sizes, where not ``"mixed"``."""
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -273,7 +282,7 @@ class Runner:
         }
         if workload in scale:
             return scale[workload]
-        if workload in ("branches", "search") and spec.peer:
+        if workload in ("branches", "search", "search_sessions") and spec.peer:
             return ()  # chatledger's alone
         sizes = config.peer_sizes
         if not spec.peer:

@@ -168,6 +168,7 @@ REGISTRY: dict[str, SystemSpec] = {
                 "deferred_compaction",
                 "branches",
                 "search",
+                "search_sessions",
             }
         ),
     ),
@@ -187,6 +188,7 @@ REGISTRY: dict[str, SystemSpec] = {
                 "shared_session",
                 "branches",
                 "search",
+                "search_sessions",
             }
         ),
     ),
@@ -273,6 +275,7 @@ WORKING_TREE_ONLY = frozenset(
         "deferred_compaction",
         "branches",
         "search",
+        "search_sessions",
     }
 )
 """Workloads a ``--baseline`` twin does not run (their harness needs today's store;

@@ -23,6 +23,8 @@ __all__ = ["DEFAULT_SNIPPET_CHARS", "Snippet", "make_snippet"]
 
 DEFAULT_SNIPPET_CHARS: Final = 200
 """The default longest snippet, in characters."""
+_SPACES: Final = re.compile(r"\s+")
+"""Runs of whitespace (``\\s`` is :meth:`str.isspace` in a ``str`` pattern)."""
 _ELLIPSIS: Final = "…"
 _MIN_CHARS: Final = 16
 _REGION: Final = 1000
@@ -74,17 +76,32 @@ def _window(text: str, spans: Sequence[Span], width: int) -> tuple[int, int]:
 
 def _collapsed(text: str, start: int, end: int) -> tuple[str, list[int]]:
     """``text[start:end]`` with whitespace runs as one space, and for each offset from
-    ``start`` to ``end`` (included) its offset in the result."""
-    out: list[str] = []
+    ``start`` to ``end`` (included) its offset in the result (a leading run is dropped;
+    a run's first character maps to its space, the others after it)."""
+    piece = text[start:end]
+    parts: list[str] = []
     where: list[int] = []
-    for char in text[start:end]:
-        where.append(len(out))
-        if not char.isspace():
-            out.append(char)
-        elif out and out[-1] != " ":
-            out.append(" ")
-    where.append(len(out))
-    return "".join(out), where
+    size = done = 0
+    for run in _SPACES.finditer(piece):
+        low, high = run.span()
+        if low > done:
+            where.extend(range(size, size + low - done))
+            parts.append(piece[done:low])
+            size += low - done
+        if size:
+            where.append(size)
+            parts.append(" ")
+            size += 1
+            where.extend([size] * (high - low - 1))
+        else:
+            where.extend([0] * (high - low))
+        done = high
+    if done < len(piece):
+        where.extend(range(size, size + len(piece) - done))
+        parts.append(piece[done:])
+        size += len(piece) - done
+    where.append(size)
+    return "".join(parts), where
 
 
 def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:

@@ -136,6 +136,7 @@ from store.sql.schema import (
     SESSIONS,
 )
 from store.sql.search.find import search_page
+from store.sql.search.index import SEARCH_OFF, cursor_key, index_missing
 from store.sql.sessions import lock_session, metadata_value, read_session
 from store.sql.statements import chunks
 from store.sql.upkeep import erasure
@@ -300,6 +301,7 @@ class HistoryStore(BackendBase):
         self._pending = PendingCounts(self.count_tokens, lambda: (self.tokenizer, self._policy))
         self._cache = SessionCache(cache_messages)
         self._statistics = Statistics(engine)
+        self._cursor_key: bytes | None = None
 
     # -- opening and closing -------------------------------------------------------
 
@@ -974,9 +976,19 @@ class HistoryStore(BackendBase):
 
     @_connected
     async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
-        """One read of the index and the rows it matches (:mod:`store.sql.search`)."""
+        """One read of the index and the rows it matches (:mod:`store.sql.search`); the
+        database's cursor key read once (it never changes), and search found off by the
+        missing index when another process turned it off since."""
         async with self._engine.connect() as conn:
-            return await search_page(conn, self._tenant, request, session_id)
+            if self._cursor_key is None:
+                self._cursor_key = await cursor_key(conn)
+            try:
+                return await search_page(conn, self._tenant, request, session_id, self._cursor_key)
+            except DBAPIError as error:
+                if not index_missing(error):
+                    raise
+                self._cursor_key = None
+                raise InvalidInput(SEARCH_OFF) from None
 
     # -- branches ---------------------------------------------------------------------
 

@@ -73,3 +73,30 @@ def test_snippets_are_bounded_and_highlights_match(text: str, query: str, size: 
         previous = end
     if matches(parsed, normalize(text)):
         assert snippet.highlights
+
+
+def _collapsed_one_by_one(text: str, start: int, end: int) -> tuple[str, list[int]]:
+    """The rule of ``_collapsed``, a character at a time."""
+    out: list[str] = []
+    where: list[int] = []
+    for char in text[start:end]:
+        where.append(len(out))
+        if not char.isspace():
+            out.append(char)
+        elif out and out[-1] != " ":
+            out.append(" ")
+    where.append(len(out))
+    return "".join(out), where
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("ab \t\n\u00a0\u3000\u2028\x1c"), max_size=40),
+    st.integers(0, 40),
+    st.integers(0, 40),
+)
+def test_whitespace_collapses_as_one_character_at_a_time(text: str, a: int, b: int) -> None:
+    from store.search.snippet import _collapsed
+
+    start, end = sorted((min(a, len(text)), min(b, len(text))))
+    assert _collapsed(text, start, end) == _collapsed_one_by_one(text, start, end)

@@ -44,6 +44,7 @@ __all__ = [
     "FTS_TABLE",
     "GIN_INDEX",
     "INDEX_OBJECTS",
+    "SEARCH_OFF",
     "VECTOR_COLUMN",
     "create_index",
     "cursor_key",
@@ -51,6 +52,7 @@ __all__ = [
     "ensure_cursor_key",
     "erase_from_index",
     "fill_search_text",
+    "index_missing",
     "search_setting",
     "set_search",
     "switch_search",
@@ -65,6 +67,15 @@ INDEX_OBJECTS: Final = (FTS_TABLE, GIN_INDEX, VECTOR_COLUMN)
 """Names of the index's objects, which the schema's metadata does not hold (the drift
 check leaves them, and FTS5's own tables, alone)."""
 FILL_BATCH: Final = 2000
+SEARCH_OFF: Final = "search is off in this database: `chatledger db search on` builds its index"
+
+
+def index_missing(error: BaseException) -> bool:
+    """Whether a database error says that the index is not there (search turned off
+    by another process since this one read the setting)."""
+    text = str(getattr(error, "orig", error))
+    return FTS_TABLE in text or VECTOR_COLUMN in text
+
 
 _FTS5_DDL: Final = (
     f"CREATE VIRTUAL TABLE IF NOT EXISTS {FTS_TABLE} USING fts5(search_text, "
@@ -170,9 +181,7 @@ async def cursor_key(conn: AsyncConnection) -> bytes:
     found = await conn.execute(select(SETTINGS.c.name, SETTINGS.c.value))
     rows = {str(name): str(value) for name, value in found}
     if rows.get("search") == "off":
-        raise InvalidInput(
-            "search is off in this database: `chatledger db search on` builds its index"
-        )
+        raise InvalidInput(SEARCH_OFF)
     key = rows.get("cursor_key")
     if key is None:
         raise InvalidInput("this database has no search index yet: run `chatledger db upgrade`")
