@@ -14,7 +14,9 @@ from strategies.tokenizers import CharacterEstimatorTokenizer
 
 async def test_search_turned_off_elsewhere_is_said_in_one_line(db_url: str) -> None:
     async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
-        await store.append("s", [Message.text_message("user", "the latency report", message_id="m")])
+        await store.append(
+            "s", [Message.text_message("user", "the latency report", message_id="m")]
+        )
         assert [h.message_id for h in (await store.search("latency")).hits] == ["m"]
         async with HistoryStore.open(db_url) as other:  # another store, as another process
             await switch_search(other.engine, False)
