@@ -188,6 +188,9 @@ async def test_upgrade_from_an_earlier_revision_keeps_every_row(
             assert nullable or all(r[column] is not None for r in upgraded[name]), column
 
     assert await _messages(empty_db_url) == expected
+    texts = [r["search_text"] for r in upgraded["chatledger_messages"]]
+    assert texts == [r["search_text"] for r in written["chatledger_messages"]]
+    assert await _found(empty_db_url) == await _found(db_url) != []  # search finds them
     await _check_outcomes(empty_db_url, had_outcomes="outcome" in kept_events(old))
     async with HistoryStore.open(empty_db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
         for index in range(100, 105):
@@ -208,6 +211,13 @@ async def test_upgrade_from_an_earlier_revision_keeps_every_row(
     downgraded = await _rows(empty_db_url)
     for name in old:
         assert len(downgraded[name]) >= len(written[name]), name
+
+
+async def _found(url: str) -> list[tuple[str, str]]:
+    """Every hit of a word of the history, tenant-wide: (session, message id)."""
+    async with HistoryStore.open(url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        page = await store.search("question", limit=100)
+    return [(hit.session_id, hit.message_id) for hit in page.hits]
 
 
 def kept_events(rows: dict[str, list[dict[str, Any]]]) -> set[str]:
