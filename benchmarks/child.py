@@ -668,10 +668,40 @@ async def _search(system: System, spec: ChildSpec) -> Metrics:
     return metrics
 
 
+async def _erasure(system: System, spec: ChildSpec) -> Metrics:
+    """A redaction of one message of a stored session, then of another: each its own
+    transaction, with what erasure does to the search index (SQLite without FTS5's
+    ``secure-delete``: an ``optimize`` merging the index), the checkpoint included."""
+    await system.open(create=False)
+    if spec.dataset == "spread":  # one session in the middle of the many
+        system.session_id = _search_session(SEARCH_SESSIONS // 2)
+    try:
+        store = getattr(system, "store", None)
+        if store is None or not hasattr(store, "redact"):
+            raise Unavailable(f"{spec.system} has no redaction")
+        ids: list[str] = []
+        async for stored in store.aiter_history(system.session_id, include_excluded=True):
+            ids.append(stored.message.message_id)
+            if len(ids) == 1_000:
+                break
+        if len(ids) < 2:
+            raise Unavailable(f"the session has {len(ids)} message(s), two are redacted")
+        metrics: Metrics = {}
+        for name, message_id in (("redact_s", ids[0]), ("redact_again_s", ids[-1])):
+            gc.collect()
+            start = time.perf_counter()
+            await store.redact(system.session_id, [message_id], reason="benchmark")
+            metrics[name] = time.perf_counter() - start
+    finally:
+        await system.close()
+    return metrics
+
+
 WORKLOADS: dict[str, Callable[[System, ChildSpec], Awaitable[Metrics]]] = {
     "branches": _branches,
     "search": _search,
     "search_sessions": _search,
+    "erasure": _erasure,
     "build": _build,
     "bulk_import": _bulk_import,
     "per_turn": _per_turn,

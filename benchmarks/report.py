@@ -86,6 +86,17 @@ SCALE_TABLES: dict[str, tuple[str, str, list[tuple[str, str, float]]]] = {
             ("scoped_ratio", "scoped / direct", 1.0),
         ],
     ),
+    "erasure": (
+        "Erasure: a redaction of one message of a session among 10,000 (the stored "
+        "messages spread evenly over them), then of another, each in its own "
+        "transaction with its checkpoint and what it does to the search index (SQLite "
+        "3.40: an optimize of the index; the unindexed systems have none)",
+        "messages",
+        [
+            ("redact_s", "redaction ms", 1e3),
+            ("redact_again_s", "next redaction ms", 1e3),
+        ],
+    ),
     "branches": (
         "Branches: a fork of the stored session at its end (no message row written), and "
         "the per-turn cost on the root and on forks of depth 1 and 10 of it, turns "

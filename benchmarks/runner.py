@@ -48,6 +48,7 @@ TEMPLATED = frozenset(
         "branches",
         "search",
         "search_sessions",
+        "erasure",
     }
 )
 ALL_WORKLOADS = (
@@ -64,12 +65,13 @@ ALL_WORKLOADS = (
     "branches",
     "search",
     "search_sessions",
+    "erasure",
 )
 SCALE = frozenset({"many_sessions", "many_writers", "shared_session", "deferred_compaction"})
 """Workloads whose sizes are not messages (sessions, writers, turns): mid-size runs."""
 SESSIONS_BUILD = 1
 """Changes whenever ``build_sessions`` fills its databases differently."""
-DATASET = {"full_read_tools": "tools", "search_sessions": "spread"}
+DATASET = {"full_read_tools": "tools", "search_sessions": "spread", "erasure": "spread"}
 """The generator's data set of a workload's stored sizes, where not ``"mixed"``."""
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -282,7 +284,7 @@ class Runner:
         }
         if workload in scale:
             return scale[workload]
-        if workload in ("branches", "search", "search_sessions") and spec.peer:
+        if workload in ("branches", "search", "search_sessions", "erasure") and spec.peer:
             return ()  # chatledger's alone
         sizes = config.peer_sizes
         if not spec.peer:

@@ -169,6 +169,7 @@ REGISTRY: dict[str, SystemSpec] = {
                 "branches",
                 "search",
                 "search_sessions",
+                "erasure",
             }
         ),
     ),
@@ -189,6 +190,7 @@ REGISTRY: dict[str, SystemSpec] = {
                 "branches",
                 "search",
                 "search_sessions",
+                "erasure",
             }
         ),
     ),
@@ -199,7 +201,7 @@ REGISTRY: dict[str, SystemSpec] = {
         peer=False,
         description="chatledger on SQLite with search off (no index to keep)",
         missing_reason="store not yet available",
-        workloads=frozenset({"per_turn", "bulk_import"}),
+        workloads=frozenset({"per_turn", "bulk_import", "erasure"}),
     ),
     "chatledger_pg_unindexed": SystemSpec(
         "benchmarks.peers.chatledger",
@@ -208,7 +210,7 @@ REGISTRY: dict[str, SystemSpec] = {
         peer=False,
         description="chatledger on PostgreSQL with search off (no index to keep)",
         missing_reason="store not yet available",
-        workloads=frozenset({"per_turn", "bulk_import"}),
+        workloads=frozenset({"per_turn", "bulk_import", "erasure"}),
     ),
     "chatledger_direct_index": SystemSpec(
         "benchmarks.peers.chatledger",
@@ -276,6 +278,7 @@ WORKING_TREE_ONLY = frozenset(
         "branches",
         "search",
         "search_sessions",
+        "erasure",
     }
 )
 """Workloads a ``--baseline`` twin does not run (their harness needs today's store;
