@@ -38,7 +38,13 @@ from sqlalchemy.util.concurrency import await_
 from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql import dialect
 from store.sql.drivers.asyncpg import PreparedAsyncEngine
-from store.sql.drivers.poolers import PoolerAwareDBAPI, Pooling, pooling_of, split_pooler_option
+from store.sql.drivers.poolers import (
+    POOLER_OPTION,
+    PoolerAwareDBAPI,
+    Pooling,
+    pooling_of,
+    split_pooler_option,
+)
 from store.sql.drivers.sqlite import WRITE_OPTION, InlineAsyncEngine, OneHopAiosqliteDBAPI
 
 __all__ = [
@@ -170,6 +176,8 @@ def create_engine(
         raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
     parsed, pooling = split_pooler_option(normalize_url(url))
     sqlite = parsed.get_backend_name() == "sqlite"
+    if pooling is not None and sqlite:
+        raise InvalidInput(f"the URL option {POOLER_OPTION} is for PostgreSQL URLs only")
     wait_ms = max(1, int(timeout * 1000))
     options: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":

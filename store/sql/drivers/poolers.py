@@ -82,15 +82,12 @@ def split_pooler_option(url: URL) -> tuple[URL, Pooling | None]:
     """``url`` without the ``pooler`` option, and the mode it names (None without it).
 
     Raises :class:`~store.errors.InvalidInput` for a value other than ``session`` and
-    ``transaction``, a repeated option, or the option on a database other than
-    PostgreSQL.
+    ``transaction``, or a repeated option.
     """
     if POOLER_OPTION not in url.query:
         return url, None
     value = url.query[POOLER_OPTION]
     expected = " or ".join(f"{POOLER_OPTION}={mode.value}" for mode in _CHOICES)
-    if url.get_backend_name() != "postgresql":
-        raise InvalidInput(f"the URL option {POOLER_OPTION} is for PostgreSQL URLs only")
     chosen = {mode.value: mode for mode in _CHOICES}.get(value) if isinstance(value, str) else None
     if chosen is None:
         raise InvalidInput(f"invalid URL option {POOLER_OPTION}={value!r}: expected {expected}")
