@@ -195,7 +195,7 @@ async def test_a_store_with_a_schema_works_behind_a_transaction_pooler(
     pg_server: PgServer, pg_bouncer: Pgbouncer
 ) -> None:
     """The schema's ``search_path`` reaches every transaction: the store's tables are
-    created in it and found there, reads included."""
+    created in it and found there, reads included; ``VACUUM`` runs there too."""
     name = _unique_name("chatledger_s")
     pg_server.create(name)
     try:
@@ -204,6 +204,7 @@ async def test_a_store_with_a_schema_works_behind_a_transaction_pooler(
         async with HistoryStore.open(url, schema="tenant_one", tokenizer=tokenizer) as one:
             await one.append("s", [Message.text_message("user", "hi")])
             assert [m.message.text for m in await one.history("s")] == ["hi"]
+            await one.vacuum()  # outside a transaction, through the pooler too
         raw = await asyncpg.connect(_asyncpg_dsn(pg_server.url, name))
         try:
             found = await raw.fetch(

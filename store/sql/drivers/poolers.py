@@ -53,10 +53,11 @@ __all__ = [
     "PoolerAwareDBAPI",
     "Pooling",
     "pooling_of",
+    "schema_of",
     "split_pooler_option",
 ]
 
-_log = logging.getLogger(__name__)
+_log = logging.getLogger("chatledger.store")
 
 POOLER_OPTION: Final = "pooler"
 """The URL query option that says a PostgreSQL URL reaches the server through a pooler."""
@@ -225,6 +226,13 @@ class PoolerAwareDBAPI(AsyncAdapt_asyncpg_dbapi):
             return await asyncpg.connect(*arg, **kw)
         except Exception as error:
             AsyncAdapt_asyncpg_connection._handle_exception_no_connection(self, error)
+
+
+def schema_of(dialect: Dialect) -> str | None:
+    """The ``search_path`` that ``dialect``'s engine gives its connections (the
+    ``schema`` it was made for); None for the server's own."""
+    dbapi = getattr(dialect, "dbapi", None)
+    return dbapi.settings.get("search_path") if isinstance(dbapi, PoolerAwareDBAPI) else None
 
 
 def pooling_of(dialect: Dialect) -> Pooling | None:
