@@ -95,6 +95,11 @@ def split_pooler_option(url: URL) -> tuple[URL, Pooling | None]:
     return url.difference_update_query([POOLER_OPTION]), chosen
 
 
+def _refused(error: Exception) -> bool:
+    """Whether ``error`` is a pooler's refusal of the startup parameters."""
+    return isinstance(error, asyncpg.ProtocolViolationError) and _REFUSED in str(error)
+
+
 def _literal(value: str) -> str:
     """``value`` as a SQL string literal (standard conforming strings)."""
     return "'" + value.replace("'", "''") + "'"
@@ -194,9 +199,9 @@ class PoolerAwareDBAPI(AsyncAdapt_asyncpg_dbapi):
         if pooling is None or pooling is Pooling.DIRECT:
             try:
                 connection = await asyncpg.connect(*arg, server_settings=self.settings, **kw)
-            except asyncpg.ProtocolViolationError as error:
-                if _REFUSED not in str(error):
-                    AsyncAdapt_asyncpg_connection._handle_exception_no_connection(self, error)
+            except Exception as error:
+                if not _refused(error):
+                    _ADAPTER._handle_exception_no_connection(self, error)
                 _log.info(
                     "the server refused chatledger's startup parameters (%s): a pooler; "
                     "connecting as to a transaction pooler (the URL option %s=session "
@@ -214,7 +219,7 @@ class PoolerAwareDBAPI(AsyncAdapt_asyncpg_dbapi):
                 await connection.execute(_set_configs(self.settings, local=False))
             except Exception as error:
                 connection.terminate()
-                AsyncAdapt_asyncpg_connection._handle_exception_no_connection(self, error)
+                _ADAPTER._handle_exception_no_connection(self, error)
             return _ADAPTER(self, connection, prepared_statement_cache_size=cache_size)
         connection = await self._open(arg, {**kw, "statement_cache_size": 0})
         return TransactionPooledConnection(
@@ -225,7 +230,7 @@ class PoolerAwareDBAPI(AsyncAdapt_asyncpg_dbapi):
         try:
             return await asyncpg.connect(*arg, **kw)
         except Exception as error:
-            AsyncAdapt_asyncpg_connection._handle_exception_no_connection(self, error)
+            _ADAPTER._handle_exception_no_connection(self, error)
 
 
 def schema_of(dialect: Dialect) -> str | None:
