@@ -6,6 +6,10 @@
   per run and cloned (``CREATE DATABASE ... TEMPLATE``) for each test, then dropped.
   When the server is unreachable the PostgreSQL tests are skipped, unless
   ``CHATLEDGER_REQUIRE_PG=1``, which turns that into a failure.
+* ``pgbouncer``: the same server through a PgBouncer in transaction mode started for the
+  run (``tests/pgbouncer.py``), reached by a plain URL: the conformance suite and the
+  concurrency tests (:data:`POOLED_BACKENDS`) run on it too. Databases are created and
+  dropped on the server directly.
 """
 
 from __future__ import annotations
@@ -25,14 +29,22 @@ from sqlalchemy.engine import make_url
 from store import HistoryStore
 from store.sql.migrations import migrate
 from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests import pgbouncer
 
 T = TypeVar("T")
 
 PG_URL_ENV = "CHATLEDGER_TEST_PG_URL"
 PG_DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/test"
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-ALL_BACKENDS = ["memory", *BACKENDS]
-"""The SQL backends and the in-memory store (``tests/conformance/`` runs on all three)."""
+POOLED_BACKENDS = [
+    *BACKENDS,
+    pytest.param("pgbouncer", marks=[pytest.mark.postgres, pytest.mark.pgbouncer]),
+]
+"""The SQL backends and PostgreSQL through PgBouncer in transaction mode (the
+concurrency tests run on these)."""
+ALL_BACKENDS = ["memory", *POOLED_BACKENDS]
+"""The SQL backends, PostgreSQL through PgBouncer and the in-memory store
+(``tests/conformance/`` runs on all four)."""
 _counter = itertools.count()
 
 
@@ -146,10 +158,38 @@ def pg_server() -> Iterator[PgServer]:
         server.close()
 
 
+def _bouncer(pg_server: PgServer, mode: str) -> Iterator[pgbouncer.Pgbouncer]:
+    started = pgbouncer.start(pg_server.url, mode)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+@pytest.fixture(scope="session")
+def pg_bouncer(pg_server: PgServer) -> Iterator[pgbouncer.Pgbouncer]:
+    """A PgBouncer in transaction mode in front of the test server, for the run."""
+    yield from _bouncer(pg_server, "transaction")
+
+
+@pytest.fixture(scope="session")
+def pg_bouncer_session(pg_server: PgServer) -> Iterator[pgbouncer.Pgbouncer]:
+    """A PgBouncer in session mode in front of the test server, for the run."""
+    yield from _bouncer(pg_server, "session")
+
+
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
-    """The backend under test: ``sqlite`` or ``postgres``."""
+    """The backend under test: ``sqlite`` or ``postgres`` (or ``pgbouncer`` where a
+    module asks for :data:`POOLED_BACKENDS`)."""
     return str(request.param)
+
+
+def _url_of(backend: str, request: pytest.FixtureRequest, server: PgServer, name: str) -> str:
+    if backend == "pgbouncer":
+        bouncer: pgbouncer.Pgbouncer = request.getfixturevalue("pg_bouncer")
+        return bouncer.url_for(name)
+    return server.url_for(name)
 
 
 @pytest.fixture
@@ -161,7 +201,7 @@ def db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Any) -> Itera
     server: PgServer = request.getfixturevalue("pg_server")
     name = server.clone()
     try:
-        yield server.url_for(name)
+        yield _url_of(backend, request, server, name)
     finally:
         server.drop_later(name)
 
@@ -174,9 +214,9 @@ def empty_db_url(backend: str, request: pytest.FixtureRequest, tmp_path: Any) ->
         return
     server: PgServer = request.getfixturevalue("pg_server")
     name = _unique_name("chatledger_e")
-    url = server.create(name)
+    server.create(name)
     try:
-        yield url
+        yield _url_of(backend, request, server, name)
     finally:
         server.drop_later(name)
 

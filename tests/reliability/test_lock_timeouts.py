@@ -17,13 +17,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
+import pytest
 
 from store import HistoryStore
 from store.errors import StoreTimeout
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.cli.helpers import conversation
-from tests.conftest import _asyncpg_dsn
+from tests.conftest import POOLED_BACKENDS, _asyncpg_dsn
+
+
+@pytest.fixture(params=POOLED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite, PostgreSQL, and PostgreSQL through PgBouncer in transaction mode."""
+    return str(request.param)
+
 
 TIMEOUT = 0.2
 WINDOW = "sliding-window:keep_last_turns=1"

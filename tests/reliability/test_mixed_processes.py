@@ -17,10 +17,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from store import HistoryStore
 from store.rules.erasure import REDACTED_TEXT
 from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests.conftest import POOLED_BACKENDS
 from tests.reliability.mixed import SECRETS, SHARED, secret, secret_messages
+
+
+@pytest.fixture(params=POOLED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite, PostgreSQL, and PostgreSQL through PgBouncer in transaction mode."""
+    return str(request.param)
+
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLES = ("appender", "compactor", "importer", "redactor")

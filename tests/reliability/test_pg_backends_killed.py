@@ -83,18 +83,27 @@ async def _until_stored(store: HistoryStore, session: str, turn: list[Message]) 
     raise AssertionError("an append never went through between the kills")
 
 
+@pytest.mark.parametrize(
+    "through",
+    ["server", pytest.param("pgbouncer", marks=pytest.mark.pgbouncer)],
+)
 async def test_appends_and_compactions_while_the_server_kills_the_connections(
-    pg_server: PgServer,
+    pg_server: PgServer, through: str, request: pytest.FixtureRequest
 ) -> None:
+    """Directly, and through PgBouncer in transaction mode (whose server connections
+    are the ones killed)."""
     name = pg_server.clone()
     try:
         url = pg_server.url_for(name)
+        if through == "pgbouncer":
+            url = request.getfixturevalue("pg_bouncer").url_for(name)
         tokenizer = CharacterEstimatorTokenizer()
         written: dict[str, list[str]] = {s: [] for s in SESSIONS}
         failures: list[str] = []
         async with HistoryStore.open(url, tokenizer=tokenizer, timeout=10) as store:
             stop = asyncio.Event()
-            killer = asyncio.create_task(_kill_backends(_asyncpg_dsn(url), name, stop))
+            admin = _asyncpg_dsn(pg_server.url_for(name))  # on the server itself
+            killer = asyncio.create_task(_kill_backends(admin, name, stop))
             try:
                 await asyncio.wait_for(_write(store, written, failures), 120)
             finally:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 
+import pytest
+
 from store import HistoryStore
 from tests.conformance.test_compaction_under_writers import (
     PROCESS_WRITER,
@@ -18,7 +20,14 @@ from tests.conformance.test_compaction_under_writers import (
     check,
     exercise,
 )
+from tests.conftest import POOLED_BACKENDS
 from tests.store.writer import run
+
+
+@pytest.fixture(params=POOLED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite, PostgreSQL, and PostgreSQL through PgBouncer in transaction mode."""
+    return str(request.param)
 
 
 async def test_sql_store_compacts_while_a_process_appends(store: HistoryStore, db_url: str) -> None:

@@ -13,8 +13,16 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store import HistoryStore
 from store.errors import ConcurrentWriteError
 from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests.conftest import POOLED_BACKENDS
 from tests.store.helpers import comparable, expected_groups, group_rows, open_call_rows
 from tests.store.writer import round_messages, run, write
+
+
+@pytest.fixture(params=POOLED_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """SQLite, PostgreSQL, and PostgreSQL through PgBouncer in transaction mode."""
+    return str(request.param)
+
 
 WRITERS = 8
 ROUNDS = 4

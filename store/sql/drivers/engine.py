@@ -12,7 +12,9 @@
   whatever the timeout), a plain deferred ``BEGIN`` for reads. Statements that cannot
   wait for a lock run on the event loop's thread, the others on aiosqlite's
   (:mod:`store.sql.drivers.sqlite`).
-* PostgreSQL: asyncpg; an optional ``schema`` sets the ``search_path``.
+* PostgreSQL: asyncpg; an optional ``schema`` sets the ``search_path``. Directly or
+  behind a pooler (the URL option ``pooler``, or the server's refusal of the startup
+  parameters): :mod:`store.sql.drivers.poolers`.
 """
 
 from __future__ import annotations
@@ -36,6 +38,13 @@ from sqlalchemy.util.concurrency import await_
 from store.errors import InvalidInput, MigrationRequired, StoreError
 from store.sql import dialect
 from store.sql.drivers.asyncpg import PreparedAsyncEngine
+from store.sql.drivers.poolers import (
+    POOLER_OPTION,
+    PoolerAwareDBAPI,
+    Pooling,
+    pooling_of,
+    split_pooler_option,
+)
 from store.sql.drivers.sqlite import WRITE_OPTION, InlineAsyncEngine, OneHopAiosqliteDBAPI
 
 __all__ = [
@@ -160,24 +169,26 @@ def create_engine(
     """Create an async engine for ``url`` with chatledger's connection setup.
 
     ``timeout`` bounds each wait for a lock: SQLite's busy timeout, PostgreSQL's
-    ``lock_timeout``, both set once per connection (no statement per call).
+    ``lock_timeout``, both set once per connection (no statement per call), or behind a
+    transaction pooler in each transaction's ``BEGIN`` (no statement either).
     """
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or not 0 < timeout:
         raise InvalidInput(f"timeout must be a positive number of seconds, got {timeout!r}")
-    parsed = normalize_url(url)
-    connect_args: dict[str, Any] = {}
+    parsed, pooling = split_pooler_option(normalize_url(url))
     sqlite = parsed.get_backend_name() == "sqlite"
+    if pooling is not None and sqlite:
+        raise InvalidInput(f"the URL option {POOLER_OPTION} is for PostgreSQL URLs only")
     wait_ms = max(1, int(timeout * 1000))
+    options: dict[str, Any] = {}
     if parsed.get_backend_name() == "postgresql":
         settings = {"lock_timeout": str(wait_ms)}
         if schema:
             settings["search_path"] = schema
-        connect_args["server_settings"] = settings
-    options: dict[str, Any] = {}
+        options["module"] = PoolerAwareDBAPI(settings, pooling)  # see store.sql.drivers.poolers
     if sqlite and parsed.get_driver_name() == "aiosqlite":
         options["module"] = OneHopAiosqliteDBAPI()  # see store.sql.drivers.sqlite
-    engine = create_async_engine(parsed, connect_args=connect_args, **options)
-    if "module" in options:  # connections that skip the greenlet where they can
+    engine = create_async_engine(parsed, **options)
+    if sqlite and "module" in options:  # connections that skip the greenlet where they can
         engine = InlineAsyncEngine(engine.sync_engine)
     elif parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "asyncpg":
         engine = PreparedAsyncEngine(engine.sync_engine)  # see store.sql.drivers.asyncpg
@@ -289,12 +300,20 @@ _SINGLE_READERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary
 """Each engine's view for reads that begin no transaction until asked to."""
 
 
-def _reader(engine: AsyncEngine, *, single: bool = False) -> AsyncEngine:
+def _reader(engine: AsyncEngine, *, single: bool = False) -> AsyncEngine | None:
+    """The view of ``engine`` that reads (see :func:`read_connection`); None while that
+    depends on what its first connection finds (a PostgreSQL server or a pooler)."""
     readers = _SINGLE_READERS if single else _READERS
     reader = readers.get(engine)
     if reader is None:
         if not dialect.capabilities(engine.dialect).snapshot_reads:
-            reader = engine.execution_options(isolation_level="AUTOCOMMIT")
+            pooling = pooling_of(engine.dialect)
+            if pooling is None:
+                return None
+            if pooling is Pooling.TRANSACTION:
+                reader = engine  # the settings come with each transaction's BEGIN
+            else:
+                reader = engine.execution_options(isolation_level="AUTOCOMMIT")
         elif single:
             reader = engine.execution_options(**{SINGLE_READ_OPTION: True})
         else:
@@ -316,9 +335,18 @@ async def read_connection(
     together (for a read that is usually one statement: no ``BEGIN`` for it). Where
     each statement sees the latest commit anyway (PostgreSQL's read committed) it is
     in autocommit: the same reads without a ``BEGIN`` and a ``ROLLBACK``, each a round
-    trip to the server. Never write on it.
+    trip to the server; except behind a transaction pooler, where the connection's
+    settings come with a transaction's ``BEGIN`` (:mod:`store.sql.drivers.poolers`).
+    Never write on it.
     """
-    async with _reader(engine, single=single).connect() as conn:
+    reader = _reader(engine, single=single)
+    if reader is not None:
+        async with reader.connect() as conn:
+            yield conn
+        return
+    async with engine.connect() as conn:  # the first connection tells how to read
+        if pooling_of(engine.dialect) is not Pooling.TRANSACTION:
+            await conn.execution_options(isolation_level="AUTOCOMMIT")
         yield conn
 
 

@@ -44,6 +44,7 @@ from store.sql.codec import (
     encode_event_params,
     encode_metadata,
 )
+from store.sql.drivers.poolers import schema_of
 from store.sql.history import group_kinds
 from store.sql.mapping import COLUMN_INDEX, message_columns, original_message, stored_message
 from store.sql.schema import (
@@ -134,8 +135,12 @@ async def vacuum(engine: AsyncEngine) -> None:
     caps = dialect.capabilities(engine.dialect)
     if caps.vacuum_tables:
         preparer = engine.dialect.identifier_preparer
+        # named in the engine's schema: outside a transaction, a connection behind a
+        # transaction pooler has no search_path of its own
+        schema = schema_of(engine.dialect)
+        prefix = "" if schema is None else preparer.quote_schema(schema) + "."
         for table in (*SESSION_CHILD_TABLES, SESSIONS):
-            await _outside_transactions(engine, f"VACUUM {preparer.format_table(table)}")
+            await _outside_transactions(engine, f"VACUUM {prefix}{preparer.format_table(table)}")
     else:
         await _outside_transactions(engine, "VACUUM")
     await checkpoint(engine)
