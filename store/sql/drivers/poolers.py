@@ -74,9 +74,9 @@ class Pooling(enum.Enum):
 _CHOICES: Final = (Pooling.SESSION, Pooling.TRANSACTION)
 """The values the URL option takes (direct is what a URL without it starts as)."""
 _REFUSED: Final = "unsupported startup parameter"
+"""What PgBouncer answers a startup parameter it does not pass on with."""
 _ADAPTER: Final[Any] = AsyncAdapt_asyncpg_connection
 """SQLAlchemy's asyncpg adapter connection (untyped)."""
-"""What PgBouncer answers a startup parameter it does not pass on with."""
 
 
 def split_pooler_option(url: URL) -> tuple[URL, Pooling | None]:
