@@ -12,7 +12,9 @@ import pytest
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.search import normalize
+from strategies import SummarizationStrategy
 from strategies.messages import FunctionCallContent
+from strategies.summarizers import FakeSummarizer
 from tests.conformance.conftest import Stores
 from tests.conformance.toy_strategies import ExcludeOldest
 from tests.groups.conversations import assistant, call, reasoning, result, tool, user
@@ -299,3 +301,18 @@ async def test_a_recall_result_is_not_indexed_and_goes_with_what_it_quotes(
     assert set(report.redacted) == {"u1", "t9"}
     stored = {m.message_id: m for m in await chats.history("trip", include_excluded=True)}
     assert "Paris" not in stored["t9"].message.text
+
+
+async def test_a_root_rewound_past_a_summary_it_keeps_finds_only_its_conversation(
+    store: HistoryBackend,
+) -> None:
+    await store.append("r", [user(f"m{i}", f"word{i} filler text number {i}") for i in range(8)])
+    summarizing = SummarizationStrategy(client=FakeSummarizer(), target_count=4)
+    assert await store.compact("r", summarizing) is not None
+    event = await store.rewind("r", to="m5")  # the summary, stored last, stays with r
+    assert event is not None
+    tail = event.params["tail_session_id"]
+    assert _ids(await store.search("word7", session_id="r")) == []
+    assert _ids(await store.search("word7", session_id=tail)) == [(tail, "m7")]
+    found = _ids(await store.search("word1", session_id="r"))
+    assert ("r", "m1") in found and len(found) == 2  # and the summary that covers it

@@ -196,12 +196,15 @@ async def search_page(
     session: RowMapping | None = None
     lineage: Lineage | None = None
     owners: list[str] | None = None
+    members: list[str] = []
     if session_id is not None:
         session = await read_session(conn, tenant, session_id)
         lineage = await lineage_of(conn, tenant, session)
-        owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments)})
-        owners += await _members_owners(conn, tenant, session_id)
-    if session is not None and session["branch"] is not None:
+        members = await _members_owners(conn, tenant, session_id)
+        owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments), *members})
+    if session is not None and (session["branch"] is not None or members):
+        # a branch, or a root rewound past summaries it keeps (held under the tail now):
+        # its conversation, not every row of the sessions it reads from
         assert lineage is not None and owners is not None
         query = _branch_page(tenant, lineage, _matches(conn, tenant, owners), request, offset)
     else:
