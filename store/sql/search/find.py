@@ -12,11 +12,13 @@ says, in SQL, and cut it by the cursor's offset; the hits are built by
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import (
     Float,
+    Integer,
     and_,
     bindparam,
     column,
@@ -50,16 +52,16 @@ _VECTOR: ColumnElement[Any] = literal_column(f"chatledger_messages.{VECTOR_COLUM
 
 
 def _matching(
-    conn: AsyncConnection, tenant: str, owners: Sequence[str] | None
+    full_text: str, tenant: Any, owners: Any | None
 ) -> tuple[Any, list[ColumnElement[bool]], Any]:
-    """What finds the matching rows of ``owners`` (every owner of the tenant when None):
-    the ``FROM``, the conditions, and the score (higher is better); the query is bound as
-    ``q``."""
+    """What finds the matching rows of ``owners`` (every owner of the tenant when None),
+    in an index of kind ``full_text``: the ``FROM``, the conditions, and the score
+    (higher is better); the query is bound as ``q``."""
     m = MESSAGES.c
     where: list[ColumnElement[bool]] = [m.tenant == tenant, m.search_text.is_not(None)]
     if owners is not None:
-        where.append(m.session_id.in_(list(owners)))
-    if dialect.of(conn).full_text == "tsvector":
+        where.append(m.session_id.in_(owners))
+    if full_text == "tsvector":
         query = func.to_tsquery(_SIMPLE, bindparam("q"))
         return MESSAGES, [*where, _VECTOR.op("@@")(query)], func.ts_rank(_VECTOR, query)
     rank = -func.bm25(literal_column(FTS_TABLE), type_=Float)
@@ -70,7 +72,7 @@ def _matching(
 def _matches(conn: AsyncConnection, tenant: str, owners: Sequence[str]) -> Any:
     """The matching rows of ``owners``: their ``owner``, ``seq`` and ``score``."""
     m = MESSAGES.c
-    source, where, score = _matching(conn, tenant, owners)
+    source, where, score = _matching(dialect.of(conn).full_text, tenant, list(owners))
     found = select(m.session_id.label("owner"), m.seq, score.label("score"))
     return found.select_from(source).where(*where).subquery("matched")
 
@@ -91,28 +93,34 @@ def _order(score: Any, when: Any, seq: Any, owner: Any) -> tuple[Any, ...]:
     return score.desc(), when.desc(), seq.desc(), owner
 
 
+@functools.cache
 def _stored_page(
-    conn: AsyncConnection,
-    tenant: str,
-    owners: Sequence[str] | None,
-    request: SearchRequest,
-    offset: int,
+    full_text: str, scoped: bool, include_excluded: bool, excluded_only: bool, roles: bool
 ) -> Select[Any]:
     """The page of matching rows read as stored (a root's, or the tenant's), in one
     statement over the index and the rows: the page's places found and ordered first,
     then only their rows read whole (reading every matching row's texts to keep 21 of
-    them took PostgreSQL 1.8 times the time of the search itself)."""
+    them took PostgreSQL 1.8 times the time of the search itself). Built once for each
+    shape; bound: ``tenant``, ``q``, ``owners`` (scoped), ``roles``, ``offset``,
+    ``limit``."""
     m = MESSAGES.c
-    source, where, score = _matching(conn, tenant, owners)
-    columns = {"excluded": m.excluded, "role": m.role}
+    tenant: Any = bindparam("tenant")
+    owners: Any = bindparam("owners", expanding=True) if scoped else None
+    source, where, score = _matching(full_text, tenant, owners)
+    if not include_excluded:
+        where.append(m.excluded.is_(False))
+    if excluded_only:
+        where.append(m.excluded.is_(True))
+    if roles:
+        where.append(m.role.in_(bindparam("roles", expanding=True)))
     when = func.coalesce(m.created_at, m.stored_at)
     page = (
         select(m.session_id, m.seq, score.label("score"), when.label("at"))
         .select_from(source)
-        .where(*where, *_filters(request, columns))
+        .where(*where)
         .order_by(*_order(score, when, m.seq, m.session_id))
-        .offset(offset)
-        .limit(request.limit + 1)
+        .offset(bindparam("offset", type_=Integer))
+        .limit(bindparam("limit", type_=Integer))
         .subquery("page")
     )
     p = page.c
@@ -122,6 +130,17 @@ def _stored_page(
         .select_from(page.join(MESSAGES, on))
         .order_by(*_order(p.score, p.at, p.seq, p.session_id))
     )
+
+
+def _stored_params(
+    tenant: str, owners: Sequence[str] | None, request: SearchRequest, offset: int
+) -> dict[str, Any]:
+    params: dict[str, Any] = {"tenant": tenant, "offset": offset, "limit": request.limit + 1}
+    if owners is not None:
+        params["owners"] = list(owners)
+    if request.roles is not None:
+        params["roles"] = list(request.roles)
+    return params
 
 
 def _branch_page(
@@ -207,9 +226,13 @@ async def search_page(
         # its conversation, not every row of the sessions it reads from
         assert lineage is not None and owners is not None
         query = _branch_page(tenant, lineage, _matches(conn, tenant, owners), request, offset)
+        params: dict[str, Any] = {}
     else:
-        query = _stored_page(conn, tenant, owners, request, offset)
-    params = {"q": _compiled(conn, request)}
+        full_text = dialect.of(conn).full_text
+        shape = (request.include_excluded, request.excluded_only, request.roles is not None)
+        query = _stored_page(full_text, owners is not None, *shape)
+        params = _stored_params(tenant, owners, request, offset)
+    params["q"] = _compiled(conn, request)
     found = (await conn.execute(query, params)).all()
     shown = (
         {}
