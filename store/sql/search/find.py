@@ -22,6 +22,7 @@ from sqlalchemy import (
     and_,
     bindparam,
     column,
+    exists,
     func,
     literal_column,
     select,
@@ -32,6 +33,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ColumnElement, Select
 
+from store.errors import SessionNotFound
 from store.models import SearchHit, SearchPage
 from store.search.hits import cut_page, make_hit, resume_at
 from store.search.query import to_fts5, to_tsquery
@@ -41,7 +43,7 @@ from store.sql.branches.rows import Lineage, conversation, lineage_of
 from store.sql.mapping import COLUMN_INDEX, message_columns, original_message
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 from store.sql.search.index import FTS_TABLE, VECTOR_COLUMN
-from store.sql.sessions import read_session
+from store.sql.sessions import SESSION_COLUMNS
 
 __all__ = ["search_page"]
 
@@ -217,9 +219,13 @@ async def search_page(
     owners: list[str] | None = None
     members: list[str] = []
     if session_id is not None:
-        session = await read_session(conn, tenant, session_id)
+        place = {"tenant": tenant, "session_id": session_id}
+        session = (await conn.execute(_SESSION_AND_MEMBERS, place)).mappings().first()
+        if session is None:
+            raise SessionNotFound(session_id, tenant=tenant)
         lineage = await lineage_of(conn, tenant, session)
-        members = await _members_owners(conn, tenant, session_id)
+        if session["has_members"]:
+            members = await _members_owners(conn, tenant, session_id)
         owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments), *members})
     if session is not None and (session["branch"] is not None or members):
         # a branch, or a root rewound past summaries it keeps (held under the tail now):
@@ -244,6 +250,20 @@ async def search_page(
         for r in found
     ]
     return cut_page(key, request, session_id, offset, hits)
+
+
+_SESSION_AND_MEMBERS = select(
+    *SESSION_COLUMNS,
+    exists()
+    .where(
+        BRANCH_ROWS.c.tenant == bindparam("tenant"),
+        BRANCH_ROWS.c.session_id == bindparam("session_id"),
+        BRANCH_ROWS.c.member,
+    )
+    .label("has_members"),
+).where(SESSIONS.c.tenant == bindparam("tenant"), SESSIONS.c.session_id == bindparam("session_id"))
+"""The session's row, and whether it holds rows beyond its lineage: one statement (a
+root's search then needs no other before its page)."""
 
 
 async def _members_owners(conn: AsyncConnection, tenant: str, session_id: str) -> list[str]:
