@@ -384,7 +384,7 @@ class _Writer:
             if continues and last is not None and last["kind"] == kind:
                 return last
             return self._open(kind, message.metadata.get(PYDANTIC_AI_MESSAGE_KEY))
-        if last is not None and last["kind"] == kind and PYDANTIC_AI_MESSAGE_KEY not in last:
+        if last is not None and last["kind"] == kind and last.get(PYDANTIC_AI_MESSAGE_KEY) is True:
             return last
         item = self._open(kind, None)
         item[PYDANTIC_AI_MESSAGE_KEY] = True  # marks a request or response from elsewhere

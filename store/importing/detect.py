@@ -2,8 +2,9 @@
 
 The rules, in order:
 
-1. A folder: the format of its first ``.json`` file when that is ``pydantic-ai`` or
-   ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat a file); otherwise
+1. A folder: the format of its first ``.json`` file these rules place, when that is
+   ``pydantic-ai`` or ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat a
+   file); otherwise
    ``agent-framework`` (``FileHistoryProvider`` storage: JSONL files).
 2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
    has a ``message_data`` column, ``langchain`` with a ``message`` column, and ``adk``
@@ -147,14 +148,17 @@ def _database(path: Path, source: str, table: str | None) -> str:
 
 
 def _folder(path: Path, source: str) -> str:
-    chats = sorted(path.glob("*.json"))
-    if not chats or any(path.glob("*.jsonl")):
+    """A folder's format: that of its first ``.json`` file the rules place (a damaged
+    file is left to the reader, which names it)."""
+    if any(path.glob("*.jsonl")):
         return "agent-framework"
-    try:
-        found = detect_path(chats[0], f"{source.rstrip('/')}/{chats[0].name}")
-    except InvalidSource:
-        return "agent-framework"
-    return found if found in _CHAT_FOLDER_FORMATS else "agent-framework"
+    for file in itertools.islice(sorted(path.glob("*.json")), _SCAN):
+        try:
+            found = detect_path(file, f"{source.rstrip('/')}/{file.name}")
+        except InvalidSource:
+            continue
+        return found if found in _CHAT_FOLDER_FORMATS else "agent-framework"
+    return "agent-framework"
 
 
 def detect_path(path: Path, source: str, table: str | None = None) -> str:
