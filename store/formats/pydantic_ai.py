@@ -314,10 +314,6 @@ def from_pydantic_ai(
 # Writing.
 
 
-def _arguments(content: FunctionCallContent) -> Any:
-    return clone(content.arguments)
-
-
 def _response_part_of(content: Content, *, native: bool) -> dict[str, Any] | None:
     extra = copied(content.extra) if native else {}
     if isinstance(content, TextContent):
@@ -329,7 +325,7 @@ def _response_part_of(content: Content, *, native: bool) -> dict[str, Any] | Non
     if isinstance(content, FunctionCallContent):
         part: dict[str, Any] = {"tool_name": content.name, "tool_call_id": content.call_id}
         if content.arguments is not None or not native:
-            part["args"] = _arguments(content)
+            part["args"] = clone(content.arguments)
         return {**part, **extra, "part_kind": "tool-call"}
     if isinstance(content, OtherContent) and native:
         return {**copied(content.payload), "part_kind": content.kind}
