@@ -7,8 +7,9 @@ for the JSONL formats), so that a large session streams. The shapes:
   :func:`store.importing.readers.jsonl.line_of`): lossless, and importing it again gives
   back exactly the same messages in the same sessions. A fork's first line names its
   parent and its fork message, so that the import makes it a fork again.
-- ``openai-chat``, ``openai-responses``, ``anthropic``, ``langchain``: one session a
-  line, the document of :func:`store.formats.documents.session_document`;
+- ``openai-chat``, ``openai-responses``, ``anthropic``, ``langchain``, ``pydantic-ai``,
+  ``vercel-ai``: one session a line, the document of
+  :func:`store.formats.documents.session_document`;
 - ``agent-framework``: one JSON document, a list of those documents
   (``AgentSession.to_dict()`` objects whose history is under
   ``state["in_memory"]["messages"]``).

@@ -149,8 +149,8 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "export": (
         "store.cli._export",
         "export",
-        "Export sessions: jsonl, openai-chat, openai-responses, anthropic, langchain or "
-        "agent-framework (docs/importing.md gives each shape).",
+        "Export sessions: jsonl, openai-chat, openai-responses, anthropic, langchain, "
+        "pydantic-ai, vercel-ai or agent-framework (docs/importing.md gives each shape).",
     ),
     "report": (
         "store.cli._report",

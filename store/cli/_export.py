@@ -62,8 +62,8 @@ def export(
     url: str | None,
     tenant: str,
 ) -> None:
-    """Export sessions: jsonl, openai-chat, openai-responses, anthropic, langchain or
-    agent-framework (docs/importing.md gives each shape)."""
+    """Export sessions: jsonl, openai-chat, openai-responses, anthropic, langchain,
+    pydantic-ai, vercel-ai or agent-framework (docs/importing.md gives each shape)."""
     from store.exporting import EXPORT_FORMATS, export_sessions
     from store.sql.store import HistoryStore
 

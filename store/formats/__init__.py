@@ -11,7 +11,11 @@ Each format has a pair of pure functions, list in and list out:
 - OpenAI Responses API input items: :func:`from_openai_responses`,
   :func:`to_openai_responses`;
 - LangChain messages (objects or ``message_to_dict`` mappings): :func:`from_langchain`,
-  :func:`to_langchain`.
+  :func:`to_langchain`;
+- Pydantic AI messages (``ModelMessagesTypeAdapter`` JSON): :func:`from_pydantic_ai`,
+  :func:`to_pydantic_ai`;
+- Vercel AI SDK UI messages (``UIMessage[]`` JSON): :func:`from_vercel_ai`,
+  :func:`to_vercel_ai`.
 
 Reading then writing the same format gives back exactly what was read. Messages from
 another format are written as the target accepts them: the calls of one model turn in
@@ -61,6 +65,8 @@ if TYPE_CHECKING:
         from_openai_responses,
         to_openai_responses,
     )
+    from store.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
+    from store.formats.vercel_ai import from_vercel_ai, to_vercel_ai
 
 _MODULES: dict[str, str] = {
     "ORIGINAL_ID_KEY": "store.formats._common",
@@ -89,6 +95,10 @@ _MODULES: dict[str, str] = {
     "RESPONSES_FORM_KEY": "store.formats.openai_responses",
     "from_openai_responses": "store.formats.openai_responses",
     "to_openai_responses": "store.formats.openai_responses",
+    "from_pydantic_ai": "store.formats.pydantic_ai",
+    "to_pydantic_ai": "store.formats.pydantic_ai",
+    "from_vercel_ai": "store.formats.vercel_ai",
+    "to_vercel_ai": "store.formats.vercel_ai",
 }
 """Where each public name is defined (loaded on its first use)."""
 
@@ -114,11 +124,15 @@ __all__ = [
     "from_langchain",
     "from_openai_chat",
     "from_openai_responses",
+    "from_pydantic_ai",
+    "from_vercel_ai",
     "to_agent_framework",
     "to_anthropic",
     "to_langchain",
     "to_openai_chat",
     "to_openai_responses",
+    "to_pydantic_ai",
+    "to_vercel_ai",
 ]
 
 

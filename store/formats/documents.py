@@ -9,6 +9,9 @@ The documents, one JSON object a session:
   when the session has system messages);
 - ``langchain``: ``{"session_id": SESSION, "messages": [...]}``, ``message_to_dict``
   form, each message's ``id`` its chatledger id;
+- ``pydantic-ai``: ``{"id": SESSION, "messages": [...]}``, the messages those
+  ``ModelMessagesTypeAdapter`` reads;
+- ``vercel-ai``: ``{"id": SESSION, "messages": [...]}``, the ``UIMessage[]`` of a chat;
 - ``agent-framework``: ``AgentSession.to_dict()``, ``{"type": "session", "session_id":
   SESSION, "service_session_id": null, "state": {"in_memory": {"messages": [...]}}}``.
 
@@ -45,6 +48,8 @@ from store.formats.anthropic import anthropic_request, from_anthropic
 from store.formats.langchain import from_langchain, to_langchain
 from store.formats.openai_chat import from_openai_chat, to_openai_chat
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
+from store.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
+from store.formats.vercel_ai import from_vercel_ai, to_vercel_ai
 from strategies.errors import ChatledgerError
 from strategies.messages import MESSAGES_ADAPTER, Message
 
@@ -100,6 +105,14 @@ def _langchain(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
     return {"session_id": session_id, "messages": to_langchain(messages, with_ids=True)}
 
 
+def _pydantic_ai(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
+    return {"id": session_id, "messages": to_pydantic_ai(messages)}
+
+
+def _vercel_ai(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
+    return {"id": session_id, "messages": to_vercel_ai(messages)}
+
+
 def _agent_framework(session_id: str, messages: Sequence[Message]) -> dict[str, Any]:
     return {
         "type": "session",
@@ -114,6 +127,8 @@ _WRITERS: dict[str, Callable[[str, Sequence[Message]], dict[str, Any]]] = {
     "openai-responses": _responses,
     "anthropic": _anthropic,
     "langchain": _langchain,
+    "pydantic-ai": _pydantic_ai,
+    "vercel-ai": _vercel_ai,
     "agent-framework": _agent_framework,
 }
 
@@ -122,6 +137,8 @@ _READERS: dict[str, Callable[[dict[str, Any]], list[Message]]] = {
     "openai-responses": lambda d: from_openai_responses(d["input"]),
     "anthropic": lambda d: from_anthropic(d["messages"], system=d.get("system")),
     "langchain": lambda d: from_langchain(d["messages"]),
+    "pydantic-ai": lambda d: from_pydantic_ai(d["messages"]),
+    "vercel-ai": lambda d: from_vercel_ai(d["messages"]),
     "agent-framework": lambda d: from_agent_framework(state_messages(d.get("state"))),
 }
 

@@ -2,7 +2,10 @@
 
 The rules, in order:
 
-1. A folder: ``agent-framework`` (``FileHistoryProvider`` storage: JSONL files).
+1. A folder: the format of its first ``.json`` file these rules place, when that is
+   ``pydantic-ai`` or ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat a
+   file); otherwise
+   ``agent-framework`` (``FileHistoryProvider`` storage: JSONL files).
 2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
    has a ``message_data`` column, ``langchain`` with a ``message`` column, and ``adk``
    when it is an ADK events table (below); otherwise an ``agent_messages`` table means
@@ -16,6 +19,10 @@ The rules, in order:
 
    - ``"format": "chatledger"``: ``jsonl``; a session carrying chatledger's record
      (``"chatledger": {"format": ...}``, an export): the format it names;
+   - a Pydantic AI message (``{"kind": "request"`` or ``"response", "parts": [...]}``),
+     or ``{"messages": [...]}`` of them: ``pydantic-ai``;
+   - a UI message (a ``role`` and a list of ``parts`` tagged by ``type``), or
+     ``{"messages": [...]}`` of them: ``vercel-ai``;
    - ``"type": "session"``, or a message with ``contents``: ``agent-framework``;
    - messages of ``{"type": ..., "data": {...}}`` (``message_to_dict``): ``langchain``;
    - a request body or a message whose content has ``tool_use``, ``tool_result`` or
@@ -34,6 +41,8 @@ from typing import Any
 
 from store.errors import InvalidSource
 from store.formats.documents import DOCUMENT_FORMATS, RECORD_KEY
+from store.formats.pydantic_ai import is_pydantic_ai_message
+from store.formats.vercel_ai import is_ui_message
 from store.importing.readers._records import records
 from store.importing.readers._sqlite import columns, is_sqlite, tables
 from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
@@ -49,6 +58,8 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_
 _RESPONSES_PARTS = frozenset({"input_text", "output_text", "input_image", "input_file"})
 _SCAN = 50
 """Elements of a JSON list looked at to place it."""
+_CHAT_FOLDER_FORMATS = frozenset({"pydantic-ai", "vercel-ai"})
+"""The formats whose folders hold one chat a ``.json`` file."""
 
 
 def _block_types(message: Any) -> set[str]:
@@ -101,9 +112,13 @@ def _of_record(record: Any) -> str | None:
     exported = record.get(RECORD_KEY)
     if isinstance(exported, dict) and exported.get("format") in DOCUMENT_FORMATS:
         return str(exported["format"])
+    first = _first_message(record)
+    if is_pydantic_ai_message(first):
+        return "pydantic-ai"
+    if is_ui_message(first):
+        return "vercel-ai"
     if record.get("type") == "session" or "contents" in record:
         return "agent-framework"
-    first = _first_message(record)
     if isinstance(first, dict) and isinstance(first.get("data"), dict) and "type" in first:
         return "langchain"
     if "max_tokens" in record or ("messages" in record and "system" in record):
@@ -132,10 +147,24 @@ def _database(path: Path, source: str, table: str | None) -> str:
     raise InvalidSource(source, None, "a database of none of the known formats")
 
 
+def _folder(path: Path, source: str) -> str:
+    """A folder's format: that of its first ``.json`` file the rules place (a damaged
+    file is left to the reader, which names it)."""
+    if any(path.glob("*.jsonl")):
+        return "agent-framework"
+    for file in itertools.islice(sorted(path.glob("*.json")), _SCAN):
+        try:
+            found = detect_path(file, f"{source.rstrip('/')}/{file.name}")
+        except InvalidSource:
+            continue
+        return found if found in _CHAT_FOLDER_FORMATS else "agent-framework"
+    return "agent-framework"
+
+
 def detect_path(path: Path, source: str, table: str | None = None) -> str:
     """The format id of the file, folder or database at ``path``."""
     if path.is_dir():
-        return "agent-framework"
+        return _folder(path, source)
     if not path.exists():
         raise InvalidSource(source, None, "no such file or folder")
     if is_sqlite(path):

@@ -64,6 +64,33 @@ async def test_parallel_calls_are_one_langchain_ai_message(
     assert [c["id"] for c in document["messages"][1]["data"]["tool_calls"]] == PARALLEL_CALLS
 
 
+async def test_parallel_calls_are_one_pydantic_ai_response_answered_by_one_request(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    await seed(store, tmp_path)
+    (document,) = await documents(store, [PARALLEL_SESSION], "pydantic-ai")
+    kinds = [m["kind"] for m in document["messages"]]
+    assert kinds == ["request", "response", "request", "response"]
+    calls = [p for p in document["messages"][1]["parts"] if p["part_kind"] == "tool-call"]
+    returns = document["messages"][2]["parts"]
+    assert [c["tool_call_id"] for c in calls] == PARALLEL_CALLS
+    assert [r["tool_call_id"] for r in returns] == PARALLEL_CALLS
+    assert [r["tool_name"] for r in returns] == [c["tool_name"] for c in calls]
+    assert {r["part_kind"] for r in returns} == {"tool-return"}
+
+
+async def test_parallel_calls_are_one_ui_message_holding_their_results(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    await seed(store, tmp_path)
+    (document,) = await documents(store, [PARALLEL_SESSION], "vercel-ai")
+    assert [m["role"] for m in document["messages"]] == ["user", "assistant"]
+    tools = [p for p in document["messages"][1]["parts"] if p["type"].startswith("tool-")]
+    assert [t["toolCallId"] for t in tools] == PARALLEL_CALLS
+    assert {t["state"] for t in tools} == {"output-available"}
+    assert all("output" in t for t in tools)
+
+
 async def test_parallel_calls_are_one_agent_framework_message(
     store: HistoryStore, tmp_path: Path
 ) -> None:

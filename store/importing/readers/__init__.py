@@ -19,6 +19,8 @@ from store.importing.readers import (
     openai_agents,
     openai_chat,
     openai_responses,
+    pydantic_ai,
+    vercel_ai,
 )
 from store.importing.source import Conversation
 
@@ -40,6 +42,8 @@ READERS: dict[str, Reader] = {
     "openai-chat": _file(openai_chat.read),
     "openai-responses": _file(openai_responses.read),
     "anthropic": _file(anthropic.read),
+    "pydantic-ai": _file(pydantic_ai.read),
+    "vercel-ai": _file(vercel_ai.read),
     "agent-framework": _file(agent_framework.read),
     "openai-agents": openai_agents.read,
     "langchain": langchain.read,
