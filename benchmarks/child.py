@@ -83,8 +83,8 @@ def _rss_mb() -> float:
 
 
 SEARCH_SESSIONS = 10_000
-"""Sessions of the ``spread`` data set (``search_sessions``): the stored messages
-spread evenly over them, one ``append`` a session."""
+"""Sessions of the ``spread`` data set (``search_sessions``, ``erasure``): the stored
+messages spread evenly over them, one ``append`` a session (:func:`_spread`)."""
 
 
 def _dataset(spec: ChildSpec) -> Dataset:
@@ -95,6 +95,18 @@ def _dataset(spec: ChildSpec) -> Dataset:
 
 def _search_session(index: int) -> str:
     return f"searched-{index:05d}"
+
+
+def _spread(size: int) -> tuple[int, int]:
+    """Sessions of the ``spread`` data set at ``size`` messages, and messages each:
+    :data:`SEARCH_SESSIONS`, fewer where it is small (two messages each at least)."""
+    sessions = max(1, min(SEARCH_SESSIONS, size // 2))
+    return sessions, max(1, size // sessions)
+
+
+def _middle_session(size: int) -> str:
+    """The session in the middle of the ``spread`` data set's."""
+    return _search_session(_spread(size)[0] // 2)
 
 
 def _batches(spec: ChildSpec) -> Iterator[list[ChatDict]]:
@@ -157,7 +169,7 @@ async def _build_spread(system: System, spec: ChildSpec) -> Metrics:
     sessions of equal length, one ``append`` each (no compaction: every message is
     searched, excluded or not)."""
     await system.open(create=True)
-    each = max(1, spec.size // SEARCH_SESSIONS)
+    each = _spread(spec.size)[1]
     stream = ConversationGenerator(spec.seed, dataset="mixed").chat_dicts(spec.size)
     start = time.perf_counter()
     try:
@@ -626,7 +638,7 @@ async def _search(system: System, spec: ChildSpec) -> Metrics:
         await system.close()
         raise Unavailable(f"{spec.system} has no search")
     if spec.dataset == "spread":  # one session in the middle of the many
-        system.session_id = _search_session(SEARCH_SESSIONS // 2)
+        system.session_id = _middle_session(spec.size)
     session = system.session_id
     kinds = ("wide", "scoped")
     samples: dict[str, list[float]] = {f"{w}_{k}": [] for w in ("store", "direct") for k in kinds}
@@ -674,7 +686,7 @@ async def _erasure(system: System, spec: ChildSpec) -> Metrics:
     ``secure-delete``: an ``optimize`` merging the index), the checkpoint included."""
     await system.open(create=False)
     if spec.dataset == "spread":  # one session in the middle of the many
-        system.session_id = _search_session(SEARCH_SESSIONS // 2)
+        system.session_id = _middle_session(spec.size)
     try:
         store = getattr(system, "store", None)
         if store is None or not hasattr(store, "redact"):
