@@ -28,7 +28,7 @@ from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord
 from store.sql import dialect
-from store.sql.audit import write_event
+from store.sql.audit import write_event, write_event_and_session
 from store.sql.branches.sharing import keep_for_readers, set_own_state
 from store.sql.codec import ENCODED, encode_reduced
 from store.sql.compaction.mirror import Mirror, Written, mirror_of
@@ -362,16 +362,10 @@ async def write_back(
         ),
     )
     event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
-    await write_event(
-        conn,
-        mirror.session.tenant,
-        mirror.session.session_id,
-        event,
-        number=row["event_count"] + 1,
-        revision=row["revision"] + 1,
-    )
     s = mirror.session
-    await conn.execute(
+    await write_event_and_session(
+        conn,
+        event,
         _SESSION_AFTER_WRITE,
         {
             **key_params(s.tenant, s.session_id),
@@ -384,6 +378,10 @@ async def write_back(
             "v_active_groups": after.groups,
             "v_active_tokens": after.tokens,
         },
+        tenant=s.tenant,
+        session_id=s.session_id,
+        number=row["event_count"] + 1,
+        revision=row["revision"] + 1,
     )
     log_event(event)
     return event
