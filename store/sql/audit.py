@@ -390,11 +390,11 @@ _EVENT_PREFIX = "e_"
 
 
 @cache
-def _with_event(session_update: Update) -> Update:
-    """``session_update`` after two data-modifying ``WITH`` queries: the ``INSERT`` of
-    an event row (each column bound as ``e_<column>``, ``params`` encoded) and the
-    ``INSERT`` of its links, the ``unnest`` of the arrays ``link_groups`` and
-    ``link_actions``. PostgreSQL runs every such query of a statement to completion."""
+def _with_event(session_update: Update, also: Update | None) -> Update:
+    """``session_update`` after data-modifying ``WITH`` queries: the ``INSERT`` of an
+    event row (each column bound as ``e_<column>``, ``params`` encoded), the ``INSERT``
+    of its links, the ``unnest`` of the arrays ``link_groups`` and ``link_actions``, and
+    ``also`` when given. PostgreSQL runs every such query of a statement to completion."""
     values = {
         column.key: bindparam(
             _EVENT_PREFIX + column.key, type_=ENCODED if column.key == "params" else column.type
@@ -419,7 +419,8 @@ def _with_event(session_update: Update) -> Update:
         )
         .cte("written_links")
     )
-    return session_update.add_cte(event).add_cte(linked)
+    written = session_update.add_cte(event).add_cte(linked)
+    return written if also is None else written.add_cte(also.cte("written_rows"))
 
 
 async def write_event_and_session(
@@ -432,11 +433,16 @@ async def write_event_and_session(
     session_id: str,
     number: int,
     revision: int,
+    also: tuple[Update, Mapping[str, Any]] | None = None,
 ) -> None:
     """:func:`write_event`, then ``session_update`` of the session row with
-    ``session_params``: one statement where the database runs data-modifying ``WITH``
-    queries (one round trip instead of three), else one after the other."""
+    ``session_params`` (and ``also``, an ``UPDATE`` of another table with its
+    parameters, none of whose names it shares with the others but the session key's):
+    one statement where the database runs data-modifying ``WITH`` queries (one round
+    trip instead of three or four), else one after the other."""
     if not dialect.of(conn).data_modifying_ctes:
+        if also is not None:
+            await conn.execute(*also)
         await write_event(conn, tenant, session_id, event, number=number, revision=revision)
         await conn.execute(session_update, session_params)
         return
@@ -449,7 +455,9 @@ async def write_event_and_session(
         link_groups=[group_id for group_id, _ in links],
         link_actions=[action for _, action in links],
     )
-    await conn.execute(_with_event(session_update), params)
+    if also is not None:
+        params.update(also[1])
+    await conn.execute(_with_event(session_update, None if also is None else also[0]), params)
 
 
 async def record_event(
