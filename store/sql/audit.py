@@ -11,13 +11,15 @@ facts of the message's group and leaves the decision to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import Text, bindparam, func, insert, select, update
+from sqlalchemy import String, Text, Update, bindparam, func, insert, select, update
 from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -25,6 +27,7 @@ from store.errors import ChatledgerError, CorruptRowError
 from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
 from store.rules.changes import log_event
 from store.rules.why import GroupFacts, explain, not_stored
+from store.sql import dialect
 from store.sql.branches.rows import conversation, read_lineage
 from store.sql.codec import (
     ENCODED,
@@ -33,7 +36,7 @@ from store.sql.codec import (
     encode_event_note,
     encode_event_params,
 )
-from store.sql.schema import EVENTS, GROUPS, MESSAGES, SESSIONS
+from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import read_session
 from store.sql.statements import chunks, insert_rows
 from strategies.changeset import Diagnostic
@@ -47,6 +50,7 @@ __all__ = [
     "stats",
     "why",
     "write_event",
+    "write_event_and_session",
 ]
 
 
@@ -324,6 +328,37 @@ _INSERT_EVENT = insert(EVENTS).values(params=bindparam("params_json", type_=ENCO
 """``INSERT`` of an event row, its ``params`` encoded and bound as ``params_json``."""
 
 
+def _event_values(
+    tenant: str, session_id: str, event: CompactionEvent, *, number: int, revision: int
+) -> dict[str, Any]:
+    """The parameters of :data:`_INSERT_EVENT` for ``event``: every column of the
+    event row, ``params`` as ``params_json``."""
+    place = (tenant, session_id, event.id)
+    return {
+        "tenant": tenant,
+        "session_id": session_id,
+        "event_id": event.id,
+        "number": number,
+        "phase": event.phase,
+        "strategy": event.strategy,
+        "params_json": encode_event_params(*place, event.params),
+        "messages_before": event.messages_before,
+        "messages_after": event.messages_after,
+        "groups_before": event.groups_before,
+        "groups_after": event.groups_after,
+        "tokens_before": event.tokens_before,
+        "tokens_after": event.tokens_after,
+        "revision": revision,
+        "created_at": event.created_at,
+        "note": encode_event_note(*place, event_note(event)),
+        "outcome": event.outcome,
+        "duration_seconds": event.duration_seconds,
+        "attempts": event.attempts,
+        "summarizer": event.summarizer,
+        "summarizer_model": event.summarizer_model,
+    }
+
+
 async def write_event(
     conn: AsyncConnection,
     tenant: str,
@@ -334,33 +369,8 @@ async def write_event(
     revision: int,
 ) -> None:
     """Insert the event row (its ``number`` in the session) and its links to groups."""
-    place = (tenant, session_id, event.id)
-    await conn.execute(
-        _INSERT_EVENT,
-        {
-            "tenant": tenant,
-            "session_id": session_id,
-            "event_id": event.id,
-            "number": number,
-            "phase": event.phase,
-            "strategy": event.strategy,
-            "params_json": encode_event_params(*place, event.params),
-            "messages_before": event.messages_before,
-            "messages_after": event.messages_after,
-            "groups_before": event.groups_before,
-            "groups_after": event.groups_after,
-            "tokens_before": event.tokens_before,
-            "tokens_after": event.tokens_after,
-            "revision": revision,
-            "created_at": event.created_at,
-            "note": encode_event_note(*place, event_note(event)),
-            "outcome": event.outcome,
-            "duration_seconds": event.duration_seconds,
-            "attempts": event.attempts,
-            "summarizer": event.summarizer,
-            "summarizer_model": event.summarizer_model,
-        },
-    )
+    values = _event_values(tenant, session_id, event, number=number, revision=revision)
+    await conn.execute(_INSERT_EVENT, values)
     rows = [
         {
             "tenant": tenant,
@@ -373,6 +383,81 @@ async def write_event(
     ]
     for part in chunks(rows):
         await conn.execute(insert_rows("event_groups"), list(part))
+
+
+_EVENT_PREFIX = "e_"
+"""The prefix of an event column's parameter in :func:`_with_event`."""
+
+
+@cache
+def _with_event(session_update: Update, also: Update | None) -> Update:
+    """``session_update`` after data-modifying ``WITH`` queries: the ``INSERT`` of an
+    event row (each column bound as ``e_<column>``, ``params`` encoded), the ``INSERT``
+    of its links, the ``unnest`` of the arrays ``link_groups`` and ``link_actions``, and
+    ``also`` when given. PostgreSQL runs every such query of a statement to completion."""
+    values = {
+        column.key: bindparam(
+            _EVENT_PREFIX + column.key, type_=ENCODED if column.key == "params" else column.type
+        )
+        for column in EVENTS.c  # every one: :func:`_event_values` gives them all
+    }
+    event = insert(EVENTS).values(values).cte("written_event")
+    links = (
+        func.unnest(
+            bindparam("link_groups", type_=ARRAY(String())),
+            bindparam("link_actions", type_=ARRAY(String())),
+        )
+        .table_valued("group_id", "action")
+        .render_derived()
+    )
+    keys = [values[name] for name in ("tenant", "session_id", "event_id")]
+    linked = (
+        insert(EVENT_GROUPS)
+        .from_select(
+            ["tenant", "session_id", "event_id", "group_id", "action"],
+            select(*keys, links.c.group_id, links.c.action),
+        )
+        .cte("written_links")
+    )
+    written = session_update.add_cte(event).add_cte(linked)
+    return written if also is None else written.add_cte(also.cte("written_rows"))
+
+
+async def write_event_and_session(
+    conn: AsyncConnection,
+    event: CompactionEvent,
+    session_update: Update,
+    session_params: Mapping[str, Any],
+    *,
+    tenant: str,
+    session_id: str,
+    number: int,
+    revision: int,
+    also: tuple[Update, Mapping[str, Any]] | None = None,
+) -> None:
+    """:func:`write_event`, then ``session_update`` of the session row with
+    ``session_params`` (and ``also``, an ``UPDATE`` of another table with its
+    parameters, none of whose names it shares with the others but the session key's):
+    one statement where the database runs data-modifying ``WITH`` queries (one round
+    trip instead of three or four), else one after the other."""
+    if not dialect.of(conn).data_modifying_ctes:
+        if also is not None:
+            await conn.execute(*also)
+        await write_event(conn, tenant, session_id, event, number=number, revision=revision)
+        await conn.execute(session_update, session_params)
+        return
+    values = _event_values(tenant, session_id, event, number=number, revision=revision)
+    values["params"] = values.pop("params_json")
+    links = _link_rows(event)
+    params = {_EVENT_PREFIX + name: value for name, value in values.items()}
+    params.update(
+        session_params,
+        link_groups=[group_id for group_id, _ in links],
+        link_actions=[action for _, action in links],
+    )
+    if also is not None:
+        params.update(also[1])
+    await conn.execute(_with_event(session_update, None if also is None else also[0]), params)
 
 
 async def record_event(

@@ -22,6 +22,7 @@ capability                  SQLite    PostgreSQL  used by
 ``wal_checkpoint``          yes       no          erasure: the log truncated
 ``vacuum_tables``           no        yes         ``VACUUM`` of the tables, not the file
 ``full_text``               FTS5      tsvector    :mod:`store.sql.search`
+``data_modifying_ctes``     no        yes         an event written with its session row
 ==========================  ========  ==========  ==============================
 
 .. [1] From SQLite 3.38, which always has ``json_each``.
@@ -111,6 +112,10 @@ class Capabilities:
     """How messages are indexed for search: an FTS5 table over the messages' rows kept
     by triggers (SQLite), or a GIN index on ``to_tsvector('simple', ...)`` (PostgreSQL);
     :mod:`store.sql.search`."""
+    data_modifying_ctes: bool
+    """A statement's ``WITH`` may hold ``INSERT``s, each run to completion with it: a
+    write of several tables is one round trip (PostgreSQL). SQLite has no round trips
+    to save, and no such ``WITH``."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -134,6 +139,7 @@ SUPPORTED: dict[str, Capabilities] = {
         vacuum_tables=False,
         alter_constraints=False,
         full_text="fts5",
+        data_modifying_ctes=False,
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -154,6 +160,7 @@ SUPPORTED: dict[str, Capabilities] = {
         vacuum_tables=True,
         alter_constraints=True,
         full_text="tsvector",
+        data_modifying_ctes=True,
         insert=postgresql_insert,
     ),
 }

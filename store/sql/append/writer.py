@@ -11,7 +11,7 @@ excluded (or summarized) since is *frozen*: its call does not join it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from store.rules.checks import check_tokenizer
 from store.rules.identity import Deduped, dedupe, new_messages
 from store.rules.records import now
-from store.sql.annotation import Loaded, load_state, stored_hashes
+from store.sql.annotation import Loaded, Prefetched, load_state, lock_and_prefetch, stored_hashes
 from store.sql.append.counting import BackgroundCounts, count_in_background
 from store.sql.append.inserts import Statement, execute_inserts, group_insert, message_insert
 from store.sql.append.pipeline import insert_messages
@@ -280,22 +280,30 @@ async def append_messages(
     conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
 ) -> Appended:
     """Append ``messages`` inside the caller's write transaction."""
-    session = await lock_session(
-        conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
-    )
+    prefetched = await lock_and_prefetch(conn, ctx.tenant, ctx.session_id, messages)
+    if prefetched is None:
+        session = await lock_session(
+            conn, ctx.tenant, ctx.session_id, create_with_tokenizer=ctx.tokenizer.name
+        )
+        prefetched = Prefetched(session, None, None)
+    session = prefetched.session
     check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
     refuse_tail(session)
     blank = session["next_seq"] == FIRST_SEQ  # nothing stored: no hashes, calls, groups
-    stored = (
-        {} if blank else await stored_hashes(conn, ctx.tenant, ctx.session_id, messages, session)
-    )
+    stored = prefetched.hashes
+    if stored is None:
+        stored = (
+            {}
+            if blank
+            else await stored_hashes(conn, ctx.tenant, ctx.session_id, messages, session)
+        )
     fresh = new_messages(messages, stored)
     counts = count_in_background(ctx, fresh)
     try:
         deduped = dedupe(ctx.session_id, messages, stored)
         if not fresh:
             return Appended(0, session_key(session), frozenset())
-        return await _store_fresh(conn, ctx, session, fresh, deduped, counts)
+        return await _store_fresh(conn, ctx, session, fresh, deduped, counts, prefetched.calls)
     finally:
         if counts is not None:
             counts.close()
@@ -318,9 +326,11 @@ async def _planned(
     session: RowMapping,
     fresh: Sequence[Message],
     deduped: Deduped,
+    calls: Sequence[Mapping[str, Any]] | None = None,
 ) -> tuple[Loaded, Annotation, RowBuilder]:
-    """The state the append reads, its annotation, and the builder of its message rows."""
-    loaded = await load_state(conn, ctx.tenant, ctx.session_id, session, fresh)
+    """The state the append reads (the ``calls`` read with the session row, when
+    given), its annotation, and the builder of its message rows."""
+    loaded = await load_state(conn, ctx.tenant, ctx.session_id, session, fresh, calls)
     annotation = annotate(fresh, loaded.state, frozen=loaded.frozen)
     group_ids = [group_id for _, group_id in annotation.message_groups]
     builder = RowBuilder(
@@ -344,8 +354,9 @@ async def _store_fresh(
     fresh: Sequence[Message],
     deduped: Deduped,
     counts: BackgroundCounts | None,
+    calls: Sequence[Mapping[str, Any]] | None,
 ) -> Appended:
-    loaded, annotation, builder = await _planned(conn, ctx, session, fresh, deduped)
+    loaded, annotation, builder = await _planned(conn, ctx, session, fresh, deduped, calls)
     totals, group_ids = builder.totals, builder.group_ids
     pins: set[str] = set()
     gains = await _apply_merges(conn, ctx, annotation, loaded, totals, pins, session)

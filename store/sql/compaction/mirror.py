@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Table, bindparam, false, func, select, true, union_all
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
-from sqlalchemy.sql import Select
+from sqlalchemy.sql import FromClause, Select
 
 from store.errors import SessionNotFound
 from store.rules.records import GroupRecord, MessageRecord, SessionRecord
@@ -26,7 +26,7 @@ from store.sql import dialect
 from store.sql.branches.rows import Filter, conversation, read_lineage
 from store.sql.mapping import timestamp
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
-from store.sql.sessions import KEYS, SESSION_COLUMNS, lock_session
+from store.sql.sessions import KEYS, SESSION_COLUMNS
 from store.sql.statements import (
     CHUNK,
     among_params,
@@ -163,15 +163,21 @@ async def load_groups(
                     _add_group(mirror, row)
 
 
-def _bound_keys(table: Table) -> tuple[Any, Any]:
+def _bound_keys(table: FromClause) -> tuple[Any, Any]:
     return (table.c.tenant == bindparam("tenant"), table.c.session_id == bindparam("session_id"))
 
 
 _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
-_GROUPS_AT = len(SESSIONS.c) + 1
-"""Where the group columns start in a row of :func:`_session_with_groups` (after the
-session's columns and the count of taken ids)."""
+_SEEN_KEY = ("seen_incarnation", "seen_revision")
+"""The session's cache key as the snapshot of a locking :func:`_session_with_groups`
+saw it (see :func:`lock_with_groups`)."""
+
+
+def _groups_at(capabilities: dialect.Capabilities) -> int:
+    """Where the group columns start in a row of :func:`_session_with_groups`: after the
+    session's columns, the count of taken ids and, where it locks, the key it saw."""
+    return len(SESSIONS.c) + 1 + (len(_SEEN_KEY) if capabilities.row_locks else 0)
 
 
 @cache
@@ -209,10 +215,23 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
         .label("taken_count")
     )
     columns = [around.c[name].label(label) for label, name in _GROUP_LABELS]
+    if not capabilities.row_locks:
+        return (
+            select(*SESSION_COLUMNS, taken, *columns)
+            .select_from(SESSIONS.outerjoin(around, true()))
+            .where(*KEYS)
+        )
+    seen = SESSIONS.alias("seen")
+    seen_row = select(seen).where(*_bound_keys(seen)).subquery("seen_row")
+    seen_key = [
+        select(seen_row.c[column]).scalar_subquery().label(label)
+        for label, column in zip(_SEEN_KEY, ("incarnation", "revision"), strict=True)
+    ]
     return (
-        select(*SESSION_COLUMNS, taken, *columns)
+        select(*SESSION_COLUMNS, taken, *seen_key, *columns)
         .select_from(SESSIONS.outerjoin(around, true()))
         .where(*KEYS)
+        .with_for_update(of=SESSIONS)
     )
 
 
@@ -241,14 +260,17 @@ async def lock_with_groups(
 
     Where the transaction holds the database's write lock from its start (SQLite's
     ``BEGIN IMMEDIATE``) that is one statement. Where the row is locked by the read
-    (``FOR UPDATE``), the groups are read by a second statement once it holds the lock:
-    a statement's rows are those of the snapshot it began with, before it waited.
+    (``FOR UPDATE OF`` the session row), it is one statement too when the statement did
+    not read past a write: a statement's rows are those of the snapshot it began with,
+    and a ``FOR UPDATE`` that waited for a writer returns the session row as that writer
+    left it, the groups as they were before. Every write of a session's groups or
+    messages moves its cache key (incarnation, revision), so the statement also reads
+    the key its snapshot saw; when the two differ the groups are read again, now that
+    the lock is held (a second statement, as every write did before).
     """
     if len(group_ids) > CHUNK or len(taken) > CHUNK:
         return None
     capabilities = dialect.of(conn)
-    if capabilities.row_locks:
-        await lock_session(conn, tenant, session_id)
     query = _session_with_groups(capabilities)
     params = {
         "tenant": tenant,
@@ -257,10 +279,12 @@ async def lock_with_groups(
         "taken": key_list(taken, capabilities),
     }
     rows = (await conn.execute(query, params)).all()
+    if rows and capabilities.row_locks and not _saw_locked(rows[0]._mapping):
+        rows = (await conn.execute(query, params)).all()  # the lock held: a fresh snapshot
     if not rows:
         raise SessionNotFound(session_id, tenant=tenant)
     first = rows[0]._mapping
-    start = _GROUPS_AT
+    start = _groups_at(capabilities)
     group_id = start + _GROUP_COLUMNS.index("group_id")
     groups = [
         dict(zip(_GROUP_COLUMNS, row[start:], strict=True))
@@ -268,6 +292,13 @@ async def lock_with_groups(
         if row[group_id] is not None
     ]
     return Locked(first, groups, int(first["taken_count"]))
+
+
+def _saw_locked(row: Mapping[str, Any]) -> bool:
+    """Whether a locking :func:`_session_with_groups` read its groups in the snapshot of
+    the session row it locked (the key it saw is the locked row's)."""
+    seen = tuple(row[label] for label in _SEEN_KEY)
+    return seen == (row["incarnation"], row["revision"])
 
 
 def add_groups(mirror: Mirror, found: Sequence[Mapping[str, Any]], wanted: Collection[str]) -> None:

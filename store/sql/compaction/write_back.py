@@ -20,7 +20,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, bindparam, null
+from sqlalchemy import Table, Update, bindparam, null
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -28,7 +28,7 @@ from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
 from store.rules.records import GroupRecord
 from store.sql import dialect
-from store.sql.audit import write_event
+from store.sql.audit import write_event, write_event_and_session
 from store.sql.branches.sharing import keep_for_readers, set_own_state
 from store.sql.codec import ENCODED, encode_reduced
 from store.sql.compaction.mirror import Mirror, Written, mirror_of
@@ -91,6 +91,9 @@ class _Plan:
     """Groups whose token count changed."""
     summary_groups: list[dict[str, Any]] = field(default_factory=list)
     summary_messages: list[dict[str, Any]] = field(default_factory=list)
+    last: tuple[Update, dict[str, Any]] | None = None
+    """An ``UPDATE`` of the messages, with its parameters, left to the statement that
+    writes the event and the session row (:func:`~store.sql.audit.write_event_and_session`)."""
 
 
 def _plan_rows(mirror: Mirror, out: Outcome, plan: _Plan, delta: _Delta) -> None:
@@ -187,6 +190,22 @@ def _plan_summary(
         delta.tokens += row.tokens
 
 
+def _among(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    table: str,
+    column: str,
+    ids: set[str],
+    values: Mapping[str, Any],
+) -> tuple[Update, dict[str, Any]]:
+    """The ``UPDATE`` giving ``values`` to every row whose ``column`` is in ``ids`` (a
+    non-empty set), and its parameters, where the database binds a list as one array."""
+    statement, params = update_among(conn, table, column, values)
+    keys = {**key_params(mirror.session.tenant, mirror.session.session_id), **params}
+    (bound,) = among_params(conn, keys, list(ids))
+    return statement, bound
+
+
 async def _update_among(
     conn: AsyncConnection,
     mirror: Mirror,
@@ -264,6 +283,15 @@ async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
         # one executemany, each row found by index (SQLite loops in C): fewer statements
         # than one UPDATE per distinct set of values
         await _update_each(conn, mirror, "messages", "group_id", _each(plan.exclusions, 3))
+    elif (
+        len(plan.exclusions) == 1
+        and all(plan.exclusions.values())
+        and dialect.of(conn).data_modifying_ctes
+    ):
+        # the one exclusion's update goes with the event and the session row
+        ((state, ids),) = plan.exclusions.items()
+        values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
+        plan.last = _among(conn, mirror, "messages", "group_id", ids, values)
     else:
         for state, ids in plan.exclusions.items():
             values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
@@ -362,16 +390,10 @@ async def write_back(
         ),
     )
     event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
-    await write_event(
-        conn,
-        mirror.session.tenant,
-        mirror.session.session_id,
-        event,
-        number=row["event_count"] + 1,
-        revision=row["revision"] + 1,
-    )
     s = mirror.session
-    await conn.execute(
+    await write_event_and_session(
+        conn,
+        event,
         _SESSION_AFTER_WRITE,
         {
             **key_params(s.tenant, s.session_id),
@@ -384,6 +406,11 @@ async def write_back(
             "v_active_groups": after.groups,
             "v_active_tokens": after.tokens,
         },
+        tenant=s.tenant,
+        session_id=s.session_id,
+        number=row["event_count"] + 1,
+        revision=row["revision"] + 1,
+        also=plan.last,
     )
     log_event(event)
     return event

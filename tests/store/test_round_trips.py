@@ -1,0 +1,209 @@
+"""The round trips of a turn on PostgreSQL, counted (not timed).
+
+A turn is what an agent's harness does once per user turn: ``append`` the run's
+messages, ``compact(..., phase="after_run")``, then ``context`` for the next call.
+
+How they are counted: every exchange with the server goes through the asyncpg
+connection's protocol object, one call of it for each request the client sends and
+waits on (a simple query, which may hold several statements, such as
+``BEGIN; SELECT set_config(...)``; a prepare; an execution of a prepared statement; an
+``executemany``, whose parameter sets asyncpg sends in one pipeline before it waits;
+closing a statement). The test puts a counting stand-in between each connection the
+store checks out and its protocol, so it counts exchanges, not statements, and it
+leaves the store's own execution path as it is (a SQLAlchemy statement listener would
+not: the store runs its prepared statements through SQLAlchemy whenever one listens).
+``COPY`` is counted as two exchanges (the server answers the ``COPY`` before the data
+is sent); a turn's small append does not use it.
+
+The counts are of a turn after a few others (each statement prepared on the
+connection, the view cache warm), on a direct connection. Behind a transaction pooler
+statements are not kept prepared and each transaction's ``BEGIN`` also makes the
+connection's settings: its counts are higher, and not asserted here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import asyncpg  # type: ignore[import-untyped]
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+
+from store import HistoryStore
+from strategies import ContextWindowCompactionStrategy
+from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests.conformance.test_compaction import _chat
+from tests.conformance.toy_strategies import ExcludeOldest
+
+pytestmark = pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+
+_EXCHANGES = {
+    "query": 1,
+    "prepare": 1,
+    "bind": 1,
+    "execute": 1,
+    "bind_execute": 1,
+    "bind_execute_many": 1,
+    "copy_in": 2,
+    "copy_out": 2,
+    "close_statement": 1,
+}
+"""The asyncpg protocol's calls that talk to the server, and the round trips of each."""
+
+
+class _CountingProtocol:
+    """Stands between an asyncpg connection and its protocol, noting each exchange."""
+
+    def __init__(self, protocol: Any, seen: list[str]) -> None:
+        self._protocol = protocol
+        self._seen = seen
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._protocol, name)
+        trips = _EXCHANGES.get(name)
+        if trips is None:
+            return found
+        seen = self._seen
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            what = args[0] if args else None
+            text = what if isinstance(what, str) else getattr(what, "query", None)
+            seen.extend([f"{name}: {text or ''}"[:120]] * trips)
+            return await found(*args, **kwargs)
+
+        return counted
+
+
+@contextmanager
+def _counting(store: HistoryStore) -> Iterator[list[str]]:
+    """The exchanges of the store's connections with the server meanwhile."""
+    seen: list[str] = []
+    wrapped: list[Any] = []
+
+    def checkout(dbapi_connection: Any, _record: Any, _proxy: Any) -> None:
+        raw = dbapi_connection._connection  # SQLAlchemy's adapter holds asyncpg's
+        if not isinstance(raw._protocol, _CountingProtocol):
+            raw._protocol = _CountingProtocol(raw._protocol, seen)
+            wrapped.append(raw)
+
+    pool = store.engine.sync_engine.pool
+    event.listen(pool, "checkout", checkout)
+    try:
+        yield seen
+    finally:
+        event.remove(pool, "checkout", checkout)
+        for raw in wrapped:
+            raw._protocol = raw._protocol._protocol
+
+
+Step = Callable[[], Awaitable[object]]
+
+
+async def _turn(
+    store: HistoryStore, steps: dict[str, Step]
+) -> tuple[dict[str, list[str]], dict[str, object]]:
+    """The exchanges of each step of one turn, and what each step returned."""
+    counts: dict[str, list[str]] = {}
+    results: dict[str, object] = {}
+    for name, step in steps.items():
+        with _counting(store) as seen:
+            results[name] = await step()
+        counts[name] = list(seen)
+    return counts, results
+
+
+def _steps(store: HistoryStore, prefix: str, strategy: Any) -> dict[str, Step]:
+    return {
+        "append": lambda: store.append("s", _chat(prefix)),
+        "compact": lambda: store.compact("s", strategy, phase="after_run"),
+        "context": lambda: store.context("s"),
+    }
+
+
+async def test_a_turn_whose_compaction_writes_nothing(db_url: str) -> None:
+    strategy = ContextWindowCompactionStrategy(
+        max_context_window_tokens=128_000, max_output_tokens=16_384
+    )
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        for n in range(3):
+            await _turn(store, _steps(store, f"w{n}", strategy))
+        counts, results = await _turn(store, _steps(store, "t", strategy))
+    assert results["compact"] is None
+    sizes = {step: len(seen) for step, seen in counts.items()}
+    # append: BEGIN, the session row locked with the stored hashes and the open calls
+    # of its messages, the messages' insert, the groups' insert, the session row, COMMIT
+    assert sizes == {"append": 6, "compact": 1, "context": 1}, counts
+
+
+async def test_a_turn_whose_compaction_writes(db_url: str) -> None:
+    strategy = ExcludeOldest(1)
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        for n in range(3):
+            await _turn(store, _steps(store, f"w{n}", strategy))
+        counts, results = await _turn(store, _steps(store, "t", strategy))
+    assert results["compact"] is not None  # an event: the compaction wrote
+    sizes = {step: len(seen) for step, seen in counts.items()}
+    # compact: its snapshot (one read, outside the write), BEGIN, the session row locked
+    # with the groups it touches, the groups' rows, one statement for the event, its
+    # links, the messages' exclusion and the session row, COMMIT
+    assert sizes == {"append": 6, "compact": 6, "context": 1}, counts
+
+
+async def _waiting_for_a_lock(other: Any) -> None:
+    """Until a backend of the database waits for a lock (the store's, behind ``other``)."""
+    query = (
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    for _ in range(3_000):
+        if await other.fetchval(query):
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the store never waited for the session row")
+
+
+async def _after_a_writer(store: HistoryStore, db_url: str, step: Step) -> list[str]:
+    """The executions of ``step`` when it waits for the session row held by another
+    transaction, which moves the session's revision before it commits."""
+    dsn = make_url(db_url).set(drivername="postgresql").render_as_string(hide_password=False)
+    other = await asyncpg.connect(dsn)
+    try:
+        transaction = other.transaction()
+        await transaction.start()
+        await other.execute("SELECT 1 FROM chatledger_sessions WHERE session_id = 's' FOR UPDATE")
+        with _counting(store) as seen:
+            task = asyncio.ensure_future(step())
+            await _waiting_for_a_lock(other)
+            await other.execute(
+                "UPDATE chatledger_sessions SET revision = revision + 1 WHERE session_id = 's'"
+            )
+            await transaction.commit()
+            await task
+        # the reads made again are new on this connection: not counting their prepares
+        return [exchange for exchange in seen if not exchange.startswith("prepare")]
+    finally:
+        await other.close()
+
+
+async def test_a_write_that_waited_for_the_lock_reads_again_under_it(db_url: str) -> None:
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        for n in range(3):
+            await _turn(store, _steps(store, f"w{n}", ExcludeOldest(1)))
+        appended = await _after_a_writer(store, db_url, lambda: store.append("s", _chat("t")))
+        # the hashes and the calls, read again once the lock is held
+        assert len(appended) == 8, "\n".join(appended)
+        assert [m.message_id for m in await store.context("s")][-1] == "tu3"
+        compacted = await _after_a_writer(
+            store, db_url, lambda: store.compact("s", ExcludeOldest(1), phase="after_run")
+        )
+        # the groups, read again once the lock is held
+        assert len(compacted) == 7, "\n".join(compacted)
+        context = await store.context("s")
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as fresh:
+        assert await fresh.context("s") == context
