@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Final
 
 from store.search.query import Query, match_spans
@@ -77,31 +78,17 @@ def _window(text: str, spans: Sequence[Span], width: int) -> tuple[int, int]:
 def _collapsed(text: str, start: int, end: int) -> tuple[str, list[int]]:
     """``text[start:end]`` with whitespace runs as one space, and for each offset from
     ``start`` to ``end`` (included) its offset in the result (a leading run is dropped;
-    a run's first character maps to its space, the others after it)."""
+    a run's first character maps to its space, the others after it): the count of the
+    characters kept before it."""
     piece = text[start:end]
-    parts: list[str] = []
-    where: list[int] = []
-    size = done = 0
+    kept = bytearray(b"\x01") * len(piece)
     for run in _SPACES.finditer(piece):
         low, high = run.span()
-        if low > done:
-            where.extend(range(size, size + low - done))
-            parts.append(piece[done:low])
-            size += low - done
-        if size:
-            where.append(size)
-            parts.append(" ")
-            size += 1
-            where.extend([size] * (high - low - 1))
-        else:
-            where.extend([0] * (high - low))
-        done = high
-    if done < len(piece):
-        where.extend(range(size, size + len(piece) - done))
-        parts.append(piece[done:])
-        size += len(piece) - done
-    where.append(size)
-    return "".join(parts), where
+        kept[low if low == 0 else low + 1 : high] = bytes(high - low - (low != 0))
+    body = _SPACES.sub(" ", piece)
+    if piece[:1].isspace():
+        body = body[1:]
+    return body, list(accumulate(kept, initial=0))
 
 
 def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
@@ -126,8 +113,9 @@ def _excerpt(text: str, start: int, end: int) -> tuple[str, list[int], tuple[int
 
 
 def _fit(text: str, spans: Sequence[Span], max_chars: int) -> Snippet:
-    """The excerpt of ``text`` that fits ``max_chars``, and its highlights."""
-    width = max_chars
+    """The excerpt of ``text`` that fits ``max_chars``, and its highlights (a text
+    longer than that is first cut to leave room for two ellipses: one pass, mostly)."""
+    width = max_chars if len(text) <= max_chars else max_chars - 2 * len(_ELLIPSIS)
     while True:
         start, end = _window(text, spans, width)
         excerpt, where, (low, high) = _excerpt(text, start, end)
