@@ -106,6 +106,9 @@ class Conversation:
     """Why the conversation cannot be read (its messages are then empty)."""
     origin: ForkOrigin | None = None
     """The fork it says it is (chatledger's ``jsonl``), on the first run of its session."""
+    title: str | None = None
+    """The title the source gives the session (an export's conversation title), on any
+    run of its session."""
 
 
 _BOMS = ((codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
