@@ -614,9 +614,10 @@ _DIRECT = {
     ),
     "tsvector": (
         "SELECT m.session_id, m.seq, m.message_id, m.role, m.contents, "
-        "ts_rank(m.search_vector, to_tsquery('simple'::regconfig, :q)) AS score "
-        "FROM chatledger_messages m WHERE m.search_text IS NOT NULL AND m.search_vector "
-        "@@ to_tsquery('simple'::regconfig, :q) AND m.tenant = :tenant {scope}" + _DIRECT_ORDER
+        "ts_rank(v.vector, to_tsquery('simple'::regconfig, :q)) AS score "
+        "FROM chatledger_search_vectors v JOIN chatledger_messages m ON m.tenant = v.tenant "
+        "AND m.session_id = v.session_id AND m.seq = v.seq WHERE v.vector "
+        "@@ to_tsquery('simple'::regconfig, :q) AND v.tenant = :tenant {scope}" + _DIRECT_ORDER
     ),
 }
 """The limit: the same normalized query, ordered and cut as the store's, in one
@@ -656,7 +657,11 @@ async def _search(system: System, spec: ChildSpec) -> Metrics:
                     start = time.perf_counter()
                     page = await store.search(query, session_id=scoped)
                     took = time.perf_counter() - start
-                    scope = "AND m.session_id = :session " if scoped else ""
+                    scope = (
+                        f"AND {'v' if index == 'tsvector' else 'm'}.session_id = :session "
+                        if scoped
+                        else ""
+                    )
                     statement = text(_DIRECT[index].format(scope=scope))
                     params = {"q": compiled, "tenant": store.tenant, "session": session}
                     gc.collect()

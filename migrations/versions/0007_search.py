@@ -12,7 +12,8 @@ Create Date: 2026-12-05
 * The index (:mod:`store.sql.search.index`): on SQLite the FTS5 table
   ``chatledger_search`` and its triggers, on PostgreSQL the stored generated column
   ``search_vector`` (``to_tsvector('simple', search_text)``) and a GIN index on it;
-  built once the column is filled.
+  built once the column is filled. (Revision 0008 moved PostgreSQL's vectors into a
+  table of their own.)
 
 Not backward compatible for erasure: a process of the previous release still reads,
 appends and imports (what it writes is not searchable until ``chatledger db search on``
@@ -57,6 +58,9 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     drop_index(bind)
+    if bind.dialect.name == "postgresql":  # the index as this revision made it (0008 moved it)
+        bind.exec_driver_sql("DROP INDEX IF EXISTS chatledger_messages_search_idx")
+        bind.exec_driver_sql("ALTER TABLE chatledger_messages DROP COLUMN IF EXISTS search_vector")
     op.drop_table(SETTINGS)
     with op.batch_alter_table(MESSAGES) as batch:
         batch.drop_column("search_text")

@@ -13,12 +13,20 @@ recall result). The index over that column is a property of the whole database,
   a deleted text leaves the index's pages at once; otherwise :func:`erase_from_index`
   merges the index (``optimize``) after an erasure, so its old pages are freed and, with
   ``secure_delete``, zeroed.
-* PostgreSQL: the stored generated column ``search_vector``
-  (``to_tsvector('simple', search_text)``, so that ranking reads it instead of parsing
-  every matching text again: 13 times faster on a query matching 14% of 100,000
-  messages) and the GIN index ``chatledger_messages_search_idx`` on it; no extension.
-  A deleted or redacted row's entries go when ``VACUUM`` reclaims the dead row, which
-  frees but never zeroes it.
+* PostgreSQL: the table ``chatledger_search_vectors``, one row a searchable message
+  (its key and ``to_tsvector('simple', search_text)``, stored so that ranking reads it
+  instead of parsing every matching text again: 13 times faster on a query matching
+  14% of 100,000 messages), and the GIN index ``chatledger_search_vectors_gin`` on it;
+  no extension. Three triggers on ``chatledger_messages`` keep it in step in the same
+  transaction: a statement's inserted rows and deleted rows (each one statement over
+  the statement's transition table, so that an import's batch is indexed in one
+  ``INSERT ... SELECT``), and a row whose key or ``search_text`` an update names (a
+  moved row, a redaction). The vectors live beside the rows, not in them, so that an
+  update the index does not care about (a compaction excluding rows, which changes an
+  indexed column of the messages table and so rewrites every index entry of the row)
+  leaves the GIN index alone: with the vector in the row, excluding 300 messages took
+  337 ms instead of 2. A deleted or redacted row's entries go when ``VACUUM`` reclaims
+  the dead vector row, which frees but never zeroes it.
 
 Turning search off drops the index (the column stays, so turning it on again builds
 the index from it without reading a message).
@@ -45,7 +53,7 @@ __all__ = [
     "GIN_INDEX",
     "INDEX_OBJECTS",
     "SEARCH_OFF",
-    "VECTOR_COLUMN",
+    "VECTOR_TABLE",
     "create_index",
     "cursor_key",
     "drop_index",
@@ -61,9 +69,9 @@ __all__ = [
 log = logging.getLogger("chatledger.search")
 
 FTS_TABLE: Final = "chatledger_search"
-GIN_INDEX: Final = "chatledger_messages_search_idx"
-VECTOR_COLUMN: Final = "search_vector"
-INDEX_OBJECTS: Final = (FTS_TABLE, GIN_INDEX, VECTOR_COLUMN)
+VECTOR_TABLE: Final = "chatledger_search_vectors"
+GIN_INDEX: Final = "chatledger_search_vectors_gin"
+INDEX_OBJECTS: Final = (FTS_TABLE, VECTOR_TABLE, GIN_INDEX)
 """Names of the index's objects, which the schema's metadata does not hold (the drift
 check leaves them, and FTS5's own tables, alone)."""
 FILL_BATCH: Final = 2000
@@ -74,7 +82,7 @@ def index_missing(error: BaseException) -> bool:
     """Whether a database error says that the index is not there (search turned off
     by another process since this one read the setting)."""
     text = str(getattr(error, "orig", error))
-    return FTS_TABLE in text or VECTOR_COLUMN in text
+    return FTS_TABLE in text
 
 
 _FTS5_DDL: Final = (
@@ -98,16 +106,58 @@ _FTS5_DROP: Final = (
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_updated",
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 )
+_KEY_MATCH: Final = "v.tenant = {r}.tenant AND v.session_id = {r}.session_id AND v.seq = {r}.seq"
+_VECTOR_OF: Final = "to_tsvector('simple'::regconfig, {r}.search_text)"
 _GIN_DDL: Final = (
-    f"ALTER TABLE chatledger_messages ADD COLUMN IF NOT EXISTS {VECTOR_COLUMN} tsvector "
-    "GENERATED ALWAYS AS (to_tsvector('simple'::regconfig, coalesce(search_text, ''))) "
-    "STORED",
-    f"CREATE INDEX IF NOT EXISTS {GIN_INDEX} ON chatledger_messages USING gin "
-    f"({VECTOR_COLUMN}) WHERE search_text IS NOT NULL",
+    f"CREATE TABLE IF NOT EXISTS {VECTOR_TABLE} (tenant varchar(255) NOT NULL, "
+    "session_id varchar(255) NOT NULL, seq bigint NOT NULL, vector tsvector NOT NULL, "
+    f"CONSTRAINT {VECTOR_TABLE}_pkey PRIMARY KEY (tenant, session_id, seq))",
+    f"INSERT INTO {VECTOR_TABLE} (tenant, session_id, seq, vector) "
+    f"SELECT m.tenant, m.session_id, m.seq, {_VECTOR_OF.format(r='m')} "
+    "FROM chatledger_messages m WHERE m.search_text IS NOT NULL "
+    f"AND NOT EXISTS (SELECT 1 FROM {VECTOR_TABLE} v WHERE {_KEY_MATCH.format(r='m')})",
+    f"CREATE INDEX IF NOT EXISTS {GIN_INDEX} ON {VECTOR_TABLE} USING gin (vector)",
+    f"CREATE OR REPLACE FUNCTION {VECTOR_TABLE}_inserted() RETURNS trigger "
+    f"LANGUAGE plpgsql AS $$ BEGIN INSERT INTO {VECTOR_TABLE} (tenant, session_id, seq, "
+    f"vector) SELECT r.tenant, r.session_id, r.seq, {_VECTOR_OF.format(r='r')} "
+    "FROM inserted_rows r WHERE r.search_text IS NOT NULL; RETURN NULL; END $$",
+    f"CREATE OR REPLACE FUNCTION {VECTOR_TABLE}_deleted() RETURNS trigger "
+    f"LANGUAGE plpgsql AS $$ BEGIN DELETE FROM {VECTOR_TABLE} v USING deleted_rows r "
+    f"WHERE {_KEY_MATCH.format(r='r')} AND r.search_text IS NOT NULL; RETURN NULL; END $$",
+    f"CREATE OR REPLACE FUNCTION {VECTOR_TABLE}_updated() RETURNS trigger "
+    f"LANGUAGE plpgsql AS $$ BEGIN DELETE FROM {VECTOR_TABLE} v WHERE "
+    f"{_KEY_MATCH.format(r='OLD')}; IF NEW.search_text IS NOT NULL THEN INSERT INTO "
+    f"{VECTOR_TABLE} (tenant, session_id, seq, vector) VALUES (NEW.tenant, "
+    f"NEW.session_id, NEW.seq, {_VECTOR_OF.format(r='NEW')}); END IF; RETURN NULL; END $$",
+    f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_inserted ON chatledger_messages",
+    f"CREATE TRIGGER {VECTOR_TABLE}_inserted AFTER INSERT ON chatledger_messages "
+    "REFERENCING NEW TABLE AS inserted_rows FOR EACH STATEMENT "
+    f"EXECUTE FUNCTION {VECTOR_TABLE}_inserted()",
+    f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_deleted ON chatledger_messages",
+    f"CREATE TRIGGER {VECTOR_TABLE}_deleted AFTER DELETE ON chatledger_messages "
+    "REFERENCING OLD TABLE AS deleted_rows FOR EACH STATEMENT "
+    f"EXECUTE FUNCTION {VECTOR_TABLE}_deleted()",
+    f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_updated ON chatledger_messages",
+    f"CREATE TRIGGER {VECTOR_TABLE}_updated AFTER UPDATE OF tenant, session_id, seq, "
+    "search_text ON chatledger_messages FOR EACH ROW WHEN (OLD.search_text IS DISTINCT "
+    "FROM NEW.search_text OR OLD.tenant <> NEW.tenant OR OLD.session_id <> NEW.session_id "
+    f"OR OLD.seq <> NEW.seq) EXECUTE FUNCTION {VECTOR_TABLE}_updated()",
 )
+"""The vectors' table filled from the rows (those it lacks), its GIN index built after
+the fill (faster than entry by entry), then the functions and triggers that keep it in
+step. A row's update is handled row by row: PostgreSQL checks the messages' key as
+each row changes, so no moved row's new key can still be another row's in the vectors'
+table when its trigger runs."""
 _GIN_DROP: Final = (
-    f"DROP INDEX IF EXISTS {GIN_INDEX}",
-    f"ALTER TABLE chatledger_messages DROP COLUMN IF EXISTS {VECTOR_COLUMN}",
+    *(
+        f"DROP TRIGGER IF EXISTS {VECTOR_TABLE}_{what} ON chatledger_messages"
+        for what in ("inserted", "deleted", "updated")
+    ),
+    *(
+        f"DROP FUNCTION IF EXISTS {VECTOR_TABLE}_{what}()"
+        for what in ("inserted", "deleted", "updated")
+    ),
+    f"DROP TABLE IF EXISTS {VECTOR_TABLE}",
 )
 
 
