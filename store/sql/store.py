@@ -976,10 +976,11 @@ class HistoryStore(BackendBase):
 
     @_connected
     async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
-        """One read of the index and the rows it matches (:mod:`store.sql.search`); the
-        database's cursor key read once (it never changes), and search found off by the
-        missing index when another process turned it off since."""
-        async with self._engine.connect() as conn:
+        """One read of the index and the rows it matches (:mod:`store.sql.search`), on a
+        read connection that begins no transaction for it (one round trip for a tenant's
+        or a root's page); the database's cursor key read once (it never changes), and
+        search found off by the missing index when another process turned it off since."""
+        async with read_connection(self._engine, single=True) as conn:
             if self._cursor_key is None:
                 self._cursor_key = await cursor_key(conn)
             try:

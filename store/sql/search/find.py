@@ -27,9 +27,9 @@ from sqlalchemy import (
     literal_column,
     select,
     table,
+    true,
     tuple_,
 )
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ColumnElement, Select
 
@@ -42,7 +42,7 @@ from store.sql import dialect
 from store.sql.branches.rows import Lineage, conversation, lineage_of
 from store.sql.mapping import COLUMN_INDEX, message_columns, original_message
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
-from store.sql.search.index import FTS_TABLE, VECTOR_COLUMN
+from store.sql.search.index import FTS_TABLE, VECTOR_TABLE
 from store.sql.sessions import SESSION_COLUMNS
 
 __all__ = ["search_page"]
@@ -50,7 +50,9 @@ __all__ = ["search_page"]
 _FTS = table(FTS_TABLE, column("rowid"))
 _SIMPLE: ColumnElement[Any] = literal_column("'simple'::regconfig")
 _ROWID: ColumnElement[Any] = literal_column("chatledger_messages.rowid")
-_VECTOR: ColumnElement[Any] = literal_column(f"chatledger_messages.{VECTOR_COLUMN}")
+_VECTORS = table(
+    VECTOR_TABLE, column("tenant"), column("session_id"), column("seq"), column("vector")
+)
 
 
 def _matching(
@@ -60,12 +62,17 @@ def _matching(
     in an index of kind ``full_text``: the ``FROM``, the conditions, and the score
     (higher is better); the query is bound as ``q``."""
     m = MESSAGES.c
-    where: list[ColumnElement[bool]] = [m.tenant == tenant, m.search_text.is_not(None)]
+    if full_text == "tsvector":
+        v = _VECTORS.c
+        query = func.to_tsquery(_SIMPLE, bindparam("q"))
+        where = [v.tenant == tenant, v.vector.op("@@")(query)]
+        if owners is not None:
+            where.append(v.session_id.in_(owners))
+        on = and_(m.tenant == v.tenant, m.session_id == v.session_id, m.seq == v.seq)
+        return _VECTORS.join(MESSAGES, on), where, func.ts_rank(v.vector, query)
+    where = [m.tenant == tenant, m.search_text.is_not(None)]
     if owners is not None:
         where.append(m.session_id.in_(owners))
-    if full_text == "tsvector":
-        query = func.to_tsquery(_SIMPLE, bindparam("q"))
-        return MESSAGES, [*where, _VECTOR.op("@@")(query)], func.ts_rank(_VECTOR, query)
     rank = -func.bm25(literal_column(FTS_TABLE), type_=Float)
     match = literal_column(FTS_TABLE).op("MATCH")(bindparam("q"))
     return _FTS.join(MESSAGES, _ROWID == _FTS.c.rowid), [match, *where], rank
@@ -212,58 +219,91 @@ async def search_page(
     key: bytes,
 ) -> SearchPage:
     """The page of hits ``request`` asks for (the tenant's, or ``session_id``'s), its
-    cursors signed with ``key`` (:func:`~store.sql.search.index.cursor_key`)."""
+    cursors signed with ``key`` (:func:`~store.sql.search.index.cursor_key`).
+
+    A search scoped to a session is one statement when the session is a root that holds
+    only its own rows (:func:`_root_page`: its row, and its page when it is such a
+    root); a branch's, or a rewound root's, then reads its lineage and its own page."""
     offset = resume_at(key, request, session_id)
-    session: RowMapping | None = None
-    lineage: Lineage | None = None
-    owners: list[str] | None = None
-    members: list[str] = []
-    if session_id is not None:
-        place = {"tenant": tenant, "session_id": session_id}
-        session = (await conn.execute(_SESSION_AND_MEMBERS, place)).mappings().first()
-        if session is None:
-            raise SessionNotFound(session_id, tenant=tenant)
-        lineage = await lineage_of(conn, tenant, session)
-        if session["has_members"]:
-            members = await _members_owners(conn, tenant, session_id)
-        owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments), *members})
-    if session is not None and (session["branch"] is not None or members):
-        # a branch, or a root rewound past summaries it keeps (held under the tail now):
-        # its conversation, not every row of the sessions it reads from
-        assert lineage is not None and owners is not None
-        query = _branch_page(tenant, lineage, _matches(conn, tenant, owners), request, offset)
-        params: dict[str, Any] = {}
-    else:
-        full_text = dialect.of(conn).full_text
-        shape = (request.include_excluded, request.excluded_only, request.roles is not None)
-        query = _stored_page(full_text, owners is not None, *shape)
-        params = _stored_params(tenant, owners, request, offset)
+    full_text = dialect.of(conn).full_text
+    shape = (request.include_excluded, request.excluded_only, request.roles is not None)
+    params = _stored_params(tenant, None if session_id is None else [session_id], request, offset)
     params["q"] = _compiled(conn, request)
-    found = (await conn.execute(query, params)).all()
-    shown = (
-        {}
-        if session_id is not None
-        else await _shown_under(conn, tenant, {str(r[_WIDTH]) for r in found})
-    )
-    hits = [
-        _hit(tenant, request, r, session_id or shown.get(str(r[_WIDTH]), str(r[_WIDTH])))
-        for r in found
-    ]
+    if session_id is None:
+        found = (await conn.execute(_stored_page(full_text, False, *shape), params)).all()
+        shown = await _shown_under(conn, tenant, {str(r[_WIDTH]) for r in found})
+        hits = [_hit(tenant, request, r, shown.get(str(r[_WIDTH]), str(r[_WIDTH]))) for r in found]
+        return cut_page(key, request, session_id, offset, hits)
+    params["session_id"] = session_id
+    rows = (await conn.execute(_root_page(full_text, *shape), params)).all()
+    if not rows:
+        raise SessionNotFound(session_id, tenant=tenant)
+    session = dict(zip(_SESSION_KEYS, rows[0][:_SESSION_WIDTH], strict=True))
+    if session["branch"] is None and not session["has_members"]:
+        hits = [
+            _hit(tenant, request, r[_SESSION_WIDTH:], session_id)
+            for r in rows
+            if r[_SESSION_WIDTH + _WIDTH] is not None
+        ]
+        return cut_page(key, request, session_id, offset, hits)
+    # a branch, or a root rewound past summaries it keeps (held under the tail now):
+    # its conversation, not every row of the sessions it reads from
+    lineage = await lineage_of(conn, tenant, session)
+    members = await _members_owners(conn, tenant, session_id) if session["has_members"] else []
+    owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments), *members})
+    query = _branch_page(tenant, lineage, _matches(conn, tenant, owners), request, offset)
+    found = (await conn.execute(query, {"q": params["q"]})).all()
+    hits = [_hit(tenant, request, r, session_id) for r in found]
     return cut_page(key, request, session_id, offset, hits)
 
 
-_SESSION_AND_MEMBERS = select(
-    *SESSION_COLUMNS,
+_HAS_MEMBERS = (
     exists()
     .where(
         BRANCH_ROWS.c.tenant == bindparam("tenant"),
         BRANCH_ROWS.c.session_id == bindparam("session_id"),
         BRANCH_ROWS.c.member,
     )
-    .label("has_members"),
-).where(SESSIONS.c.tenant == bindparam("tenant"), SESSIONS.c.session_id == bindparam("session_id"))
-"""The session's row, and whether it holds rows beyond its lineage: one statement (a
-root's search then needs no other before its page)."""
+    .label("has_members")
+)
+_SESSION_KEYS = (*(c.key for c in SESSION_COLUMNS), "has_members")
+_SESSION_WIDTH = len(_SESSION_KEYS)
+
+
+@functools.cache
+def _root_page(
+    full_text: str, include_excluded: bool, excluded_only: bool, roles: bool
+) -> Select[Any]:
+    """The session's row and whether it holds rows beyond its lineage, each beside the
+    session's page of hits read as stored (:func:`_stored_page`), which is read only
+    when the session is a root that holds only its own rows (the condition is
+    evaluated once, before the page): one round trip for the common scoped search.
+    No row: no such session; one row with no message: a session without hits, or one
+    whose page needs its lineage."""
+    s = SESSIONS.c
+    session = (
+        select(*SESSION_COLUMNS, _HAS_MEMBERS)
+        .where(s.tenant == bindparam("tenant"), s.session_id == bindparam("session_id"))
+        .cte("scope")
+    )
+    alone = (
+        select(literal_column("1"))
+        .select_from(session)
+        .where(session.c.branch.is_(None), session.c.has_members.is_(False))
+        .exists()
+    )
+    page = (
+        _stored_page(full_text, True, include_excluded, excluded_only, roles)
+        .where(alone)
+        .subquery("hits")
+    )
+    h = page.c
+    when = func.coalesce(h.created_at, h.stored_at)
+    return (
+        select(*session.c, *page.c)
+        .select_from(session.outerjoin(page, true()))
+        .order_by(*_order(h.score, when, h.seq, h.owner_session_id))
+    )
 
 
 async def _members_owners(conn: AsyncConnection, tenant: str, session_id: str) -> list[str]:
