@@ -286,6 +286,7 @@ def _run_spans(phrase: Phrase, words: Sequence[Word]) -> Iterator[tuple[int, int
             index = word.text.find(run, index + 1)
 
 
+@lru_cache(maxsize=256)
 def _plain(query: Query) -> bool:
     """Whether every phrase is of ASCII words of less than :data:`MAX_TOKEN_CHARS`
     characters, none of them a number with an exponent (such words match in ASCII text

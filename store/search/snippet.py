@@ -26,6 +26,9 @@ DEFAULT_SNIPPET_CHARS: Final = 200
 """The default longest snippet, in characters."""
 _SPACES: Final = re.compile(r"\s+")
 """Runs of whitespace (``\\s`` is :meth:`str.isspace` in a ``str`` pattern)."""
+_SPACES_TO_FOLD: Final = re.compile(r"\s\s|[^\S ]")
+"""What :data:`_SPACES` would change: two whitespace characters, or one that is not a
+space."""
 _ELLIPSIS: Final = "…"
 _MIN_CHARS: Final = 16
 _REGION: Final = 1000
@@ -75,12 +78,14 @@ def _window(text: str, spans: Sequence[Span], width: int) -> tuple[int, int]:
     return max(0, min(start, end - width)), end
 
 
-def _collapsed(text: str, start: int, end: int) -> tuple[str, list[int]]:
+def _collapsed(text: str, start: int, end: int) -> tuple[str, Sequence[int]]:
     """``text[start:end]`` with whitespace runs as one space, and for each offset from
     ``start`` to ``end`` (included) its offset in the result (a leading run is dropped;
     a run's first character maps to its space, the others after it): the count of the
     characters kept before it."""
     piece = text[start:end]
+    if _SPACES_TO_FOLD.search(piece) is None and not piece[:1].isspace():
+        return piece, range(len(piece) + 1)  # nothing to collapse: every offset as it is
     kept = bytearray(b"\x01") * len(piece)
     for run in _SPACES.finditer(piece):
         low, high = run.span()
@@ -101,7 +106,7 @@ def _merged(spans: list[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
     return tuple(merged)
 
 
-def _excerpt(text: str, start: int, end: int) -> tuple[str, list[int], tuple[int, int]]:
+def _excerpt(text: str, start: int, end: int) -> tuple[str, Sequence[int], tuple[int, int]]:
     """The excerpt's text (ellipses included), each offset of ``text`` from ``start`` to
     ``end`` mapped into it, and the bounds of the text between the ellipses."""
     body, where = _collapsed(text, start, end)
@@ -109,7 +114,11 @@ def _excerpt(text: str, start: int, end: int) -> tuple[str, list[int], tuple[int
     tail = _ELLIPSIS if text[end:].strip() else ""
     shift = len(lead) - (len(body) - len(body.lstrip()))
     inner = (len(lead), len(lead) + len(body.strip()))
-    return lead + body.strip() + tail, [offset + shift for offset in where], inner
+    if isinstance(where, range):
+        moved: Sequence[int] = range(where.start + shift, where.stop + shift)
+    else:
+        moved = [offset + shift for offset in where]
+    return lead + body.strip() + tail, moved, inner
 
 
 def _fit(text: str, spans: Sequence[Span], max_chars: int) -> Snippet:

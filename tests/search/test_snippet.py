@@ -99,4 +99,5 @@ def test_whitespace_collapses_as_one_character_at_a_time(text: str, a: int, b: i
     from store.search.snippet import _collapsed
 
     start, end = sorted((min(a, len(text)), min(b, len(text))))
-    assert _collapsed(text, start, end) == _collapsed_one_by_one(text, start, end)
+    body, where = _collapsed(text, start, end)
+    assert (body, list(where)) == _collapsed_one_by_one(text, start, end)
