@@ -92,6 +92,7 @@ from store.rules.checks import (
     check_since,
     check_tenant,
     check_text,
+    check_title,
     checked_ids,
     checked_messages,
     resolve_strategy,
@@ -108,6 +109,7 @@ from store.telemetry.names import (
     SPAN_IMPORT,
     SPAN_REWIND,
     SPAN_SEARCH,
+    SPAN_SET_TITLE,
 )
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -373,6 +375,14 @@ class HistoryBackend(Protocol):
         """Replace the session's metadata (creating the session when absent)."""
         ...
 
+    async def set_title(self, session_id: str, title: str | None) -> None:
+        """Set the session's title (:attr:`SessionInfo.title`), creating the session when
+        absent; None removes it. A title is one line of printable text, at most 500
+        characters, not only whitespace (anything else: :class:`InvalidInput`). Counts
+        as a write (the session's ``revision`` and ``updated_at``); a superseded tail is
+        refused like any write to it."""
+        ...
+
     async def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
         ...
@@ -565,7 +575,8 @@ class HistoryBackend(Protocol):
         appends; message ids are kept, and no message is copied: the fork reads the
         stored rows it shares with its parent.
 
-        The fork starts with the source's exclusions, summaries, reductions and pins
+        The fork starts with the source's metadata and title, and its exclusions,
+        summaries, reductions and pins
         over that prefix, except a summary that covers messages after ``at`` (not
         carried over: the groups it replaced are active in the fork). Its audit starts
         with a ``fork`` event saying what it inherited. From then on each branch keeps
@@ -965,6 +976,17 @@ class BackendBase(metaclass=ABCMeta):
         value = check_metadata(metadata, self._limits)
         with self._translate_errors():
             await self._set_metadata(session_id, value)
+
+    async def set_title(self, session_id: str, title: str | None) -> None:
+        """Set or remove the session's title (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        value = check_title(title)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_SET_TITLE, self._tenant, session_id),
+        ):
+            await self._set_title(session_id, value)
 
     async def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
@@ -1422,6 +1444,10 @@ class BackendBase(metaclass=ABCMeta):
     async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
         """Search (see :meth:`search`); ``request`` is checked and parsed."""
         raise self._unsupported("search")
+
+    async def _set_title(self, session_id: str, title: str | None) -> None:
+        """Set or remove the title (see :meth:`set_title`); ``title`` is checked."""
+        raise self._unsupported("set_title")
 
 
 if TYPE_CHECKING:

@@ -304,6 +304,9 @@ class SessionInfo(BaseModel):
     """The session this one was forked from; None for a root."""
     fork_message_id: str | None = None
     """The last message this session took from its parent; None for a root."""
+    title: str | None = None
+    """The session's title: set by :meth:`~store.contract.HistoryBackend.set_title`, or
+    by an import whose source names its conversations; None when it has none."""
 
 
 class BranchInfo(BaseModel):

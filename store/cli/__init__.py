@@ -12,6 +12,7 @@
     chatledger restore SESSION --group G      bring groups back (pinned), or --event E
     chatledger pin|unpin SESSION GROUP...     keep groups out of every compaction
     chatledger delete SESSION                 delete a session (asks first)
+    chatledger title SESSION [TITLE|--clear]  show, set or remove a session's title
     chatledger recount SESSION --tokenizer T  recount with another tokenizer
     chatledger fork SESSION [--at M] [--as ID] a new session from its history up to M
     chatledger rewind SESSION --to M          set what follows M aside (asks first)
@@ -90,6 +91,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "pin": ("store.cli._change", "pin", "Pin groups: no strategy excludes them."),
     "unpin": ("store.cli._change", "unpin", "Unpin groups: strategies may exclude them again."),
     "delete": ("store.cli._change", "delete", "Delete a session and all it holds (asks first)."),
+    "title": ("store.cli._change", "title", "Show a session's title, set it, or remove it."),
     "recount": (
         "store.cli._change",
         "recount",

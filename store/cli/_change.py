@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from strategies.changeset import ChangeSet
     from strategies.view import View
 
-__all__ = ["compact", "delete", "pin", "recount", "restore", "unpin"]
+__all__ = ["compact", "delete", "pin", "recount", "restore", "title", "unpin"]
 
 
 @dataclass(frozen=True)
@@ -393,3 +393,35 @@ def recount(session_id: str, tokenizer: str, url: str | None, tenant: str, as_js
             f"recounted {session_id} with {after.tokenizer} (was {before.tokenizer}): "
             f"{number(before.stored_tokens)} → {number(after.stored_tokens)} tokens"
         )
+
+
+@click.command()
+@click.argument("session_id", metavar="SESSION")
+@click.argument("title", required=False)
+@click.option("--clear", is_flag=True, help="Remove the session's title.")
+@url_option
+@tenant_option
+@json_option
+def title(
+    session_id: str, title: str | None, clear: bool, url: str | None, tenant: str, as_json: bool
+) -> None:
+    """Show a session's title, set it, or remove it."""
+    if clear and title is not None:
+        raise click.UsageError("give a TITLE or --clear, not both")
+
+    async def action(store: HistoryBackend) -> SessionInfo:
+        found = await store.session(session_id)  # SessionNotFound: a typo creates nothing
+        if title is None and not clear:
+            return found
+        await store.set_title(session_id, title)
+        return await store.session(session_id)
+
+    after = with_store(url, tenant, action)
+    if as_json:
+        emit_json(after)
+    elif title is None and not clear:
+        echo(after.title if after.title is not None else f"Session {session_id} has no title.")
+    elif clear:
+        echo(f"removed the title of {session_id}")
+    else:
+        echo(f"titled {session_id}: {after.title}")

@@ -167,7 +167,8 @@ def _show_stored(
         emit_json(messages)
         return
     what = "stored" if show_all else "active"
-    title = f"Session {session_id}: {len(messages)} {what} messages, in projection order"
+    named = f" ({shown.info.title})" if shown.info.title is not None else ""
+    title = f"Session {session_id}{named}: {len(messages)} {what} messages, in projection order"
     if show_all:
         title += f", {sum(1 for m in messages if m.excluded)} excluded"
     origin = fork_of(shown.info)

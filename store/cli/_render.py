@@ -90,8 +90,10 @@ def content_preview(message: Message) -> str:
 def sessions_table(
     sessions: Sequence[SessionInfo], title: str, known: frozenset[str] = frozenset()
 ) -> Table:
-    """Sessions with stored and active messages and tokens (``known``: the tenant's other
-    session ids, which a shortened id stays unique among)."""
+    """Sessions with stored and active messages and tokens, and their titles when one
+    has a title, shortened to fit a terminal (``known``: the tenant's other session ids,
+    which a shortened id stays unique among)."""
+    titled = any(info.title is not None for info in sessions)
     table = Table(
         title,
         [
@@ -101,6 +103,7 @@ def sessions_table(
             Column("active", "right"),
             Column("tokens", "right"),
             Column("active", "right"),
+            *([Column("title", flex=True)] if titled else []),
         ],
     )
     for info in sessions:
@@ -111,6 +114,7 @@ def sessions_table(
             number(info.active_messages),
             number(info.stored_tokens),
             number(info.active_tokens),
+            *([info.title or ""] if titled else []),
         )
     return table
 

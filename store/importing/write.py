@@ -12,6 +12,10 @@ sessions written whole so far and their new messages, as each transaction commit
 The reads pass one found to be forks (:mod:`store.importing.lineage`) are written last,
 parents before their forks: each forks its parent at its fork message, then appends its
 own messages (those after the fork message), so that it shares its parent's rows.
+
+Titles a source gives its conversations (:attr:`Conversation.title`) are set last, on
+every session of an accepted read whose stored title differs, whether or not it had new
+messages (an import made before sessions had titles gains them when run again).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from store.importing.reads import Chunk, Plan, chunks, identified
 from store.importing.source import Conversation, Located
 from store.importing.stored import Batch, append_sessions
 from store.models import Provenance
+from store.rules.checks import title_of_source
 from store.rules.import_mark import IMPORT_MARK_KEY, mark_of, verdict, with_mark
 from strategies.messages import Message
 
@@ -116,6 +121,8 @@ class Writing:
         self.stored = 0
         """Their new messages."""
         self.done = 0
+        self.titles: dict[str, str] = {}
+        """The title each session's source gives it (the last one read)."""
 
     async def run(self, compact: str | None) -> None:
         """Write every accepted read, then take off the marks left by an earlier run and
@@ -127,6 +134,7 @@ class Writing:
         await self._write_forks()
         for session_id in self.ledger.marked:
             await self._unmark(session_id, only_when_done=True)
+        await self._set_titles()
         if compact is not None:
             for session_id in self.ledger.imported():
                 await self.store.compact(session_id, compact, phase="import")
@@ -140,11 +148,11 @@ class Writing:
                 self.progress("write", self.done)
             if not self.ledger.accepted(chunk.read) or chunk.read in self.ledger.forks:
                 continue
-            row = self.ledger.row(chunk.read)
-            if row.new == 0:
-                continue
             session_id = self.ledger.session_of(chunk.read)
             if session_id is None:
+                continue
+            self._title(chunk.conversation, session_id)
+            if self.ledger.row(chunk.read).new == 0:
                 continue
             await self._add(plan, chunk, session_id)
         await self._end_read()
@@ -211,6 +219,7 @@ class Writing:
             session_id = self.ledger.session_of(chunk.read)
             if session_id is None:
                 continue
+            self._title(chunk.conversation, session_id)
             fork = self.ledger.forks[chunk.read]
             if chunk.begins:
                 await self.store.fork(
@@ -229,6 +238,22 @@ class Writing:
                 await self.store.append(session_id, messages, provenance=provenance)
         if written is not None:
             self._written(written)
+
+    def _title(self, conversation: Conversation, session_id: str) -> None:
+        title = title_of_source(conversation.title)
+        if title is not None:
+            self.titles[session_id] = title
+
+    async def _set_titles(self) -> None:
+        """Set each session's title from its source where the stored one differs (a
+        session that holds nothing, never written, is left absent)."""
+        for session_id, title in self.titles.items():
+            try:
+                stored = (await self.store.session(session_id)).title
+            except SessionNotFound:
+                continue
+            if stored != title:
+                await self.store.set_title(session_id, title)
 
     def _written(self, read: int) -> None:
         """A fork is written whole: count it."""

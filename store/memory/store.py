@@ -376,12 +376,21 @@ class InMemoryHistoryStore(BackendBase):
         return dict(self._get(session_id).metadata)
 
     async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
+        session = self._settable(session_id)
+        session.metadata = metadata
+        session.touch(now())
+
+    async def _set_title(self, session_id: str, title: str | None) -> None:
+        session = self._settable(session_id)
+        session.title = title
+        session.touch(now())
+
+    def _settable(self, session_id: str) -> SessionRecord:
+        """The session whose own values are set (created when absent; a tail refused)."""
         existing = self._find(session_id)
         if existing is not None:
             self._writable(existing)
-        session = self._get_or_create(session_id)
-        session.metadata = metadata
-        session.touch(now())
+        return self._get_or_create(session_id)
 
     async def _delete_session(self, session_id: str) -> None:
         self._remove(self._get(session_id))
@@ -761,6 +770,7 @@ class InMemoryHistoryStore(BackendBase):
             stamp,
             stamp,
             metadata=dict(source.metadata),
+            title=source.title,
             parent_session_id=session_id,
             fork_message_id=at,
         )

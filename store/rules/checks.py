@@ -20,6 +20,7 @@ from strategies.tokenizers import Tokenizer, tokenizer_named
 
 __all__ = [
     "INT64",
+    "MAX_TITLE_CHARS",
     "check_bound",
     "check_compact_phase",
     "check_flag",
@@ -36,11 +37,13 @@ __all__ = [
     "check_since",
     "check_tenant",
     "check_text",
+    "check_title",
     "check_tokenizer",
     "checked_ids",
     "checked_messages",
     "resolve_strategy",
     "resolve_tokenizer",
+    "title_of_source",
 ]
 
 
@@ -170,6 +173,38 @@ def checked_ids(ids: object, name: str) -> list[str]:
     for item in found:
         check_text(item, f"each of {name}")
     return found
+
+
+MAX_TITLE_CHARS = 500
+"""The longest session title, in characters."""
+
+
+def check_title(title: object) -> str | None:
+    """``title`` as a session keeps it: None (no title), or text of one line, at most
+    :data:`MAX_TITLE_CHARS` characters, with something other than whitespace in it."""
+    if title is None:
+        return None
+    check_text(title, "title")
+    assert isinstance(title, str)
+    if not title.strip():
+        raise InvalidInput("title must hold more than whitespace (None removes it)")
+    if len(title) > MAX_TITLE_CHARS:
+        raise InvalidInput(f"title is {len(title):,} characters long; at most {MAX_TITLE_CHARS}")
+    if any(not c.isprintable() and c != " " for c in title):
+        raise InvalidInput("title must be one line of printable text")
+    return title
+
+
+def title_of_source(title: object) -> str | None:
+    """What an import keeps of a source's title: whitespace runs and unprintable
+    characters as one space, cut to :data:`MAX_TITLE_CHARS` characters (with ``…``);
+    None when nothing is left. An import never fails on its title."""
+    if not isinstance(title, str):
+        return None
+    text = " ".join("".join(c if c.isprintable() else " " for c in title).split())
+    if not text:
+        return None
+    return text if len(text) <= MAX_TITLE_CHARS else text[: MAX_TITLE_CHARS - 1] + "…"
 
 
 def check_metadata(metadata: object, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:

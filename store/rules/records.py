@@ -149,6 +149,7 @@ class SessionRecord:
     created_at: datetime
     updated_at: datetime
     metadata: dict[str, JsonValue] = field(default_factory=dict)
+    title: str | None = None
     rows: dict[str, MessageRecord] = field(default_factory=dict)
     """Stored messages by id, in ``seq`` order."""
     groups: dict[str, GroupRecord] = field(default_factory=dict)
@@ -404,6 +405,7 @@ class SessionRecord:
             active_tokens=active.tokens,
             parent_session_id=self.parent_session_id,
             fork_message_id=self.fork_message_id,
+            title=self.title,
         )
 
 

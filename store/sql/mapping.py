@@ -674,6 +674,7 @@ def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
             active_tokens=row["active_tokens"],
             parent_session_id=row.get("parent_session_id"),
             fork_message_id=row.get("fork_message_id"),
+            title=row.get("title"),
         )
     except (ValidationError, KeyError, TypeError, ValueError) as error:
         raise CorruptRowError(

@@ -224,6 +224,8 @@ class SessionRow(Base):
     and recreated is another incarnation even within one clock tick. None for a row
     created by a release that predates it (such a session is never cached)."""
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", LenientJSON())
+    title: Mapped[str | None] = mapped_column(Text)
+    """The session's title (at most 500 characters, checked before it is written)."""
     tokenizer: Mapped[str] = mapped_column(String(128))
     revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     next_seq: Mapped[int] = mapped_column(BigInteger, server_default=text(str(FIRST_SEQ)))

@@ -621,6 +621,17 @@ class HistoryStore(BackendBase):
 
     @_connected
     async def _set_metadata(self, session_id: str, metadata: dict[str, Any]) -> None:
+        value = metadata_value(self._tenant, session_id, metadata)
+        await self._set_session_values(session_id, metadata=value)
+
+    @_connected
+    async def _set_title(self, session_id: str, title: str | None) -> None:
+        await self._set_session_values(session_id, title=title)
+
+    async def _set_session_values(self, session_id: str, **values: Any) -> None:
+        """Write ``values`` to the session's row (created when absent; a tail refused),
+        as a write: its ``revision`` bumped, ``updated_at`` now."""
+
         async def operation(conn: AsyncConnection) -> None:
             session = await lock_session(
                 conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer_name
@@ -629,11 +640,7 @@ class HistoryStore(BackendBase):
             await conn.execute(
                 update(SESSIONS)
                 .where(SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == session_id)
-                .values(
-                    metadata=metadata_value(self._tenant, session_id, metadata),
-                    updated_at=now(),
-                    revision=SESSIONS.c.revision + 1,
-                )
+                .values(**values, updated_at=now(), revision=SESSIONS.c.revision + 1)
             )
 
         await self._write(operation)

@@ -313,6 +313,15 @@ class SyncHistoryStore:
         """Replace the session's metadata (creating the session when absent)."""
         return self._loop.run(self._store.set_metadata(session_id, metadata))
 
+    def set_title(self, session_id: str, title: str | None) -> None:
+        """Set the session's title (:attr:`SessionInfo.title`), creating the session when
+        absent; None removes it. A title is one line of printable text, at most 500
+        characters, not only whitespace (anything else: :class:`InvalidInput`). Counts
+        as a write (the session's ``revision`` and ``updated_at``); a superseded tail is
+        refused like any write to it.
+        """
+        return self._loop.run(self._store.set_title(session_id, title))
+
     def delete_session(self, session_id: str) -> None:
         """Delete the session and everything stored for it."""
         return self._loop.run(self._store.delete_session(session_id))
@@ -503,7 +512,8 @@ class SyncHistoryStore:
         appends; message ids are kept, and no message is copied: the fork reads the
         stored rows it shares with its parent.
 
-        The fork starts with the source's exclusions, summaries, reductions and pins
+        The fork starts with the source's metadata and title, and its exclusions,
+        summaries, reductions and pins
         over that prefix, except a summary that covers messages after ``at`` (not
         carried over: the groups it replaced are active in the fork). Its audit starts
         with a ``fork`` event saying what it inherited. From then on each branch keeps

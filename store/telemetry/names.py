@@ -29,6 +29,7 @@ __all__ = [
     "SPAN_IMPORT",
     "SPAN_REWIND",
     "SPAN_SEARCH",
+    "SPAN_SET_TITLE",
     "STRATEGY",
     "TENANT",
     "TOKENS_AFTER",
@@ -48,6 +49,7 @@ SPAN_IMPORT: Final = "chatledger.import"
 SPAN_FORK: Final = "chatledger.fork"
 SPAN_REWIND: Final = "chatledger.rewind"
 SPAN_SEARCH: Final = "chatledger.search"
+SPAN_SET_TITLE: Final = "chatledger.set_title"
 
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """The session id (span attribute only)."""

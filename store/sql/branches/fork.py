@@ -287,6 +287,7 @@ async def fork_session(
             updated_at=now,
             incarnation=incarnation(),
             metadata=type_coerce(source["metadata"], ENCODED),
+            title=source["title"],
             tokenizer=source["tokenizer"],
             branch="fork",
             parent_session_id=source["session_id"],
