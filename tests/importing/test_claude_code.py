@@ -299,3 +299,23 @@ def test_cli_imports_a_project_then_says_already_stored(db_url: str, tmp_path: P
     (source / f"{SESSION}.jsonl").write_text('{"type": "user", "uuid": "u-1", "mess')
     refused = chatledger(*args, env={"PYTHONPATH": str(ROOT)})
     assert_one_line_error(refused, contains="line 1")
+
+
+async def test_what_a_partial_compaction_preserves_stays_in_the_context(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    entries = _entries()
+    boundary = entries[13]
+    assert boundary["subtype"] == "compact_boundary"
+    boundary["compactMetadata"]["preservedMessages"] = {"anchorUuid": "u-0013", "uuids": ["a-0008"]}
+    path = _write(tmp_path / f"{SESSION}.jsonl", entries)
+    await import_sources(store, [path])
+    context = await store.context(SESSION)
+    assert [m.message_id for m in context] == [
+        "u-0013",
+        "a-0008",
+        "u-0014",
+        "a-0015",
+        "u-0017",
+        "a-0018",
+    ]

@@ -240,7 +240,7 @@ class _Messages:
         if entry.value.get("isCompactSummary") is True and messages:
             replaced = [i for i in self.projected if i not in self.preserved]
             messages[0] = summary_over(messages[0], replaced)
-            self.projected = []
+            self.projected, self.preserved = [], set()
         for message in messages:
             self.located.append(Located(message, where))
             self.projected.append(message.message_id)
