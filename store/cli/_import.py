@@ -181,7 +181,7 @@ def import_(
     A SOURCE is a path, or a SQLite database's URL (sqlite:///PATH).
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework, adk, pydantic-ai, vercel-ai (docs/importing.md).
+    agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex (docs/importing.md).
 
     Into a database without chatledger's schema it imports only with --create (or at
     the default ./chatledger.db, which it creates).

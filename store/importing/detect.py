@@ -2,10 +2,12 @@
 
 The rules, in order:
 
-1. A folder: the format of its first ``.json`` file these rules place, when that is
-   ``pydantic-ai`` or ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat a
-   file); otherwise
-   ``agent-framework`` (``FileHistoryProvider`` storage: JSONL files).
+1. A folder: the format of its first ``.jsonl`` file these rules place (its own
+   files first, then those beneath it), when that is ``claude-code`` or ``codex``;
+   else the format of its first ``.json`` file these rules place, when that is
+   ``pydantic-ai`` or ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat
+   a file); otherwise ``agent-framework`` (``FileHistoryProvider`` storage: JSONL
+   files).
 2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
    has a ``message_data`` column, ``langchain`` with a ``message`` column, and ``adk``
    when it is an ADK events table (below); otherwise an ``agent_messages`` table means
@@ -19,6 +21,14 @@ The rules, in order:
 
    - ``"format": "chatledger"``: ``jsonl``; a session carrying chatledger's record
      (``"chatledger": {"format": ...}``, an export): the format it names;
+   - a Claude Code transcript entry (a ``user``, ``assistant``, ``system``,
+     ``progress`` or ``attachment`` entry with a ``uuid`` and a ``parentUuid``, or a
+     record Claude Code writes beside them, such as ``summary``, ``custom-title`` or
+     ``queue-operation``, with a ``sessionId``, ``leafUuid`` or ``messageId``):
+     ``claude-code``;
+   - a Codex rollout line (``{"timestamp", "type", "payload": {...}}``, ``type`` one of
+     ``session_meta``, ``response_item``, ``compacted``, ``turn_context``,
+     ``event_msg``): ``codex``;
    - a Pydantic AI message (``{"kind": "request"`` or ``"response", "parts": [...]}``),
      or ``{"messages": [...]}`` of them: ``pydantic-ai``;
    - a UI message (a ``role`` and a list of ``parts`` tagged by ``type``), or
@@ -48,6 +58,8 @@ from store.importing.readers._sqlite import columns, is_sqlite, tables
 from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
 from store.importing.readers.adk import SESSIONS_TABLE as ADK_SESSIONS
 from store.importing.readers.adk import is_events_table
+from store.importing.readers.claude_code import is_entry as is_claude_code_entry
+from store.importing.readers.codex import is_line as is_codex_line
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
 from store.importing.source import source_path
@@ -60,6 +72,8 @@ _SCAN = 50
 """Elements of a JSON list looked at to place it."""
 _CHAT_FOLDER_FORMATS = frozenset({"pydantic-ai", "vercel-ai"})
 """The formats whose folders hold one chat a ``.json`` file."""
+_TRANSCRIPT_FORMATS = frozenset({"claude-code", "codex"})
+"""The formats whose folders hold ``.jsonl`` transcripts, in subfolders too."""
 
 
 def _block_types(message: Any) -> set[str]:
@@ -102,6 +116,13 @@ def _of_list(records: list[Any]) -> str | None:
     return "openai-chat" if "openai-chat" in verdicts else None
 
 
+def _of_transcript(record: dict[str, Any]) -> str | None:
+    """A coding agent's transcript line: ``claude-code`` or ``codex``."""
+    if is_claude_code_entry(record):
+        return "claude-code"
+    return "codex" if is_codex_line(record) else None
+
+
 def _of_record(record: Any) -> str | None:
     if isinstance(record, list):
         return _of_list(record)
@@ -112,6 +133,9 @@ def _of_record(record: Any) -> str | None:
     exported = record.get(RECORD_KEY)
     if isinstance(exported, dict) and exported.get("format") in DOCUMENT_FORMATS:
         return str(exported["format"])
+    transcript = _of_transcript(record)
+    if transcript is not None:
+        return transcript
     first = _first_message(record)
     if is_pydantic_ai_message(first):
         return "pydantic-ai"
@@ -147,9 +171,32 @@ def _database(path: Path, source: str, table: str | None) -> str:
     raise InvalidSource(source, None, "a database of none of the known formats")
 
 
+def _transcripts(path: Path, source: str) -> str | None:
+    """A folder's format when its first ``.jsonl`` file the rules place (its own files
+    first, then those beneath it) is a transcript of a coding agent; when none of them
+    can be placed, why the first cannot."""
+    own = sorted(path.glob("*.jsonl"))
+    files = own + sorted(set(path.rglob("*.jsonl")) - set(own))
+    failure: InvalidSource | None = None
+    for file in itertools.islice(files, _SCAN):
+        relative = file.relative_to(path).as_posix()
+        try:
+            found = detect_path(file, f"{source.rstrip('/')}/{relative}")
+        except InvalidSource as error:
+            failure = failure or error
+            continue
+        return found if found in _TRANSCRIPT_FORMATS else None
+    if failure is not None:
+        raise failure  # no file placed: the first one's fault says what is wrong
+    return None
+
+
 def _folder(path: Path, source: str) -> str:
     """A folder's format: that of its first ``.json`` file the rules place (a damaged
     file is left to the reader, which names it)."""
+    transcripts = _transcripts(path, source)
+    if transcripts is not None:
+        return transcripts
     if any(path.glob("*.jsonl")):
         return "agent-framework"
     for file in itertools.islice(sorted(path.glob("*.json")), _SCAN):

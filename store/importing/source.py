@@ -109,6 +109,10 @@ class Conversation:
     title: str | None = None
     """The title the source gives the session (an export's conversation title), on any
     run of its session."""
+    notes: list[str] = field(default_factory=list)
+    """What the reader left out of the conversation and counted (entries of unknown
+    types, say), said among the import report's warnings when the conversation is
+    imported."""
 
 
 _BOMS = ((codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))

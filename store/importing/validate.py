@@ -225,6 +225,7 @@ class Validation:
         if legacy:
             self.ledger.legacy[chunk.read] = session_id
         self.ledger.open(chunk.read, session_id)
+        self.ledger.warnings.extend(f"{conversation.source}: {note}" for note in conversation.notes)
         if conversation.origin is not None:
             parent = self.prefix(plan) + conversation.origin.parent_session_id
             self.ledger.origins[chunk.read] = replace(conversation.origin, parent_session_id=parent)
