@@ -178,10 +178,11 @@ def import_(
 ) -> None:
     """Import chat logs: files, folders or SQLite databases of other systems.
 
-    A SOURCE is a path, or a SQLite database's URL (sqlite:///PATH).
+    A SOURCE is a path (a file, a folder, or a data export's .zip), or a SQLite
+    database's URL (sqlite:///PATH).
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework, adk, pydantic-ai, vercel-ai (docs/importing.md).
+    agent-framework, adk, pydantic-ai, vercel-ai, chatgpt (docs/importing.md).
 
     Into a database without chatledger's schema it imports only with --create (or at
     the default ./chatledger.db, which it creates).
