@@ -144,11 +144,15 @@ def _plan(
     return sessions, links
 
 
+def _own_id(value: dict[str, Any]) -> str | None:
+    return own_id(value.get("conversation_id")) or own_id(value.get("id"))
+
+
 def _sessions(source: str, number: int, value: Any) -> Iterator[Conversation]:
     where = f"conversation {number}"
     if not isinstance(value, dict):
         raise InvalidSource(source, where, "expected a ChatGPT conversation (an object)")
-    session = own_id(value.get("conversation_id")) or own_id(value.get("id"))
+    session = _own_id(value)
     title = value.get("title") if isinstance(value.get("title"), str) else None
     if value.get("mapping") == {}:
         return  # a conversation without a message
@@ -173,6 +177,9 @@ def read(path: Path, source: str) -> Iterator[Conversation]:
     """The sessions of an export: each conversation's current path, then its branches."""
     for number, value in conversations(path, source):
         try:
-            yield from _sessions(source, number, value)
+            found = list(_sessions(source, number, value))  # every branch converts, or none
         except InvalidSource as error:
-            yield Conversation(source, f"conversation {number}", None, error=error)
+            own = _own_id(value) if isinstance(value, dict) else None
+            yield Conversation(source, f"conversation {number}", own, error=error)
+            continue
+        yield from found
