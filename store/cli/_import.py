@@ -182,7 +182,8 @@ def import_(
     database's URL (sqlite:///PATH).
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework, adk, pydantic-ai, vercel-ai, chatgpt (docs/importing.md).
+    agent-framework, adk, pydantic-ai, vercel-ai, chatgpt, claude-ai
+    (docs/importing.md).
 
     Into a database without chatledger's schema it imports only with --create (or at
     the default ./chatledger.db, which it creates).

@@ -20,7 +20,7 @@ import pytest
 
 from store import HistoryStore
 from store.errors import InvalidSource
-from store.formats._common import ATTACHMENTS_KEY
+from store.formats import ATTACHMENTS_KEY
 from store.formats.chatgpt import CHATGPT_BRANCH_KEY, CHATGPT_CONTENT_KEY, CHATGPT_MESSAGE_KEY
 from store.importing import detect_format, import_sources
 from store.importing.readers import chatgpt
@@ -399,3 +399,17 @@ def test_conversations_are_streamed_one_at_a_time(tmp_path: Path) -> None:
     assert (small_sessions, large_sessions) == (4, 160)
     # reading it whole would hold the 4 MB text and its objects many times over
     assert large_peak < small_peak + 1_000_000
+
+
+def test_a_zip_archive_that_is_no_export_is_refused(tmp_path: Path) -> None:
+    archive = tmp_path / "photos.zip"
+    with zipfile.ZipFile(archive, "w") as packed:
+        packed.writestr("cat.png", b"\x89PNG")
+    with pytest.raises(InvalidSource) as raised:
+        detect_format(archive)
+    assert str(raised.value) == (
+        f"{archive}: a zip archive that is not a ChatGPT or Claude.ai data export"
+    )
+    listed = tmp_path / "messages.json"
+    listed.write_text('[{"role": "user", "content": "hi"}]')
+    assert detect_format(listed) == "openai-chat"  # an array of no export: as before

@@ -18,7 +18,7 @@ import pytest
 
 from store import HistoryStore
 from store.errors import InvalidSource
-from store.formats._common import ATTACHMENTS_KEY
+from store.formats import ATTACHMENTS_KEY
 from store.formats.claude_ai import CLAUDE_AI_CONTINUES_KEY, CLAUDE_AI_MESSAGE_KEY
 from store.importing import detect_format, import_sources
 from store.importing.readers import claude_ai
