@@ -24,6 +24,7 @@ from store.formats import ATTACHMENTS_KEY
 from store.formats.chatgpt import CHATGPT_BRANCH_KEY, CHATGPT_CONTENT_KEY, CHATGPT_MESSAGE_KEY
 from store.importing import detect_format, import_sources
 from store.importing.readers import chatgpt
+from store.importing.source import Reading, read_with
 from strategies.messages import (
     FunctionCallContent,
     FunctionResultContent,
@@ -413,3 +414,19 @@ def test_a_zip_archive_that_is_no_export_is_refused(tmp_path: Path) -> None:
     listed = tmp_path / "messages.json"
     listed.write_text('[{"role": "user", "content": "hi"}]')
     assert detect_format(listed) == "openai-chat"  # an array of no export: as before
+
+
+def test_an_export_in_another_encoding_reads_with_its_encoding(tmp_path: Path) -> None:
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(FIXTURE.read_bytes().replace("\u00d7".encode(), "\u00d7".encode("latin-1")))
+    with read_with(Reading(encoding="latin-1")):
+        found = list(chatgpt.read(latin, str(latin)))
+    answer = [m.message for m in found[0].messages if m.message.message_id == _node(16)]
+    assert answer[0].text == "21 \u00d7 2 = 42; 1 / 0 raises ZeroDivisionError."
+    wide = tmp_path / "wide.json"
+    wide.write_bytes(FIXTURE.read_text(encoding="utf-8").encode("utf-16"))  # with its BOM
+    assert detect_format(wide) == "chatgpt"
+    again = list(chatgpt.read(wide, str(wide)))
+    assert [[m.message for m in c.messages] for c in again] == [
+        [m.message for m in c.messages] for c in chatgpt.read(FIXTURE, str(FIXTURE))
+    ]

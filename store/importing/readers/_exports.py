@@ -72,8 +72,12 @@ def is_export_source(path: Path) -> bool:
     if zipfile.is_zipfile(file):
         return True
     with file.open("rb") as handle:
-        head = handle.read(_HEAD).removeprefix(codecs.BOM_UTF8).lstrip()
-    return head.startswith(b"[")
+        head = handle.read(_HEAD)
+    if head.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        text = head[: len(head) // 2 * 2].decode("utf-16", errors="replace")
+    else:
+        text = head.removeprefix(codecs.BOM_UTF8).decode("utf-8", errors="replace")
+    return text.lstrip().startswith("[")
 
 
 @contextmanager

@@ -154,6 +154,7 @@ def _sessions(source: str, number: int, value: Any) -> Iterator[Conversation]:
         raise InvalidSource(source, where, "expected a ChatGPT conversation (an object)")
     session = _own_id(value)
     title = value.get("title") if isinstance(value.get("title"), str) else None
+    title = title or None  # an untitled conversation has no title, not an empty one
     if value.get("mapping") == {}:
         return  # a conversation without a message
     mapping, found = _tree(source, where, value)

@@ -47,6 +47,7 @@ def _session(source: str, number: int, value: Any) -> Conversation | None:
     if not items:
         return None
     title = value.get("name") if isinstance(value.get("name"), str) else None
+    title = title or None  # an unnamed conversation has no title, not an empty one
     session = own_id(value.get("uuid"))
     try:
         located = _located(source, where, items)
