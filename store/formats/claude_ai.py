@@ -11,7 +11,8 @@ things go:
   :class:`~strategies.messages.FunctionCallContent` (``id``, ``name``, ``input`` the
   arguments), ``tool_result`` a :class:`~strategies.messages.FunctionResultContent`
   (``tool_use_id``, ``content`` the result, ``is_error`` the error flag), any other block
-  an ``other`` content of its type. A block's fields the content does not name
+  an ``other`` content of its type (so is a ``thinking`` block without readable
+  ``thinking``). A block's fields the content does not name
   (``start_timestamp``, ``stop_timestamp``, ``citations``, ``message``...) stay in its
   ``extra``. A message without blocks (older exports) is its ``text``.
 - Claude.ai runs its tools (web search, artifacts) inside the assistant's turn, so one
@@ -89,8 +90,8 @@ def _text(index: int, fields: dict[str, Any]) -> Content:
 
 def _thinking(index: int, fields: dict[str, Any]) -> Content:
     text = take(fields, "thinking", str)
-    if text is None:
-        raise FormatError(index, "a thinking block needs a string thinking")
+    if text is None:  # no readable thinking (redacted): kept as the block it is
+        return build(index, OtherContent, kind="thinking", payload=fields)
     return build(index, ReasoningContent, text=text, extra=fields)
 
 
@@ -135,7 +136,7 @@ class _Cutter:
         name = take(fields, "name", str)
         if not name:
             raise FormatError(self.index, f"content[{position}]: a tool_use block needs a name")
-        arguments = take(fields, "input", dict)
+        arguments = take(fields, "input", (dict, str))
         self.contents.append(
             build(
                 self.index,
