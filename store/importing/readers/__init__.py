@@ -1,8 +1,8 @@
 """One reader a source format: each turns a file or database into conversations.
 
 A reader streams what it can (JSONL lines, database rows, a data export's conversations)
-and reads whole documents whole. Every problem is an :class:`~store.errors.InvalidSource` naming the source, the
-line or row, and the reason.
+and reads whole documents whole. Every problem is an
+:class:`~store.errors.InvalidSource` naming the source, the line or row, and the reason.
 """
 
 from __future__ import annotations
