@@ -178,10 +178,12 @@ def import_(
 ) -> None:
     """Import chat logs: files, folders or SQLite databases of other systems.
 
-    A SOURCE is a path, or a SQLite database's URL (sqlite:///PATH).
+    A SOURCE is a path (a file, a folder, or a data export's .zip), or a SQLite
+    database's URL (sqlite:///PATH).
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex (docs/importing.md).
+    agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex, chatgpt,
+    claude-ai (docs/importing.md).
 
     Into a database without chatledger's schema it imports only with --create (or at
     the default ./chatledger.db, which it creates).

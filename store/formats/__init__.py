@@ -15,7 +15,10 @@ Each format has a pair of pure functions, list in and list out:
 - Pydantic AI messages (``ModelMessagesTypeAdapter`` JSON): :func:`from_pydantic_ai`,
   :func:`to_pydantic_ai`;
 - Vercel AI SDK UI messages (``UIMessage[]`` JSON): :func:`from_vercel_ai`,
-  :func:`to_vercel_ai`.
+  :func:`to_vercel_ai`;
+- import only, the data exports of chat services: ChatGPT's (one path through a
+  conversation's tree) :func:`from_chatgpt`, Claude.ai's (a conversation's
+  ``chat_messages``) :func:`from_claude_ai`.
 
 Reading then writing the same format gives back exactly what was read. Messages from
 another format are written as the target accepts them: the calls of one model turn in
@@ -35,7 +38,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY, FormatError
+    from store.formats._common import (
+        ATTACHMENTS_KEY,
+        ORIGINAL_ID_KEY,
+        SOURCE_FORMAT_KEY,
+        FormatError,
+    )
     from store.formats.agent_framework import (
         AF_ANNOTATIONS_KEY,
         AF_EXTRA_KEY,
@@ -46,6 +54,8 @@ if TYPE_CHECKING:
         to_agent_framework,
     )
     from store.formats.anthropic import anthropic_request, from_anthropic, to_anthropic
+    from store.formats.chatgpt import from_chatgpt
+    from store.formats.claude_ai import from_claude_ai
     from store.formats.langchain import (
         LANGCHAIN_EXTRA_KEY,
         LANGCHAIN_FORM_KEY,
@@ -69,6 +79,7 @@ if TYPE_CHECKING:
     from store.formats.vercel_ai import from_vercel_ai, to_vercel_ai
 
 _MODULES: dict[str, str] = {
+    "ATTACHMENTS_KEY": "store.formats._common",
     "ORIGINAL_ID_KEY": "store.formats._common",
     "SOURCE_FORMAT_KEY": "store.formats._common",
     "FormatError": "store.formats._common",
@@ -82,6 +93,8 @@ _MODULES: dict[str, str] = {
     "anthropic_request": "store.formats.anthropic",
     "from_anthropic": "store.formats.anthropic",
     "to_anthropic": "store.formats.anthropic",
+    "from_chatgpt": "store.formats.chatgpt",
+    "from_claude_ai": "store.formats.claude_ai",
     "LANGCHAIN_EXTRA_KEY": "store.formats.langchain",
     "LANGCHAIN_FORM_KEY": "store.formats.langchain",
     "LANGCHAIN_TYPE_KEY": "store.formats.langchain",
@@ -106,6 +119,7 @@ __all__ = [
     "AF_ANNOTATIONS_KEY",
     "AF_EXTRA_KEY",
     "AF_PROPERTIES_KEY",
+    "ATTACHMENTS_KEY",
     "LANGCHAIN_EXTRA_KEY",
     "LANGCHAIN_FORM_KEY",
     "LANGCHAIN_TYPE_KEY",
@@ -121,6 +135,8 @@ __all__ = [
     "anthropic_request",
     "from_agent_framework",
     "from_anthropic",
+    "from_chatgpt",
+    "from_claude_ai",
     "from_langchain",
     "from_openai_chat",
     "from_openai_responses",

@@ -15,11 +15,13 @@ from strategies.errors import ChatledgerError
 from strategies.messages import ORIGINAL_ROLE_KEY, ROLE_ALIASES, Content, Message
 
 __all__ = [
+    "ATTACHMENTS_KEY",
     "ORIGINAL_ID_KEY",
     "SOURCE_FORMAT_KEY",
     "TEXT_PART_TYPES",
     "FormatError",
     "Reader",
+    "attachment",
     "build",
     "build_message",
     "clone",
@@ -52,6 +54,11 @@ SOURCE_FORMAT_KEY = "source_format"
 """Metadata key naming the format a message was imported from (``agent_framework``,
 ``openai_chat``). Exporters copy a content's ``extra`` fields only into the format
 they came from."""
+
+ATTACHMENTS_KEY = "attachments"
+"""Metadata key listing the files a message carried in an export (ChatGPT's, Claude.ai's),
+each ``{"name", "media_type", "size", "reference"}`` (:func:`attachment`): what the
+export says of them, never their bytes."""
 
 _T = TypeVar("_T")
 _Listed = TypeVar("_Listed", bound=str)
@@ -313,3 +320,20 @@ def parsed_arguments(text: str) -> dict[str, Any]:
     if json_depth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
         return {"input": text}
     return value if isinstance(value, dict) else {"input": value}
+
+
+def attachment(name: Any, media_type: Any, size: Any, reference: Any) -> dict[str, Any]:
+    """One entry of :data:`ATTACHMENTS_KEY`: the file's name, media type (or the type the
+    export names), size in bytes and the export's own reference to it (a file id or
+    asset pointer), each None when the export does not say (or says it otherwise)."""
+
+    def text(value: Any) -> str | None:
+        return value if isinstance(value, str) and value else None
+
+    whole = size if isinstance(size, int) and not isinstance(size, bool) else None
+    return {
+        "name": text(name),
+        "media_type": text(media_type),
+        "size": whole,
+        "reference": text(reference),
+    }

@@ -2,6 +2,10 @@
 
 The rules, in order:
 
+0. A data export, told by its first conversation: a zip archive, a folder or a file
+   whose ``conversations.json`` is a JSON array of conversations with a ``mapping`` is
+   ``chatgpt``, with ``chat_messages`` ``claude-ai`` (only the first conversation is
+   read: the file may be gigabytes). Another zip archive is refused.
 1. A folder: the format of its first ``.jsonl`` file these rules place (its own
    files first, then those beneath it), when that is ``claude-code`` or ``codex``;
    else the format of its first ``.json`` file these rules place, when that is
@@ -46,6 +50,7 @@ The rules, in order:
 from __future__ import annotations
 
 import itertools
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +58,7 @@ from store.errors import InvalidSource
 from store.formats.documents import DOCUMENT_FORMATS, RECORD_KEY
 from store.formats.pydantic_ai import is_pydantic_ai_message
 from store.formats.vercel_ai import is_ui_message
+from store.importing.readers._exports import export_format
 from store.importing.readers._records import records
 from store.importing.readers._sqlite import columns, is_sqlite, tables
 from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
@@ -210,12 +216,19 @@ def _folder(path: Path, source: str) -> str:
 
 def detect_path(path: Path, source: str, table: str | None = None) -> str:
     """The format id of the file, folder or database at ``path``."""
-    if path.is_dir():
-        return _folder(path, source)
     if not path.exists():
         raise InvalidSource(source, None, "no such file or folder")
+    exported = export_format(path, source)
+    if exported is not None:
+        return exported
+    if path.is_dir():
+        return _folder(path, source)
     if is_sqlite(path):
         return _database(path, source, table)
+    if zipfile.is_zipfile(path):
+        raise InvalidSource(
+            source, None, "a zip archive that is not a ChatGPT or Claude.ai data export"
+        )
     found = list(itertools.islice(records(path, source), _SCAN))
     if found and isinstance(found[0][1], InvalidSource):
         raise found[0][1]

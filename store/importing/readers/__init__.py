@@ -1,8 +1,8 @@
 """One reader a source format: each turns a file or database into conversations.
 
-A reader streams what it can (JSONL lines, database rows) and reads whole documents
-whole. Every problem is an :class:`~store.errors.InvalidSource` naming the source, the
-line or row, and the reason.
+A reader streams what it can (JSONL lines, database rows, a data export's conversations)
+and reads whole documents whole. Every problem is an
+:class:`~store.errors.InvalidSource` naming the source, the line or row, and the reason.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ from store.importing.readers import (
     adk,
     agent_framework,
     anthropic,
+    chatgpt,
+    claude_ai,
     claude_code,
     codex,
     jsonl,
@@ -48,6 +50,8 @@ READERS: dict[str, Reader] = {
     "vercel-ai": _file(vercel_ai.read),
     "claude-code": _file(claude_code.read),
     "codex": _file(codex.read),
+    "chatgpt": _file(chatgpt.read),
+    "claude-ai": _file(claude_ai.read),
     "agent-framework": _file(agent_framework.read),
     "openai-agents": openai_agents.read,
     "langchain": langchain.read,
