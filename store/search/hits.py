@@ -3,7 +3,7 @@ every backend: the snippet and its highlights, the position, the cursor.
 
 A backend finds the matching messages and their scores (its index, or
 :func:`score` in Python); :func:`make_hit` builds each hit, :func:`page` orders
-candidates and cuts the page a cursor asks for, :func:`cut_page` signs where the next
+candidates and cuts the page a cursor asks for, :func:`page_of` signs where the next
 page starts.
 """
 
@@ -28,7 +28,7 @@ from store.search.snippet import make_snippet
 from store.search.text import indexable_text, message_text, tokens
 from strategies.messages import Message
 
-__all__ = ["Candidate", "candidate", "cut_page", "make_hit", "page", "resume_at", "score"]
+__all__ = ["Candidate", "candidate", "make_hit", "page", "page_of", "resume_at", "score"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,17 +90,23 @@ def resume_at(key: bytes, request: SearchRequest, session_id: str | None) -> int
     return after_cursor(decode_cursor(key, request.cursor), request, session_id)
 
 
-def cut_page(
-    key: bytes, request: SearchRequest, session_id: str | None, offset: int, hits: list[SearchHit]
+def page_of(
+    key: bytes,
+    request: SearchRequest,
+    session_id: str | None,
+    offset: int,
+    hits: list[SearchHit],
+    *,
+    more: bool,
 ) -> SearchPage:
-    """The page of ``hits`` (up to one more than the limit, from ``offset`` on)."""
-    more = len(hits) > request.limit
+    """The page of ``hits`` (the limit's at most, from ``offset`` on), with a cursor to
+    the next when there are ``more``."""
     cursor = (
         encode_cursor(key, cursor_payload(request, session_id, offset + request.limit))
         if more
         else None
     )
-    return SearchPage(hits=hits[: request.limit], next_cursor=cursor)
+    return SearchPage(hits=hits, next_cursor=cursor)
 
 
 def page(
@@ -112,5 +118,6 @@ def page(
     """The page of ``candidates`` the request asks for (all of them given, any order)."""
     offset = resume_at(key, request, session_id)
     ordered = sorted(candidates, key=lambda c: c.position)
-    window = ordered[offset : offset + request.limit + 1]
-    return cut_page(key, request, session_id, offset, [c.hit for c in window])
+    window = [c.hit for c in ordered[offset : offset + request.limit]]
+    more = len(ordered) > offset + request.limit
+    return page_of(key, request, session_id, offset, window, more=more)

@@ -318,8 +318,9 @@ def _ascii_spans(query: Query, text: str) -> list[tuple[int, int, int]]:
     for number, term in enumerate(query.terms):
         for phrase in term.phrases:
             pattern = _phrase_pattern(phrase.tokens, phrase.prefix)
-            found.extend((m.start(), m.end(), number) for m in pattern.finditer(text))
-    return sorted(found)
+            found += [(*m.span(), number) for m in pattern.finditer(text)]
+    found.sort()
+    return found
 
 
 def match_spans(query: Query, text: str) -> list[tuple[int, int, int]]:

@@ -51,7 +51,11 @@ Span = tuple[int, int, int]
 
 
 def _best_start(spans: Sequence[Span], width: int) -> int:
-    """The start of the first match of the window holding the most distinct terms."""
+    """The start of the first match of the window holding the most distinct terms (the
+    earliest of them: the first window holding every term of the text ends the look)."""
+    terms = len({term for _, _, term in spans})
+    if terms == 1:  # the first match that fits
+        return next((s for s, e, _ in spans if e - s <= width), spans[0][0])
     best, best_count = 0, -1
     for first, (start, _, _) in enumerate(spans):
         inside: set[int] = set()
@@ -62,6 +66,8 @@ def _best_start(spans: Sequence[Span], width: int) -> int:
                 inside.add(term)
         if len(inside) > best_count:
             best, best_count = start, len(inside)
+            if best_count == terms:
+                break
     return best
 
 

@@ -398,6 +398,14 @@ def _general_message(row: Sequence[Any], tenant: str, session_id: str) -> Messag
     return reduced if reduced is not None else message
 
 
+def _general_original(row: Sequence[Any], tenant: str, session_id: str) -> Message:
+    """:func:`original_message` the general way; :class:`CorruptRowError` saying why."""
+    try:
+        return _general(row, tenant, session_id)[0]
+    except _MAPPED as error:
+        raise _corrupt(error, row, tenant, session_id) from error
+
+
 # --- the fast way --------------------------------------------------------------------
 
 _SET_FIELDS, _SET_EXTRA, _SET_PRIVATE = (
@@ -447,11 +455,12 @@ def _items(model: type[BaseModel], exprs: Mapping[str, str]) -> str:
     return ", ".join(f'"{name}": {exprs[name]}' for name in model.model_fields)
 
 
-def _mapper_source(*, stored: bool) -> str:
+def _mapper_source(*, stored: bool, shown: tuple[Target, ...] = _SHOWN) -> str:
     """The fast way's code for a page row (``stored``: the columns, then the group's
     kind, to a :class:`StoredMessage`) or for a row of :func:`message_columns` to the
-    :class:`Message` it shows."""
-    used = [c for c in COLUMNS if stored or c.target in _SHOWN]
+    :class:`Message` made of the columns of the targets ``shown`` (with ``reduced``:
+    the message it shows; without: the message as appended)."""
+    used = [c for c in COLUMNS if stored or c.target in shown]
     guards = [c.read.guard.format(v=c.name) for c in used if c.read.guard]
     if stored:  # a page row: unpacked at once
         guards.append("kind not in KINDS")
@@ -527,6 +536,8 @@ _PAGE_SOURCE = _mapper_source(stored=True)
 _SHOWN_SOURCE = _mapper_source(stored=False)
 _make_page_mapper = _compiled(_PAGE_SOURCE)
 _row_message = _compiled(_SHOWN_SOURCE)(_general_message)
+_ORIGINAL_SOURCE = _mapper_source(stored=False, shown=("message", "row"))
+_original_message = _compiled(_ORIGINAL_SOURCE)(_general_original)
 
 
 def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], StoredMessage]:
@@ -552,15 +563,10 @@ def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
 
 
 def original_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
-    """The message as appended (no reduction) of a row of :func:`message_columns`;
-    :class:`~store.errors.CorruptRowError` when the row does not validate."""
-    try:
-        return _general(row, tenant, session_id)[0]
-    except _MAPPED as error:
-        seq = row[_SEQ] if isinstance(row[_SEQ], int) else None
-        raise CorruptRowError(
-            _reason(error), tenant=tenant, session_id=session_id, seq=seq
-        ) from error
+    """The message as appended (no reduction) of a row of :func:`message_columns`, the
+    fast way (a search builds its hits from these); :class:`~store.errors.CorruptRowError`
+    when the row does not validate."""
+    return cast(Message, _original_message(row, tenant, session_id))
 
 
 def stored_message(

@@ -16,7 +16,7 @@ from strategies import SummarizationStrategy
 from strategies.messages import FunctionCallContent
 from strategies.summarizers import FakeSummarizer
 from tests.conformance.conftest import Stores
-from tests.conformance.toy_strategies import ExcludeOldest
+from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults
 from tests.groups.conversations import assistant, call, reasoning, result, tool, user
 
 
@@ -316,3 +316,22 @@ async def test_a_root_rewound_past_a_summary_it_keeps_finds_only_its_conversatio
     assert _ids(await store.search("word7", session_id=tail)) == [(tail, "m7")]
     found = _ids(await store.search("word1", session_id="r"))
     assert ("r", "m1") in found and len(found) == 2  # and the summary that covers it
+
+
+async def test_a_reduced_result_is_found_and_shown_as_it_was_stored(
+    store: HistoryBackend,
+) -> None:
+    await store.append(
+        "r",
+        [
+            user("u1", "fetch the quarterly numbers"),
+            assistant("a1", call("c1", "fetch")),
+            tool("t1", result("c1", "the quarterly forecast is ninety units")),
+            assistant("a2", "done"),
+        ],
+    )
+    assert await store.compact("r", ReduceResults()) is not None
+    [hit] = (await store.search("forecast", session_id="r")).hits
+    assert hit.message_id == "t1"
+    assert "quarterly forecast is ninety units" in hit.snippet
+    assert "[reduced]" not in hit.snippet

@@ -25,6 +25,7 @@ from store.sql.mapping import (
     inserted_message,
     message_columns,
     message_from_row,
+    original_message,
     page_mapper,
     row_message,
     stored_message,
@@ -40,11 +41,16 @@ Decoder = Callable[[Sequence[Any], Any], Any]
 
 TENANT, SESSION = "default", "s"
 
-DECODERS: dict[str, tuple[Decoder, bool]] = {
-    "page_mapper": (lambda row, kind: page_mapper(TENANT, SESSION)((*row, kind)), True),
+STORED: tuple[str, ...] = ("message", "stored", "reduced", "row")
+"""What a decoder of the stored message reads: every column."""
+SHOWN: tuple[str, ...] = ("message", "reduced", "row")
+ORIGINAL: tuple[str, ...] = ("message", "row")
+
+DECODERS: dict[str, tuple[Decoder, tuple[str, ...]]] = {
+    "page_mapper": (lambda row, kind: page_mapper(TENANT, SESSION)((*row, kind)), STORED),
     "stored_message": (
         lambda row, kind: stored_message(row, kind, tenant=TENANT, session_id=SESSION),
-        True,
+        STORED,
     ),
     "message_from_row": (
         lambda row, kind: message_from_row(
@@ -52,14 +58,20 @@ DECODERS: dict[str, tuple[Decoder, bool]] = {
             tenant=TENANT,
             session_id=SESSION,
         ),
-        True,
+        STORED,
     ),
     "row_message": (
         lambda row, kind: row_message(row, tenant=TENANT, session_id=SESSION),
-        False,
+        SHOWN,
+    ),
+    "original_message": (
+        lambda row, kind: original_message(row, tenant=TENANT, session_id=SESSION),
+        ORIGINAL,
     ),
 }
-"""Each decoder, and whether it builds the stored message (else the message shown)."""
+"""Each decoder, and the targets of the columns it reads (:data:`STORED`: it builds the
+stored message; :data:`SHOWN`: the message shown; :data:`ORIGINAL`: the message as
+appended)."""
 
 
 def _reads(decode: Decoder, row: Sequence[Any], kind: Any) -> set[str]:
@@ -77,10 +89,9 @@ def _reads(decode: Decoder, row: Sequence[Any], kind: Any) -> set[str]:
     return read
 
 
-def _expected(stored: bool) -> set[str]:
-    """What the table says a decoder reads."""
-    shown = ("message", "reduced", "row")
-    return {c.name for c in COLUMNS if stored or c.target in shown}
+def _expected(targets: tuple[str, ...]) -> set[str]:
+    """What the table says a decoder of ``targets`` reads."""
+    return {c.name for c in COLUMNS if c.target in targets}
 
 
 async def _page_row(store: HistoryStore) -> tuple[Sequence[Any], Any]:
@@ -97,15 +108,16 @@ async def test_every_decoder_reads_the_columns_the_table_gives_it(
     store: HistoryStore, name: str
 ) -> None:
     row, kind = await _page_row(store)
-    decode, stored = DECODERS[name]
-    assert _reads(decode, row, kind) == _expected(stored)
+    decode, targets = DECODERS[name]
+    assert _reads(decode, row, kind) == _expected(targets)
 
 
 async def test_the_decoders_agree_on_a_row(store: HistoryStore) -> None:
     row, kind = await _page_row(store)
-    stored = [DECODERS[name][0](row, kind) for name in DECODERS if DECODERS[name][1]]
+    stored = [DECODERS[name][0](row, kind) for name in DECODERS if DECODERS[name][1] is STORED]
     assert stored[0] == stored[1] == stored[2]
     assert row_message(row, tenant=TENANT, session_id=SESSION) == stored[0].message
+    assert original_message(row, tenant=TENANT, session_id=SESSION) == stored[0].message
 
 
 async def test_the_finder_sees_a_decoder_that_skips_a_column(store: HistoryStore) -> None:
@@ -117,7 +129,7 @@ async def test_the_finder_sees_a_decoder_that_skips_a_column(store: HistoryStore
         whole[skipped] = None
         return page_mapper(TENANT, SESSION)((*whole, kind))
 
-    assert _reads(careless, row, kind) == _expected(True) - {"source_id"}
+    assert _reads(careless, row, kind) == _expected(STORED) - {"source_id"}
 
 
 def test_every_column_of_the_table_is_read_or_named_as_unread() -> None:

@@ -35,7 +35,7 @@ from sqlalchemy.sql import ColumnElement, Select
 
 from store.errors import SessionNotFound
 from store.models import SearchHit, SearchPage
-from store.search.hits import cut_page, make_hit, resume_at
+from store.search.hits import make_hit, page_of, resume_at
 from store.search.query import to_fts5, to_tsquery
 from store.search.request import SearchRequest
 from store.sql import dialect
@@ -231,21 +231,19 @@ async def search_page(
     params["q"] = _compiled(conn, request)
     if session_id is None:
         found = (await conn.execute(_stored_page(full_text, False, *shape), params)).all()
-        shown = await _shown_under(conn, tenant, {str(r[_WIDTH]) for r in found})
-        hits = [_hit(tenant, request, r, shown.get(str(r[_WIDTH]), str(r[_WIDTH]))) for r in found]
-        return cut_page(key, request, session_id, offset, hits)
+        kept = found[: request.limit]  # one more says whether a next page exists
+        shown = await _shown_under(conn, tenant, {str(r[_WIDTH]) for r in kept})
+        hits = [_hit(tenant, request, r, shown.get(str(r[_WIDTH]), str(r[_WIDTH]))) for r in kept]
+        return page_of(key, request, None, offset, hits, more=len(found) > request.limit)
     params["session_id"] = session_id
     rows = (await conn.execute(_root_page(full_text, *shape), params)).all()
     if not rows:
         raise SessionNotFound(session_id, tenant=tenant)
     session = dict(zip(_SESSION_KEYS, rows[0][:_SESSION_WIDTH], strict=True))
     if session["branch"] is None and not session["has_members"]:
-        hits = [
-            _hit(tenant, request, r[_SESSION_WIDTH:], session_id)
-            for r in rows
-            if r[_SESSION_WIDTH + _WIDTH] is not None
-        ]
-        return cut_page(key, request, session_id, offset, hits)
+        found = [r[_SESSION_WIDTH:] for r in rows if r[_SESSION_WIDTH + _WIDTH] is not None]
+        hits = [_hit(tenant, request, r, session_id) for r in found[: request.limit]]
+        return page_of(key, request, session_id, offset, hits, more=len(found) > request.limit)
     # a branch, or a root rewound past summaries it keeps (held under the tail now):
     # its conversation, not every row of the sessions it reads from
     lineage = await lineage_of(conn, tenant, session)
@@ -253,8 +251,8 @@ async def search_page(
     owners = sorted({session_id, *(owner for owner, _, _ in lineage.segments), *members})
     query = _branch_page(tenant, lineage, _matches(conn, tenant, owners), request, offset)
     found = (await conn.execute(query, {"q": params["q"]})).all()
-    hits = [_hit(tenant, request, r, session_id) for r in found]
-    return cut_page(key, request, session_id, offset, hits)
+    hits = [_hit(tenant, request, r, session_id) for r in found[: request.limit]]
+    return page_of(key, request, session_id, offset, hits, more=len(found) > request.limit)
 
 
 _HAS_MEMBERS = (
