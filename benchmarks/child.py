@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from itertools import islice
 from pathlib import Path
@@ -502,16 +502,50 @@ def _writers(spec: ChildSpec, *, shared: bool) -> Metrics:
     }
 
 
+async def _stored_ids(system: System, sessions: Iterable[str]) -> list[str]:
+    """The ids of every message the sessions store, excluded ones too, in order."""
+    store = system.store  # type: ignore[attr-defined]
+    found: list[str] = []
+    for session in sessions:
+        async for stored in store.aiter_history(session, include_excluded=True):
+            found.append(stored.message.message_id)
+    return found
+
+
+async def _accounted(system: System, spec: ChildSpec, *, shared: bool) -> Metrics:
+    """What the writers appended against what the store holds afterwards: ``lost`` (an
+    appended message not stored) and ``duplicated`` (a message stored more than once);
+    the summaries compaction added are neither."""
+    appended: set[str] = set()
+    for index in range(spec.size):
+        generator = ConversationGenerator(spec.seed + index, id_prefix=f"w{index}")
+        for turn in islice(generator.turns(), spec.turns + 1):
+            appended.update(m.message_id for m in system.prepare(turn))
+    sessions = [SESSION_ID] if shared else [f"writer-{index}" for index in range(spec.size)]
+    await system.open(create=False)
+    try:
+        found = await _stored_ids(system, sessions)
+    finally:
+        await system.close()
+    if not appended:
+        raise RuntimeError("the writers' turns hold no message to account for")
+    held = [i for i in found if i in appended]
+    lost, duplicated = len(appended - set(held)), len(held) - len(set(held))
+    return {"appended": len(appended), "lost": lost, "duplicated": duplicated}
+
+
 async def _many_writers(system: System, spec: ChildSpec) -> Metrics:
     await system.open(create=True)  # the schema, made once before the writers start
     await system.close()
-    return await asyncio.to_thread(_writers, spec, shared=False)
+    metrics = await asyncio.to_thread(_writers, spec, shared=False)
+    return {**metrics, **await _accounted(system, spec, shared=False)}
 
 
 async def _shared_session(system: System, spec: ChildSpec) -> Metrics:
     await system.open(create=True)
     await system.close()
-    return await asyncio.to_thread(_writers, spec, shared=True)
+    metrics = await asyncio.to_thread(_writers, spec, shared=True)
+    return {**metrics, **await _accounted(system, spec, shared=True)}
 
 
 async def _deferred_compaction(system: System, spec: ChildSpec) -> Metrics:

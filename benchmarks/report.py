@@ -52,6 +52,8 @@ _WRITER_METRICS: list[tuple[str, str, float]] = [
     ("p50_s", "p50 ms", 1e3),
     ("p99_s", "p99 ms", 1e3),
     ("errors", "errors", 1.0),
+    ("lost", "lost", 1.0),
+    ("duplicated", "duplicated", 1.0),
     ("turns", "turns", 1.0),
 ]
 

@@ -107,8 +107,9 @@ class Config:
     """Messages of the measured session of ``many_sessions``."""
     writer_counts: tuple[int, ...] = (1, 2, 4, 8)
     """Writer processes of ``many_writers``, each on its own session."""
-    shared_writers: int = 8
-    """Writer processes of ``shared_session``, all on one session."""
+    shared_writers: tuple[int, ...] = (1, 2, 4, 8)
+    """Writer processes of ``shared_session``, all on one session (the same counts as
+    ``many_writers``, so that the two tables compare row by row)."""
     writer_turns: int = 50
     """Timed turns of each writer."""
     deferred_turns: int = 5
@@ -162,7 +163,7 @@ PRESETS: dict[str, Config] = {
         session_counts=(1, 50),
         session_probe=200,
         writer_counts=(1, 2),
-        shared_writers=2,
+        shared_writers=(2,),
         writer_turns=3,
         deferred_turns=2,
         summarizer_delay=0.2,
@@ -279,7 +280,7 @@ class Runner:
             "full_read_tools": config.tool_sizes,
             "many_sessions": config.session_counts,
             "many_writers": config.writer_counts,
-            "shared_session": (config.shared_writers,),
+            "shared_session": config.shared_writers,
             "deferred_compaction": (config.deferred_turns,),
         }
         if workload in scale:
