@@ -61,6 +61,7 @@ from store.importing.readers._claude_chain import (
 )
 from store.importing.readers._compaction import kept_aside, summary_over
 from store.importing.readers._convert import own_id
+from store.importing.readers._folders import each_file
 from store.importing.source import Conversation, Located, iter_lines, parse_line, reading
 from strategies.messages import Message, OtherContent
 
@@ -373,9 +374,4 @@ def _file(path: Path, source: str) -> Iterator[Conversation]:
 def read(path: Path, source: str) -> Iterator[Conversation]:
     """The sessions of a transcript file, or of every ``.jsonl`` file in a folder and
     beneath it (in path order)."""
-    if not path.is_dir():
-        yield from _file(path, source)
-        return
-    for file in sorted(path.rglob("*.jsonl")):
-        relative = file.relative_to(path).as_posix()
-        yield from _file(file, f"{source.rstrip('/')}/{relative}")
+    return each_file(path, source, "*.jsonl", _file)

@@ -38,6 +38,7 @@ from store.formats import FormatError, from_openai_responses
 from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY
 from store.importing.readers._compaction import kept_aside, summary_over
 from store.importing.readers._convert import own_id
+from store.importing.readers._folders import each_file
 from store.importing.source import Conversation, Located, iter_lines, parse_line, reading
 from strategies.messages import Message, OtherContent, TextContent
 
@@ -219,9 +220,4 @@ def _file(path: Path, source: str) -> Iterator[Conversation]:
 def read(path: Path, source: str) -> Iterator[Conversation]:
     """The session of a rollout file, or of every rollout beneath a folder (in path
     order)."""
-    if not path.is_dir():
-        yield from _file(path, source)
-        return
-    for file in sorted(path.rglob("rollout-*.jsonl")):
-        relative = file.relative_to(path).as_posix()
-        yield from _file(file, f"{source.rstrip('/')}/{relative}")
+    return each_file(path, source, "rollout-*.jsonl", _file)
