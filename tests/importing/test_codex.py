@@ -128,6 +128,11 @@ def test_the_title_is_the_last_thread_name_and_without_meta_the_file_names_the_s
     (found,) = list(codex.read(path, str(path)))
     assert (found.source_session, found.title) == ("rollout-x", None)
     assert found.messages[0].message.message_id == "rollout-x#1"
+    assert found.notes == [
+        "line 1: the source gives no session id; the session is named after its file: rollout-x"
+    ]
+    (own,) = list(codex.read(FILE, str(FILE)))
+    assert not any("named after its file" in note for note in own.notes)
 
 
 def _damaged(lines: list[dict[str, Any]], number: int, text: str) -> str:

@@ -112,6 +112,12 @@ async def test_without_a_conversation_id_the_file_name_is_the_session(
     path.write_text(json.dumps(messages))
     report = await import_sources(store, [path])
     assert report.session_ids == ["my-chat"]
+    assert report.warnings == [
+        f"{path}: document: the source gives no session id; the session is named after its "
+        "file: my-chat"
+    ]
+    named = await import_sources(store, [FIXTURES])  # ids of their own: nothing said
+    assert not any("named after its file" in w for w in named.warnings)
 
 
 @pytest.mark.parametrize("fixture", ["weather.json", "chat.json"])

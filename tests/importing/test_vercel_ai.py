@@ -43,9 +43,12 @@ async def test_a_chat_imports_exactly(store: HistoryStore) -> None:
     path = FIXTURES / "weather.json"
     assert detect_format(path) == "vercel-ai"
     report = await import_sources(store, [path])
-    assert report.session_ids == ["weather"]  # a bare list: the file's name
+    assert report.session_ids == ["weather"]  # a bare list: the file's name, said
     assert (report.messages, report.tool_calls, report.tool_results) == (10, 3, 3)
-    assert report.warnings == []
+    assert report.warnings == [
+        f"{path}: document: the source gives no session id; the session is named after its "
+        "file: weather"
+    ]
     rows = await store.history("weather", include_excluded=True)
     messages = [row.message for row in rows]
     assert [m.message_id for m in messages] == WEATHER_IDS

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from store.errors import InvalidSource
-from store.importing.readers._convert import Converter, conversation, own_id
+from store.importing.readers._convert import Converter, conversation, named_after_file, own_id
 from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
 from store.importing.source import Conversation
@@ -38,18 +38,21 @@ def _chat(
         return Conversation(source, where, None, error=value)
     try:
         if isinstance(value, list):
-            session = session_of(value) or stem
-            return conversation(source, where, session, value, convert, _places(value))
+            own = session_of(value)
+            made = conversation(source, where, own or stem, value, convert, _places(value))
+            if own is None:
+                made.notes.append(named_after_file(where, stem))
+            return made
         if not isinstance(value, dict) or "messages" not in value:
             raise InvalidSource(
                 source, where, f'expected {fmt} messages or {{"id": ..., "messages": [...]}}'
             )
         items = value["messages"]
-        found = own_id(value.get("id"))
-        session = found or (session_of(items) if isinstance(items, list) else None) or stem
+        own = own_id(value.get("id")) or (session_of(items) if isinstance(items, list) else None)
+        session = own or stem
         prefix = "" if where == "document" else f"{where} "
         places = [f"{prefix}{p}" for p in _places(items) or []] or None
-        return recognised(
+        made = recognised(
             fmt,
             source,
             where,
@@ -57,6 +60,9 @@ def _chat(
             value,
             lambda: conversation(source, where, session, items, convert, places),
         )
+        if own is None and made.error is None:
+            made.notes.append(named_after_file(where, stem))
+        return made
     except InvalidSource as error:
         return Conversation(source, where, None, error=error)
 

@@ -10,7 +10,7 @@ from store.formats import FormatError
 from store.importing.source import Conversation, Located, format_failure, reading
 from strategies.messages import Message
 
-__all__ = ["Converter", "conversation", "own_id"]
+__all__ = ["Converter", "conversation", "named_after_file", "own_id"]
 
 
 class Converter(Protocol):
@@ -56,3 +56,11 @@ def conversation(
     else:
         located = [Located(m, f"{where} message {i + 1}") for i, m in enumerate(messages)]
     return Conversation(source, where, session, located)
+
+
+def named_after_file(where: str, session: str) -> str:
+    """The report's note on a session whose source gives it no id of its own: it takes
+    its file's name (without the extension), and the import says so."""
+    return (
+        f"{where}: the source gives no session id; the session is named after its file: {session}"
+    )

@@ -60,7 +60,7 @@ from store.importing.readers._claude_chain import (
     response_id,
 )
 from store.importing.readers._compaction import kept_aside, summary_over
-from store.importing.readers._convert import own_id
+from store.importing.readers._convert import named_after_file, own_id
 from store.importing.readers._folders import each_file
 from store.importing.source import Conversation, Located, iter_lines, parse_line, reading
 from strategies.messages import Message, OtherContent
@@ -358,6 +358,8 @@ def _conversations(path: Path, source: str) -> Iterator[Conversation]:
         made.compacted = True
         if writer == "":
             made.notes = _notes(found, chains)
+            if found.session is None and own is None:
+                made.notes.append(named_after_file("line 1", session))
             if own is None:
                 made.title = next((found.titles[k] for k, _ in _TITLES if k in found.titles), None)
         if made.messages:

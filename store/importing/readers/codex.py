@@ -37,7 +37,7 @@ from store.errors import InvalidSource
 from store.formats import FormatError, from_openai_responses
 from store.formats._common import ORIGINAL_ID_KEY, SOURCE_FORMAT_KEY
 from store.importing.readers._compaction import kept_aside, summary_over
-from store.importing.readers._convert import own_id
+from store.importing.readers._convert import named_after_file, own_id
 from store.importing.readers._folders import each_file
 from store.importing.source import Conversation, Located, iter_lines, parse_line, reading
 from strategies.messages import Message, OtherContent, TextContent
@@ -175,18 +175,19 @@ def _lines(path: Path, source: str) -> list[tuple[int, dict[str, Any]]]:
     return found
 
 
-def _session(path: Path, lines: list[tuple[int, dict[str, Any]]]) -> str:
+def _own_session(lines: list[tuple[int, dict[str, Any]]]) -> str | None:
     for _, line in lines:
         if line["type"] == "session_meta":
             found = own_id(line["payload"].get("id"))
             if found is not None:
                 return found
-    return path.stem
+    return None
 
 
 def _rollout(path: Path, source: str) -> Conversation:
     lines = _lines(path, source)
-    made = _Rollout(source, _session(path, lines))
+    own = _own_session(lines)
+    made = _Rollout(source, own or path.stem)
     for number, line in lines:
         kind = line["type"]
         if kind == "response_item":
@@ -204,6 +205,8 @@ def _rollout(path: Path, source: str) -> Conversation:
         kinds = ", ".join(sorted(made.unknown))
         noun = "line" if count == 1 else "lines"
         conversation.notes = [f"{count} {noun} of unknown types skipped ({kinds})"]
+    if own is None:
+        conversation.notes.append(named_after_file("line 1", made.session))
     return conversation
 
 
