@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from store.importing.readers._tree import Branch
 
-__all__ = ["BranchSession", "plan"]
+__all__ = ["BranchSession", "Link", "plan"]
 
 Link = dict[str, str | None]
 """``{"of": SESSION, "at": NODE}``."""
