@@ -16,7 +16,8 @@
 - Newer releases keep what the model produced as ``output``, a list of Responses-API
   items, and ``content`` as its rendering: then ``output`` gives the contents, in order:
   a ``message`` item a text for each ``output_text`` part, a ``reasoning`` item a
-  reasoning (its summary's text, else its content's), a ``function_call`` a call
+  reasoning (its summary's text, else its content's; a summary of one part is not kept
+  beside its text), a ``function_call`` a call
   (``call_id``, ``name``, ``arguments``), a ``function_call_output`` a result (its
   ``input_text`` parts' text, else its whole ``output``; an error when its ``status``
   or its call's is ``failed`` or ``rejected``), and any other item (Open WebUI's own
@@ -202,7 +203,10 @@ class _Cutter:
         self.contents.extend(made)
 
     def _reasoning(self, fields: dict[str, Any]) -> None:
-        text = _texts(fields.get("summary"), "summary_text")
+        summary = fields.get("summary")
+        text = _texts(summary, "summary_text")
+        if text is not None and isinstance(summary, list) and len(summary) == 1:
+            del fields["summary"]  # the text is all it held
         text = text if text is not None else _texts(fields.get("content"), "output_text")
         if text is None:
             self.contents.append(build(self.index, OtherContent, kind="reasoning", payload=fields))
