@@ -365,3 +365,21 @@ def test_cli_imports_the_database_then_says_already_stored(db_url: str, tmp_path
     assert_one_line_error(refused, contains="chat-export.json: conversation 2: not JSON")
     helped = chatledger("import", "--help", env={"PYTHONPATH": str(ROOT)})
     assert "open-webui" in helped.stdout
+
+
+async def test_another_table_of_that_shape_is_read_with_table(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    database = tmp_path / "backup.db"
+    shutil.copy(DATABASE, database)
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("ALTER TABLE chat RENAME TO chat_backup")
+    with pytest.raises(InvalidSource, match="a database of none of the known formats"):
+        detect_format(database)
+    report = await import_sources(store, [database], table="chat_backup")
+    assert (report.new, len(report.session_ids)) == (TOTAL, 5)
+    with pytest.raises(InvalidSource) as raised:
+        list(open_webui.read(tmp_path, str(tmp_path), None))
+    assert str(raised.value) == (
+        f"{tmp_path}: a folder: give Open WebUI's webui.db or its chat export's file"
+    )

@@ -228,6 +228,10 @@ def _database(path: Path, source: str, table: str | None) -> Iterator[Conversati
 
 
 def _export(path: Path, source: str) -> Iterator[Conversation]:
+    if path.is_dir():
+        raise InvalidSource(
+            source, None, "a folder: give Open WebUI's webui.db or its chat export's file"
+        )
     if is_export_source(path):  # a list of chats: streamed one at a time
         for number, record in conversations(path, source):
             yield from _guarded(source, f"conversation {number}", record)
