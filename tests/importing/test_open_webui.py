@@ -383,3 +383,18 @@ async def test_another_table_of_that_shape_is_read_with_table(
     assert str(raised.value) == (
         f"{tmp_path}: a folder: give Open WebUI's webui.db or its chat export's file"
     )
+
+
+async def test_a_chat_renamed_since_gets_its_new_title_and_nothing_else(
+    store: HistoryStore, tmp_path: Path
+) -> None:
+    database = tmp_path / "webui.db"
+    shutil.copy(DATABASE, database)
+    await import_sources(store, [database])
+    with closing(sqlite3.connect(database)) as connection, connection:
+        connection.execute("UPDATE chat SET title = 'Lisbon, day one' WHERE id = ?", (LISBON,))
+    report = await import_sources(store, [database])
+    assert (report.new, report.already_stored) == (0, TOTAL)
+    titles = {s.session_id: s.title for s in await store.sessions()}
+    assert titles[LISBON] == titles[f"{LISBON}~{U4}"] == "Lisbon, day one"
+    assert titles[QUICK] == "Quick question"
