@@ -183,7 +183,11 @@ def import_(
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
     agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex, chatgpt,
-    claude-ai (docs/importing.md).
+    claude-ai, open-webui (docs/importing.md).
+
+    open-webui reads Open WebUI's webui.db (its chat table; --table names another) or
+    the JSON its "Export chats" writes: each chat's current path is a session, its
+    regenerated answers and edited questions forks.
 
     Into a database without chatledger's schema it imports only with --create (or at
     the default ./chatledger.db, which it creates).

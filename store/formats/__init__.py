@@ -18,7 +18,8 @@ Each format has a pair of pure functions, list in and list out:
   :func:`to_vercel_ai`;
 - import only, the data exports of chat services: ChatGPT's (one path through a
   conversation's tree) :func:`from_chatgpt`, Claude.ai's (a conversation's
-  ``chat_messages``) :func:`from_claude_ai`.
+  ``chat_messages``) :func:`from_claude_ai`, and Open WebUI's chats (one path through a
+  chat's ``history``) :func:`from_open_webui`.
 
 Reading then writing the same format gives back exactly what was read. Messages from
 another format are written as the target accepts them: the calls of one model turn in
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
         from_langchain,
         to_langchain,
     )
+    from store.formats.open_webui import from_open_webui
     from store.formats.openai_chat import (
         OPENAI_CONTENT_FORM_KEY,
         OPENAI_EXTRA_KEY,
@@ -100,6 +102,7 @@ _MODULES: dict[str, str] = {
     "LANGCHAIN_TYPE_KEY": "store.formats.langchain",
     "from_langchain": "store.formats.langchain",
     "to_langchain": "store.formats.langchain",
+    "from_open_webui": "store.formats.open_webui",
     "OPENAI_CONTENT_FORM_KEY": "store.formats.openai_chat",
     "OPENAI_EXTRA_KEY": "store.formats.openai_chat",
     "from_openai_chat": "store.formats.openai_chat",
@@ -138,6 +141,7 @@ __all__ = [
     "from_chatgpt",
     "from_claude_ai",
     "from_langchain",
+    "from_open_webui",
     "from_openai_chat",
     "from_openai_responses",
     "from_pydantic_ai",

@@ -4,8 +4,9 @@ The rules, in order:
 
 0. A data export, told by its first conversation: a zip archive, a folder or a file
    whose ``conversations.json`` is a JSON array of conversations with a ``mapping`` is
-   ``chatgpt``, with ``chat_messages`` ``claude-ai`` (only the first conversation is
-   read: the file may be gigabytes). Another zip archive is refused.
+   ``chatgpt``, with ``chat_messages`` ``claude-ai``; a JSON array of chats with
+   ``chat.history.messages`` (Open WebUI's "Export chats") is ``open-webui`` (only the
+   first element is read: the file may be gigabytes). Another zip archive is refused.
 1. A folder: the format of its first ``.jsonl`` file these rules place (its own
    files first, then those beneath it), when that is ``claude-code`` or ``codex``;
    else the format of its first ``.json`` file these rules place, when that is
@@ -13,16 +14,21 @@ The rules, in order:
    a file); otherwise ``agent-framework`` (``FileHistoryProvider`` storage: JSONL
    files).
 2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
-   has a ``message_data`` column, ``langchain`` with a ``message`` column, and ``adk``
-   when it is an ADK events table (below); otherwise an ``agent_messages`` table means
-   ``openai-agents``, a ``message_store`` table ``langchain``, and an ``events`` table
-   beside a ``sessions`` table, with ``id``, ``app_name``, ``user_id``,
+   has a ``message_data`` column, ``langchain`` with a ``message`` column, ``adk``
+   when it is an ADK events table (below), and ``open-webui`` with ``id``,
+   ``user_id``, ``title`` and ``chat`` columns; otherwise an ``agent_messages`` table
+   means ``openai-agents``, a ``message_store`` table ``langchain``, an ``events``
+   table beside a ``sessions`` table, with ``id``, ``app_name``, ``user_id``,
    ``session_id``, ``timestamp`` and either ``event_data`` (ADK schema v1) or
-   ``author`` and ``content`` (v0) columns, ``adk``; any other database is refused.
+   ``author`` and ``content`` (v0) columns, ``adk``, and a ``chat`` table with those
+   four columns (Open WebUI's ``webui.db``) ``open-webui``; any other database is
+   refused.
 3. A text file, by its first records (the first 50 lines of JSONL, or the first 50
    elements of a ``.json`` list: the first of them that says more than Chat
    Completions):
 
+   - one of Open WebUI's chats (``{"id", "title", "chat": {"history": {"messages":
+     {...}}}}``, or a chat's bare body ``{"history": ...}``): ``open-webui``;
    - ``"format": "chatledger"``: ``jsonl``; a session carrying chatledger's record
      (``"chatledger": {"format": ...}``, an export): the format it names;
    - a Claude Code transcript entry (a ``user``, ``assistant``, ``system``,
@@ -56,6 +62,7 @@ from typing import Any
 
 from store.errors import InvalidSource
 from store.formats.documents import DOCUMENT_FORMATS, RECORD_KEY
+from store.formats.open_webui import is_open_webui_chat
 from store.formats.pydantic_ai import is_pydantic_ai_message
 from store.formats.vercel_ai import is_ui_message
 from store.importing.readers._exports import export_format
@@ -67,6 +74,8 @@ from store.importing.readers.adk import is_events_table
 from store.importing.readers.claude_code import is_entry as is_claude_code_entry
 from store.importing.readers.codex import is_line as is_codex_line
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
+from store.importing.readers.open_webui import CHAT_TABLE as WEBUI_CHATS
+from store.importing.readers.open_webui import is_chat_table
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
 from store.importing.source import source_path
 
@@ -129,16 +138,27 @@ def _of_transcript(record: dict[str, Any]) -> str | None:
     return "codex" if is_codex_line(record) else None
 
 
-def _of_record(record: Any) -> str | None:
-    if isinstance(record, list):
-        return _of_list(record)
-    if not isinstance(record, dict):
-        return None
+def _of_document(record: dict[str, Any]) -> str | None:
+    """A record that names its format (chatledger's own, an export of chatledger's) or
+    is a whole chat of a format (Open WebUI's)."""
+    if is_open_webui_chat(record):
+        return "open-webui"
     if record.get("format") == "chatledger":
         return "jsonl"
     exported = record.get(RECORD_KEY)
     if isinstance(exported, dict) and exported.get("format") in DOCUMENT_FORMATS:
         return str(exported["format"])
+    return None
+
+
+def _of_record(record: Any) -> str | None:
+    if isinstance(record, list):
+        return _of_list(record)
+    if not isinstance(record, dict):
+        return None
+    named = _of_document(record)
+    if named is not None:
+        return named
     transcript = _of_transcript(record)
     if transcript is not None:
         return transcript
@@ -168,12 +188,16 @@ def _database(path: Path, source: str, table: str | None) -> str:
             return "langchain"
         if is_events_table(names):
             return "adk"
+        if is_chat_table(names):
+            return "open-webui"
     if AGENTS_TABLE in found:
         return "openai-agents"
     if LANGCHAIN_TABLE in found:
         return "langchain"
     if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(columns(path, source, ADK_EVENTS)):
         return "adk"
+    if WEBUI_CHATS in found and is_chat_table(columns(path, source, WEBUI_CHATS)):
+        return "open-webui"
     raise InvalidSource(source, None, "a database of none of the known formats")
 
 

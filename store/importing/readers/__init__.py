@@ -20,6 +20,7 @@ from store.importing.readers import (
     codex,
     jsonl,
     langchain,
+    open_webui,
     openai_agents,
     openai_chat,
     openai_responses,
@@ -56,8 +57,9 @@ READERS: dict[str, Reader] = {
     "openai-agents": openai_agents.read,
     "langchain": langchain.read,
     "adk": adk.read,
+    "open-webui": open_webui.read,
 }
 """Every format id with its reader."""
 
-DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk"})
-"""The formats whose sources are databases."""
+DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk", "open-webui"})
+"""The formats whose sources are (or may be) databases."""

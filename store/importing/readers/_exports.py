@@ -19,6 +19,7 @@ from typing import IO, Any
 import ijson
 
 from store.errors import InvalidSource
+from store.formats.open_webui import is_open_webui_chat
 from store.importing.source import decoding_failure, reading
 from store.rules.limits import json_depth
 
@@ -152,9 +153,9 @@ def conversations(path: Path, source: str) -> Generator[tuple[int, Any]]:
 
 
 def export_format(path: Path, source: str) -> str | None:
-    """``chatgpt`` or ``claude-ai`` when ``path`` is such an export (told by its first
-    conversation: a ``mapping`` is ChatGPT's tree, ``chat_messages`` Claude.ai's list),
-    else None."""
+    """``chatgpt``, ``claude-ai`` or ``open-webui`` when ``path`` is such an export (told
+    by its first conversation: a ``mapping`` is ChatGPT's tree, ``chat_messages``
+    Claude.ai's list, ``chat.history.messages`` Open WebUI's tree), else None."""
     if not is_export_source(path):
         return None
     reading_it = conversations(path, source)
@@ -169,4 +170,6 @@ def export_format(path: Path, source: str) -> str | None:
         return "chatgpt"
     if isinstance(value, dict) and isinstance(value.get("chat_messages"), list):
         return "claude-ai"
+    if is_open_webui_chat(value):
+        return "open-webui"
     return None

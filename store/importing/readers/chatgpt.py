@@ -22,7 +22,6 @@ streamed one at a time (:mod:`store.importing.readers._exports`).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from store.formats import FormatError
 from store.formats.chatgpt import CHATGPT_BRANCH_KEY, from_chatgpt
 from store.importing.readers._convert import own_id
 from store.importing.readers._exports import conversations
+from store.importing.readers._forks import plan
 from store.importing.readers._tree import Branch, TreeError, branches
 from store.importing.source import Conversation, ForkOrigin, Located, reading
 from strategies.messages import Message
@@ -104,46 +104,6 @@ def _linked(message: Message, link: dict[str, str | None]) -> Message:
     return message.model_copy(update={"metadata": metadata})
 
 
-@dataclass(frozen=True, slots=True)
-class _Session:
-    """A branch as a session: its id, the nodes it shows, and how many of them it
-    shares with the session it leaves."""
-
-    branch: Branch
-    session_id: str | None
-    kept: list[str]
-    shared: int
-    parent: str | None
-
-
-def _plan(
-    session: str | None, mapping: dict[str, Any], found: list[Branch]
-) -> tuple[list[_Session | None], dict[str, Any]]:
-    """Each branch's session (None: it shows nothing of its own), and the link each
-    branch's first shown node carries, wherever it is shown."""
-    ids: list[str | None] = []
-    sessions: list[_Session | None] = []
-    links: dict[str, Any] = {}
-    for branch in found:
-        kept = [n for n in branch.nodes if shown_node(mapping[n])]
-        before = set(branch.nodes[: branch.own])
-        shared = sum(1 for n in kept if n in before)
-        parent = ids[branch.parent] if branch.parent is not None else None
-        if branch.parent is None:
-            ids.append(session)
-            sessions.append(_Session(branch, session, kept, 0, None))
-        elif len(kept) == shared:  # nothing of its own is shown: no session
-            ids.append(parent)  # its branches leave its parent, at the same messages
-            sessions.append(None)
-        else:
-            own = f"{session}~{branch.first}" if session is not None else None
-            ids.append(own)
-            sessions.append(_Session(branch, own, kept, shared, parent))
-            at = branch.nodes[branch.own - 1] if branch.own else None
-            links[kept[shared]] = {"of": parent, "at": at}
-    return sessions, links
-
-
 def _own_id(value: dict[str, Any]) -> str | None:
     return own_id(value.get("conversation_id")) or own_id(value.get("id"))
 
@@ -158,16 +118,13 @@ def _sessions(source: str, number: int, value: Any) -> Iterator[Conversation]:
     if value.get("mapping") == {}:
         return  # a conversation without a message
     mapping, found = _tree(source, where, value)
-    planned, links = _plan(session, mapping, found)
+    planned, links = plan(session, found, lambda node: shown_node(mapping[node]))
     for each in planned:
-        if each is None or not each.kept:
-            continue
-        located = _messages(source, where, mapping, each.kept, links)
+        located = _messages(source, where, mapping, each.nodes, links)
         if each.branch.parent is None:
             yield Conversation(source, where, each.session_id, located, title=title)
             continue
-        at = each.kept[each.shared - 1] if each.shared else None
-        origin = ForkOrigin(each.parent, at) if each.parent is not None and at else None
+        origin = ForkOrigin(each.parent, each.at) if each.parent is not None and each.at else None
         branch_where = f"{where} branch {each.branch.first}"
         yield Conversation(
             source, branch_where, each.session_id, located, title=title, origin=origin
