@@ -69,6 +69,12 @@ def translate_errors() -> Iterator[None]:
             yield
     except ChatledgerError:
         raise
+    except sa_exc.TimeoutError as error:  # the process's pool had no free connection
+        raise StoreTimeout(
+            "no free database connection in this process within the pool's timeout: more "
+            "operations ran at once than its pool holds (docs/running_at_scale.md, "
+            f"'Connections'; {_described(error)})"
+        ) from error
     except sa_exc.SQLAlchemyError as error:
         if is_retryable(error):
             raise StoreTimeout(

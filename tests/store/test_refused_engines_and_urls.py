@@ -60,6 +60,18 @@ def test_a_locked_database_becomes_a_store_timeout() -> None:
             raise locked
 
 
+def test_a_pool_without_a_free_connection_becomes_a_store_timeout_naming_the_cause() -> None:
+    exhausted = sa_exc.TimeoutError(
+        "QueuePool limit of size 5 overflow 10 reached, connection timed out, timeout 30.00"
+    )
+    with pytest.raises(StoreTimeout) as refused:
+        with translate_errors():
+            raise exhausted
+    said = str(refused.value)
+    assert said.startswith("no free database connection in this process")
+    assert "QueuePool limit of size 5 overflow 10" in said and "\n" not in said
+
+
 async def test_history_store_refuses_what_is_not_an_engine() -> None:
     with pytest.raises(InvalidInput, match="takes an SQLAlchemy AsyncEngine, got str"):
         HistoryStore("sqlite:///x.db")  # type: ignore[arg-type]
