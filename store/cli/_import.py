@@ -176,10 +176,12 @@ def import_(
     tenant: str,
     as_json: bool,
 ) -> None:
-    """Import chat logs: files, folders or SQLite databases of other systems.
+    """Import chat logs: files, folders or databases of other systems.
 
-    A SOURCE is a path (a file, a folder, or a data export's .zip), or a SQLite
-    database's URL (sqlite:///PATH).
+    A SOURCE is a path (a file, a folder, or a data export's .zip), a SQLite
+    database's URL (sqlite:///PATH), or a PostgreSQL database's URL
+    (postgresql://USER:PASSWORD@HOST/DB) for the database formats, read-only; its
+    password is never shown.
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
     agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex, chatgpt,

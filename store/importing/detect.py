@@ -12,12 +12,14 @@ The rules, in order:
    ``pydantic-ai`` or ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat
    a file); otherwise ``agent-framework`` (``FileHistoryProvider`` storage: JSONL
    files).
-2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
-   has a ``message_data`` column, ``langchain`` with a ``message`` column, and ``adk``
-   when it is an ADK events table (below); otherwise an ``agent_messages`` table means
-   ``openai-agents``, a ``message_store`` table ``langchain``, and an ``events`` table
-   beside a ``sessions`` table, with ``id``, ``app_name``, ``user_id``,
-   ``session_id``, ``timestamp`` and either ``event_data`` (ADK schema v1) or
+2. A SQLite database (a file, or its ``sqlite:///`` URL) or a PostgreSQL database (its
+   ``postgresql://`` URL; the tables on its search path): the table given with
+   ``--table`` is ``openai-agents`` when it has a ``message_data`` column,
+   ``langchain`` with a ``message`` column, and ``adk`` when it is an ADK events table
+   (below); otherwise an ``agent_messages`` table means ``openai-agents``, a
+   ``message_store`` table ``langchain``, and an ``events`` table beside a
+   ``sessions`` table, with ``id``, ``app_name``, ``user_id``, ``session_id``,
+   ``timestamp`` and either ``event_data`` (ADK schema v1) or
    ``author`` and ``content`` (v0) columns, ``adk``; any other database is refused.
 3. A text file, by its first records (the first 50 lines of JSONL, or the first 50
    elements of a ``.json`` list: the first of them that says more than Chat
@@ -58,9 +60,10 @@ from store.errors import InvalidSource
 from store.formats.documents import DOCUMENT_FORMATS, RECORD_KEY
 from store.formats.pydantic_ai import is_pydantic_ai_message
 from store.formats.vercel_ai import is_ui_message
+from store.importing.readers._database import Database, open_database
 from store.importing.readers._exports import export_format
 from store.importing.readers._records import records
-from store.importing.readers._sqlite import columns, is_sqlite, tables
+from store.importing.readers._sqlite import is_sqlite
 from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
 from store.importing.readers.adk import SESSIONS_TABLE as ADK_SESSIONS
 from store.importing.readers.adk import is_events_table
@@ -68,7 +71,7 @@ from store.importing.readers.claude_code import is_entry as is_claude_code_entry
 from store.importing.readers.codex import is_line as is_codex_line
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
-from store.importing.source import source_path
+from store.importing.source import DatabaseUrl, Location, shown_source, source_location
 
 __all__ = ["detect_format", "detect_path"]
 
@@ -158,10 +161,10 @@ def _of_record(record: Any) -> str | None:
     return _of_messages(record)
 
 
-def _database(path: Path, source: str, table: str | None) -> str:
-    found = tables(path, source)
+def _database(database: Database, source: str, table: str | None) -> str:
+    found = database.tables()
     if table is not None and table in found:
-        names = columns(path, source, table)
+        names = database.columns(table)
         if "message_data" in names:
             return "openai-agents"
         if "message" in names:
@@ -172,7 +175,7 @@ def _database(path: Path, source: str, table: str | None) -> str:
         return "openai-agents"
     if LANGCHAIN_TABLE in found:
         return "langchain"
-    if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(columns(path, source, ADK_EVENTS)):
+    if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(database.columns(ADK_EVENTS)):
         return "adk"
     raise InvalidSource(source, None, "a database of none of the known formats")
 
@@ -214,8 +217,11 @@ def _folder(path: Path, source: str) -> str:
     return "agent-framework"
 
 
-def detect_path(path: Path, source: str, table: str | None = None) -> str:
-    """The format id of the file, folder or database at ``path``."""
+def detect_path(path: Location, source: str, table: str | None = None) -> str:
+    """The format id of the file, folder or database at ``path`` (a PostgreSQL
+    database's by its tables, as a SQLite file's)."""
+    if isinstance(path, DatabaseUrl):
+        return _database(open_database(path, source), source, table)
     if not path.exists():
         raise InvalidSource(source, None, "no such file or folder")
     exported = export_format(path, source)
@@ -224,7 +230,7 @@ def detect_path(path: Path, source: str, table: str | None = None) -> str:
     if path.is_dir():
         return _folder(path, source)
     if is_sqlite(path):
-        return _database(path, source, table)
+        return _database(open_database(path, source), source, table)
     if zipfile.is_zipfile(path):
         raise InvalidSource(
             source, None, "a zip archive that is not a ChatGPT or Claude.ai data export"
@@ -243,6 +249,7 @@ def detect_path(path: Path, source: str, table: str | None = None) -> str:
 
 def detect_format(source: str | Path) -> str:
     """The format id of ``source`` (a file, a folder, a SQLite database or its
-    ``sqlite:///`` URL), told from its content by the rules above;
-    :class:`~store.errors.InvalidSource` when none fits."""
-    return detect_path(source_path(source), str(source))
+    ``sqlite:///`` URL, a PostgreSQL database's ``postgresql://`` URL), told from its
+    content by the rules above; :class:`~store.errors.InvalidSource` when none fits."""
+    location = source_location(source)
+    return detect_path(location, shown_source(source, location))

@@ -21,10 +21,17 @@ from store.importing import write
 from store.importing.detect import detect_path
 from store.importing.ids import message_id_for, session_id_for
 from store.importing.ledger import Ledger
-from store.importing.readers import READERS
+from store.importing.readers import DATABASE_FORMATS, READERS
 from store.importing.reads import Plan
 from store.importing.report import ImportReport
-from store.importing.source import DEFAULT_READ_TIMEOUT, Reading, read_with, source_path
+from store.importing.source import (
+    DEFAULT_READ_TIMEOUT,
+    DatabaseUrl,
+    Reading,
+    read_with,
+    shown_source,
+    source_location,
+)
 from store.importing.validate import Validation
 from store.rules.limits import DEFAULT_LIMITS
 
@@ -37,13 +44,17 @@ sessions written whole and their new messages."""
 
 
 def _plan(given: str | Path, fmt: str | None, table: str | None) -> Plan:
-    source, path = str(given), source_path(given)
+    path = source_location(given)
+    source = shown_source(given, path)
     if fmt is None:
         return Plan(detect_path(path, source, table), source, path)
     if fmt not in READERS:
         known = ", ".join(sorted(READERS))
         raise InvalidInput(f"unknown format {fmt!r} (known: {known})")
-    if not path.exists():
+    if isinstance(path, DatabaseUrl):
+        if fmt not in DATABASE_FORMATS:
+            raise InvalidSource(source, None, f"a database URL, but {fmt} reads files")
+    elif not path.exists():
         raise InvalidSource(source, None, "no such file or folder")
     try:
         found = detect_path(path, source, table)
@@ -77,7 +88,8 @@ async def import_sources(
     allow_custom_roles: bool = False,
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import chat logs of other systems (files, folders, SQLite databases) into ``store``.
+    """Import chat logs of other systems (files, folders, SQLite databases, PostgreSQL
+    databases by their URLs) into ``store``.
 
     ``format`` is a format id (:data:`~store.importing.FORMATS`); None detects each
     source's (:func:`~store.importing.detect_format`). A session's identity is its

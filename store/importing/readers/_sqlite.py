@@ -27,6 +27,7 @@ __all__ = [
     "MIN_STEPS",
     "SQLITE_HEADER",
     "STEPS_PER_BYTE",
+    "SqliteDatabase",
     "columns",
     "is_sqlite",
     "name",
@@ -219,3 +220,30 @@ def rows(path: Path, source: str, query: str) -> Iterator[tuple[Any, ...]]:
                 yield from fetched
         except sqlite3.DatabaseError as error:
             raise guard.refusal(source, error) from None
+
+
+class SqliteDatabase:
+    """A SQLite database file as a source: the functions above, bound to it."""
+
+    row_id = "rowid"
+    """The SQL that names a row's own place (``row 12``)."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        self.source = source
+
+    def tables(self) -> set[str]:
+        """The names of the database's tables and views (:func:`tables`)."""
+        return tables(self.path, self.source)
+
+    def columns(self, table: str) -> set[str]:
+        """The column names of ``table`` (:func:`columns`)."""
+        return columns(self.path, self.source, table)
+
+    def plain_table(self, table: str) -> str:
+        """``table`` when it is a real table of stored rows (:func:`plain_table`)."""
+        return plain_table(self.path, self.source, table)
+
+    def rows(self, query: str) -> Iterator[tuple[Any, ...]]:
+        """The rows of ``query``, streamed within bounds (:func:`rows`)."""
+        return rows(self.path, self.source, query)
