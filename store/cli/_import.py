@@ -151,6 +151,11 @@ def _summary(report: ImportReport) -> None:
     help="A database source's sessions table (accepted; the messages table is what is read).",
 )
 @click.option(
+    "--channel",
+    metavar="NAME",
+    help="A LangGraph checkpoint database's channel of messages (default: messages).",
+)
+@click.option(
     "--create",
     is_flag=True,
     help="Create chatledger's schema when --url names a database without it.",
@@ -171,6 +176,7 @@ def import_(
     allow_custom_roles: bool,
     table: str | None,
     sessions_table: str | None,
+    channel: str | None,
     create: bool,
     url: str | None,
     tenant: str,
@@ -184,8 +190,10 @@ def import_(
     password is never shown.
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex, chatgpt,
-    claude-ai (docs/importing.md).
+    agent-framework, adk, langgraph, pydantic-ai, vercel-ai, claude-code, codex,
+    chatgpt, claude-ai (docs/importing.md). A langgraph source (a LangGraph checkpoint
+    database: SqliteSaver's file or PostgresSaver's URL) imports a session a thread,
+    with what trimming dropped excluded; --channel names its messages' channel.
 
     Into a database without chatledger's schema it imports only with --create (or at
     the default ./chatledger.db, which it creates).
@@ -229,6 +237,7 @@ def import_(
                 table=table,
                 encoding=encoding,
                 allow_custom_roles=allow_custom_roles,
+                channel=channel,
                 progress=tracker,
             )
 

@@ -20,7 +20,10 @@ The rules, in order:
    ``message_store`` table ``langchain``, and an ``events`` table beside a
    ``sessions`` table, with ``id``, ``app_name``, ``user_id``, ``session_id``,
    ``timestamp`` and either ``event_data`` (ADK schema v1) or
-   ``author`` and ``content`` (v0) columns, ``adk``; any other database is refused.
+   ``author`` and ``content`` (v0) columns, ``adk``; a ``checkpoints`` table with
+   ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``, ``parent_checkpoint_id``,
+   ``type`` and ``checkpoint`` columns (LangGraph's savers), ``langgraph``; any other
+   database is refused.
 3. A text file, by its first records (the first 50 lines of JSONL, or the first 50
    elements of a ``.json`` list: the first of them that says more than Chat
    Completions):
@@ -70,6 +73,8 @@ from store.importing.readers.adk import is_events_table
 from store.importing.readers.claude_code import is_entry as is_claude_code_entry
 from store.importing.readers.codex import is_line as is_codex_line
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
+from store.importing.readers.langgraph import CHECKPOINTS_TABLE as LANGGRAPH_TABLE
+from store.importing.readers.langgraph import is_checkpoints_table
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
 from store.importing.source import DatabaseUrl, Location, shown_source, source_location
 
@@ -171,12 +176,16 @@ def _database(database: Database, source: str, table: str | None) -> str:
             return "langchain"
         if is_events_table(names):
             return "adk"
+        if is_checkpoints_table(names):
+            return "langgraph"
     if AGENTS_TABLE in found:
         return "openai-agents"
     if LANGCHAIN_TABLE in found:
         return "langchain"
     if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(database.columns(ADK_EVENTS)):
         return "adk"
+    if LANGGRAPH_TABLE in found and is_checkpoints_table(database.columns(LANGGRAPH_TABLE)):
+        return "langgraph"
     raise InvalidSource(source, None, "a database of none of the known formats")
 
 

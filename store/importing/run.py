@@ -86,6 +86,7 @@ async def import_sources(
     table: str | None = None,
     encoding: str | None = None,
     allow_custom_roles: bool = False,
+    channel: str | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Import chat logs of other systems (files, folders, SQLite databases, PostgreSQL
@@ -117,7 +118,9 @@ async def import_sources(
     the command line spells them (``--encoding``, ``--allow-custom-roles``,
     ``--session-prefix``, ``--prefix-by-source``). ``compact`` (a strategy spec)
     compacts each imported session afterwards, as an ``import`` event. ``table`` names
-    the messages table of a database source. ``dry_run`` writes nothing.
+    the messages table of a database source; ``channel`` the channel of a LangGraph
+    checkpoint database whose messages are read (``messages`` unless given).
+    ``dry_run`` writes nothing.
 
     A source is read within bounds (``docs/limits.md``): a database's views, virtual
     tables and generated columns are refused, and a query that works for longer than
@@ -129,6 +132,7 @@ async def import_sources(
     options = Reading(
         encoding=encoding,
         allow_custom_roles=allow_custom_roles,
+        channel=channel,
         timeout=getattr(store, "timeout", DEFAULT_READ_TIMEOUT),
         limits=getattr(store, "limits", DEFAULT_LIMITS),
     )

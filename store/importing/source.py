@@ -217,6 +217,9 @@ class Reading:
     timeout: float = DEFAULT_READ_TIMEOUT
     """Seconds a database source's query may work without giving a row (the store's
     ``timeout``)."""
+    channel: str | None = None
+    """The channel of a LangGraph checkpoint database whose messages are read (None:
+    ``messages``)."""
     limits: Limits = DEFAULT_LIMITS
     """What the store accepts: a record nested deeper than its ``max_json_depth`` and
     :data:`ENVELOPE_DEPTH` is refused before it is converted."""

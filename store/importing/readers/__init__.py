@@ -21,6 +21,7 @@ from store.importing.readers import (
     codex,
     jsonl,
     langchain,
+    langgraph,
     openai_agents,
     openai_chat,
     openai_responses,
@@ -59,8 +60,9 @@ READERS: dict[str, Reader] = {
     "openai-agents": openai_agents.read,
     "langchain": langchain.read,
     "adk": adk.read,
+    "langgraph": langgraph.read,
 }
 """Every format id with its reader."""
 
-DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk"})
+DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk", "langgraph"})
 """The formats whose sources are databases."""

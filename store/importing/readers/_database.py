@@ -6,7 +6,8 @@ PostgreSQL URL, :mod:`~store.importing.readers._postgres`), checks the tables it
 with :meth:`Database.plain_table` (only tables of stored rows are read) and their
 columns with :meth:`Database.columns`, and streams the rows of one ``SELECT`` at a time
 with :meth:`Database.rows`, written in the SQL both engines share (names checked with
-:func:`~store.importing.readers._sqlite.name`, no parameters). Both read only, and stop
+:func:`~store.importing.readers._sqlite.name`, no parameters; :meth:`Database.text_order`
+where two reads are merged by a text column). Both read only, and stop
 a query that works longer than the import's ``timeout`` without giving a row; every
 failure is one :class:`~store.errors.InvalidSource` naming the source (a URL with its
 password hidden).
@@ -14,7 +15,7 @@ password hidden).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Any, Protocol
 
 from store.importing.readers._postgres import PostgresDatabase
@@ -45,8 +46,14 @@ class Database(Protocol):
         """``table``, checked: a real table of stored columns, else refused."""
         ...
 
-    def rows(self, query: str) -> Iterator[tuple[Any, ...]]:
+    def rows(self, query: str) -> Generator[tuple[Any, ...]]:
         """The rows of ``query``, streamed."""
+        ...
+
+    def text_order(self, column: str) -> str:
+        """An ``ORDER BY`` term sorting the text ``column`` as Python sorts ``str`` (by
+        code point), whatever the database's collation: so that two queries' rows can
+        be merged by that column."""
         ...
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Generator, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -175,7 +175,7 @@ class PostgresDatabase:
             )
         return checked
 
-    def rows(self, query: str) -> Iterator[tuple[Any, ...]]:
+    def rows(self, query: str) -> Generator[tuple[Any, ...]]:
         """The rows of ``query``, streamed through a server-side cursor in a read-only
         transaction; a statement that works too long is stopped (see the module's
         documentation)."""
@@ -193,6 +193,11 @@ class PostgresDatabase:
                 loop.run(transaction.rollback())
             except _FAILURES as error:
                 raise self._refusal(error) from None
+
+    def text_order(self, column: str) -> str:
+        """``column`` sorted by the ``C`` collation: UTF-8 bytes, which is code point
+        order (the database's own collation may sort otherwise)."""
+        return f'{name(column, self.source)} COLLATE "C"'
 
 
 async def _cursor(connection: Any, query: str) -> Any:

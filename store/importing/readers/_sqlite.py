@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -206,7 +206,7 @@ def plain_table(path: Path, source: str, table: str) -> str:
     return checked
 
 
-def rows(path: Path, source: str, query: str) -> Iterator[tuple[Any, ...]]:
+def rows(path: Path, source: str, query: str) -> Generator[tuple[Any, ...]]:
     """The rows of ``query``, streamed from a read-only connection; a query that works
     too long without giving a row is stopped (see the module's documentation)."""
     with _connected(path, source) as (connection, guard):
@@ -244,6 +244,11 @@ class SqliteDatabase:
         """``table`` when it is a real table of stored rows (:func:`plain_table`)."""
         return plain_table(self.path, self.source, table)
 
-    def rows(self, query: str) -> Iterator[tuple[Any, ...]]:
+    def rows(self, query: str) -> Generator[tuple[Any, ...]]:
         """The rows of ``query``, streamed within bounds (:func:`rows`)."""
         return rows(self.path, self.source, query)
+
+    def text_order(self, column: str) -> str:
+        """``column`` sorted by SQLite's ``BINARY`` collation: UTF-8 bytes, which is
+        code point order."""
+        return f"{name(column, self.source)} COLLATE BINARY"
