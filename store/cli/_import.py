@@ -151,6 +151,11 @@ def _summary(report: ImportReport) -> None:
     help="A database source's sessions table (accepted; the messages table is what is read).",
 )
 @click.option(
+    "--channel",
+    metavar="NAME",
+    help="A LangGraph checkpoint database's channel of messages (default: messages).",
+)
+@click.option(
     "--create",
     is_flag=True,
     help="Create chatledger's schema when --url names a database without it.",
@@ -171,19 +176,24 @@ def import_(
     allow_custom_roles: bool,
     table: str | None,
     sessions_table: str | None,
+    channel: str | None,
     create: bool,
     url: str | None,
     tenant: str,
     as_json: bool,
 ) -> None:
-    """Import chat logs: files, folders or SQLite databases of other systems.
+    """Import chat logs: files, folders or databases of other systems.
 
-    A SOURCE is a path (a file, a folder, or a data export's .zip), or a SQLite
-    database's URL (sqlite:///PATH).
+    A SOURCE is a path (a file, a folder, or a data export's .zip), a SQLite
+    database's URL (sqlite:///PATH), or a PostgreSQL database's URL
+    (postgresql://USER:PASSWORD@HOST/DB) for the database formats, read-only; its
+    password is never shown.
 
     Formats: jsonl, openai-chat, openai-responses, anthropic, openai-agents, langchain,
-    agent-framework, adk, pydantic-ai, vercel-ai, claude-code, codex, chatgpt,
-    claude-ai, open-webui (docs/importing.md).
+    agent-framework, adk, langgraph, pydantic-ai, vercel-ai, claude-code, codex,
+    chatgpt, claude-ai, open-webui (docs/importing.md). A langgraph source (a LangGraph
+    checkpoint database: SqliteSaver's file or PostgresSaver's URL) imports a session a
+    thread, with what trimming dropped excluded; --channel names its messages' channel.
 
     open-webui reads Open WebUI's webui.db (its chat table; --table names another) or
     the JSON its "Export chats" writes: each chat's current path is a session, its
@@ -231,6 +241,7 @@ def import_(
                 table=table,
                 encoding=encoding,
                 allow_custom_roles=allow_custom_roles,
+                channel=channel,
                 progress=tracker,
             )
 

@@ -13,16 +13,20 @@ The rules, in order:
    ``pydantic-ai`` or ``vercel-ai`` and the folder holds no ``.jsonl`` file (one chat
    a file); otherwise ``agent-framework`` (``FileHistoryProvider`` storage: JSONL
    files).
-2. A SQLite database: the table given with ``--table`` is ``openai-agents`` when it
-   has a ``message_data`` column, ``langchain`` with a ``message`` column, ``adk``
-   when it is an ADK events table (below), and ``open-webui`` with ``id``,
-   ``user_id``, ``title`` and ``chat`` columns; otherwise an ``agent_messages`` table
-   means ``openai-agents``, a ``message_store`` table ``langchain``, an ``events``
-   table beside a ``sessions`` table, with ``id``, ``app_name``, ``user_id``,
-   ``session_id``, ``timestamp`` and either ``event_data`` (ADK schema v1) or
-   ``author`` and ``content`` (v0) columns, ``adk``, and a ``chat`` table with those
-   four columns (Open WebUI's ``webui.db``) ``open-webui``; any other database is
-   refused.
+2. A SQLite database (a file, or its ``sqlite:///`` URL) or a PostgreSQL database (its
+   ``postgresql://`` URL; the tables on its search path): the table given with
+   ``--table`` is ``openai-agents`` when it has a ``message_data`` column,
+   ``langchain`` with a ``message`` column, ``adk`` when it is an ADK events table
+   (below), ``open-webui`` with ``id``, ``user_id``, ``title`` and ``chat`` columns,
+   and ``langgraph`` when it is a checkpoints table (below); otherwise an
+   ``agent_messages`` table means ``openai-agents``, a ``message_store`` table
+   ``langchain``, an ``events`` table beside a ``sessions`` table, with ``id``,
+   ``app_name``, ``user_id``, ``session_id``, ``timestamp`` and either ``event_data``
+   (ADK schema v1) or ``author`` and ``content`` (v0) columns, ``adk``; a ``chat``
+   table with those four columns (Open WebUI's ``webui.db``) ``open-webui``; a
+   ``checkpoints`` table with ``thread_id``, ``checkpoint_ns``, ``checkpoint_id``,
+   ``parent_checkpoint_id``, ``type`` and ``checkpoint`` columns (LangGraph's savers),
+   ``langgraph``; any other database is refused.
 3. A text file, by its first records (the first 50 lines of JSONL, or the first 50
    elements of a ``.json`` list: the first of them that says more than Chat
    Completions):
@@ -65,19 +69,22 @@ from store.formats.documents import DOCUMENT_FORMATS, RECORD_KEY
 from store.formats.open_webui import is_open_webui_chat
 from store.formats.pydantic_ai import is_pydantic_ai_message
 from store.formats.vercel_ai import is_ui_message
+from store.importing.readers._database import Database, open_database
 from store.importing.readers._exports import export_format
 from store.importing.readers._records import records
-from store.importing.readers._sqlite import columns, is_sqlite, tables
+from store.importing.readers._sqlite import is_sqlite
 from store.importing.readers.adk import EVENTS_TABLE as ADK_EVENTS
 from store.importing.readers.adk import SESSIONS_TABLE as ADK_SESSIONS
 from store.importing.readers.adk import is_events_table
 from store.importing.readers.claude_code import is_entry as is_claude_code_entry
 from store.importing.readers.codex import is_line as is_codex_line
 from store.importing.readers.langchain import MESSAGES_TABLE as LANGCHAIN_TABLE
+from store.importing.readers.langgraph import CHECKPOINTS_TABLE as LANGGRAPH_TABLE
+from store.importing.readers.langgraph import is_checkpoints_table
 from store.importing.readers.open_webui import CHAT_TABLE as WEBUI_CHATS
 from store.importing.readers.open_webui import is_chat_table
 from store.importing.readers.openai_agents import MESSAGES_TABLE as AGENTS_TABLE
-from store.importing.source import source_path
+from store.importing.source import DatabaseUrl, Location, shown_source, source_location
 
 __all__ = ["detect_format", "detect_path"]
 
@@ -178,10 +185,10 @@ def _of_record(record: Any) -> str | None:
     return _of_messages(record)
 
 
-def _database(path: Path, source: str, table: str | None) -> str:
-    found = tables(path, source)
+def _database(database: Database, source: str, table: str | None) -> str:
+    found = database.tables()
     if table is not None and table in found:
-        names = columns(path, source, table)
+        names = database.columns(table)
         if "message_data" in names:
             return "openai-agents"
         if "message" in names:
@@ -190,14 +197,18 @@ def _database(path: Path, source: str, table: str | None) -> str:
             return "adk"
         if is_chat_table(names):
             return "open-webui"
+        if is_checkpoints_table(names):
+            return "langgraph"
     if AGENTS_TABLE in found:
         return "openai-agents"
     if LANGCHAIN_TABLE in found:
         return "langchain"
-    if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(columns(path, source, ADK_EVENTS)):
+    if {ADK_EVENTS, ADK_SESSIONS} <= found and is_events_table(database.columns(ADK_EVENTS)):
         return "adk"
-    if WEBUI_CHATS in found and is_chat_table(columns(path, source, WEBUI_CHATS)):
+    if WEBUI_CHATS in found and is_chat_table(database.columns(WEBUI_CHATS)):
         return "open-webui"
+    if LANGGRAPH_TABLE in found and is_checkpoints_table(database.columns(LANGGRAPH_TABLE)):
+        return "langgraph"
     raise InvalidSource(source, None, "a database of none of the known formats")
 
 
@@ -238,8 +249,11 @@ def _folder(path: Path, source: str) -> str:
     return "agent-framework"
 
 
-def detect_path(path: Path, source: str, table: str | None = None) -> str:
-    """The format id of the file, folder or database at ``path``."""
+def detect_path(path: Location, source: str, table: str | None = None) -> str:
+    """The format id of the file, folder or database at ``path`` (a PostgreSQL
+    database's by its tables, as a SQLite file's)."""
+    if isinstance(path, DatabaseUrl):
+        return _database(open_database(path, source), source, table)
     if not path.exists():
         raise InvalidSource(source, None, "no such file or folder")
     exported = export_format(path, source)
@@ -248,7 +262,7 @@ def detect_path(path: Path, source: str, table: str | None = None) -> str:
     if path.is_dir():
         return _folder(path, source)
     if is_sqlite(path):
-        return _database(path, source, table)
+        return _database(open_database(path, source), source, table)
     if zipfile.is_zipfile(path):
         raise InvalidSource(
             source, None, "a zip archive that is not a ChatGPT or Claude.ai data export"
@@ -267,6 +281,7 @@ def detect_path(path: Path, source: str, table: str | None = None) -> str:
 
 def detect_format(source: str | Path) -> str:
     """The format id of ``source`` (a file, a folder, a SQLite database or its
-    ``sqlite:///`` URL), told from its content by the rules above;
-    :class:`~store.errors.InvalidSource` when none fits."""
-    return detect_path(source_path(source), str(source))
+    ``sqlite:///`` URL, a PostgreSQL database's ``postgresql://`` URL), told from its
+    content by the rules above; :class:`~store.errors.InvalidSource` when none fits."""
+    location = source_location(source)
+    return detect_path(location, shown_source(source, location))

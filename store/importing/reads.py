@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass
-from pathlib import Path
 
 from store.formats import ORIGINAL_ID_KEY
 from store.importing import ids
 from store.importing.readers import READERS
-from store.importing.source import Conversation, Located
+from store.importing.source import Conversation, Located, Location
 from strategies.messages import Message
 
 __all__ = ["Chunk", "Plan", "chunks", "identified", "made_by_importer"]
@@ -29,8 +28,8 @@ class Plan:
 
     fmt: str
     source: str
-    """The file or database, as the user named it."""
-    path: Path
+    """The file or database, as the user named it (a URL's password hidden)."""
+    path: Location
     first_read: int = 0
     """The number of its first read (set as pass one reaches it)."""
 

@@ -21,10 +21,17 @@ from store.importing import write
 from store.importing.detect import detect_path
 from store.importing.ids import message_id_for, session_id_for
 from store.importing.ledger import Ledger
-from store.importing.readers import READERS
+from store.importing.readers import DATABASE_FORMATS, READERS
 from store.importing.reads import Plan
 from store.importing.report import ImportReport
-from store.importing.source import DEFAULT_READ_TIMEOUT, Reading, read_with, source_path
+from store.importing.source import (
+    DEFAULT_READ_TIMEOUT,
+    DatabaseUrl,
+    Reading,
+    read_with,
+    shown_source,
+    source_location,
+)
 from store.importing.validate import Validation
 from store.rules.limits import DEFAULT_LIMITS
 
@@ -37,13 +44,17 @@ sessions written whole and their new messages."""
 
 
 def _plan(given: str | Path, fmt: str | None, table: str | None) -> Plan:
-    source, path = str(given), source_path(given)
+    path = source_location(given)
+    source = shown_source(given, path)
     if fmt is None:
         return Plan(detect_path(path, source, table), source, path)
     if fmt not in READERS:
         known = ", ".join(sorted(READERS))
         raise InvalidInput(f"unknown format {fmt!r} (known: {known})")
-    if not path.exists():
+    if isinstance(path, DatabaseUrl):
+        if fmt not in DATABASE_FORMATS:
+            raise InvalidSource(source, None, f"a database URL, but {fmt} reads files")
+    elif not path.exists():
         raise InvalidSource(source, None, "no such file or folder")
     try:
         found = detect_path(path, source, table)
@@ -75,9 +86,11 @@ async def import_sources(
     table: str | None = None,
     encoding: str | None = None,
     allow_custom_roles: bool = False,
+    channel: str | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import chat logs of other systems (files, folders, SQLite databases) into ``store``.
+    """Import chat logs of other systems (files, folders, SQLite databases, PostgreSQL
+    databases by their URLs) into ``store``.
 
     ``format`` is a format id (:data:`~store.importing.FORMATS`); None detects each
     source's (:func:`~store.importing.detect_format`). A session's identity is its
@@ -105,7 +118,9 @@ async def import_sources(
     the command line spells them (``--encoding``, ``--allow-custom-roles``,
     ``--session-prefix``, ``--prefix-by-source``). ``compact`` (a strategy spec)
     compacts each imported session afterwards, as an ``import`` event. ``table`` names
-    the messages table of a database source. ``dry_run`` writes nothing.
+    the messages table of a database source; ``channel`` the channel of a LangGraph
+    checkpoint database whose messages are read (``messages`` unless given).
+    ``dry_run`` writes nothing.
 
     A source is read within bounds (``docs/limits.md``): a database's views, virtual
     tables and generated columns are refused, and a query that works for longer than
@@ -117,6 +132,7 @@ async def import_sources(
     options = Reading(
         encoding=encoding,
         allow_custom_roles=allow_custom_roles,
+        channel=channel,
         timeout=getattr(store, "timeout", DEFAULT_READ_TIMEOUT),
         limits=getattr(store, "limits", DEFAULT_LIMITS),
     )

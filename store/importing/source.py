@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
 from store.errors import InvalidSource
 from store.formats import FormatError
 from store.rules.limits import DEFAULT_LIMITS, Limits, json_depth
@@ -24,8 +27,10 @@ __all__ = [
     "ENVELOPE_DEPTH",
     "JSON_LINES",
     "Conversation",
+    "DatabaseUrl",
     "ForkOrigin",
     "Located",
+    "Location",
     "Reading",
     "advised",
     "decoding_failure",
@@ -39,33 +44,100 @@ __all__ = [
     "read_text",
     "read_with",
     "reading",
+    "shown_source",
+    "source_location",
     "source_path",
 ]
 
 
 _SQLITE_URL = re.compile(r"^sqlite(\+\w+)?://(?P<path>/.*)$")
+_POSTGRES_URL = re.compile(r"^postgres(ql)?(\+\w+)?://", re.IGNORECASE)
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def source_path(source: str | Path) -> Path:
-    """Where a source is: a path as given, or the file of a SQLite database URL
-    (``sqlite:///relative.db``, ``sqlite:////absolute.db``, any ``sqlite+driver``).
-    A URL of another database is refused: :class:`~store.errors.InvalidSource`."""
-    if isinstance(source, Path):
-        return source
+@dataclass(frozen=True, slots=True)
+class DatabaseUrl:
+    """A PostgreSQL database named by its URL (any ``postgresql+driver`` or
+    ``postgres://``): read through asyncpg whatever driver the URL names."""
+
+    url: URL
+    """The URL as given, password included (SQLAlchemy's ``URL`` hides it when shown)."""
+
+    @property
+    def shown(self) -> str:
+        """The URL as people and provenance see it: its password hidden."""
+        return self.url.render_as_string(hide_password=True)
+
+    @property
+    def dsn(self) -> str:
+        """What asyncpg connects to (the password included: never show it)."""
+        return self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+Location = Path | DatabaseUrl
+"""Where a source is: a file or folder, or a PostgreSQL database."""
+
+
+def _sqlite_file(source: str) -> Path | None:
     if found := _SQLITE_URL.match(source):
         path = found["path"][1:]  # the third slash ends the (empty) host
         if not path:
             raise InvalidSource(source, None, "the URL names no database file")
         return Path(path)
+    return None
+
+
+def _postgres(source: str) -> DatabaseUrl:
+    try:
+        url = make_url(source)
+    except ArgumentError:
+        raise InvalidSource(_without_password(source), None, "not a valid URL") from None
+    if not url.database:
+        raise InvalidSource(DatabaseUrl(url).shown, None, "the URL names no database")
+    return DatabaseUrl(url)
+
+
+def _without_password(source: str) -> str:
+    """``source`` with anything between ``:`` and ``@`` of its authority hidden (for a
+    URL that does not parse)."""
+    return re.sub(r"(://[^/:@]*:)[^/@]*@", r"\1***@", source)
+
+
+def source_location(source: str | Path) -> Location:
+    """Where a source is: a path as given, the file of a SQLite database URL
+    (``sqlite:///relative.db``, ``sqlite:////absolute.db``, any ``sqlite+driver``), or
+    a PostgreSQL database (``postgresql://USER:PASSWORD@HOST/DB``). A URL of another
+    database is refused: :class:`~store.errors.InvalidSource`."""
+    if isinstance(source, Path):
+        return source
+    path = _sqlite_file(source)
+    if path is not None:
+        return path
+    if _POSTGRES_URL.match(source):
+        return _postgres(source)
     if _URL.match(source):
         raise InvalidSource(
-            source,
+            _without_password(source),
             None,
-            "only SQLite database URLs (sqlite:///PATH) and files are read; "
-            "copy the tables of another database into a SQLite file first",
+            "only files, SQLite database URLs (sqlite:///PATH) and PostgreSQL URLs "
+            "(postgresql://USER@HOST/DB) are read",
         )
     return Path(source)
+
+
+def source_path(source: str | Path) -> Path:
+    """Where a file source is (:func:`source_location`); a PostgreSQL URL is refused,
+    since a file is expected."""
+    location = source_location(source)
+    if isinstance(location, DatabaseUrl):
+        raise InvalidSource(location.shown, None, "a database URL where a file is expected")
+    return location
+
+
+def shown_source(source: str | Path, location: Location) -> str:
+    """How the import names ``source`` in its report, errors and provenance: as given,
+    except a database URL's password, which is hidden."""
+    return location.shown if isinstance(location, DatabaseUrl) else str(source)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +217,9 @@ class Reading:
     timeout: float = DEFAULT_READ_TIMEOUT
     """Seconds a database source's query may work without giving a row (the store's
     ``timeout``)."""
+    channel: str | None = None
+    """The channel of a LangGraph checkpoint database whose messages are read (None:
+    ``messages``)."""
     limits: Limits = DEFAULT_LIMITS
     """What the store accepts: a record nested deeper than its ``max_json_depth`` and
     :data:`ENVELOPE_DEPTH` is refused before it is converted."""

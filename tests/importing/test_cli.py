@@ -127,6 +127,7 @@ def test_a_database_source_may_be_given_by_its_sqlite_url(tmp_path: Path) -> Non
     assert result.json()["session_ids"] == ["s1", "s2"]
     again = chatledger("import", "--create", str(source), "--url", url, "--json")  # the same source
     assert again.json()["new"] == 0
-    other = chatledger("import", "--create", "postgresql://postgres@127.0.0.1/agents", "--url", url)
+    other = chatledger("import", "--create", "mysql://me:secret@127.0.0.1/agents", "--url", url)
     assert other.returncode == 1
-    assert_one_line_error(other, contains="only SQLite database URLs (sqlite:///PATH)")
+    assert_one_line_error(other, contains="PostgreSQL URLs (postgresql://USER@HOST/DB) are read")
+    assert "secret" not in other.stderr

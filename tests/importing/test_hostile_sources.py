@@ -258,7 +258,7 @@ async def test_the_import_reads_with_the_store_limits_and_timeout(
         seen.append(reading())
         return iter(())
 
-    monkeypatch.setattr("store.importing.readers.langchain.rows", recording)
+    monkeypatch.setattr("store.importing.readers._sqlite.rows", recording)
     source = _database(
         tmp_path / "lc.db",
         "CREATE TABLE message_store (id INTEGER PRIMARY KEY, session_id TEXT, message TEXT)",

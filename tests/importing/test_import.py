@@ -122,7 +122,7 @@ async def test_a_sqlite_url_names_the_same_source_as_its_path(
     assert report.session_ids == ["s1"]
     again = await import_sources(store, [path])
     assert (again.new, again.already_stored) == (0, report.messages)
-    for refused in ("postgresql://postgres@127.0.0.1/agents", "sqlite:///"):
+    for refused in ("mysql://me@127.0.0.1/agents", "sqlite:///"):
         with pytest.raises(InvalidSource, match="URL"):
             await import_sources(store, [refused])
     assert [s.session_id for s in await store.sessions()] == ["s1"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from store.errors import InvalidSource
 from store.importing.readers import (
     adk,
     agent_framework,
@@ -20,6 +21,7 @@ from store.importing.readers import (
     codex,
     jsonl,
     langchain,
+    langgraph,
     open_webui,
     openai_agents,
     openai_chat,
@@ -27,17 +29,19 @@ from store.importing.readers import (
     pydantic_ai,
     vercel_ai,
 )
-from store.importing.source import Conversation
+from store.importing.source import Conversation, Location
 
 __all__ = ["DATABASE_FORMATS", "READERS", "Reader"]
 
-Reader = Callable[[Path, str, str | None], Iterator[Conversation]]
-"""``(path, source name, table)`` to the source's conversations."""
+Reader = Callable[[Location, str, str | None], Iterator[Conversation]]
+"""``(where the source is, its name, table)`` to the source's conversations."""
 
 
 def _file(read: Callable[[Path, str], Iterator[Conversation]]) -> Reader:
-    def reader(path: Path, source: str, table: str | None) -> Iterator[Conversation]:
-        return read(path, source)
+    def reader(location: Location, source: str, table: str | None) -> Iterator[Conversation]:
+        if not isinstance(location, Path):
+            raise InvalidSource(source, None, "a database URL, but this format reads files")
+        return read(location, source)
 
     return reader
 
@@ -58,8 +62,9 @@ READERS: dict[str, Reader] = {
     "langchain": langchain.read,
     "adk": adk.read,
     "open-webui": open_webui.read,
+    "langgraph": langgraph.read,
 }
 """Every format id with its reader."""
 
-DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk", "open-webui"})
+DATABASE_FORMATS = frozenset({"openai-agents", "langchain", "adk", "langgraph", "open-webui"})
 """The formats whose sources are (or may be) databases."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ __all__ = [
     "MIN_STEPS",
     "SQLITE_HEADER",
     "STEPS_PER_BYTE",
+    "SqliteDatabase",
     "columns",
     "is_sqlite",
     "name",
@@ -205,7 +206,7 @@ def plain_table(path: Path, source: str, table: str) -> str:
     return checked
 
 
-def rows(path: Path, source: str, query: str) -> Iterator[tuple[Any, ...]]:
+def rows(path: Path, source: str, query: str) -> Generator[tuple[Any, ...]]:
     """The rows of ``query``, streamed from a read-only connection; a query that works
     too long without giving a row is stopped (see the module's documentation)."""
     with _connected(path, source) as (connection, guard):
@@ -219,3 +220,35 @@ def rows(path: Path, source: str, query: str) -> Iterator[tuple[Any, ...]]:
                 yield from fetched
         except sqlite3.DatabaseError as error:
             raise guard.refusal(source, error) from None
+
+
+class SqliteDatabase:
+    """A SQLite database file as a source: the functions above, bound to it."""
+
+    row_id = "rowid"
+    """The SQL that names a row's own place (``row 12``)."""
+
+    def __init__(self, path: Path, source: str) -> None:
+        self.path = path
+        self.source = source
+
+    def tables(self) -> set[str]:
+        """The names of the database's tables and views (:func:`tables`)."""
+        return tables(self.path, self.source)
+
+    def columns(self, table: str) -> set[str]:
+        """The column names of ``table`` (:func:`columns`)."""
+        return columns(self.path, self.source, table)
+
+    def plain_table(self, table: str) -> str:
+        """``table`` when it is a real table of stored rows (:func:`plain_table`)."""
+        return plain_table(self.path, self.source, table)
+
+    def rows(self, query: str) -> Generator[tuple[Any, ...]]:
+        """The rows of ``query``, streamed within bounds (:func:`rows`)."""
+        return rows(self.path, self.source, query)
+
+    def text_order(self, column: str) -> str:
+        """``column`` sorted by SQLite's ``BINARY`` collation: UTF-8 bytes, which is
+        code point order."""
+        return f"{name(column, self.source)} COLLATE BINARY"

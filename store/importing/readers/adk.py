@@ -1,5 +1,5 @@
 """``adk``: Google ADK's session stores (``DatabaseSessionService`` on SQLite, and
-``SqliteSessionService``), read-only.
+``SqliteSessionService``; a SQLite file or a PostgreSQL URL), read-only.
 
 Every row of ``events`` in the order ADK reads them back (``timestamp``, then ``id``),
 one session each (``app_name``, ``user_id``, ``session_id``); the session id is the
@@ -30,7 +30,6 @@ import json
 import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -38,9 +37,10 @@ from pydantic import ValidationError
 from store.errors import InvalidSource
 from store.formats import SOURCE_FORMAT_KEY
 from store.formats._common import describe_validation, shown
+from store.importing.readers._database import Database, open_database
 from store.importing.readers._sessions import RUN
-from store.importing.readers._sqlite import columns, name, plain_table, rows, tables
-from store.importing.source import Conversation, Located, parse_json
+from store.importing.readers._sqlite import name
+from store.importing.source import Conversation, Located, Location, parse_json
 from strategies.messages import (
     Content,
     DataContent,
@@ -86,6 +86,8 @@ def _snake(value: Any) -> Any:
 
 
 def _moment(value: Any) -> datetime | None:
+    if isinstance(value, datetime):  # a PostgreSQL timestamp column
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value
     if isinstance(value, int | float) and not isinstance(value, bool):
         try:
             return datetime.fromtimestamp(value, UTC)
@@ -226,7 +228,7 @@ def _event(source: str, row: tuple[Any, ...], v1: bool) -> tuple[str, dict[str, 
     """Where the row is, and its event: ``(rowid, app, user, session, id, timestamp,
     event_data or author, content, invocation_id, branch)``."""
     rowid, _, _, _, event_id, stamp, *rest = row
-    where = f"row {rowid} (event {event_id})"
+    where = f"event {event_id}" if rowid is None else f"row {rowid} (event {event_id})"
     if v1:
         event = _json(where, source, "event_data", rest[0]) if rest[0] is not None else {}
         if not isinstance(event, dict):  # a NULL event_data is an empty event, as ADK reads it
@@ -247,10 +249,10 @@ def _event(source: str, row: tuple[Any, ...], v1: bool) -> tuple[str, dict[str, 
     }
 
 
-def _query(path: Path, source: str, table: str) -> tuple[str, bool]:
-    if table not in tables(path, source):
+def _query(database: Database, source: str, table: str) -> tuple[str, bool]:
+    if table not in database.tables():
         raise InvalidSource(source, None, f"not a Google ADK session store (no {table} table)")
-    found = columns(path, source, plain_table(path, source, table))
+    found = database.columns(database.plain_table(table))
     if not is_events_table(found):
         raise InvalidSource(source, None, f"not a Google ADK session store ({table} columns)")
     v1 = "event_data" in found
@@ -260,18 +262,20 @@ def _query(path: Path, source: str, table: str) -> tuple[str, bool]:
         else f"author, content, invocation_id, {'branch' if 'branch' in found else 'NULL'}"
     )
     query = (
-        f"SELECT rowid, app_name, user_id, session_id, id, timestamp, {fields} FROM {table} "
-        "ORDER BY app_name, user_id, session_id, timestamp, id"
+        f"SELECT {database.row_id}, app_name, user_id, session_id, id, timestamp, {fields} "
+        f"FROM {table} ORDER BY app_name, user_id, session_id, timestamp, id"
     )
     return query, v1
 
 
-def read(path: Path, source: str, table: str | None = None) -> Iterator[Conversation]:
-    """The database's sessions (``table`` names the events table, ``events`` unless
-    given); a session without any message is left out."""
-    query, v1 = _query(path, source, name(table or EVENTS_TABLE, source))
+def read(location: Location, source: str, table: str | None = None) -> Iterator[Conversation]:
+    """The database's sessions (a SQLite file or a PostgreSQL database; ``table``
+    names the events table, ``events`` unless given); a session without any message
+    is left out."""
+    database = open_database(location, source)
+    query, v1 = _query(database, source, name(table or EVENTS_TABLE, source))
     run: Conversation | None = None
-    for row in rows(path, source, query):
+    for row in database.rows(query):
         key = session_key(row[1], row[2], row[3])
         if run is None or run.source_session != key or len(run.messages) >= RUN:
             if run is not None and run.messages:

@@ -1,5 +1,5 @@
-"""``langchain``: LangChain's ``SQLChatMessageHistory`` stores (``message_store``),
-read-only, and files of ``message_to_dict`` messages.
+"""``langchain``: LangChain's ``SQLChatMessageHistory`` stores (``message_store``, in a
+SQLite file or a PostgreSQL database), read-only, and files of ``message_to_dict`` messages.
 
 In a database, every row (``message``: ``message_to_dict`` JSON) in order of its row
 id, one session each ``session_id``; the table name is LangChain's default unless
@@ -19,11 +19,12 @@ from typing import Any
 from store.errors import InvalidSource
 from store.formats import FormatError, from_langchain
 from store.importing.readers._convert import conversation, own_id
+from store.importing.readers._database import open_database
 from store.importing.readers._exported import recognised
 from store.importing.readers._records import records
 from store.importing.readers._sessions import by_session
-from store.importing.readers._sqlite import is_sqlite, name, plain_table, rows
-from store.importing.source import Conversation, Located, parse_json, reading
+from store.importing.readers._sqlite import is_sqlite, name
+from store.importing.source import Conversation, Located, Location, parse_json, reading
 
 __all__ = ["MESSAGES_TABLE", "read"]
 
@@ -71,13 +72,14 @@ def _file(path: Path, source: str) -> Iterator[Conversation]:
             yield _session(source, where, value)
 
 
-def read(path: Path, source: str, table: str | None = None) -> Iterator[Conversation]:
-    """The database's (or file's) sessions."""
-    if not is_sqlite(path):
-        yield from _file(path, source)
+def read(location: Location, source: str, table: str | None = None) -> Iterator[Conversation]:
+    """The database's (a SQLite file's or a PostgreSQL database's) or file's sessions."""
+    if isinstance(location, Path) and not is_sqlite(location):
+        yield from _file(location, source)
         return
-    messages = plain_table(path, source, name(table or MESSAGES_TABLE, source))
+    database = open_database(location, source)
+    messages = database.plain_table(name(table or MESSAGES_TABLE, source))
     query = f"SELECT id, session_id, message FROM {messages} ORDER BY session_id, id"
     yield from by_session(
-        source, rows(path, source, query), lambda where, row: _located(source, where, row)
+        source, database.rows(query), lambda where, row: _located(source, where, row)
     )

@@ -33,14 +33,16 @@ from store.formats import FormatError
 from store.formats._common import shown
 from store.formats.open_webui import OPEN_WEBUI_BRANCH_KEY, from_open_webui
 from store.importing.readers._convert import own_id
+from store.importing.readers._database import open_database
 from store.importing.readers._exports import conversations, is_export_source
 from store.importing.readers._forks import Link, plan
-from store.importing.readers._sqlite import columns, is_sqlite, name, plain_table, rows
+from store.importing.readers._sqlite import is_sqlite, name
 from store.importing.readers._tree import Branch, TreeError, branches
 from store.importing.source import (
     Conversation,
     ForkOrigin,
     Located,
+    Location,
     load_document,
     parse_json,
     reading,
@@ -213,9 +215,10 @@ def chat_sessions(source: str, found: Iterable[Mapping[str, Any]]) -> Iterator[C
         yield from _guarded(source, where, {"id": row["id"], "title": row["title"], "chat": body})
 
 
-def _database(path: Path, source: str, table: str | None) -> Iterator[Conversation]:
-    checked = plain_table(path, source, name(table or CHAT_TABLE, source))
-    present = columns(path, source, checked)
+def _database(location: Location, source: str, table: str | None) -> Iterator[Conversation]:
+    database = open_database(location, source)
+    checked = database.plain_table(name(table or CHAT_TABLE, source))
+    present = database.columns(checked)
     missing = [column for column in _COLUMNS if column not in present]
     if missing:
         raise InvalidSource(
@@ -223,7 +226,7 @@ def _database(path: Path, source: str, table: str | None) -> Iterator[Conversati
         )
     order = "created_at, id" if "created_at" in present else "id"
     query = f"SELECT id, title, chat FROM {checked} ORDER BY {order}"
-    found = ({"id": r[0], "title": r[1], "chat": r[2]} for r in rows(path, source, query))
+    found = ({"id": r[0], "title": r[1], "chat": r[2]} for r in database.rows(query))
     yield from chat_sessions(source, found)
 
 
@@ -239,9 +242,10 @@ def _export(path: Path, source: str) -> Iterator[Conversation]:
     yield from _guarded(source, "conversation 1", load_document(path, source))
 
 
-def read(path: Path, source: str, table: str | None = None) -> Iterator[Conversation]:
-    """The sessions of a database's chats, or of an export's."""
-    if is_sqlite(path):
-        yield from _database(path, source, table)
+def read(location: Location, source: str, table: str | None = None) -> Iterator[Conversation]:
+    """The sessions of a database's chats (a SQLite file's or a PostgreSQL database's),
+    or of an export's."""
+    if isinstance(location, Path) and not is_sqlite(location):
+        yield from _export(location, source)
     else:
-        yield from _export(path, source)
+        yield from _database(location, source, table)

@@ -1,5 +1,5 @@
 """``openai-agents``: the OpenAI Agents SDK's ``SQLiteSession`` and
-``SQLAlchemySession`` stores, read-only.
+``SQLAlchemySession`` stores (a SQLite file or a PostgreSQL URL), read-only.
 
 Every row of ``agent_messages`` (``message_data``: one Responses input item as JSON) in
 order of its row id, one session each ``session_id``; ``created_at`` is the message's
@@ -11,14 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from store.errors import InvalidSource
 from store.formats import FormatError, from_openai_responses
+from store.importing.readers._database import open_database
 from store.importing.readers._sessions import by_session
-from store.importing.readers._sqlite import name, plain_table, rows
-from store.importing.source import Conversation, Located, parse_json, reading
+from store.importing.readers._sqlite import name
+from store.importing.source import Conversation, Located, Location, parse_json, reading
 
 __all__ = ["MESSAGES_TABLE", "SESSIONS_TABLE", "read", "timestamp"]
 
@@ -27,7 +27,8 @@ SESSIONS_TABLE = "agent_sessions"
 
 
 def timestamp(value: Any) -> datetime | None:
-    """A stored timestamp (ISO text, as SQLite keeps it), in UTC; None when unreadable."""
+    """A stored timestamp (ISO text, as SQLite keeps it, or a ``datetime``, as PostgreSQL
+    gives it), in UTC; None when unreadable."""
     if isinstance(value, datetime):
         moment = value
     elif isinstance(value, str) and value:
@@ -54,12 +55,13 @@ def _located(source: str, where: str, row: tuple[Any, ...]) -> Located:
     return Located(message, where)
 
 
-def read(path: Path, source: str, table: str | None = None) -> Iterator[Conversation]:
-    """The database's sessions."""
-    messages = plain_table(path, source, name(table or MESSAGES_TABLE, source))
+def read(location: Location, source: str, table: str | None = None) -> Iterator[Conversation]:
+    """The database's sessions (a SQLite file or a PostgreSQL database)."""
+    database = open_database(location, source)
+    messages = database.plain_table(name(table or MESSAGES_TABLE, source))
     query = (
         f"SELECT id, session_id, message_data, created_at FROM {messages} ORDER BY session_id, id"
     )
     yield from by_session(
-        source, rows(path, source, query), lambda where, row: _located(source, where, row)
+        source, database.rows(query), lambda where, row: _located(source, where, row)
     )
