@@ -146,7 +146,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "import": (
         "store.cli._import",
         "import_",
-        "Import chat logs: files, folders or SQLite databases of other systems.",
+        "Import chat logs: files, folders or databases of other systems.",
     ),
     "export": (
         "store.cli._export",
