@@ -26,6 +26,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from store.sql import dialect
 from store.sql.search.index import drop_index, ensure_cursor_key, fill_search_text, set_search
 
 revision: str = "0007"
@@ -58,7 +59,7 @@ def upgrade() -> None:
 def downgrade() -> None:
     bind = op.get_bind()
     drop_index(bind)
-    if bind.dialect.name == "postgresql":  # the index as this revision made it (0008 moved it)
+    if dialect.capabilities(bind.dialect).full_text == "tsvector":  # as made here (0008 moved it)
         bind.exec_driver_sql("DROP INDEX IF EXISTS chatledger_messages_search_idx")
         bind.exec_driver_sql("ALTER TABLE chatledger_messages DROP COLUMN IF EXISTS search_vector")
     op.drop_table(SETTINGS)

@@ -24,6 +24,7 @@ from alembic import op
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from store.sql import dialect
 from store.sql.search.index import VECTOR_TABLE, create_index, drop_index, search_setting
 
 revision: str = "0008"
@@ -61,9 +62,14 @@ def _has_old_column(bind: Connection) -> bool:
     return bool(found)
 
 
+def _vectors(bind: Connection) -> bool:
+    """Whether the database's index is of vectors (PostgreSQL's; SQLite's is FTS5)."""
+    return dialect.capabilities(bind.dialect).full_text == "tsvector"
+
+
 def upgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name != "postgresql" or not search_setting(bind):
+    if not _vectors(bind) or not search_setting(bind):
         return
     if _has_old_column(bind):
         # the vectors as stored, not parsed again; the rest of the index as new
@@ -82,7 +88,7 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     bind = op.get_bind()
-    if bind.dialect.name != "postgresql" or not search_setting(bind):
+    if not _vectors(bind) or not search_setting(bind):
         return
     drop_index(bind)
     for statement in _OLD_DDL:

@@ -166,8 +166,11 @@ def test_the_read_path_never_imports_the_append_path(part: Path) -> None:
 
 
 DRIVER_MODULES = ("aiosqlite", "asyncpg", "sqlite3", "psycopg", "psycopg2")
-FOREIGN_FILES = STORE / "importing" / "readers" / "_sqlite.py"
-"""Reads other systems' SQLite files (never the store's database)."""
+FOREIGN_FILES = frozenset(
+    STORE / "importing" / "readers" / name for name in ("_sqlite.py", "_postgres.py")
+)
+"""Read other systems' databases, SQLite files and PostgreSQL URLs, read-only (never the
+store's database)."""
 
 
 def test_only_the_drivers_import_a_database_driver() -> None:
@@ -175,7 +178,7 @@ def test_only_the_drivers_import_a_database_driver() -> None:
     found = [
         f"{path.relative_to(ROOT)} imports {name}"
         for path in [*_modules(STORE), *_modules(ROOT / "migrations")]
-        if drivers not in path.parents and path != FOREIGN_FILES
+        if drivers not in path.parents and path not in FOREIGN_FILES
         for name in _imports(path)
         if name.split(".")[0] in DRIVER_MODULES
     ]

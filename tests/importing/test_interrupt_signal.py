@@ -27,10 +27,12 @@ INTERRUPTED = re.compile(
 
 
 def _big_source(path: Path) -> dict[str, int]:
-    """Small sessions around one larger than a write (6,001 messages)."""
+    """Small sessions around one larger than a write (6,001 messages); enough after it
+    that an interrupt sent once 2,500 messages are stored lands before the end even on a
+    loaded machine (150 late sessions were once written before the signal came)."""
     conversations = {f"early-{n:03}": weather_chat(20) for n in range(30)}
     conversations["huge"] = weather_chat(1500)
-    conversations.update({f"late-{n:03}": weather_chat(20) for n in range(150)})
+    conversations.update({f"late-{n:03}": weather_chat(20) for n in range(400)})
     write_chat_jsonl(path, dict(conversations.items()))
     return {key: len(messages) for key, messages in conversations.items()}
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from store.errors import ChatledgerError
+
 __all__ = ["Branch", "TreeError", "branches"]
 
 
-class TreeError(ValueError):
+class TreeError(ChatledgerError, ValueError):
     """A tree that cannot be walked: a node it names is missing, or it loops."""
 
 
