@@ -91,19 +91,21 @@ def sessions_table(
     sessions: Sequence[SessionInfo], title: str, known: frozenset[str] = frozenset()
 ) -> Table:
     """Sessions with stored and active messages and tokens, and their titles when one
-    has a title, shortened to fit a terminal (``known``: the tenant's other session ids,
+    has a title, shortened to fit a terminal (left out where even a fair share of the
+    width is too much) (``known``: the tenant's other session ids,
     which a shortened id stays unique among)."""
     titled = any(info.title is not None for info in sessions)
     table = Table(
         title,
         [
             Column("session", ids=True, among=known),
-            Column("updated", drop=1),
+            Column("updated", drop=2),
             Column("messages", "right"),
             Column("active", "right"),
             Column("tokens", "right"),
             Column("active", "right"),
-            *([Column("title", flex=True)] if titled else []),
+            # a title cut to a few letters says nothing: left out once it would be
+            *([Column("title", flex=True, drop=1)] if titled else []),
         ],
     )
     for info in sessions:
