@@ -21,6 +21,7 @@ __all__ = [
     "TEXT_PART_TYPES",
     "FormatError",
     "Reader",
+    "ResultCutter",
     "attachment",
     "build",
     "build_message",
@@ -337,3 +338,54 @@ def attachment(name: Any, media_type: Any, size: Any, reference: Any) -> dict[st
         "size": whole,
         "reference": text(reference),
     }
+
+
+class ResultCutter:
+    """One source message whose tool results stand inside it (Claude.ai's, Open
+    WebUI's), cut into messages at each result, since chatledger keeps a result as a
+    ``tool`` message: the contents before the first result keep the source message's id,
+    each result is ``ID/CALL_ID``, and the contents after a result ``ID#N``; every
+    message after the first names the source message under ``continues_key``.
+
+    A format's cutter adds its contents to :attr:`contents` and calls :meth:`cut_at`
+    with each result; :meth:`flush` at the end (``always``: one message even when the
+    source message held nothing)."""
+
+    def __init__(
+        self, index: int, message_id: str, role: str, base: dict[str, Any], continues_key: str
+    ) -> None:
+        self.index = index
+        self.message_id = message_id
+        self.role = role
+        self.base = base
+        """What every message cut from it shares (time, format, metadata)."""
+        self.continues_key = continues_key
+        self.messages: list[dict[str, Any]] = []
+        self.contents: list[Content] = []
+
+    def _emit(self, role: str, contents: list[Content], message_id: str) -> None:
+        metadata = dict(self.base["metadata"])
+        if self.messages:
+            metadata[self.continues_key] = self.message_id
+        self.messages.append(
+            {
+                **self.base,
+                "role": role,
+                "contents": contents,
+                "message_id": message_id,
+                "metadata": metadata,
+            }
+        )
+
+    def flush(self, *, always: bool = False) -> None:
+        """The contents gathered so far as a message of the source message's role."""
+        if self.contents or (always and not self.messages):
+            number = len(self.messages)
+            own = f"{self.message_id}#{number}" if number else self.message_id
+            self._emit(self.role, self.contents, own)
+            self.contents = []
+
+    def cut_at(self, result: Content, call_id: str) -> None:
+        """What came before, then ``result`` as a ``tool`` message of its own."""
+        self.flush()
+        self._emit("tool", [result], f"{self.message_id}/{call_id}")

@@ -41,6 +41,7 @@ from store.formats._common import (
     ATTACHMENTS_KEY,
     SOURCE_FORMAT_KEY,
     FormatError,
+    ResultCutter,
     attachment,
     build,
     build_message,
@@ -95,44 +96,18 @@ def _thinking(index: int, fields: dict[str, Any]) -> Content:
     return build(index, ReasoningContent, text=text, extra=fields)
 
 
-class _Cutter:
+class _Cutter(ResultCutter):
     """One chat message cut into messages at its results (see the module docstring)."""
 
     def __init__(self, index: int, uuid: str, role: str, base: dict[str, Any]) -> None:
-        self.index = index
-        self.uuid = uuid
-        self.role = role
-        self.base = base
-        """What every message cut from it shares (time, format)."""
-        self.messages: list[dict[str, Any]] = []
-        self.contents: list[Content] = []
+        super().__init__(index, uuid, role, base, CLAUDE_AI_CONTINUES_KEY)
         self.derived: str | None = None
         """The last call given a derived id, which a result without an id answers."""
-
-    def _emit(self, role: str, contents: list[Content], message_id: str) -> None:
-        metadata = dict(self.base["metadata"])
-        if self.messages:
-            metadata[CLAUDE_AI_CONTINUES_KEY] = self.uuid
-        self.messages.append(
-            {
-                **self.base,
-                "role": role,
-                "contents": contents,
-                "message_id": message_id,
-                "metadata": metadata,
-            }
-        )
-
-    def flush(self, *, always: bool = False) -> None:
-        if self.contents or (always and not self.messages):
-            number = len(self.messages)
-            self._emit(self.role, self.contents, f"{self.uuid}#{number}" if number else self.uuid)
-            self.contents = []
 
     def call(self, position: int, fields: dict[str, Any]) -> None:
         call_id = take(fields, "id", str)
         if not call_id:
-            call_id = self.derived = f"{self.uuid}:{position}"
+            call_id = self.derived = f"{self.message_id}:{position}"
         name = take(fields, "name", str)
         if not name:
             raise FormatError(self.index, f"content[{position}]: a tool_use block needs a name")
@@ -149,7 +124,8 @@ class _Cutter:
         )
 
     def result(self, position: int, fields: dict[str, Any]) -> None:
-        call_id = take(fields, "tool_use_id", str) or self.derived or f"{self.uuid}:{position}"
+        call_id = take(fields, "tool_use_id", str) or self.derived
+        call_id = call_id or f"{self.message_id}:{position}"
         error = take(fields, "is_error", bool)
         value = fields.pop("content", None)
         result = build(
@@ -160,8 +136,7 @@ class _Cutter:
             is_error=bool(error),
             extra=fields,
         )
-        self.flush()
-        self._emit("tool", [result], f"{self.uuid}/{call_id}")
+        self.cut_at(result, call_id)
 
 
 def _block(cutter: _Cutter, position: int, block: Any) -> None:

@@ -51,6 +51,7 @@ from store.formats._common import (
     ATTACHMENTS_KEY,
     SOURCE_FORMAT_KEY,
     FormatError,
+    ResultCutter,
     attachment,
     build,
     build_message,
@@ -130,40 +131,13 @@ def _texts(parts: Any, tag: str) -> str | None:
     return "".join(t for t in texts if isinstance(t, str))
 
 
-class _Cutter:
+class _Cutter(ResultCutter):
     """One history message cut into messages at its results (the module docstring)."""
 
     def __init__(self, index: int, message_id: str, role: str, base: dict[str, Any]) -> None:
-        self.index = index
-        self.message_id = message_id
-        self.role = role
-        self.base = base
-        """What every message cut from it shares (time, format)."""
-        self.messages: list[dict[str, Any]] = []
-        self.contents: list[Content] = []
+        super().__init__(index, message_id, role, base, OPEN_WEBUI_CONTINUES_KEY)
         self.calls: dict[str, Mapping[str, Any]] = {}
         """The calls seen so far by call id, whose status a result's error flag reads."""
-
-    def _emit(self, role: str, contents: list[Content], message_id: str) -> None:
-        metadata = dict(self.base["metadata"])
-        if self.messages:
-            metadata[OPEN_WEBUI_CONTINUES_KEY] = self.message_id
-        self.messages.append(
-            {
-                **self.base,
-                "role": role,
-                "contents": contents,
-                "message_id": message_id,
-                "metadata": metadata,
-            }
-        )
-
-    def flush(self, *, always: bool = False) -> None:
-        if self.contents or (always and not self.messages):
-            number = len(self.messages)
-            own = f"{self.message_id}#{number}" if number else self.message_id
-            self._emit(self.role, self.contents, own)
-            self.contents = []
 
     def item(self, position: int, item: Any) -> None:
         if not isinstance(item, Mapping):
@@ -255,8 +229,7 @@ class _Cutter:
             is_error=error,
             extra=fields,
         )
-        self.flush()
-        self._emit("tool", [result], f"{self.message_id}/{call_id}")
+        self.cut_at(result, call_id)
 
 
 def _content(index: int, content: Any) -> list[Content]:
