@@ -42,6 +42,7 @@ __all__ = [
     "Prefetched",
     "load_state",
     "lock_and_prefetch",
+    "prefetch",
     "referenced_calls",
     "stored_hashes",
 ]
@@ -100,9 +101,9 @@ class Prefetched:
 
 
 _PART = ("part", "key", "value", "flag")
-"""The columns of the rows :func:`_lock_with_reads` joins to the session row."""
+"""The columns of the rows :func:`_with_reads` joins to the session row."""
 _SEEN = ("seen_incarnation", "seen_revision")
-"""The session's cache key as the snapshot of :func:`_lock_with_reads` saw it."""
+"""The session's cache key as the snapshot of :func:`_with_reads` saw it."""
 
 
 def _keyed(table: FromClause) -> tuple[Any, Any]:
@@ -115,9 +116,9 @@ def _part(name: str, key: Any, value: Any, flag: Any) -> list[Any]:
 
 
 @cache
-def _lock_with_reads(capabilities: dialect.Capabilities) -> Select[Any]:
-    """The session row locked ``FOR UPDATE OF`` it, the cache key its statement's
-    snapshot saw, and, joined to it, the stored hashes of the ids bound as
+def _with_reads(capabilities: dialect.Capabilities, *, lock: bool) -> Select[Any]:
+    """The session row (locked ``FOR UPDATE OF`` it with ``lock``), the cache key its
+    statement's snapshot saw, and, joined to it, the stored hashes of the ids bound as
     ``message_ids`` and the open calls and early results of those bound as
     ``call_ids``: one row each (or one row of nulls)."""
     no = literal_column("false", Boolean())
@@ -139,12 +140,12 @@ def _lock_with_reads(capabilities: dialect.Capabilities) -> Select[Any]:
         select(seen_row.c[column]).scalar_subquery().label(label)
         for label, column in zip(_SEEN, ("incarnation", "revision"), strict=True)
     ]
-    return (
+    joined = (
         select(*SESSION_COLUMNS, *seen_key, *(found.c[name] for name in _PART))
         .select_from(SESSIONS.outerjoin(found, true()))
         .where(*KEYS)
-        .with_for_update(of=SESSIONS)
     )
+    return joined.with_for_update(of=SESSIONS) if lock else joined
 
 
 async def lock_and_prefetch(
@@ -160,16 +161,37 @@ async def lock_and_prefetch(
     so the statement also reads the key its snapshot saw: when it is not the locked
     row's, the reads are left to statements after the lock (``hashes`` and ``calls``
     None). A fork's hashes include inherited messages: read after the lock too."""
-    capabilities = dialect.of(conn)
-    if not capabilities.row_locks:
+    if not dialect.of(conn).row_locks:
         return None
+    return await _prefetch(conn, tenant, session_id, messages, lock=True)
+
+
+async def prefetch(
+    conn: AsyncConnection, tenant: str, session_id: str, messages: Sequence[Message]
+) -> Prefetched | None:
+    """What :func:`lock_and_prefetch` reads, in one statement that locks nothing: the
+    session row as of the statement's snapshot, with the hashes and calls of
+    ``messages`` (None: the session does not exist yet). Where the database locks rows."""
+    return await _prefetch(conn, tenant, session_id, messages, lock=False)
+
+
+async def _prefetch(
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    messages: Sequence[Message],
+    *,
+    lock: bool,
+) -> Prefetched | None:
+    capabilities = dialect.of(conn)
     params = {
         "tenant": tenant,
         "session_id": session_id,
         "message_ids": key_list({m.message_id for m in messages}, capabilities),
         "call_ids": key_list(referenced_calls(messages), capabilities),
     }
-    rows = [r._mapping for r in (await conn.execute(_lock_with_reads(capabilities), params))]
+    query = _with_reads(capabilities, lock=lock)
+    rows = [r._mapping for r in (await conn.execute(query, params))]
     if not rows:
         return None
     session = rows[0]

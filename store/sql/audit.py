@@ -11,7 +11,7 @@ facts of the message's group and leaves the decision to
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from functools import cache
@@ -22,6 +22,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import UpdateBase
 
 from store.errors import ChatledgerError, CorruptRowError
 from store.models import CompactionEvent, EventOutcome, ExcludedGroup, Phase, Stats, WhyResult
@@ -390,11 +391,12 @@ _EVENT_PREFIX = "e_"
 
 
 @cache
-def _with_event(session_update: Update, also: Update | None) -> Update:
+def _with_event(session_update: Update, also: tuple[UpdateBase, ...]) -> Update:
     """``session_update`` after data-modifying ``WITH`` queries: the ``INSERT`` of an
     event row (each column bound as ``e_<column>``, ``params`` encoded), the ``INSERT``
     of its links, the ``unnest`` of the arrays ``link_groups`` and ``link_actions``, and
-    ``also`` when given. PostgreSQL runs every such query of a statement to completion."""
+    each statement of ``also``. PostgreSQL runs every such query of a statement to
+    completion."""
     values = {
         column.key: bindparam(
             _EVENT_PREFIX + column.key, type_=ENCODED if column.key == "params" else column.type
@@ -420,7 +422,9 @@ def _with_event(session_update: Update, also: Update | None) -> Update:
         .cte("written_links")
     )
     written = session_update.add_cte(event).add_cte(linked)
-    return written if also is None else written.add_cte(also.cte("written_rows"))
+    for index, statement in enumerate(also):
+        written = written.add_cte(statement.cte(f"written_rows_{index}"))
+    return written
 
 
 async def write_event_and_session(
@@ -433,16 +437,16 @@ async def write_event_and_session(
     session_id: str,
     number: int,
     revision: int,
-    also: tuple[Update, Mapping[str, Any]] | None = None,
+    also: Sequence[tuple[UpdateBase, Mapping[str, Any]]] = (),
 ) -> None:
     """:func:`write_event`, then ``session_update`` of the session row with
-    ``session_params`` (and ``also``, an ``UPDATE`` of another table with its
-    parameters, none of whose names it shares with the others but the session key's):
+    ``session_params`` (and ``also``, statements writing other tables with their
+    parameters, none of whose names they share with the others but the session key's):
     one statement where the database runs data-modifying ``WITH`` queries (one round
     trip instead of three or four), else one after the other."""
     if not dialect.of(conn).data_modifying_ctes:
-        if also is not None:
-            await conn.execute(*also)
+        for statement, bound in also:
+            await conn.execute(statement, bound)
         await write_event(conn, tenant, session_id, event, number=number, revision=revision)
         await conn.execute(session_update, session_params)
         return
@@ -455,9 +459,9 @@ async def write_event_and_session(
         link_groups=[group_id for group_id, _ in links],
         link_actions=[action for _, action in links],
     )
-    if also is not None:
-        params.update(also[1])
-    await conn.execute(_with_event(session_update, None if also is None else also[0]), params)
+    for _, bound in also:
+        params.update(bound)
+    await conn.execute(_with_event(session_update, tuple(s for s, _ in also)), params)
 
 
 async def record_event(

@@ -100,6 +100,7 @@ from store.rules.records import now
 from store.search.request import SearchRequest
 from store.sql import audit, dialect
 from store.sql.annotation import stored_hashes
+from store.sql.append.one_statement import append_in_one_statement
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, append_to_sessions
@@ -117,6 +118,7 @@ from store.sql.drivers.engine import (
     DEFAULT_TIMEOUT,
     create_engine,
     normalize_url,
+    one_statement_writer,
     read_connection,
     sqlite_file,
     write_connection,
@@ -472,6 +474,25 @@ class HistoryStore(BackendBase):
             delay = min(delay * 2, 1.0)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    async def _in_one_statement(
+        self, operation: Callable[[AsyncConnection], Awaitable[T | None]]
+    ) -> T | None:
+        """Run ``operation``, a write made in one statement after reads that lock
+        nothing, on a connection in autocommit; None (nothing written) where the
+        database has none for it, when ``operation`` gives None, or when its statement
+        waited too long for a lock: the caller then writes in a transaction
+        (:meth:`_write`), which retries."""
+        writer = one_statement_writer(self._engine)
+        if writer is None:
+            return None
+        try:
+            async with writer.connect() as conn:
+                return await operation(conn)
+        except DBAPIError as error:
+            if not is_retryable(error):
+                raise
+            return None
+
     def _append_context(
         self, session_id: str, provenance: Provenance | None = None
     ) -> AppendContext:
@@ -514,8 +535,13 @@ class HistoryStore(BackendBase):
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
+        async def at_once(conn: AsyncConnection) -> Appended | None:
+            return await append_in_one_statement(conn, ctx, batch)
+
         with short_statements():  # see store.sql.drivers.sqlite: what runs on the loop's thread
-            appended = await self._write(operation)
+            appended = await self._in_one_statement(at_once)
+            if appended is None:
+                appended = await self._write(operation)
         if appended.count:
             self._advance(session_id, appended)
             await self._statistics.wrote(appended.count)

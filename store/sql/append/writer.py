@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import Table, delete, insert, update
 from sqlalchemy.engine import RowMapping
@@ -43,7 +43,16 @@ from strategies.groups import (
 )
 from strategies.messages import Message
 
-__all__ = ["Appended", "append_messages", "append_to_sessions"]
+__all__ = [
+    "GROUP_CHANGES",
+    "AppendPlan",
+    "Appended",
+    "append_messages",
+    "append_to_sessions",
+    "plan_append",
+    "planned_calls",
+    "session_params",
+]
 
 
 def _keys(table: Table, ctx: AppendContext) -> tuple[Any, Any]:
@@ -130,6 +139,57 @@ def _new_groups(
     )
 
 
+def _group_changes(
+    annotation: Annotation, loaded: Loaded, totals: AppendTotals, gains: dict[str, list[int]]
+) -> list[tuple[Any, ...]]:
+    """What the append changes in each stored group it touches: its id, the messages and
+    tokens it adds, then :data:`GROUP_CHANGES`' values."""
+    changes: list[tuple[Any, ...]] = []
+    for group_id, info in annotation.groups.items():
+        if group_id not in loaded.groups:
+            continue
+        count, tokens = totals.per_group.get(group_id, [0, 0])
+        gain = gains.get(group_id, [0, 0, 0])
+        changes.append(
+            (
+                group_id,
+                count + gain[0],
+                tokens + gain[1],
+                info.kind,
+                info.turn,
+                info.first_position,
+                info.has_reasoning,
+                info.pending_calls,
+                info.orphan,
+            )
+        )
+    return changes
+
+
+GROUP_CHANGES: Final = (
+    "kind",
+    "turn",
+    "first_position",
+    "has_reasoning",
+    "pending_calls",
+    "orphan",
+)
+"""What an append sets in a stored group it changes (besides adding to its counts)."""
+
+
+def _count_groups(
+    annotation: Annotation,
+    loaded: Loaded,
+    totals: AppendTotals,
+    gains: dict[str, list[int]],
+    created: int,
+) -> None:
+    """Count the groups the append created, less those it absorbed."""
+    absorbed = [g for g in annotation.merged if g in loaded.groups]
+    totals.groups = created - len(absorbed)
+    totals.active_groups = created - sum(g[2] for g in gains.values())
+
+
 async def _update_groups(
     conn: AsyncConnection,
     ctx: AppendContext,
@@ -140,28 +200,17 @@ async def _update_groups(
     created: int,
 ) -> None:
     """Update the stored groups the append changed; count the groups it created."""
-    for group_id, info in annotation.groups.items():
-        if group_id not in loaded.groups:
-            continue
-        count, tokens = totals.per_group.get(group_id, [0, 0])
-        gain = gains.get(group_id, [0, 0, 0])
+    for group_id, count, tokens, *values in _group_changes(annotation, loaded, totals, gains):
         await conn.execute(
             update(GROUPS)
             .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == group_id)
             .values(
-                message_count=GROUPS.c.message_count + count + gain[0],
-                token_count=GROUPS.c.token_count + tokens + gain[1],
-                kind=info.kind,
-                turn=info.turn,
-                first_position=info.first_position,
-                has_reasoning=info.has_reasoning,
-                pending_calls=info.pending_calls,
-                orphan=info.orphan,
+                message_count=GROUPS.c.message_count + count,
+                token_count=GROUPS.c.token_count + tokens,
+                **dict(zip(GROUP_CHANGES, values, strict=True)),
             )
         )
-    absorbed = [g for g in annotation.merged if g in loaded.groups]
-    totals.groups = created - len(absorbed)
-    totals.active_groups = created - sum(g[2] for g in gains.values())
+    _count_groups(annotation, loaded, totals, gains, created)
 
 
 def _call_rows(ctx: AppendContext, state: AnnotationState, loaded: Loaded) -> list[dict[str, Any]]:
@@ -239,10 +288,11 @@ _WRITE_SESSION = session_update(
 )
 
 
-def _session_params(
+def session_params(
     ctx: AppendContext, session: RowMapping, state: AnnotationState, totals: AppendTotals
 ) -> dict[str, Any]:
-    """The parameters of :data:`_WRITE_SESSION` after the append."""
+    """The parameters of the session row's update after the append (``w_`` its key,
+    ``v_`` a column's new value, ``d_`` what is added to one)."""
     tail = state.tail
     return {
         "w_tenant": ctx.tenant,
@@ -370,9 +420,69 @@ async def _store_fresh(
         )
     await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
     await _write_calls(conn, ctx, annotation.state, loaded)
-    await conn.execute(_WRITE_SESSION, _session_params(ctx, session, annotation.state, totals))
+    await conn.execute(_WRITE_SESSION, session_params(ctx, session, annotation.state, totals))
     touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
     return Appended(len(fresh), session_key(session), frozenset(touched), totals.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendPlan:
+    """Every row an append writes, built before any is written (an append that merges
+    no stored group: see :func:`plan_append`)."""
+
+    loaded: Loaded
+    annotation: Annotation
+    totals: AppendTotals
+    messages: list[tuple[Any, ...]]
+    """The message rows, in :data:`~store.sql.append.inserts.MESSAGE_COLUMNS` order."""
+    groups: list[tuple[Any, ...]]
+    """The new groups' rows, in :data:`~store.sql.append.inserts.GROUP_COLUMNS` order."""
+    changed: list[tuple[Any, ...]]
+    """The stored groups changed: id, messages and tokens added, :data:`GROUP_CHANGES`."""
+    appended: Appended
+
+
+async def plan_append(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    session: RowMapping,
+    fresh: Sequence[Message],
+    deduped: Deduped,
+    counts: BackgroundCounts | None,
+    calls: Sequence[Mapping[str, Any]] | None,
+) -> AppendPlan | None:
+    """The rows of an append of ``fresh`` messages to ``session`` as
+    :func:`append_messages` writes them, built whole; None when the annotation merges
+    stored groups (whose moves are written as they are found)."""
+    loaded, annotation, builder = await _planned(conn, ctx, session, fresh, deduped, calls)
+    if annotation.merged:
+        return None
+    totals, dialect_ = builder.totals, conn.dialect
+    counted = await counts.get(0, len(fresh)) if counts is not None else None
+    messages = builder.rows(0, len(fresh), message_insert(dialect_), counted)
+    created = _new_groups(ctx, session, annotation, loaded, totals, {})
+    groups = created.ready(len(fresh), group_insert(dialect_), final=True)
+    changed = _group_changes(annotation, loaded, totals, {})
+    _count_groups(annotation, loaded, totals, {}, len(created.groups))
+    touched = frozenset({*builder.group_ids, *annotation.groups})
+    appended = Appended(len(fresh), session_key(session), touched, totals.tokens)
+    return AppendPlan(loaded, annotation, totals, messages, groups, changed, appended)
+
+
+def planned_calls(
+    ctx: AppendContext, plan: AppendPlan
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[str], list[str]]:
+    """The open calls and early results the append leaves of the call ids it referenced
+    (``call_id, group_id, ambiguous`` and ``call_id, group_id``), and the ids of each
+    read that it drops."""
+    state = plan.annotation.state
+    calls = [
+        (r["call_id"], r["group_id"], r["ambiguous"]) for r in _call_rows(ctx, state, plan.loaded)
+    ]
+    early = [(r["call_id"], r["group_id"]) for r in _early_rows(ctx, state, plan.loaded)]
+    gone_calls = sorted(plan.loaded.call_rows - {row[0] for row in calls})
+    gone_early = sorted(plan.loaded.early_rows - {row[0] for row in early})
+    return calls, early, gone_calls, gone_early
 
 
 @dataclass(slots=True)
@@ -463,7 +573,7 @@ async def _write_blanks(conn: AsyncConnection, blanks: Sequence[_Blank]) -> list
         totals.groups = totals.active_groups = len(created.groups)
         calls += _call_rows(ctx, annotation.state, loaded)
         early += _early_rows(ctx, annotation.state, loaded)
-        updates.append(_session_params(ctx, session, annotation.state, totals))
+        updates.append(session_params(ctx, session, annotation.state, totals))
         touched = frozenset({*group_ids, *annotation.groups})
         appended.append(Appended(len(fresh), session_key(session), touched, totals.tokens))
     statements: list[Statement] = [(binds, messages), (group_binds, groups)]

@@ -14,15 +14,32 @@ of active views moves on without reading those groups again.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, Update, bindparam, null
+from sqlalchemy import (
+    JSON,
+    Column,
+    Enum,
+    String,
+    Table,
+    Text,
+    Update,
+    bindparam,
+    cast,
+    func,
+    null,
+    select,
+)
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.types import TypeEngine
 
 from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
@@ -91,9 +108,10 @@ class _Plan:
     """Groups whose token count changed."""
     summary_groups: list[dict[str, Any]] = field(default_factory=list)
     summary_messages: list[dict[str, Any]] = field(default_factory=list)
-    last: tuple[Update, dict[str, Any]] | None = None
-    """An ``UPDATE`` of the messages, with its parameters, left to the statement that
-    writes the event and the session row (:func:`~store.sql.audit.write_event_and_session`)."""
+    also: list[tuple[UpdateBase, dict[str, Any]]] = field(default_factory=list)
+    """Writes, with their parameters, left to the statement that writes the event and
+    the session row (:func:`~store.sql.audit.write_event_and_session`): the one
+    exclusion's ``UPDATE`` of the messages, the groups' upsert."""
 
 
 def _plan_rows(mirror: Mirror, out: Outcome, plan: _Plan, delta: _Delta) -> None:
@@ -291,7 +309,7 @@ async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
         # the one exclusion's update goes with the event and the session row
         ((state, ids),) = plan.exclusions.items()
         values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
-        plan.last = _among(conn, mirror, "messages", "group_id", ids, values)
+        plan.also.append(_among(conn, mirror, "messages", "group_id", ids, values))
     else:
         for state, ids in plan.exclusions.items():
             values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
@@ -323,6 +341,46 @@ def _group_upsert(insert: Callable[[Table], Any]) -> Any:
     )
 
 
+_ARRAY_PREFIX = "gr_"
+
+
+def _array_type(column: Column[Any]) -> TypeEngine[Any]:
+    """The type of an array of ``column``'s values: a JSON column's as their texts, an
+    enumeration's as plain strings (cast to the column's type in the statement)."""
+    if isinstance(column.type, JSON):
+        return ARRAY(Text())
+    if isinstance(column.type, Enum):
+        return ARRAY(String())
+    return ARRAY(column.type)
+
+
+@cache
+def _groups_from_arrays(insert: Callable[[Table], Any]) -> Any:
+    """:func:`_group_upsert` of the rows of one array parameter a column (``gr_`` and
+    the column's name): one statement for any number of rows, to go in a ``WITH``."""
+    names = [c.key for c in GROUPS.c]
+    arrays = [bindparam(_ARRAY_PREFIX + c.key, type_=_array_type(c)) for c in GROUPS.c]
+    rows = func.unnest(*arrays).table_valued(*names).render_derived()
+    statement = insert(GROUPS).from_select(
+        names, select(*(cast(rows.c[c.key], c.type) for c in GROUPS.c))
+    )
+    return statement.on_conflict_do_update(
+        index_elements=[GROUPS.c.tenant, GROUPS.c.session_id, GROUPS.c.group_id],
+        set_={name: statement.excluded[name] for name in _GROUP_SETS},
+    )
+
+
+def _arrays_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """The parameters of :func:`_groups_from_arrays` for whole group ``rows``."""
+    arrays: dict[str, list[Any]] = {}
+    for c in GROUPS.c:
+        values = [row[c.key] for row in rows]
+        if isinstance(c.type, JSON):
+            values = [None if v is None else json.dumps(v) for v in values]
+        arrays[_ARRAY_PREFIX + c.key] = values
+    return arrays
+
+
 def _whole(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """A whole group row: ``values`` where given, else ``base``'s."""
     return {name: values[name] if name in values else base[name] for name in _GROUP_COLUMNS}
@@ -331,7 +389,9 @@ def _whole(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]
 async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
     """The groups whose links or token count changed and the summaries inserted, in
     one statement: an upsert of whole rows (a stored group's row as loaded, with its
-    new values), whatever the number of distinct values."""
+    new values), whatever the number of distinct values. Where the database runs
+    data-modifying ``WITH`` queries, the upsert takes its rows from one array a column
+    and goes with the event's statement (``plan.also``)."""
     loaded = mirror.loaded
     rows: list[dict[str, Any]] = []
     for links, ids in plan.links.items():
@@ -339,6 +399,9 @@ async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> N
         rows.extend(_whole(loaded[group_id], values) for group_id in sorted(ids))
     rows.extend(_whole(loaded[r[_KEY]], r) for r in plan.recounted)
     rows.extend(_whole(_GROUP_DEFAULTS, values) for values in plan.summary_groups)
+    if rows and dialect.of(conn).data_modifying_ctes:
+        plan.also.append((_groups_from_arrays(dialect.of(conn).insert), _arrays_of(rows)))
+        return
     statement = _group_upsert(dialect.of(conn).insert)
     for part in chunks(rows):
         await conn.execute(statement, list(part))
@@ -410,7 +473,7 @@ async def write_back(
         session_id=s.session_id,
         number=row["event_count"] + 1,
         revision=row["revision"] + 1,
-        also=plan.last,
+        also=plan.also,
     )
     log_event(event)
     return event

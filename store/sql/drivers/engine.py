@@ -59,6 +59,7 @@ __all__ = [
     "create_engine",
     "describe_url",
     "normalize_url",
+    "one_statement_writer",
     "read_connection",
     "resolve_url",
     "sqlite_file",
@@ -320,6 +321,25 @@ def _reader(engine: AsyncEngine, *, single: bool = False) -> AsyncEngine | None:
             reader = engine
         readers[engine] = reader
     return reader
+
+
+_STATEMENT_WRITERS: WeakKeyDictionary[AsyncEngine, AsyncEngine] = WeakKeyDictionary()
+
+
+def one_statement_writer(engine: AsyncEngine) -> AsyncEngine | None:
+    """The view of ``engine`` whose connections are in autocommit, for a write made in
+    one statement (its own transaction) after reads that lock nothing; None where
+    there is none: a database without data-modifying ``WITH`` queries (SQLite), behind
+    a transaction pooler (the connection's settings come with a transaction's
+    ``BEGIN``), or before the first connection tells which."""
+    writer = _STATEMENT_WRITERS.get(engine)
+    if writer is None:
+        if not dialect.capabilities(engine.dialect).data_modifying_ctes:
+            return None
+        if pooling_of(engine.dialect) in (None, Pooling.TRANSACTION):
+            return None
+        writer = _STATEMENT_WRITERS[engine] = engine.execution_options(isolation_level="AUTOCOMMIT")
+    return writer
 
 
 @asynccontextmanager

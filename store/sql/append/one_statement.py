@@ -1,0 +1,253 @@
+"""An append in two round trips, where the database runs data-modifying ``WITH``
+queries (PostgreSQL): the reads without a lock, every write in one statement that
+takes effect only if the session is still as read.
+
+The transactional append (:func:`~store.sql.append.writer.append_messages`) is
+``BEGIN``, the session row locked with its reads, the messages' insert, the groups'
+insert, the session row, ``COMMIT``: six round trips, the session locked across five of
+them. Here, on a connection in autocommit:
+
+1. one statement reads what the transactional append reads with its lock (the session
+   row, the stored hashes of the new ids, the open calls and early results they name),
+   as of its own snapshot; the groups those point to, when there are any, are a second;
+2. the annotation and the rows are built exactly as the transactional append builds
+   them (:func:`~store.sql.append.writer.plan_append`);
+3. one statement writes them all, each part a ``WITH`` query over arrays (``unnest``),
+   gated by the first: the session row's ``UPDATE`` where its cache key (incarnation,
+   revision) is still the one read. Every write of a session's messages, groups or
+   calls moves that key, so an unchanged key means the plan was made from the state
+   it is written over; the ``UPDATE`` holds the row lock for the statement alone.
+
+It gives None, having written nothing, when the transactional append should do the
+work: a session not stored yet, a fork, an annotation that merges stored groups, an
+append too large for one statement (a bulk append goes by ``COPY``), or a key that
+moved (another writer got there first: the transactional append reads again under the
+lock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy import JSON, Column, Table
+from sqlalchemy.engine import Dialect
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.rules.checks import check_tokenizer
+from store.rules.identity import dedupe, new_messages
+from store.sql.annotation import prefetch
+from store.sql.append.counting import count_in_background
+from store.sql.append.inserts import (
+    INSERT_CHUNK,
+    LARGE_TEXT,
+    group_insert,
+    message_insert,
+)
+from store.sql.append.rows import AppendContext
+from store.sql.append.writer import (
+    GROUP_CHANGES,
+    Appended,
+    plan_append,
+    planned_calls,
+    session_params,
+)
+from store.sql.branches.sharing import refuse_tail
+from store.sql.dialect import kept_on
+from store.sql.projection.cache import session_key
+from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from strategies.messages import Message
+
+__all__ = ["append_in_one_statement"]
+
+
+class _Parameters:
+    """Numbered parameters (``$1``, ``$2``...) of a statement being written, by name."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def __call__(self, name: str, cast: str) -> str:
+        self.names.append(name)
+        return f"${len(self.names)}::{cast}"
+
+
+def _type(column: Column[Any], dialect: Dialect) -> str:
+    return column.type.compile(dialect=dialect)
+
+
+def _array(column: Column[Any], dialect: Dialect) -> str:
+    """The type of an array parameter of ``column``'s values as the driver binds them: a
+    JSON column's are the texts :mod:`store.sql.codec` encoded."""
+    return "text[]" if isinstance(column.type, JSON) else f"{_type(column, dialect)}[]"
+
+
+def _rows_of(
+    table: Table, columns: Sequence[str], prefix: str, bind: _Parameters, dialect: Dialect
+) -> str:
+    """``SELECT`` of ``table``'s ``columns`` from one array parameter a column (named
+    ``prefix`` + column), each value cast to its column's type."""
+    c = table.c
+    arrays = ", ".join(bind(f"{prefix}{name}", _array(c[name], dialect)) for name in columns)
+    casts = ", ".join(f"CAST(u.{name} AS {_type(c[name], dialect)}) AS {name}" for name in columns)
+    return f"SELECT {casts} FROM unnest({arrays}) AS u({', '.join(columns)})"
+
+
+_SESSION_VALUES: Final = (
+    "next_seq",
+    "position",
+    "turn",
+    "tail_group_id",
+    "tail_mode",
+    "updated_at",
+)
+_SESSION_ADDED: Final = (
+    "stored_messages",
+    "stored_tokens",
+    "stored_groups",
+    "active_messages",
+    "active_tokens",
+    "active_groups",
+)
+_CHANGED: Final = ("group_id", "message_count", "token_count", *GROUP_CHANGES)
+"""The columns of a stored group's change (:attr:`~store.sql.append.writer.AppendPlan.changed`)."""
+_GATE: Final = "EXISTS (SELECT FROM written_session)"
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    sql: str
+    names: tuple[str, ...]
+    messages: tuple[str, ...]
+    """The message table's column of each value of a message row, in order."""
+
+
+def _statement(dialect: Dialect) -> _Statement:
+    kept: dict[str, _Statement] = kept_on(dialect, "one_statement_append", dict)
+    found = kept.get("append")
+    if found is None:
+        found = kept["append"] = _write(dialect)
+    return found
+
+
+def _write(dialect: Dialect) -> _Statement:
+    """The append's one statement for ``dialect``, its parameters named."""
+    bind = _Parameters()
+    tenant, session_id = bind("tenant", "text"), bind("session_id", "text")
+    s = SESSIONS.c
+    sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in _SESSION_VALUES]
+    sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in _SESSION_ADDED]
+    messages = message_insert(dialect).table_columns
+    groups = group_insert(dialect).table_columns
+    keyed = f"tenant = {tenant} AND session_id = {session_id}"
+    calls = ("call_id", "group_id", "ambiguous")
+    message_rows = _rows_of(MESSAGES, messages, "m_", bind, dialect)
+    group_rows = _rows_of(GROUPS, groups, "g_", bind, dialect)
+    changes = _rows_of(GROUPS, _CHANGED, "u_", bind, dialect)
+    call_rows = _rows_of(OPEN_CALLS, calls, "c_", bind, dialect)
+    early_rows = _rows_of(EARLY_RESULTS, calls[:2], "e_", bind, dialect)
+    sql = f"""WITH written_session AS (
+  UPDATE {SESSIONS.name} SET {", ".join(sets)}, revision = revision + 1
+  WHERE {keyed} AND revision = {bind("revision", "bigint")}
+    AND incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
+  RETURNING 1
+), written_messages AS (
+  INSERT INTO {MESSAGES.name} ({", ".join(messages)})
+  {message_rows} WHERE {_GATE}
+), written_groups AS (
+  INSERT INTO {GROUPS.name} ({", ".join(groups)})
+  {group_rows} WHERE {_GATE}
+), changed_groups AS (
+  UPDATE {GROUPS.name} AS t SET
+    message_count = t.message_count + c.message_count,
+    token_count = t.token_count + c.token_count,
+    {", ".join(f"{name} = c.{name}" for name in GROUP_CHANGES)}
+  FROM ({changes}) AS c
+  WHERE t.tenant = {tenant} AND t.session_id = {session_id} AND t.group_id = c.group_id
+    AND {_GATE}
+), dropped_calls AS (
+  DELETE FROM {OPEN_CALLS.name} WHERE {keyed}
+    AND call_id = ANY({bind("gone_calls", "text[]")}) AND {_GATE}
+), written_calls AS (
+  INSERT INTO {OPEN_CALLS.name} (tenant, session_id, {", ".join(calls)})
+  SELECT {tenant}, {session_id}, c.* FROM ({call_rows}) AS c
+  WHERE {_GATE}
+  ON CONFLICT (tenant, session_id, call_id)
+  DO UPDATE SET group_id = excluded.group_id, ambiguous = excluded.ambiguous
+), dropped_early AS (
+  DELETE FROM {EARLY_RESULTS.name} WHERE {keyed}
+    AND call_id = ANY({bind("gone_early", "text[]")}) AND {_GATE}
+), written_early AS (
+  INSERT INTO {EARLY_RESULTS.name} (tenant, session_id, call_id, group_id)
+  SELECT {tenant}, {session_id}, e.* FROM ({early_rows}) AS e
+  WHERE {_GATE}
+  ON CONFLICT (tenant, session_id, call_id) DO UPDATE SET group_id = excluded.group_id
+)
+SELECT count(*) FROM written_session"""
+    return _Statement(sql, tuple(bind.names), messages)
+
+
+def _columns(
+    prefix: str, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> dict[str, Sequence[Any]]:
+    """One array parameter a column of ``rows`` (named ``prefix`` + column)."""
+    if not rows:
+        return {prefix + name: () for name in names}
+    return {
+        prefix + name: list(values)
+        for name, values in zip(names, zip(*rows, strict=True), strict=True)
+    }
+
+
+async def append_in_one_statement(
+    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
+) -> Appended | None:
+    """Append ``messages`` on ``conn``, a connection in autocommit, in two round trips
+    (see the module); None, having written nothing, when the transactional append
+    should."""
+    read = await prefetch(conn, ctx.tenant, ctx.session_id, messages)
+    if read is None or read.hashes is None:
+        return None  # not stored yet, or a fork (its hashes are its lineage's)
+    session = read.session
+    check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
+    refuse_tail(session)
+    fresh = new_messages(messages, read.hashes)
+    deduped = dedupe(ctx.session_id, messages, read.hashes)
+    if not fresh:
+        return Appended(0, session_key(session), frozenset())
+    if len(fresh) > INSERT_CHUNK:
+        return None
+    counts = count_in_background(ctx, fresh)
+    try:
+        plan = await plan_append(conn, ctx, session, fresh, deduped, counts, read.calls)
+    finally:
+        if counts is not None:
+            counts.close()
+    if plan is None or _holds_large_text(plan.messages):
+        return None
+    statement = _statement(conn.dialect)
+    calls, early, gone_calls, gone_early = planned_calls(ctx, plan)
+    params: dict[str, Any] = {
+        "tenant": ctx.tenant,
+        "session_id": ctx.session_id,
+        "revision": session["revision"],
+        "incarnation": session["incarnation"],
+        "gone_calls": gone_calls,
+        "gone_early": gone_early,
+        **session_params(ctx, session, plan.annotation.state, plan.totals),
+    }
+    params.update(_columns("m_", statement.messages, plan.messages))
+    params.update(_columns("g_", group_insert(conn.dialect).table_columns, plan.groups))
+    params.update(_columns("u_", _CHANGED, plan.changed))
+    params.update(_columns("c_", ("call_id", "group_id", "ambiguous"), calls))
+    params.update(_columns("e_", ("call_id", "group_id"), early))
+    bound = tuple(params[name] for name in statement.names)
+    written = (await conn.exec_driver_sql(statement.sql, bound)).scalar_one()
+    if not written:
+        return None  # another writer moved the session: read again under the lock
+    return plan.appended
+
+
+def _holds_large_text(rows: Sequence[Sequence[Any]]) -> bool:
+    return any(isinstance(value, str) and len(value) > LARGE_TEXT for row in rows for value in row)
