@@ -35,9 +35,12 @@ from sqlalchemy.engine import make_url
 
 from store import HistoryStore
 from strategies import ContextWindowCompactionStrategy
+from strategies.groups import annotate
+from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.conformance.test_compaction import _chat
 from tests.conformance.toy_strategies import ExcludeOldest
+from tests.groups.conversations import assistant, call, result, system, tool, user
 
 pytestmark = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -215,3 +218,39 @@ async def test_a_write_that_waited_for_the_lock_reads_again_under_it(db_url: str
         context = await store.context("s")
     async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as fresh:
         assert await fresh.context("s") == context
+
+
+def _one_at_a_time() -> list[Message]:
+    return [
+        system("s0", "be brief"),
+        user("u1", "hi"),
+        assistant("a1", call("c1", "f"), call("c2", "g")),
+        tool("t1", result("c1", "one")),  # answers a stored call: its group is read
+        tool("t2", result("c2", "two")),
+        assistant("a2", "done"),
+        tool("t9", result("c9", "early")),  # a result before its call
+        assistant("a9", call("c9", "h")),  # joins the result's stored group: a merge
+        user("u3", "bye"),
+    ]
+
+
+async def test_appends_go_in_one_statement_unless_they_merge_stored_groups(db_url: str) -> None:
+    messages = _one_at_a_time()
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        for message in messages:  # every statement prepared, every type known
+            await store.append("warm", [message])
+        sizes: dict[str, list[str]] = {}
+        for message in messages:
+            with _counting(store) as seen:
+                await store.append("s", [message])
+            sizes[message.message_id] = [e.split(":")[1].split()[0] for e in seen]
+        stored = await store.history("s")
+        assert [m.group_id for m in stored] == [g for _, g in annotate(messages).message_groups]
+        assert (await store.doctor("s")).findings == ()
+    one = ["SELECT", "WITH"]  # the reads, then every write in one statement
+    with_groups = ["SELECT", "SELECT", "WITH"]  # the stored groups the new one touches
+    assert sizes["u1"] == sizes["a1"] == sizes["a2"] == sizes["t9"] == one, sizes
+    assert sizes["t1"] == sizes["t2"] == sizes["u3"] == with_groups, sizes
+    # the merge: the reads, then the transactional append, which reads under the lock
+    assert sizes["a9"][:3] == ["SELECT", "SELECT", "BEGIN"], sizes
+    assert sizes["a9"][-1] == "COMMIT;" and "WITH" not in sizes["a9"], sizes
