@@ -17,29 +17,25 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cache
 from typing import Any
 
 from sqlalchemy import (
     JSON,
-    Column,
-    Enum,
-    String,
     Table,
     Text,
     Update,
     bindparam,
     cast,
     func,
+    literal_column,
     null,
     select,
 )
-from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.dml import UpdateBase
-from sqlalchemy.types import TypeEngine
 
 from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, build_event, log_event
@@ -341,44 +337,32 @@ def _group_upsert(insert: Callable[[Table], Any]) -> Any:
     )
 
 
-_ARRAY_PREFIX = "gr_"
-
-
-def _array_type(column: Column[Any]) -> TypeEngine[Any]:
-    """The type of an array of ``column``'s values: a JSON column's as their texts, an
-    enumeration's as plain strings (cast to the column's type in the statement)."""
-    if isinstance(column.type, JSON):
-        return ARRAY(Text())
-    if isinstance(column.type, Enum):
-        return ARRAY(String())
-    return ARRAY(column.type)
-
-
 @cache
-def _groups_from_arrays(insert: Callable[[Table], Any]) -> Any:
-    """:func:`_group_upsert` of the rows of one array parameter a column (``gr_`` and
-    the column's name): one statement for any number of rows, to go in a ``WITH``."""
+def _groups_from_json(insert: Callable[[Table], Any]) -> Any:
+    """:func:`_group_upsert` of the rows of one JSON array of whole group rows (bound as
+    ``group_rows``), read by ``json_populate_recordset`` as rows of the groups' table:
+    one statement for any number of rows, to go in a ``WITH``."""
     names = [c.key for c in GROUPS.c]
-    arrays = [bindparam(_ARRAY_PREFIX + c.key, type_=_array_type(c)) for c in GROUPS.c]
-    rows = func.unnest(*arrays).table_valued(*names).render_derived()
-    statement = insert(GROUPS).from_select(
-        names, select(*(cast(rows.c[c.key], c.type) for c in GROUPS.c))
-    )
+    rows = func.json_populate_recordset(
+        literal_column(f"NULL::{GROUPS.name}"), cast(bindparam("group_rows", type_=Text()), JSON)
+    ).table_valued(*names)
+    statement = insert(GROUPS).from_select(names, select(*(rows.c[name] for name in names)))
     return statement.on_conflict_do_update(
         index_elements=[GROUPS.c.tenant, GROUPS.c.session_id, GROUPS.c.group_id],
         set_={name: statement.excluded[name] for name in _GROUP_SETS},
     )
 
 
-def _arrays_of(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[Any]]:
-    """The parameters of :func:`_groups_from_arrays` for whole group ``rows``."""
-    arrays: dict[str, list[Any]] = {}
-    for c in GROUPS.c:
-        values = [row[c.key] for row in rows]
-        if isinstance(c.type, JSON):
-            values = [None if v is None else json.dumps(v) for v in values]
-        arrays[_ARRAY_PREFIX + c.key] = values
-    return arrays
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+        return aware.isoformat()
+    raise TypeError(f"no JSON for a {type(value).__name__}")  # pragma: no cover
+
+
+def _rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The parameter of :func:`_groups_from_json` for whole group ``rows``."""
+    return {"group_rows": json.dumps(rows, default=_json_value, separators=(",", ":"))}
 
 
 def _whole(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
@@ -390,7 +374,7 @@ async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> N
     """The groups whose links or token count changed and the summaries inserted, in
     one statement: an upsert of whole rows (a stored group's row as loaded, with its
     new values), whatever the number of distinct values. Where the database runs
-    data-modifying ``WITH`` queries, the upsert takes its rows from one array a column
+    data-modifying ``WITH`` queries, the upsert takes its rows from one JSON parameter
     and goes with the event's statement (``plan.also``)."""
     loaded = mirror.loaded
     rows: list[dict[str, Any]] = []
@@ -400,7 +384,7 @@ async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> N
     rows.extend(_whole(loaded[r[_KEY]], r) for r in plan.recounted)
     rows.extend(_whole(_GROUP_DEFAULTS, values) for values in plan.summary_groups)
     if rows and dialect.of(conn).data_modifying_ctes:
-        plan.also.append((_groups_from_arrays(dialect.of(conn).insert), _arrays_of(rows)))
+        plan.also.append((_groups_from_json(dialect.of(conn).insert), _rows_json(rows)))
         return
     statement = _group_upsert(dialect.of(conn).insert)
     for part in chunks(rows):
