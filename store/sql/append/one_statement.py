@@ -48,6 +48,8 @@ from store.sql.append.inserts import (
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import (
     GROUP_CHANGES,
+    SESSION_ADDED,
+    SESSION_VALUES,
     Appended,
     plan_append,
     planned_calls,
@@ -94,22 +96,6 @@ def _rows_of(
     return f"SELECT {casts} FROM unnest({arrays}) AS u({', '.join(columns)})"
 
 
-_SESSION_VALUES: Final = (
-    "next_seq",
-    "position",
-    "turn",
-    "tail_group_id",
-    "tail_mode",
-    "updated_at",
-)
-_SESSION_ADDED: Final = (
-    "stored_messages",
-    "stored_tokens",
-    "stored_groups",
-    "active_messages",
-    "active_tokens",
-    "active_groups",
-)
 _CHANGED: Final = ("group_id", "message_count", "token_count", *GROUP_CHANGES)
 """The columns of a stored group's change (:attr:`~store.sql.append.writer.AppendPlan.changed`)."""
 _GATE: Final = "EXISTS (SELECT FROM written_session)"
@@ -136,8 +122,8 @@ def _write(dialect: Dialect) -> _Statement:
     bind = _Parameters()
     tenant, session_id = bind("tenant", "text"), bind("session_id", "text")
     s = SESSIONS.c
-    sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in _SESSION_VALUES]
-    sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in _SESSION_ADDED]
+    sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in SESSION_VALUES]
+    sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in SESSION_ADDED]
     messages = message_insert(dialect).table_columns
     groups = group_insert(dialect).table_columns
     keyed = f"tenant = {tenant} AND session_id = {session_id}"

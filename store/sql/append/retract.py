@@ -20,6 +20,7 @@ from store.rules.branching import shared_refusal
 from store.rules.changes import Outcome, build_event, log_event, new_event_id
 from store.rules.records import now
 from store.rules.retract import RETRACT_STRATEGY, Retraction, check_retractable, plan_retraction
+from store.sql.append.writer import SESSION_ADDED, SESSION_VALUES
 from store.sql.audit import write_event
 from store.sql.branches.deleting import adopt
 from store.sql.branches.rows import read_lineage
@@ -38,18 +39,7 @@ __all__ = ["retract_last"]
 _GROUP = COLUMN_INDEX["group_id"]
 _SLOT = COLUMN_INDEX["slot"]
 
-_WRITE_SESSION = session_update(
-    ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at"),
-    (
-        "stored_messages",
-        "stored_tokens",
-        "stored_groups",
-        "active_messages",
-        "active_tokens",
-        "active_groups",
-    ),
-    counters=("event_count",),
-)
+_WRITE_SESSION = session_update(SESSION_VALUES, SESSION_ADDED, counters=("event_count",))
 
 
 def _keys(table: Table, tenant: str, session_id: str) -> tuple[Any, Any]:

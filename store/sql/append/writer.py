@@ -45,6 +45,8 @@ from strategies.messages import Message
 
 __all__ = [
     "GROUP_CHANGES",
+    "SESSION_ADDED",
+    "SESSION_VALUES",
     "AppendPlan",
     "Appended",
     "append_messages",
@@ -274,18 +276,18 @@ async def _write_calls(
     await _insert_all(conn, EARLY_RESULTS, _early_rows(ctx, state, loaded))
 
 
-_WRITE_SESSION = session_update(
-    ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at"),
-    (
-        "stored_messages",
-        "stored_tokens",
-        "stored_groups",
-        "active_messages",
-        "active_tokens",
-        "active_groups",
-    ),
-    counters=(),
+SESSION_VALUES: Final = ("next_seq", "position", "turn", "tail_group_id", "tail_mode", "updated_at")
+"""The session row's columns an append (or taking one back) sets (``v_<column>``)."""
+SESSION_ADDED: Final = (
+    "stored_messages",
+    "stored_tokens",
+    "stored_groups",
+    "active_messages",
+    "active_tokens",
+    "active_groups",
 )
+"""The session row's columns an append (or taking one back) adds to (``d_<column>``)."""
+_WRITE_SESSION = session_update(SESSION_VALUES, SESSION_ADDED, counters=())
 
 
 def session_params(
