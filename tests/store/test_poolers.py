@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import asyncpg
 import pytest
@@ -19,11 +20,14 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store import HistoryStore
 from store.errors import InvalidInput
+from store.sql.append.one_statement import append_in_one_statement
 from store.sql.drivers.engine import create_engine, read_connection, write_connection
 from store.sql.drivers.poolers import Pooling, pooling_of
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.cli.helpers import assert_one_line_error, invoke
+from tests.conformance.test_compaction import _chat
+from tests.conformance.toy_strategies import ExcludeOldest
 from tests.conftest import PgServer, _asyncpg_dsn, _unique_name
 from tests.pgbouncer import Pgbouncer
 
@@ -242,5 +246,49 @@ def test_db_upgrade_runs_through_a_transaction_pooler(
                 return [m.message.text for m in await store.history("s")]
 
         assert asyncio.run(one_turn()) == ["hi"]
+    finally:
+        pg_server.drop_later(name)
+
+
+@pytest.mark.postgres
+@pytest.mark.pgbouncer
+@pytest.mark.parametrize("through", ["directly", "session-pooler"])
+async def test_appends_in_one_statement_and_a_compaction_in_a_schema(
+    pg_server: PgServer,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    through: str,
+) -> None:
+    """Directly and behind a session pooler, appends after the first go in one statement
+    (autocommit keeps the connection's settings there), and its statements and the
+    compaction's find their tables in the store's schema (the ``search_path``)."""
+    name = _unique_name("chatledger_s")
+    pg_server.create(name)
+    try:
+        if through == "directly":
+            url = pg_server.url_for(name)
+        else:
+            bouncer: Pgbouncer = request.getfixturevalue("pg_bouncer_session")
+            url = bouncer.url_for(name, option="session")
+        written: list[bool] = []
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            result = await append_in_one_statement(*args, **kwargs)
+            written.append(result is not None)
+            return result
+
+        monkeypatch.setattr("store.sql.store.append_in_one_statement", counted)
+        tokenizer = CharacterEstimatorTokenizer()
+        async with HistoryStore.open(url, schema="tenant_one", tokenizer=tokenizer) as one:
+            for n in range(3):
+                await one.append("s", _chat(f"p{n}"))
+            event = await one.compact("s", ExcludeOldest(2), phase="after_run")
+            assert event is not None and len(event.excluded) == 2
+            stored = await one.history("s", include_excluded=True)
+            assert [m.message_id for m in stored] == [
+                m.message_id for n in range(3) for m in _chat(f"p{n}")
+            ]
+            assert (await one.doctor("s")).findings == ()
+        assert written.count(True) == 2, written  # the first append creates the session
     finally:
         pg_server.drop_later(name)
