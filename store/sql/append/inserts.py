@@ -57,6 +57,7 @@ __all__ = [
     "Statement",
     "execute_inserts",
     "group_insert",
+    "holds_large_text",
     "message_insert",
 ]
 
@@ -254,12 +255,12 @@ async def execute_inserts(conn: AsyncConnection, statements: Sequence[Statement]
     (see the module), the rows around it in order."""
     copies = dialect.of(conn).copy_rows
     for insert_rows, rows in statements:
-        if not insert_rows.texts or not _holds_large_text(rows, insert_rows.texts):
+        if not insert_rows.texts or not holds_large_text(rows, insert_rows.texts):
             await _send(conn, insert_rows, rows, copies)
             continue
         waiting: list[tuple[Any, ...]] = []
         for row in rows:
-            if not _holds_large_text((row,), insert_rows.texts):
+            if not holds_large_text((row,), insert_rows.texts):
                 waiting.append(row)
                 continue
             if waiting:
@@ -335,7 +336,7 @@ def _flat(rows: Sequence[tuple[Any, ...]]) -> tuple[Any, ...]:
     return tuple(value for row in rows for value in row)
 
 
-def _holds_large_text(rows: Sequence[tuple[Any, ...]], texts: tuple[int, ...]) -> bool:
+def holds_large_text(rows: Sequence[tuple[Any, ...]], texts: tuple[int, ...]) -> bool:
     """Whether a stored text of ``rows`` (at the indexes ``texts``) is a large one (a
     pass in C over each column: every append asks it)."""
     return any(max(map(len, map(itemgetter(index), rows))) > LARGE_TEXT for index in texts)

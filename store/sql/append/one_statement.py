@@ -41,8 +41,8 @@ from store.sql.annotation import prefetch
 from store.sql.append.counting import count_in_background
 from store.sql.append.inserts import (
     INSERT_CHUNK,
-    LARGE_TEXT,
     group_insert,
+    holds_large_text,
     message_insert,
 )
 from store.sql.append.rows import AppendContext
@@ -107,14 +107,14 @@ class _Statement:
     names: tuple[str, ...]
     messages: tuple[str, ...]
     """The message table's column of each value of a message row, in order."""
+    groups: tuple[str, ...]
+    """The group table's column of each value of a new group's row, in order."""
+    texts: tuple[int, ...]
+    """Where in a message row its stored texts are."""
 
 
 def _statement(dialect: Dialect) -> _Statement:
-    kept: dict[str, _Statement] = kept_on(dialect, "one_statement_append", dict)
-    found = kept.get("append")
-    if found is None:
-        found = kept["append"] = _write(dialect)
-    return found
+    return kept_on(dialect, "one_statement_append", lambda: _write(dialect))
 
 
 def _write(dialect: Dialect) -> _Statement:
@@ -124,7 +124,8 @@ def _write(dialect: Dialect) -> _Statement:
     s = SESSIONS.c
     sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in SESSION_VALUES]
     sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in SESSION_ADDED]
-    messages = message_insert(dialect).table_columns
+    message_binds = message_insert(dialect)
+    messages = message_binds.table_columns
     groups = group_insert(dialect).table_columns
     keyed = f"tenant = {tenant} AND session_id = {session_id}"
     calls = ("call_id", "group_id", "ambiguous")
@@ -171,7 +172,7 @@ def _write(dialect: Dialect) -> _Statement:
   ON CONFLICT (tenant, session_id, call_id) DO UPDATE SET group_id = excluded.group_id
 )
 SELECT count(*) FROM written_session"""
-    return _Statement(sql, tuple(bind.names), messages)
+    return _Statement(sql, tuple(bind.names), messages, groups, message_binds.texts)
 
 
 def _columns(
@@ -210,9 +211,9 @@ async def append_in_one_statement(
     finally:
         if counts is not None:
             counts.close()
-    if plan is None or _holds_large_text(plan.messages):
-        return None
     statement = _statement(conn.dialect)
+    if plan is None or holds_large_text(plan.messages, statement.texts):
+        return None
     calls, early, gone_calls, gone_early = planned_calls(ctx, plan)
     params: dict[str, Any] = {
         "tenant": ctx.tenant,
@@ -224,7 +225,7 @@ async def append_in_one_statement(
         **session_params(ctx, session, plan.annotation.state, plan.totals),
     }
     params.update(_columns("m_", statement.messages, plan.messages))
-    params.update(_columns("g_", group_insert(conn.dialect).table_columns, plan.groups))
+    params.update(_columns("g_", statement.groups, plan.groups))
     params.update(_columns("u_", _CHANGED, plan.changed))
     params.update(_columns("c_", ("call_id", "group_id", "ambiguous"), calls))
     params.update(_columns("e_", ("call_id", "group_id"), early))
@@ -233,7 +234,3 @@ async def append_in_one_statement(
     if not written:
         return None  # another writer moved the session: read again under the lock
     return plan.appended
-
-
-def _holds_large_text(rows: Sequence[Sequence[Any]]) -> bool:
-    return any(isinstance(value, str) and len(value) > LARGE_TEXT for row in rows for value in row)
