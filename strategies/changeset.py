@@ -13,7 +13,7 @@ order: summaries in order, then exclusions, then reductions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
@@ -151,6 +151,25 @@ class ChangeSet:
         ids.update(g for s in self.summaries for g in s.replaces)
         ids.update(r.group_id for r in self.reductions)
         return frozenset(ids - inserted)
+
+    def without(self, group_ids: Collection[str]) -> ChangeSet:
+        """This change set less what it does to ``group_ids``: their exclusions and
+        reductions, and every summary replacing one of them (whole: a summary never
+        replaces part of what it was written for), with what it does to that summary.
+        Diagnostics stay."""
+        gone = set(group_ids)
+        summaries = self.summaries
+        while dropped := {
+            s.group_id for s in summaries if s.group_id in gone or gone.intersection(s.replaces)
+        }:  # a summary of a dropped summary goes too
+            gone.update(dropped)
+            summaries = tuple(s for s in summaries if s.group_id not in dropped)
+        return replace(
+            self,
+            exclusions=tuple(e for e in self.exclusions if e.group_id not in gone),
+            summaries=summaries,
+            reductions=tuple(r for r in self.reductions if r.group_id not in gone),
+        )
 
     def then(self, other: ChangeSet) -> ChangeSet:
         """The change set that applies ``self`` and then ``other`` (planned on the result)."""

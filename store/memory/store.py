@@ -67,8 +67,8 @@ from store.rules.conflicts import (
     Compaction,
     Conflict,
     GroupState,
-    changed_under,
     plan_and_apply,
+    still_valid,
 )
 from store.rules.erasure import redact_records
 from store.rules.imported import import_changes, plan_import, source_ids
@@ -465,8 +465,10 @@ class InMemoryHistoryStore(BackendBase):
                     for gid in changes.touched_group_ids
                     if (group := session.groups.get(gid)) is not None
                 }
-                if changed_under(changes.touched_group_ids, snapshot.fingerprints, current):
+                valid = still_valid(changes, snapshot.fingerprints, current)
+                if isinstance(valid, Conflict):
                     return CONFLICT
+                changes = valid
             return self._apply(session, changes, phase, strategy, attempt)
 
         async def record(

@@ -2,14 +2,18 @@
 
 A strategy plans outside any write transaction (a summarizer may wait on an LLM). The
 write that applies the plan checks the groups it touches against the snapshot
-(:func:`changed_under`): it conflicts when one of them changed, vanished or was
-excluded since, or when a group absent from the snapshot (appended or restored since)
-is active. :func:`plan_and_apply` runs the whole loop: on a conflict the plan is made
-again once; a second conflict applies nothing, logs a warning and records an
-``abandoned`` event. A plan that changes nothing but reports a failed or blocked step
-records a ``failed`` or ``blocked`` event; one that changes nothing and reports nothing
-records none. Every backend compacts through it, with its own snapshot, apply and
-record; the span of the compaction and the translation of a strategy's errors are
+(:func:`still_valid`): it conflicts when one of them changed or vanished since, or when
+a group absent from the snapshot (appended or restored since) is active. A group that
+another write excluded since is no conflict: what the plan does to it is dropped (its
+exclusion is done already; a summary replacing it goes whole), and the rest applies.
+Writers sharing a session each compact after their turn, and their plans mostly agree:
+they no longer make each other plan again. :func:`plan_and_apply` runs the whole loop:
+on a conflict the plan is made again once; a second conflict applies nothing, logs a
+warning and records an ``abandoned`` event. A plan that changes nothing but reports a
+failed or blocked step records a ``failed`` or ``blocked`` event; one that changes
+nothing and reports nothing (done whole by another compaction, say) records none.
+Every backend compacts through it, with its own snapshot, apply and record; the span
+of the compaction and the translation of a strategy's errors are
 :class:`~store.contract.BackendBase`'s, around it.
 """
 
@@ -17,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
@@ -34,8 +38,8 @@ __all__ = [
     "Conflict",
     "GroupState",
     "Snapshot",
-    "changed_under",
     "plan_and_apply",
+    "still_valid",
 ]
 
 logger = logging.getLogger("chatledger.store")
@@ -57,22 +61,31 @@ class GroupState:
     fingerprint: Hashable
 
 
-def changed_under(
-    touched: Iterable[str],
+def still_valid(
+    changes: ChangeSet,
     snapshot: Mapping[str, Hashable],
     current: Mapping[str, GroupState],
-) -> bool:
-    """Whether a group the plan ``touched`` changed since the ``snapshot`` (each active
-    group's fingerprint then); ``current`` holds the touched groups as they are now."""
-    for group_id in touched:
+) -> ChangeSet | Conflict:
+    """What of ``changes``, planned on the ``snapshot`` (each active group's fingerprint
+    then), still applies to the touched groups as they are now (``current``):
+    :data:`CONFLICT` when one changed or vanished since, or is active but was not in the
+    snapshot (appended or restored since: never touched by a stale plan); else
+    ``changes`` less what it does to the groups excluded since (by another compaction:
+    done already)."""
+    taken_out: set[str] = set()
+    for group_id in changes.touched_group_ids:
         now = current.get(group_id)
         if group_id not in snapshot:
             if now is not None and not now.excluded:
-                return True  # appended or restored since: never touched by a stale plan
+                return CONFLICT
             continue
-        if now is None or now.excluded or now.fingerprint != snapshot[group_id]:
-            return True
-    return False
+        if now is None:
+            return CONFLICT
+        if now.excluded:
+            taken_out.add(group_id)
+        elif now.fingerprint != snapshot[group_id]:
+            return CONFLICT
+    return changes.without(taken_out) if taken_out else changes
 
 
 class Snapshot(Protocol):

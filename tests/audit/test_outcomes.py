@@ -163,7 +163,7 @@ async def test_an_applied_event_keeps_the_diagnostics_of_a_step_that_failed(
 
 @dataclass
 class ExcludeFirst:
-    """Excludes the oldest non-system group."""
+    """Excludes the oldest non-system group not pinned."""
 
     @property
     def name(self) -> str:
@@ -173,14 +173,14 @@ class ExcludeFirst:
         return {}
 
     async def plan(self, view: View) -> ChangeSet:
-        group = next(g.group_id for g in view.groups if g.kind != "system")
+        group = next(g.group_id for g in view.groups if g.kind != "system" and not g.pinned)
         return ChangeSet(exclusions=(Exclusion(group, "test"),), strategy=self.name)
 
 
 @dataclass
 class Interfering:
-    """Plans like :class:`ExcludeFirst`, but a concurrent compaction excludes that very
-    group before the plan returns."""
+    """Plans like :class:`ExcludeFirst`, but a concurrent writer pins that very group
+    before the plan returns (the group changed: a conflict)."""
 
     store: HistoryBackend
     plans: int = 0
@@ -195,7 +195,7 @@ class Interfering:
     async def plan(self, view: View) -> ChangeSet:
         self.plans += 1
         changes = await ExcludeFirst().plan(view)
-        await self.store.compact(SESSION, ExcludeFirst())
+        await self.store.pin(SESSION, [e.group_id for e in changes.exclusions])
         return ChangeSet(exclusions=changes.exclusions, strategy=self.name)
 
 
@@ -207,13 +207,34 @@ async def test_a_conflict_provoked_twice_is_an_abandoned_event(any_store: Histor
     assert event is not None and event.outcome == "abandoned" and event.attempts == 2
     assert event.excluded == () and event.tokens_saved == 0
     assert event.tokens_before == event.tokens_after
-    # the two concurrent compactions applied; the interfered one was abandoned
-    outcomes = [(e.strategy, e.outcome) for e in await any_store.audit(SESSION)]
-    assert outcomes == [
-        ("interfering", "abandoned"),
-        ("exclude_first", "applied"),
-        ("exclude_first", "applied"),
+    assert [(e.strategy, e.outcome) for e in await any_store.audit(SESSION)] == [
+        ("interfering", "abandoned")
     ]
+    assert await any_store.excluded(SESSION) == []
+
+
+async def test_a_plan_another_compaction_carried_out_meanwhile_records_nothing(
+    any_store: HistoryBackend,
+) -> None:
+    """Writers sharing a session plan alike: a group another compaction excluded since
+    the snapshot is done, not a conflict (no second plan, no ``abandoned`` row)."""
+    await any_store.append(SESSION, _turns(3))
+    plans: list[View] = []
+
+    @dataclass
+    class Raced(ExcludeFirst):
+        async def plan(self, view: View) -> ChangeSet:
+            plans.append(view)
+            changes = await super().plan(view)
+            await any_store.compact(SESSION, ExcludeFirst())
+            return changes
+
+    assert await any_store.compact(SESSION, Raced()) is None
+    assert len(plans) == 1
+    assert [(e.strategy, e.outcome) for e in await any_store.audit(SESSION)] == [
+        ("exclude_first", "applied")
+    ]
+    assert len(await any_store.excluded(SESSION)) == 1
 
 
 async def test_no_row_for_a_no_change_run_nor_a_dry_run(any_store: HistoryBackend) -> None:

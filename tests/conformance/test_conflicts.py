@@ -1,5 +1,7 @@
 """Conflicts: a plan applies only if the groups it touches are unchanged since its
-snapshot; else it is planned again once, and on a second conflict nothing is applied."""
+snapshot; else it is planned again once, and on a second conflict nothing is applied.
+A group another compaction excluded since is no conflict: what the plan does to it is
+dropped (done already), and the rest applies."""
 
 from __future__ import annotations
 
@@ -11,7 +13,13 @@ import pytest
 from store.contract import HistoryBackend
 from strategies.changeset import ChangeSet, Exclusion
 from tests.conformance.test_compaction import _chat, _ids
-from tests.conformance.toy_strategies import ExcludeOldest, Fixed, Gated, Interfering
+from tests.conformance.toy_strategies import (
+    ExcludeOldest,
+    Fixed,
+    Gated,
+    Interfering,
+    SummarizeOldest,
+)
 from tests.groups.conversations import assistant, call, result, tool, user
 from tests.strategies.invariants import assert_projection_invariants
 
@@ -70,22 +78,56 @@ async def test_a_group_pinned_and_unpinned_meanwhile_is_unchanged(
     assert event.excluded == ("group_u1",)
 
 
-async def test_a_concurrent_compaction_twice_meanwhile_gives_up_with_a_warning(
+async def test_a_group_another_compaction_excluded_meanwhile_is_done_not_a_conflict(
     store: HistoryBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     await store.append("s", _chat())
 
-    async def exclude_it_first() -> None:
-        # a concurrent compaction excludes the very group the plan excludes
+    async def exclude_the_oldest() -> None:
+        # a concurrent compaction excludes one of the groups the plan excludes
         await store.compact("s", ExcludeOldest(1))
 
-    strategy = Interfering(ExcludeOldest(1), exclude_it_first)
-    with caplog.at_level(logging.WARNING, logger="chatledger.store"):
+    strategy = Interfering(ExcludeOldest(2), exclude_the_oldest)
+    with caplog.at_level(logging.INFO, logger="chatledger.store"):
         event = await store.compact("s", strategy)
-    assert event is not None and event.outcome == "abandoned" and strategy.plans == 2
-    assert "abandoned" in caplog.text
-    # the two concurrent compactions, and the abandoned one
-    assert [e.outcome for e in await store.audit("s")] == ["abandoned", "applied", "applied"]
+    assert strategy.plans == 1 and "conflicted" not in caplog.text
+    # the rest of the plan applied: the group the other compaction left
+    assert event is not None and event.outcome == "applied" and event.excluded == ("group_a1",)
+    assert [e.outcome for e in await store.audit("s")] == ["applied", "applied"]
+    assert {g.group_id for g in await store.excluded("s")} == {"group_u1", "group_a1"}
+
+
+async def test_a_plan_done_whole_meanwhile_applies_and_records_nothing(
+    store: HistoryBackend,
+) -> None:
+    await store.append("s", _chat())
+
+    async def exclude_the_same() -> None:
+        await store.compact("s", ExcludeOldest(2))
+
+    strategy = Interfering(ExcludeOldest(2), exclude_the_same)
+    assert await store.compact("s", strategy) is None
+    assert strategy.plans == 1
+    assert [e.outcome for e in await store.audit("s")] == ["applied"]
+    assert {g.group_id for g in await store.excluded("s")} == {"group_u1", "group_a1"}
+
+
+async def test_a_summary_of_a_group_excluded_meanwhile_is_dropped_whole(
+    store: HistoryBackend,
+) -> None:
+    await store.append("s", _chat())
+
+    async def exclude_the_oldest() -> None:
+        await store.compact("s", ExcludeOldest(1))
+
+    strategy = Interfering(SummarizeOldest(2), exclude_the_oldest)
+    assert await store.compact("s", strategy) is None
+    assert strategy.plans == 1
+    # the other group the summary would have replaced stays as it was, and no summary
+    view = await store.view("s")
+    assert [g.group_id for g in view.groups][:2] == ["group_sys", "group_a1"]
+    assert not any(g.kind == "summary" for g in view.groups)
+    assert_projection_invariants(await store.context("s"))
 
 
 async def test_appends_meanwhile_are_never_excluded(store: HistoryBackend) -> None:

@@ -171,7 +171,7 @@ class Gated:
 class Interfering:
     """Plans with ``inner``, then runs ``hook`` (a concurrent writer) before returning."""
 
-    inner: ExcludeOldest | Fixed
+    inner: ExcludeOldest | Fixed | SummarizeOldest
     hook: Callable[[], Awaitable[None]]
     plans: int = 0
 

@@ -34,7 +34,7 @@ from store.rules.changes import (
     summary_id_candidates,
 )
 from store.rules.checks import check_tokenizer
-from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, changed_under
+from store.rules.conflicts import CONFLICT, Compaction, Conflict, GroupState, still_valid
 from store.rules.records import now
 from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.mirror import (
@@ -225,16 +225,17 @@ class Compactor:
         views = {g: group_view(r) for g, r in written.groups.items() if not r["excluded"]}
         self.cache.write_rows(session_id, before, after, touched, written, views)
 
-    async def _conflicts(
+    async def _still_valid(
         self,
         conn: AsyncConnection,
         session_id: str,
         snapshot: Snapshot,
         changes: ChangeSet,
         locked: Locked | None,
-    ) -> bool:
-        """Whether a group ``changes`` touches changed since ``snapshot`` (as the rows
-        ``locked`` with the session row tell, else as read now)."""
+    ) -> ChangeSet | Conflict:
+        """What of ``changes`` still applies to the groups it touches as they are now (the
+        rows ``locked`` with the session row tell, else as read now): see
+        :func:`~store.rules.conflicts.still_valid`."""
         touched = sorted(changes.touched_group_ids)
         rows: list[Mapping[Any, Any]] = []
         if locked is not None:
@@ -249,7 +250,7 @@ class Compactor:
                 )
                 rows.extend((await conn.execute(query)).mappings())
         current = {r["group_id"]: GroupState(bool(r["excluded"]), fingerprint(r)) for r in rows}
-        return changed_under(touched, snapshot.groups, current)
+        return still_valid(changes, snapshot.groups, current)
 
     async def apply(
         self,
@@ -278,12 +279,11 @@ class Compactor:
             seen.key = session_key(session)
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         refuse_tail(session)
-        if (
-            snapshot is not None
-            and session["revision"] != snapshot.revision
-            and await self._conflicts(conn, session_id, snapshot, changes, locked)
-        ):
-            return CONFLICT
+        if snapshot is not None and session["revision"] != snapshot.revision:
+            valid = await self._still_valid(conn, session_id, snapshot, changes, locked)
+            if isinstance(valid, Conflict):
+                return CONFLICT
+            changes, touched = valid, valid.touched_group_ids
         mirror = mirror_of(session)
         if locked is None:
             await load_groups_around(conn, mirror, touched)
