@@ -19,7 +19,7 @@ from store import HistoryStore
 from store.models import Provenance
 from store.sql.append.inserts import COPY_MIN_ROWS, INSERT_CHUNK
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
-from store.sql.upkeep.statistics import CHECK_EVERY_ROWS, FIRST_ANALYZE_ROWS
+from store.sql.upkeep.statistics import CHECK_EVERY_ROWS, FIRST_ANALYZE_ROWS, UNANALYZED_ROWS
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 
@@ -135,6 +135,9 @@ async def test_stores_that_each_write_little_analyze_once_together_they_wrote_en
                 analyzes, changed = (await conn.execute(query)).one()
                 return int(analyzes), int(changed)
 
+        async with first.engine.connect() as conn:  # analyzed once: the rule of 1,000
+            await conn.execute(text("ANALYZE chatledger_messages"))
+            await conn.commit()
         before, _ = await messages_table()
         written = 0
         rounds = FIRST_ANALYZE_ROWS // (2 * turns * per_turn) + 1
@@ -154,6 +157,34 @@ async def test_stores_that_each_write_little_analyze_once_together_they_wrote_en
             await first.append("one", _turns(turns, "late"))
             analyzes, _ = await messages_table()
         assert analyzes == before + 1
+
+
+@ON_POSTGRES
+async def test_tables_never_analyzed_are_analyzed_after_a_hundred_changed_rows(
+    db_url: str,
+) -> None:
+    # fresh tables, planned on guesses, cost the square of a session's groups: writers
+    # sharing a new session queued for seconds before the groups reached 1,000 rows
+    per_turn = len(_turns(1, "x"))
+    turns = CHECK_EVERY_ROWS // per_turn + 1  # each append crosses the check's interval
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+
+        async def groups_table() -> int:
+            query = text(
+                "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'chatledger_groups'"
+            )
+            async with store.engine.connect() as conn:
+                return int((await conn.execute(query)).scalar_one())
+
+        assert await groups_table() == 0
+        written = 0
+        deadline = time.monotonic() + 30  # the server publishes its counts within seconds
+        while await groups_table() == 0 and time.monotonic() < deadline:
+            await store.append("s", _turns(turns, f"t{written}"))
+            written += turns * per_turn
+            await asyncio.sleep(0.5)  # a backend publishes its counts at most once a second
+        assert await groups_table() == 1
+        assert UNANALYZED_ROWS <= written < FIRST_ANALYZE_ROWS
 
 
 def _statistics_statement(statement: str) -> bool:
