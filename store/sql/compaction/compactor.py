@@ -6,8 +6,11 @@
 2. The strategy plans on the snapshot, outside any transaction (a summarizer may wait
    on an LLM).
 3. A write transaction applies the change set only if the session's revision is
-   unchanged, or else if no group it touches changed (:mod:`store.rules.conflicts`,
-   which also runs the plan-at-most-twice loop). The touched records are loaded into
+   unchanged, or else what of it still applies to the groups it touches
+   (:mod:`store.rules.conflicts`, which also runs the plan-at-most-twice loop). When
+   another writer wrote the session since this store last did, the groups are first
+   read without a lock: a plan another writer carried out already, or one that
+   conflicts, ends there, without the write lock. The touched records are loaded into
    a mirror, the shared rules (:mod:`store.rules.changes`) apply the change set to it,
    and what changed is written back with the audit event; the rows the write left go to
    the cache.
@@ -99,6 +102,9 @@ class Snapshot:
     key: Key
     next_seq: int | None = None
     """The session's next ``seq`` at the snapshot."""
+    moved: bool = False
+    """Whether another writer wrote the session since this store last did (it is shared:
+    the apply first looks, without a lock, at what is left of the plan)."""
 
     @cached_property
     def groups(self) -> dict[str, Fingerprint]:
@@ -140,7 +146,12 @@ class Compactor:
             )
         session = opened.session
         return Snapshot(
-            opened.view, session["revision"], opened.rows, session_key(session), session["next_seq"]
+            opened.view,
+            session["revision"],
+            opened.rows,
+            session_key(session),
+            session["next_seq"],
+            opened.moved,
         )
 
     def compaction(
@@ -154,6 +165,15 @@ class Compactor:
         async def apply(
             snapshot: Snapshot, changes: ChangeSet, attempt: Attempt
         ) -> CompactionEvent | Conflict | None:
+            if snapshot.moved:
+                # writers sharing a session plan alike: what another already did (or
+                # changed) is seen without taking the session's lock for nothing
+                async with read_connection(self.engine, single=True) as conn:
+                    left = await self._still_valid(conn, session_id, snapshot, changes, None)
+                if isinstance(left, Conflict):
+                    return CONFLICT
+                if left.is_empty:
+                    return None
             seen = Applied()
 
             async def operation(conn: AsyncConnection) -> CompactionEvent | Conflict | None:

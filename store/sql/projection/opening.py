@@ -131,6 +131,9 @@ class Opened:
     view: View
     rows: Sequence[Mapping[Any, Any]]
     """The active group rows the view was built from."""
+    moved: bool = False
+    """Whether the cache held the session at another key: another writer wrote it since
+    this store last read or wrote it."""
 
 
 async def open_view(
@@ -189,4 +192,5 @@ async def open_view(
     view, rows = await read_view(conn, source, session, fresh=fresh, **kwargs)
     if send and not (current and known.sends_held):
         await source.prefetch(conn, [g.group_id for g in view.sendable()])
-    return Opened(session, source, view, rows)
+    moved = guess is not None and guess.key != session_key(session)
+    return Opened(session, source, view, rows, moved)
