@@ -228,6 +228,14 @@ class SessionRow(Base):
     """The session's title (at most 500 characters, checked before it is written)."""
     tokenizer: Mapped[str] = mapped_column(String(128))
     revision: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    chain_since: Mapped[int | None] = mapped_column(BigInteger)
+    """With :attr:`chain_revision`: every write from revision ``chain_since`` to
+    ``chain_revision`` left each group's messages as they were unless it changed the
+    group's row (an append, a compaction without reductions). A view cached at a
+    revision within it catches up by reading the group rows alone, when
+    ``chain_revision`` is the session's revision (any other write breaks the chain)."""
+    chain_revision: Mapped[int | None] = mapped_column(BigInteger)
+    """The revision the last write of the chain made (see :attr:`chain_since`)."""
     next_seq: Mapped[int] = mapped_column(BigInteger, server_default=text(str(FIRST_SEQ)))
     """The ``seq`` the next stored message takes: still :data:`FIRST_SEQ` while the
     session has never stored a message (nor, so, a group or an open call)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import cache
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from sqlalchemy import (
     ARRAY,
@@ -31,6 +31,7 @@ from sqlalchemy import (
     literal_column,
     null,
     select,
+    text,
     true,
     union_all,
     update,
@@ -51,6 +52,7 @@ from store.sql.schema import (
 )
 
 __all__ = [
+    "CHAINED",
     "CHUNK",
     "EACH_KEY",
     "among",
@@ -276,16 +278,34 @@ def each_params(
 
 
 def session_update(
-    values: Iterable[str], added: Iterable[str], *, counters: Iterable[str], revision: bool = True
+    values: Iterable[str],
+    added: Iterable[str],
+    *,
+    counters: Iterable[str],
+    revision: bool = True,
+    chained: bool = False,
 ) -> Update:
     """``UPDATE`` of the session row: ``v_<column>`` sets a column, ``d_<column>`` adds to
-    one, each of ``counters`` (and ``revision``, unless ``revision=False``) goes up by one."""
+    one, each of ``counters`` (and ``revision``, unless ``revision=False``) goes up by one.
+    A ``chained`` write extends the session's write chain (:data:`CHAINED`)."""
     c = _TABLES["sessions"].c
     sets: dict[str, Any] = {name: bindparam(f"v_{name}", type_=c[name].type) for name in values}
     sets.update((name, c[name] + bindparam(f"d_{name}", type_=c[name].type)) for name in added)
     bumped = ("revision", *counters) if revision else tuple(counters)
     sets.update((name, c[name] + 1) for name in bumped)
+    if chained:
+        sets.update((name, text(sql)) for name, sql in CHAINED.items())
     return update(_TABLES["sessions"]).where(*_keys(_TABLES["sessions"])).values(sets)
+
+
+CHAINED: Final = {
+    "chain_since": "CASE WHEN chain_revision = revision THEN chain_since ELSE revision END",
+    "chain_revision": "revision + 1",
+}
+"""What a write that leaves every group's messages as they were unless it changes the
+group's row sets in the session row (with ``revision = revision + 1``): the chain goes
+on from the write before when that one was of the chain too, else starts at the
+revision written over. Both read the row as it was (``SET`` sees the old values)."""
 
 
 @cache

@@ -16,8 +16,8 @@ from typing import Any
 from store import HistoryStore
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.conformance.test_compaction import _chat
-from tests.conformance.toy_strategies import ExcludeOldest, Interfering
-from tests.groups.conversations import user
+from tests.conformance.toy_strategies import ExcludeOldest, Interfering, ReduceResults
+from tests.groups.conversations import assistant, call, result, tool, user
 
 
 @asynccontextmanager
@@ -83,3 +83,83 @@ async def test_a_plan_whose_group_another_writer_pinned_is_made_again(db_url: st
         # seen without the lock: planned again on a view with the pin, then applied
         assert strategy.plans == 2 and len(writes) == 1
         assert event is not None and event.excluded == ("group_a1",)
+
+
+# -- the view cache of a store whose session another writer wrote -----------------------
+
+
+def _cached(store: HistoryStore, session_id: str = "s") -> dict[str, Any]:
+    """The cache entry's messages of each group (the objects themselves)."""
+    entry = store._cache.peek(session_id)
+    assert entry is not None
+    return dict(entry.messages)
+
+
+async def _texts(store: HistoryStore) -> str:
+    return " ".join(m.text for m in await store.context("s"))
+
+
+async def test_a_store_keeps_what_it_read_of_groups_another_writer_did_not_change(
+    db_url: str,
+) -> None:
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        await mine.append("s", _chat())
+        await mine.context("s")
+        before = _cached(mine)
+        await other.append("s", [assistant("a4", "Sun again."), user("u4", "great")])
+        await other.compact("s", ExcludeOldest(1))  # a compaction of the chain
+        sent = [m.message_id for m in await mine.context("s")]
+        assert sent[-2:] == ["a4", "u4"] and "u1" not in sent
+        after = _cached(mine)
+        kept = [g for g in after if g in before and after[g] is before[g]]
+        # every group the other writer left as it was is kept, not read again
+        assert set(kept) == set(before) - {"group_u1"}
+        assert {"group_a4", "group_u4"} <= set(after)
+
+
+async def test_a_group_another_writer_added_to_is_read_again(db_url: str) -> None:
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        await mine.append("s", [user("u1", "weather?"), assistant("a1", call("c1", "w"))])
+        await mine.context("s")
+        before = _cached(mine)
+        # the result joins the call's group: its row changes
+        await other.append("s", [tool("t1", result("c1", "sunny")), user("u2", "thanks")])
+        sent = [m.message_id for m in await mine.context("s")]
+        assert sent == ["u1", "a1", "t1", "u2"]
+        after = _cached(mine)
+        assert after["group_u1"] is before["group_u1"]
+        assert after["group_a1"] is not before["group_a1"]
+
+
+async def test_writes_off_the_chain_make_a_store_read_everything_again(db_url: str) -> None:
+    """A redaction, or a compaction's reductions, change messages in place: a store that
+    sees one since its entry reads every group again (the redacted text is never sent)."""
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        await mine.append("s", _chat())
+        assert "It is sunny." in await _texts(mine)
+        before = _cached(mine)
+        await other.append("s", [user("u4", "more")])  # of the chain
+        await other.redact("s", ["a2"], reason="test")  # off it
+        await other.append("s", [assistant("a4", "ok")])  # of the chain again
+        assert "It is sunny." not in await _texts(mine)
+        after = _cached(mine)
+        assert not [g for g in after if g in before and after[g] is before[g]]
+
+        await other.compact("s", ReduceResults())  # reductions: off the chain
+        await other.append("s", [user("u5", "and now?")])
+        reduced = _cached(mine)
+        await mine.context("s")
+        again = _cached(mine)
+        assert not [g for g in again if g in reduced and again[g] is reduced[g]]

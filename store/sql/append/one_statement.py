@@ -59,6 +59,7 @@ from store.sql.branches.sharing import refuse_tail
 from store.sql.dialect import kept_on
 from store.sql.projection.cache import session_key
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
+from store.sql.statements import CHAINED
 from strategies.messages import Message
 
 __all__ = ["append_in_one_statement"]
@@ -124,6 +125,7 @@ def _write(dialect: Dialect) -> _Statement:
     s = SESSIONS.c
     sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in SESSION_VALUES]
     sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in SESSION_ADDED]
+    sets += [f"{name} = {value}" for name, value in CHAINED.items()]
     message_binds = message_insert(dialect)
     messages = message_binds.table_columns
     groups = group_insert(dialect).table_columns

@@ -287,7 +287,7 @@ SESSION_ADDED: Final = (
     "active_groups",
 )
 """The session row's columns an append (or taking one back) adds to (``d_<column>``)."""
-_WRITE_SESSION = session_update(SESSION_VALUES, SESSION_ADDED, counters=())
+_WRITE_SESSION = session_update(SESSION_VALUES, SESSION_ADDED, counters=(), chained=True)
 
 
 def session_params(

@@ -324,7 +324,15 @@ class Compactor:
         if not out.changed:
             return None
         name, params = event_label(changes, strategy)
-        event = await write_back(conn, mirror, out, phase=phase, strategy=name, params=params)
+        event = await write_back(
+            conn,
+            mirror,
+            out,
+            phase=phase,
+            strategy=name,
+            params=params,
+            chained=not changes.reductions,
+        )
         if seen is not None:
             seen.written = mirror.written
         return event

@@ -391,12 +391,18 @@ async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> N
         await conn.execute(statement, list(part))
 
 
-_SESSION_AFTER_WRITE = session_update(
-    ("next_seq", "updated_at", "active_messages", "active_groups", "active_tokens"),
-    ("stored_messages", "stored_groups", "stored_tokens"),
-    counters=("event_count",),
+_SESSION_AFTER_WRITE, _SESSION_AFTER_CHAINED_WRITE = (
+    session_update(
+        ("next_seq", "updated_at", "active_messages", "active_groups", "active_tokens"),
+        ("stored_messages", "stored_groups", "stored_tokens"),
+        counters=("event_count",),
+        chained=chained,
+    )
+    for chained in (False, True)
 )
-"""The session row after a write-back: aggregates, revision, event count."""
+"""The session row after a write-back: aggregates, revision, event count (and, for a
+write that leaves every group's messages as they were unless it changes its row, the
+session's write chain)."""
 
 
 async def write_back(
@@ -407,8 +413,12 @@ async def write_back(
     phase: Phase,
     strategy: str,
     params: dict[str, Any],
+    chained: bool = False,
 ) -> CompactionEvent:
-    """Write what ``out`` changed in the mirror, with its audit event; return the event."""
+    """Write what ``out`` changed in the mirror, with its audit event; return the event.
+    ``chained``: the change left every group's messages as they were unless it changed
+    the group's row (no reductions, no restore), and extends the session's write chain
+    (:data:`~store.sql.statements.CHAINED`)."""
     delta = _Delta()
     plan = _Plan()
     _plan_rows(mirror, out, plan, delta)
@@ -441,7 +451,7 @@ async def write_back(
     await write_event_and_session(
         conn,
         event,
-        _SESSION_AFTER_WRITE,
+        _SESSION_AFTER_CHAINED_WRITE if chained else _SESSION_AFTER_WRITE,
         {
             **key_params(s.tenant, s.session_id),
             "v_next_seq": s.next_seq,

@@ -16,7 +16,12 @@ Writes made through the same store advance the key instead of discarding the ent
 append knows which groups it touched, so those groups' messages are dropped and the
 others stay (the group rows are read again); a compaction hands over the rows it wrote
 (:meth:`SessionCache.write_rows`), so nothing is read again. A write from anywhere else
-shows as a key that does not match, and the entry is replaced.
+shows as a key that does not match, and the entry is replaced. When the session row says
+every write since the entry's revision was of its write chain (appends and compactions
+without reductions, which change no group's messages without changing its row: see
+``chain_since`` in :mod:`store.sql.schema`), the new entry carries the old one's
+messages, and keeps those of each group whose row, read again, is unchanged: writers
+sharing a session read the groups the others wrote, not the whole view, at each turn.
 
 Bounded: at most ``max_messages`` parsed messages over all sessions; the least recently
 used sessions are dropped first. ``max_messages=0`` turns the cache off.
@@ -28,13 +33,14 @@ from bisect import insort
 from collections import OrderedDict
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.sql.schema import SESSIONS
+from store.sql.schema import GROUPS, SESSIONS
 from store.sql.sessions import KEYS
 from strategies.messages import Message
 from strategies.view import GroupLinks, GroupView, Totals
@@ -89,6 +95,23 @@ class CachedView:
     """How the messages of groups of :attr:`shown` pair (made when first projected)."""
     size: int = 0
     """Messages held in :attr:`messages`."""
+    carried: CachedView | None = None
+    """The entry this one replaced, at an earlier revision of the session's write chain:
+    its messages are kept for each group whose row :meth:`SessionCache.set_rows` finds
+    unchanged (until then, none of them is used)."""
+
+
+_GROUP_VALUES = itemgetter(*(column.key for column in GROUPS.c))
+"""A group row's values of its table's columns (a read may add others, such as the
+session's key it saw)."""
+
+
+def _same_group_row(old: Mapping[Any, Any], new: Mapping[Any, Any]) -> bool:
+    """Whether two reads of a group found its row the same."""
+    try:
+        return bool(_GROUP_VALUES(old) == _GROUP_VALUES(new))
+    except KeyError:  # a partial row: not known to be the same
+        return False
 
 
 def order_of(pair: tuple[Mapping[Any, Any], GroupView]) -> tuple[int, int]:
@@ -127,9 +150,14 @@ class SessionCache:
         """The session's entry at whatever key it holds (not checked, not refreshed)."""
         return self._entries.get(session_id)
 
-    def entry(self, session_id: str, key: Key) -> CachedView | None:
+    def entry(self, session_id: str, key: Key, *, since: int | None = None) -> CachedView | None:
         """The session's entry at ``key``, started empty when absent or at another key
-        (None: not cached, when the cache is off or the row has no incarnation)."""
+        (None: not cached, when the cache is off or the row has no incarnation).
+
+        ``since``: the session row's write chain reaches ``key`` from that revision on
+        (None: it does not). A new entry then carries the one it replaces, when that one
+        is of the same incarnation at a revision of the chain and knows its rows.
+        """
         if self._max == 0 or key[0] is None:
             self.discard(session_id)
             return None
@@ -138,8 +166,17 @@ class SessionCache:
             self._entries.move_to_end(session_id)
             return entry
         self.discard(session_id)
-        entry = self._entries[session_id] = CachedView(key)
-        return entry
+        fresh = self._entries[session_id] = CachedView(key)
+        if (
+            entry is not None
+            and since is not None
+            and entry.rows is not None
+            and entry.key[0] == key[0]
+            and since <= entry.key[1] < key[1]
+        ):
+            entry.carried = None
+            fresh.carried = entry
+        return fresh
 
     def _current(self, session_id: str, entry: CachedView) -> bool:
         return self._entries.get(session_id) is entry
@@ -160,6 +197,29 @@ class SessionCache:
         active = {v.group_id for v in entry.views}
         for group_id in [g for g in entry.messages if g not in active]:
             self._drop_group(entry, group_id)
+        carried, entry.carried = entry.carried, None
+        if carried is not None:
+            self._adopt(session_id, entry, carried)
+
+    def _adopt(self, session_id: str, entry: CachedView, carried: CachedView) -> None:
+        """Keep ``carried``'s messages of each group whose row ``entry`` holds unchanged."""
+        held = carried.messages
+        before = {row["group_id"]: row for row in carried.rows or () if row["group_id"] in held}
+        for row in entry.rows or ():
+            group_id = row["group_id"]
+            old = before.get(group_id)
+            if old is None or group_id in entry.messages or not _same_group_row(old, row):
+                continue
+            pairs = held[group_id]
+            entry.messages[group_id] = pairs
+            entry.shown[group_id] = carried.shown[group_id]
+            if group_id in carried.links:
+                entry.links[group_id] = carried.links[group_id]
+            entry.size += len(pairs)
+            self._size += len(pairs)
+        self._evict(keep=session_id)
+        if self._size > self._max:
+            self.discard(session_id)
 
     def add_messages(self, session_id: str, entry: CachedView, loaded: Mapping[str, Pairs]) -> None:
         """Record groups' messages read at ``entry.key``, within the bound."""
@@ -189,9 +249,18 @@ class SessionCache:
 
         With ``rows_touched``, only the ``touched`` groups' rows changed (an append): the
         others are kept and those are read again. Otherwise every row is read again.
+        When the entry is not at ``before`` (another writer wrote since), it stays at its
+        key without the ``touched`` groups' messages, for the next read to catch up
+        with when the session's write chain allows (see :meth:`entry`).
         """
         entry = self._entries.get(session_id)
         if entry is None:
+            return
+        if entry.key != before and touched is not None:
+            # another writer wrote since the entry: it stays at its key, less the groups
+            # this write touched, for a later read to catch up with (see :meth:`entry`)
+            for group_id in [g for g in entry.messages if g in touched]:
+                self._drop_group(entry, group_id)
             return
         self.discard(session_id)
         if entry.key != before or touched is None:

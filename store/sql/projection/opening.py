@@ -136,6 +136,17 @@ class Opened:
     this store last read or wrote it."""
 
 
+def _entry(cache: SessionCache | None, session_id: str, session: RowMapping) -> CachedView | None:
+    """The cache's entry for ``session`` as read, carrying the one it replaces when the
+    session's write chain reaches the row (a root only: a fork reads through its
+    lineage)."""
+    if cache is None:
+        return None
+    chained = session["branch"] is None and session["chain_revision"] == session["revision"]
+    since = session["chain_since"] if chained else None
+    return cache.entry(session_id, session_key(session), since=since)
+
+
 async def open_view(
     conn: AsyncConnection,
     engine: AsyncEngine,
@@ -165,13 +176,13 @@ async def open_view(
     if not known.alone:
         await begin_snapshot(conn)
     session, found = await _read_session_and(conn, tenant, session_id, known)
-    entry = cache.entry(session_id, session_key(session)) if cache is not None else None
+    entry = _entry(cache, session_id, session)
     current = entry is not None and entry is guess
     if known.alone and not current and await begin_snapshot(conn):
         # the entry moved on: the reads it needs now make one snapshot with the row
         known = _Known()
         session, found = await _read_session_and(conn, tenant, session_id, known)
-        entry = cache.entry(session_id, session_key(session)) if cache is not None else None
+        entry = _entry(cache, session_id, session)
     check(session)
     lineage = None
     if session["branch"] is not None:  # a fork reads its groups' rows through its lineage
