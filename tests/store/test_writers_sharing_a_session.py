@@ -21,14 +21,21 @@ from tests.groups.conversations import assistant, call, result, tool, user
 
 
 @asynccontextmanager
-async def _two_writers(db_url: str) -> AsyncIterator[tuple[HistoryStore, HistoryStore, list[str]]]:
-    """Two stores on one database, the first one's write transactions counted; the
-    second has written the session since the first did."""
+async def _stores(db_url: str) -> AsyncIterator[tuple[HistoryStore, HistoryStore]]:
+    """Two stores on one database (two processes, in production)."""
     tokenizer = CharacterEstimatorTokenizer()
     async with (
         HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
         HistoryStore.open(db_url, tokenizer=tokenizer) as other,
     ):
+        yield mine, other
+
+
+@asynccontextmanager
+async def _two_writers(db_url: str) -> AsyncIterator[tuple[HistoryStore, HistoryStore, list[str]]]:
+    """Two stores on one database, the first one's write transactions counted; the
+    second has written the session since the first did."""
+    async with _stores(db_url) as (mine, other):
         await mine.append("s", _chat())
         await mine.context("s")
         await other.append("s", [user("u4", "and the day after?")])
@@ -102,11 +109,7 @@ async def _texts(store: HistoryStore) -> str:
 async def test_a_store_keeps_what_it_read_of_groups_another_writer_did_not_change(
     db_url: str,
 ) -> None:
-    tokenizer = CharacterEstimatorTokenizer()
-    async with (
-        HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
-        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
-    ):
+    async with _stores(db_url) as (mine, other):
         await mine.append("s", _chat())
         await mine.context("s")
         before = _cached(mine)
@@ -122,11 +125,7 @@ async def test_a_store_keeps_what_it_read_of_groups_another_writer_did_not_chang
 
 
 async def test_a_group_another_writer_added_to_is_read_again(db_url: str) -> None:
-    tokenizer = CharacterEstimatorTokenizer()
-    async with (
-        HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
-        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
-    ):
+    async with _stores(db_url) as (mine, other):
         await mine.append("s", [user("u1", "weather?"), assistant("a1", call("c1", "w"))])
         await mine.context("s")
         before = _cached(mine)
@@ -142,11 +141,7 @@ async def test_a_group_another_writer_added_to_is_read_again(db_url: str) -> Non
 async def test_writes_off_the_chain_make_a_store_read_everything_again(db_url: str) -> None:
     """A redaction, or a compaction's reductions, change messages in place: a store that
     sees one since its entry reads every group again (the redacted text is never sent)."""
-    tokenizer = CharacterEstimatorTokenizer()
-    async with (
-        HistoryStore.open(db_url, tokenizer=tokenizer) as mine,
-        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
-    ):
+    async with _stores(db_url) as (mine, other):
         await mine.append("s", _chat())
         assert "It is sunny." in await _texts(mine)
         before = _cached(mine)
