@@ -17,8 +17,11 @@ from hypothesis.stateful import run_state_machine_as_test
 from sqlalchemy import event
 
 from store import HistoryStore
+from store.sql.projection.cache import SessionCache
+from store.sql.schema import GROUPS
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.reduction import ToolResultReductionStrategy
+from strategies.view import Totals
 from tests.conformance.toy_strategies import ExcludeOldest, SummarizeOldest
 from tests.store.test_stateful import SETTINGS, TOKENIZER, StoreMachine
 
@@ -196,3 +199,24 @@ async def test_own_compaction_moves_the_cache_without_reading_groups(db_url: str
             view, expected = await cached.view(SESSION), await plain.view(SESSION)
             assert view.groups == expected.groups
             assert view.excluded == expected.excluded
+
+
+def test_an_entry_never_read_passes_on_what_it_carried() -> None:
+    """The session moved on while a caught-up entry read its rows (they are not kept):
+    the next entry carries the last one that knew its rows, checked the same way."""
+    cache = SessionCache()
+    message = Message.text_message("user", "hello", message_id="u1")
+    row = {c.key: None for c in GROUPS.c} | {"group_id": "g1", "message_count": 1}
+    first = cache.entry(SESSION, ("inc", 1))
+    assert first is not None
+    first.rows = (row,)
+    cache.add_messages(SESSION, first, {"g1": ((1, message),)})
+    moved = cache.entry(SESSION, ("inc", 2), since=1)
+    assert moved is not None and moved.carried is first and moved.messages == {}
+    again = cache.entry(SESSION, ("inc", 3), since=1)  # ``moved`` never read its rows
+    assert again is not None and again.carried is first
+    cache.set_rows(SESSION, again, [row], [], first.excluded or Totals())
+    assert again.messages == {"g1": ((1, message),)} and cache.size == 1
+    # a chain that starts after the entry's revision carries nothing
+    later = cache.entry(SESSION, ("inc", 4), since=4)
+    assert later is not None and later.carried is None

@@ -167,15 +167,18 @@ class SessionCache:
             return entry
         self.discard(session_id)
         fresh = self._entries[session_id] = CachedView(key)
+        # an entry whose rows were never read (the session moved on during the read)
+        # passes on what it carried
+        base = entry if entry is None or entry.rows is not None else entry.carried
         if (
-            entry is not None
+            base is not None
             and since is not None
-            and entry.rows is not None
-            and entry.key[0] == key[0]
-            and since <= entry.key[1] < key[1]
+            and base.rows is not None
+            and base.key[0] == key[0]
+            and since <= base.key[1] < key[1]
         ):
-            entry.carried = None
-            fresh.carried = entry
+            base.carried = None
+            fresh.carried = base
         return fresh
 
     def _current(self, session_id: str, entry: CachedView) -> bool:
