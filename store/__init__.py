@@ -55,6 +55,7 @@ if _typing.TYPE_CHECKING:
     from store.sql.migrations import downgrade, ensure_schema, migrate, migrate_sync
     from store.sql.store import HistoryStore
     from store.sync.store import SyncHistoryStore
+    from store.usage import Calibration, ModelPrice, Usage, UsageCall, UsageReport, UsageRow
 
 _HOMES: dict[str, tuple[str, ...]] = {
     "store.contract": (
@@ -96,6 +97,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "store.sql.migrations": ("downgrade", "ensure_schema", "migrate", "migrate_sync"),
     "store.sql.store": ("HistoryStore",),
     "store.sync.store": ("SyncHistoryStore",),
+    "store.usage": (
+        "Calibration",
+        "ModelPrice",
+        "Usage",
+        "UsageCall",
+        "UsageReport",
+        "UsageRow",
+    ),
 }
 """The module each public name is imported from."""
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
@@ -117,6 +126,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "BackendBase",
     "BranchInfo",
+    "Calibration",
     "ChatledgerError",
     "CompactionEvent",
     "ConcurrentWriteError",
@@ -133,6 +143,7 @@ __all__ = [
     "InvalidSource",
     "MetadataBackend",
     "MigrationRequired",
+    "ModelPrice",
     "Provenance",
     "ProviderBackend",
     "SearchHit",
@@ -146,6 +157,10 @@ __all__ = [
     "StoredMessage",
     "SyncHistoryStore",
     "TwoPhaseProvider",
+    "Usage",
+    "UsageCall",
+    "UsageReport",
+    "UsageRow",
     "WhyResult",
     "create_engine",
     "downgrade",

@@ -107,10 +107,25 @@ from store.telemetry.names import (
     SPAN_CONTEXT,
     SPAN_FORK,
     SPAN_IMPORT,
+    SPAN_RECORD_USAGE,
     SPAN_REWIND,
     SPAN_SEARCH,
     SPAN_SET_TITLE,
+    SPAN_USAGE,
 )
+from store.usage.calibration import WINDOW as FIT_WINDOW
+from store.usage.calibration import fit
+from store.usage.checks import (
+    check_grouping,
+    check_prices,
+    check_usage,
+    paired_points,
+    usage_since,
+)
+from store.usage.ledger import ProjectionNotes, Sent
+from store.usage.models import Calibration, ModelPrice, Usage, UsageCall, UsageReport
+from store.usage.report import report as usage_report
+from store.usage.report import row_of
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -630,6 +645,50 @@ class HistoryBackend(Protocol):
         """
         ...
 
+    # -- usage ------------------------------------------------------------------------
+
+    async def record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        """Record what one model call of the session cost, as its provider reported it
+        (``docs/usage.md``). ``message_id`` ties it to the assistant message the call
+        produced (which may be stored after the usage); without it the call belongs to
+        the session's newest turn. A ``call_id`` recorded already for the session makes
+        the call a no-op. The call is paired with the session's newest projection of
+        this store not yet paired (:meth:`context`), whose local count and cache prefix
+        it keeps. The session need not exist yet; redaction leaves the record,
+        ``delete_session`` and ``purge`` remove it."""
+        ...
+
+    async def usage_calls(self, session_id: str) -> list[UsageCall]:
+        """The session's recorded calls, in the order they were recorded."""
+        ...
+
+    async def usage(
+        self,
+        session_id: str | None = None,
+        *,
+        since: datetime | timedelta | None = None,
+        by: str = "model",
+        prices: Mapping[str, ModelPrice] | None = None,
+    ) -> UsageReport:
+        """The recorded calls of one session, or of the tenant, totalled by ``model``,
+        ``session`` or ``day`` (UTC), from ``since`` (a time, or a span back from now);
+        priced with ``prices`` (``{model: ModelPrice}``, see
+        :func:`store.usage.load_prices`) when given."""
+        ...
+
+    async def calibration(self, session_id: str, *, model: str | None = None) -> Calibration | None:
+        """The fit of the provider's input count on chatledger's for the session's calls
+        of ``model`` (None: the model of the newest paired call), or None before a call
+        paired with a projection (:mod:`store.usage.calibration`)."""
+        ...
+
 
 # -- abilities beyond the contract ----------------------------------------------------
 
@@ -772,6 +831,8 @@ class BackendBase(metaclass=ABCMeta):
         self._tokenizer_name = resolved.name if resolved is not None else DEFAULT_TOKENIZER
         self._policy = policy
         self._closed = False
+        self._projections = ProjectionNotes()
+        """The newest projection of each session, for the next recorded call."""
 
     # -- what the store is ------------------------------------------------------------
 
@@ -994,6 +1055,7 @@ class BackendBase(metaclass=ABCMeta):
         check_session_id(session_id, self._limits)
         with self._translate_errors():
             await self._delete_session(session_id)
+        self._projections.forget(session_id)
 
     async def recount(self, session_id: str) -> SessionInfo:
         """Recount every message of the session with this store's tokenizer and policy."""
@@ -1031,7 +1093,9 @@ class BackendBase(metaclass=ABCMeta):
             if chosen is not None:
                 view = view.apply(await chosen.plan(view))
             traced.sent(view)
-            return await view.project()
+            projected = await view.project()
+            self._projections.note(session_id, view.token_count, projected)
+            return projected
 
     # -- compaction -------------------------------------------------------------------
 
@@ -1130,7 +1194,15 @@ class BackendBase(metaclass=ABCMeta):
         if session_id is not None:
             check_session_id(session_id, self._limits)
         with self._translate_errors():
-            return await self._stats(session_id)
+            stats = await self._stats(session_id)
+            calls = row_of("total", await self._usage_calls(session_id, since=None), None)
+        return stats.model_copy(
+            update={
+                "usage_calls": calls.calls,
+                "cache_read_tokens": calls.cache_read_tokens,
+                "cache_breaks": calls.cache_breaks,
+            }
+        )
 
     # -- restore and pin --------------------------------------------------------------
 
@@ -1280,6 +1352,74 @@ class BackendBase(metaclass=ABCMeta):
             telemetry.operation(SPAN_SEARCH, self._tenant, session_id),
         ):
             return await self._search(request, session_id=session_id)
+
+    # -- usage ------------------------------------------------------------------------
+
+    async def record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        """Record one call's usage, paired with the session's newest unpaired projection
+        (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_usage(usage)
+        check_text(message_id, "message_id", optional=True)
+        check_text(call_id, "call_id", optional=True)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_RECORD_USAGE, self._tenant, session_id),
+        ):
+            sent = self._projections.sent(session_id)
+            recorded = await self._record_usage(
+                session_id, usage, message_id=message_id, call_id=call_id, sent=sent
+            )
+            if recorded and sent is not None:
+                self._projections.paired(session_id, sent)
+
+    async def usage_calls(self, session_id: str) -> list[UsageCall]:
+        """The session's recorded calls, oldest first."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        with self._translate_errors():
+            return await self._usage_calls(session_id, since=None)
+
+    async def usage(
+        self,
+        session_id: str | None = None,
+        *,
+        since: datetime | timedelta | None = None,
+        by: str = "model",
+        prices: Mapping[str, ModelPrice] | None = None,
+    ) -> UsageReport:
+        """The recorded calls totalled by ``by`` (see the contract)."""
+        self._check_open()
+        if session_id is not None:
+            check_session_id(session_id, self._limits)
+        start = usage_since(since)
+        grouping = check_grouping(by)
+        check_prices(prices)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_USAGE, self._tenant, session_id),
+        ):
+            calls = await self._usage_calls(session_id, since=start)
+            return usage_report(
+                self._tenant, calls, session_id=session_id, since=start, by=grouping, prices=prices
+            )
+
+    async def calibration(self, session_id: str, *, model: str | None = None) -> Calibration | None:
+        """The fit of the session's paired calls of ``model`` (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        check_text(model, "model", optional=True)
+        with self._translate_errors():
+            found, points = await self._paired_calls(session_id, model=model, limit=FIT_WINDOW)
+            return fit(session_id, found, points)
 
     # -- the backend's primitives -----------------------------------------------------
 
@@ -1448,6 +1588,36 @@ class BackendBase(metaclass=ABCMeta):
     async def _set_title(self, session_id: str, title: str | None) -> None:
         """Set or remove the title (see :meth:`set_title`); ``title`` is checked."""
         raise self._unsupported("set_title")
+
+    async def _record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None,
+        call_id: str | None,
+        sent: Sent | None,
+    ) -> bool:
+        """Record the call, its prefix judged against the session's previous paired
+        call (:class:`~store.usage.ledger.UsageEntry`); False, recording nothing, when
+        ``call_id`` is recorded already for the session."""
+        raise self._unsupported("record_usage")
+
+    async def _usage_calls(
+        self, session_id: str | None, *, since: datetime | None
+    ) -> list[UsageCall]:
+        """The recorded calls of the session (or of the tenant), from ``since``, in the
+        order they were recorded (a tenant's by session, then order)."""
+        raise self._unsupported("usage_calls")
+
+    async def _paired_calls(
+        self, session_id: str, *, model: str | None, limit: int
+    ) -> tuple[str | None, list[tuple[int, int]]]:
+        """The model (``model``, or that of the newest paired call reporting input) and
+        the ``(local, input)`` counts of its newest ``limit`` paired calls that report
+        input, oldest first."""
+        calls = await self._usage_calls(session_id, since=None)
+        return paired_points(calls, model=model, limit=limit)
 
 
 if TYPE_CHECKING:

@@ -205,6 +205,13 @@ class Stats(BaseModel):
     """Tokens of the active groups, reductions applied."""
     events: int
     """Compaction events recorded."""
+    usage_calls: int = 0
+    """Model calls recorded (:meth:`~store.contract.HistoryBackend.record_usage`)."""
+    cache_read_tokens: int | None = None
+    """The cache reads those calls reported (None: none reported the lane)."""
+    cache_breaks: int = 0
+    """Calls paired with a projection whose context did not begin with the previous
+    call's (compaction changed what the provider had cached)."""
 
     @property
     def excluded_messages(self) -> int:
@@ -351,6 +358,9 @@ class PurgeReport(BaseModel):
     kept_messages: int = 0
     """Stored messages of the removed sessions kept because their forks still read them
     (unlisted, erased with the last branch that reads them)."""
+    usage_calls: int = 0
+    """Recorded model calls removed: the removed sessions', and those of sessions never
+    stored whose calls were all recorded before the cutoff."""
 
 
 class RedactReport(BaseModel):

@@ -421,6 +421,11 @@ def format_strategy(strategy: CompactionStrategy) -> str | None:
     return _spec_text(kind, strategy.params())
 
 
+_CALIBRATION_KEY: Final = "calibration"
+"""The key under which a calibrated run records its fit beside the strategy's params
+(``store.usage.calibration``): not a keyword of the strategy."""
+
+
 def strategy_from_params(name: str, params: Mapping[str, Any]) -> CompactionStrategy | None:
     """Rebuild a strategy from what an audit event recorded: its ``name`` and
     ``params()`` (``strategy.name`` and ``strategy.params()``); None when it cannot.
@@ -437,7 +442,9 @@ def strategy_from_params(name: str, params: Mapping[str, Any]) -> CompactionStra
         return None
     if any(params.get(k) is not None for k in _TRIGGER_KEYWORDS):
         return None
-    values = {k: v for k, v in params.items() if k not in _TRIGGER_KEYWORDS}
+    values = {
+        k: v for k, v in params.items() if k not in _TRIGGER_KEYWORDS and k != _CALIBRATION_KEY
+    }
     try:
         return _build(kind, values, None)
     except InvalidStrategySpec:

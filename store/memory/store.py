@@ -87,6 +87,8 @@ from store.search.hits import Candidate, candidate, make_hit, page, score
 from store.search.recall import quoting
 from store.search.request import SearchRequest
 from store.telemetry import Unchanged
+from store.usage.ledger import Sent, UsageEntry
+from store.usage.models import Usage, UsageCall
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -118,6 +120,8 @@ class MemoryDatabase:
     sessions: dict[tuple[str, str], SessionRecord] = field(default_factory=dict)
     cursor_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     """The key that signs search cursors."""
+    usage: dict[tuple[str, str], list[UsageEntry]] = field(default_factory=dict)
+    """Recorded model calls, by ``(tenant, session_id)`` (the session need not exist)."""
 
 
 @dataclass(frozen=True)
@@ -404,6 +408,7 @@ class InMemoryHistoryStore(BackendBase):
         for tail in session.tails:
             self._db.sessions.pop((self._tenant, tail.session_id), None)
         del self._db.sessions[(self._tenant, session.session_id)]
+        self._db.usage.pop((self._tenant, session.session_id), None)
         self._pending.forget(self._tenant, session.session_id)
         for other in self._all():
             if other.parent_session_id == session.session_id:
@@ -673,9 +678,22 @@ class InMemoryHistoryStore(BackendBase):
             if tenant == self._tenant and session_id not in gone
             for row in record.rows.values()
         } & removed
+        orphans = [
+            key
+            for key, entries in self._db.usage.items()
+            if key[0] == self._tenant
+            and key[1] not in gone
+            and self._find(key[1]) is None
+            and all(e.call.recorded_at < cutoff for e in entries)
+        ]
+        calls = sum(
+            len(self._db.usage.get((self._tenant, i), ())) for i in gone | {k[1] for k in orphans}
+        )
         if not dry_run:
             for session in doomed:
                 self._remove(session)
+            for key in orphans:
+                self._db.usage.pop(key, None)
         return PurgeReport(
             tenant=self._tenant,
             older_than=cutoff,
@@ -685,6 +703,7 @@ class InMemoryHistoryStore(BackendBase):
             groups=sum(len(s.groups) for s in doomed),
             events=sum(len(s.events) for s in doomed),
             kept_messages=len(kept),
+            usage_calls=calls,
         )
 
     async def _redact(
@@ -893,6 +912,53 @@ class InMemoryHistoryStore(BackendBase):
             score=found,
         )
         return candidate(hit, row.stored_at)
+
+    # -- usage ------------------------------------------------------------------------
+
+    async def _record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None,
+        call_id: str | None,
+        sent: Sent | None,
+    ) -> bool:
+        entries = self._db.usage.setdefault((self._tenant, session_id), [])
+        if call_id is not None and any(e.call.call_id == call_id for e in entries):
+            return False
+        previous = next((e.context for e in reversed(entries) if e.context is not None), None)
+        session = self._find(session_id)
+        newest = None if session is None or session.next_seq == 1 else session.next_seq - 1
+        entries.append(
+            UsageEntry.of(
+                session_id,
+                len(entries) + 1,
+                usage,
+                call_id=call_id,
+                message_id=message_id,
+                after_seq=newest,
+                sent=sent,
+                previous=previous,
+                recorded_at=now(),
+            )
+        )
+        return True
+
+    async def _usage_calls(
+        self, session_id: str | None, *, since: datetime | None
+    ) -> list[UsageCall]:
+        keys = (
+            [(self._tenant, session_id)]
+            if session_id is not None
+            else sorted(k for k in self._db.usage if k[0] == self._tenant)
+        )
+        return [
+            entry.call
+            for key in keys
+            for entry in self._db.usage.get(key, ())
+            if since is None or entry.call.usage.at >= since
+        ]
 
     async def _branches(self, session_id: str) -> list[BranchInfo]:
         session = self._get(session_id)

@@ -27,9 +27,11 @@ __all__ = [
     "SPAN_CONTEXT",
     "SPAN_FORK",
     "SPAN_IMPORT",
+    "SPAN_RECORD_USAGE",
     "SPAN_REWIND",
     "SPAN_SEARCH",
     "SPAN_SET_TITLE",
+    "SPAN_USAGE",
     "STRATEGY",
     "TENANT",
     "TOKENS_AFTER",
@@ -50,6 +52,8 @@ SPAN_FORK: Final = "chatledger.fork"
 SPAN_REWIND: Final = "chatledger.rewind"
 SPAN_SEARCH: Final = "chatledger.search"
 SPAN_SET_TITLE: Final = "chatledger.set_title"
+SPAN_RECORD_USAGE: Final = "chatledger.record_usage"
+SPAN_USAGE: Final = "chatledger.usage"
 
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """The session id (span attribute only)."""
