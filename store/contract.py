@@ -150,6 +150,7 @@ __all__ = [
     "MetadataBackend",
     "ProviderBackend",
     "UpkeepBackend",
+    "UsageBackend",
     "Written",
     "is_admin_backend",
     "is_bulk_import_backend",
@@ -199,6 +200,27 @@ class ProviderBackend(Protocol):
         before: int | None = ...,
     ) -> list[StoredMessage]:
         """See :meth:`HistoryBackend.history`."""
+        ...
+
+
+@runtime_checkable
+class UsageBackend(Protocol):
+    """What a provider records each model call's usage on, and reads its calibration
+    from (:class:`HistoryBackend` has both)."""
+
+    async def record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        """See :meth:`HistoryBackend.record_usage`."""
+        ...
+
+    async def calibration(self, session_id: str, *, model: str | None = None) -> Calibration | None:
+        """See :meth:`HistoryBackend.calibration`."""
         ...
 
 

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol, runtime_checkable
 
-from store.contract import MetadataBackend, ProviderBackend
+from store.contract import MetadataBackend, ProviderBackend, UsageBackend
 from store.deferred import (
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_MAX_PENDING,
@@ -54,6 +54,8 @@ from store.models import CompactionEvent, StoredMessage
 from store.rules.checks import resolve_strategy
 from store.rules.erasure import tombstone
 from store.rules.identity import is_tombstone
+from store.usage.calibration import CalibratedStrategy
+from store.usage.models import Calibration, Usage
 from strategies.base import CompactionStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.specs import format_strategy
@@ -207,6 +209,9 @@ def unanswered_call_ids(messages: Sequence[Message]) -> set[str]:
 _AFTER_LAST_SEQ = 2**63 - 1
 """A ``before`` bound above every ``seq`` (the column is a signed 64-bit integer)."""
 
+
+_FITS_KEPT = 4096
+"""How many sessions' fits a calibrating provider keeps."""
 
 CompactionMode = Literal["inline", "deferred"]
 """When the after phase runs: in ``save_turn``, or in the provider's background queue."""
@@ -367,10 +372,18 @@ class TwoPhaseProvider:
         tokenizer: Tokenizer | None = None,
         compaction: CompactionMode = "inline",
         max_pending: int = DEFAULT_MAX_PENDING,
+        calibrate: bool = False,
     ) -> None:
         """Use ``backend`` (a store, or a :class:`BackendSource` asked for it on each call)
         with the strategies of ``window``, or of the keywords it holds
         (:class:`ContextWindow`).
+
+        With ``calibrate=True`` both phases judge the session in the provider's tokens:
+        each strategy runs as :class:`~store.usage.calibration.CalibratedStrategy` with
+        the session's fit (:meth:`~store.contract.HistoryBackend.calibration`, read
+        once per session and again after each call :meth:`record_usage` records), and
+        the compaction event records the fit. Before a session's first paired call
+        there is no fit and the strategies run as given.
 
         A strategy may be given as a spec (``"sliding-window:keep_last_groups=8"``, see
         :func:`strategies.parse_strategy`). With ``compaction="deferred"`` the after phase
@@ -402,6 +415,12 @@ class TwoPhaseProvider:
         )
         self._recorded: set[str] = set()
         """Sessions whose metadata holds this provider's before-call spec already."""
+        if not isinstance(calibrate, bool):
+            raise InvalidInput(f"calibrate must be True or False, got {calibrate!r}")
+        self.calibrate = calibrate
+        """Whether the strategies are judged in the provider's tokens (see above)."""
+        self._fits: dict[str, Calibration | None] = {}
+        """The fit of each session read since its last recorded call (calibrate only)."""
         self.deferred: DeferredCompactions | None = (
             DeferredCompactions(self._after_run, max_pending=max_pending)
             if compaction == "deferred"
@@ -412,9 +431,52 @@ class TwoPhaseProvider:
     async def load(self, session_id: str, pending: Sequence[Message] = ()) -> list[Message]:
         """The messages to send: stored active context plus ``pending``, through *before*."""
         backend = await self._source.get()
-        return await backend.context(
-            session_id, strategy=self.before_strategy, pending=tuple(pending)
-        )
+        strategy = await self._judged(backend, session_id, self.before_strategy)
+        return await backend.context(session_id, strategy=strategy, pending=tuple(pending))
+
+    async def record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None = None,
+        call_id: str | None = None,
+    ) -> bool:
+        """Record one model call's usage on the backend
+        (:meth:`~store.contract.HistoryBackend.record_usage`); False when the backend
+        records no usage. With ``calibrate=True`` the session's fit is read again
+        before the next phase."""
+        backend = await self._source.get()
+        if not isinstance(backend, UsageBackend):
+            return False
+        await backend.record_usage(session_id, usage, message_id=message_id, call_id=call_id)
+        self._fits.pop(session_id, None)
+        return True
+
+    async def calibration(self, session_id: str) -> Calibration | None:
+        """The session's fit the phases use (None: ``calibrate`` is off, the backend
+        records no usage, or no call was paired yet)."""
+        if not self.calibrate:
+            return None
+        if session_id not in self._fits:
+            backend = await self._source.get()
+            fitted = (
+                await backend.calibration(session_id) if isinstance(backend, UsageBackend) else None
+            )
+            self._fits[session_id] = fitted
+            while len(self._fits) > _FITS_KEPT:
+                del self._fits[next(iter(self._fits))]
+        return self._fits[session_id]
+
+    async def _judged(
+        self, backend: ProviderBackend, session_id: str, strategy: CompactionStrategy | None
+    ) -> CompactionStrategy | None:
+        """``strategy`` calibrated by the session's fit, when ``calibrate`` is on and
+        there is one."""
+        if strategy is None or not self.calibrate:
+            return strategy
+        fitted = await self.calibration(session_id)
+        return strategy if fitted is None else CalibratedStrategy(strategy, fitted)
 
     async def stored_tail(self, session_id: str, count: int) -> list[Message]:
         """The newest ``count`` appended messages, as stored, oldest first.
@@ -482,7 +544,9 @@ class TwoPhaseProvider:
     async def _after_run(self, session_id: str) -> CompactionEvent | None:
         assert self.after_strategy is not None
         backend = await self._source.get()
-        return await backend.compact(session_id, self.after_strategy, phase="after_run")
+        strategy = await self._judged(backend, session_id, self.after_strategy)
+        assert strategy is not None
+        return await backend.compact(session_id, strategy, phase="after_run")
 
     async def flush(self, *, timeout: float | None = None) -> FlushResult:  # noqa: ASYNC109
         """Wait for the deferred compactions asked for so far, for at most ``timeout``

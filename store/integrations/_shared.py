@@ -281,12 +281,16 @@ def adapter_options() -> Iterator[None]:
 
 
 def provider_for(
-    source: BackendSource, window: ContextWindow, *, compaction: CompactionMode = "inline"
+    source: BackendSource,
+    window: ContextWindow,
+    *,
+    compaction: CompactionMode = "inline",
+    calibrate: bool = False,
 ) -> TwoPhaseProvider:
     """The two phases of an adapter, on the store of ``source``, with ``window`` as it is;
     a bad option raises :class:`InvalidInput` at once."""
     with adapter_options():
-        return TwoPhaseProvider(source, window=window, compaction=compaction)
+        return TwoPhaseProvider(source, window=window, compaction=compaction, calibrate=calibrate)
 
 
 async def close_all() -> None:
