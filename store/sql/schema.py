@@ -79,6 +79,7 @@ __all__ = [
     "SESSION_CHILD_TABLES",
     "SETTINGS",
     "TABLE_PREFIX",
+    "USAGE",
     "Base",
     "BranchRowRow",
     "EarlyResultRow",
@@ -92,6 +93,7 @@ __all__ = [
     "SessionRow",
     "SettingRow",
     "UTCDateTime",
+    "UsageRow",
     "metadata",
 ]
 
@@ -504,6 +506,45 @@ class EventGroupRow(Base):
     tokens_after: Mapped[int | None] = mapped_column(BigInteger)
 
 
+class UsageRow(Base):
+    """One model call's usage, as its provider reported it (``record_usage``), with what
+    chatledger projected for it. No key to the session row: a call may be recorded
+    before its session's first message is stored."""
+
+    __tablename__ = "chatledger_usage"
+    __table_args__ = (
+        Index("chatledger_usage_call_idx", "tenant", "session_id", "call_id", unique=True),
+        Index("chatledger_usage_called_idx", "tenant", "called_at"),
+    )
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    session_id: Mapped[str] = mapped_column(KEY, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    """The call's place among the session's recorded calls, from 1."""
+    call_id: Mapped[str | None] = mapped_column(KEY)
+    """The caller's id of the call, unique in the session (nulls are not compared)."""
+    message_id: Mapped[str | None] = mapped_column(KEY)
+    after_seq: Mapped[int | None] = mapped_column(BigInteger)
+    """The session's newest stored ``seq`` when the call was recorded."""
+    model: Mapped[str | None] = mapped_column(KEY)
+    input_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    output_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_read_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    cache_write_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    reasoning_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    exact: Mapped[bool] = mapped_column(Boolean)
+    called_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    """When the call was made (``Usage.at``)."""
+    recorded_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    local_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    """chatledger's count of the context projected for the call (paired calls only)."""
+    context_messages: Mapped[int | None] = mapped_column(BigInteger)
+    """How many messages that context held (paired calls only)."""
+    context_digest: Mapped[str | None] = mapped_column(String(64))
+    """The digest of that whole context (:func:`store.usage.ledger.context_chain`)."""
+    prefix_kept: Mapped[bool | None] = mapped_column(Boolean)
+
+
 class SchemaRevisionRow(Base):
     """An applied schema revision and its ``backward_compatible`` marker."""
 
@@ -536,8 +577,10 @@ SCHEMA_REVISIONS = cast(Table, SchemaRevisionRow.__table__)
 SETTINGS = cast(Table, SettingRow.__table__)
 LINEAGE = cast(Table, LineageRow.__table__)
 BRANCH_ROWS = cast(Table, BranchRowRow.__table__)
+USAGE = cast(Table, UsageRow.__table__)
 
 SESSION_CHILD_TABLES: tuple[Table, ...] = (
+    USAGE,
     EVENT_GROUPS,
     EVENTS,
     OPEN_CALLS,

@@ -59,7 +59,7 @@ from typing import (
 from pydantic import JsonValue
 from sqlalchemy import delete, select, update
 from sqlalchemy.engine import URL, RowMapping
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.contract import DEFAULT_TENANT, BackendBase, Written
@@ -99,6 +99,7 @@ from store.rules.pending import PendingCounts
 from store.rules.records import now
 from store.search.request import SearchRequest
 from store.sql import audit, dialect
+from store.sql import usage as usage_rows
 from store.sql.annotation import stored_hashes
 from store.sql.append.one_statement import append_in_one_statement
 from store.sql.append.retract import retract_last
@@ -147,6 +148,8 @@ from store.sql.upkeep.recount import recount_session
 from store.sql.upkeep.statistics import Statistics
 from store.sql.upkeep.tenants import read_tenants
 from store.telemetry import Unchanged
+from store.usage.ledger import Sent
+from store.usage.models import Usage, UsageCall
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -162,6 +165,9 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 MAX_ATTEMPTS = 12
+
+_RECORD_ATTEMPTS = 5
+"""How often a recorded call is written again after another writer took its ``seq``."""
 
 Method = Callable[Concatenate["HistoryStore", P], Coroutine[Any, Any, T]]
 
@@ -1062,6 +1068,53 @@ class HistoryStore(BackendBase):
         event = await self._write(operation)
         self._cache.discard(session_id)
         return event
+
+    # -- usage ------------------------------------------------------------------------
+
+    @_connected
+    async def _record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None,
+        call_id: str | None,
+        sent: Sent | None,
+    ) -> bool:
+        async def operation(conn: AsyncConnection) -> bool:
+            return await usage_rows.record_call(
+                conn,
+                self._tenant,
+                session_id,
+                usage,
+                message_id=message_id,
+                call_id=call_id,
+                sent=sent,
+            )
+
+        for attempt in range(1, _RECORD_ATTEMPTS + 1):
+            try:
+                return await self._write(operation)
+            except IntegrityError:  # another writer took the same seq: read again
+                if attempt == _RECORD_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @_connected
+    async def _usage_calls(
+        self, session_id: str | None, *, since: datetime | None
+    ) -> list[UsageCall]:
+        async with self._engine.connect() as conn:
+            return await usage_rows.read_calls(conn, self._tenant, session_id, since=since)
+
+    @_connected
+    async def _paired_calls(
+        self, session_id: str, *, model: str | None, limit: int
+    ) -> tuple[str | None, list[tuple[int, int]]]:
+        async with self._engine.connect() as conn:
+            return await usage_rows.paired_points(
+                conn, self._tenant, session_id, model=model, limit=limit
+            )
 
     @_connected
     async def _branches(self, session_id: str) -> list[BranchInfo]:

@@ -53,6 +53,7 @@ from store.sql.schema import (
     MESSAGES,
     SESSION_CHILD_TABLES,
     SESSIONS,
+    USAGE,
 )
 from store.sql.search.index import erase_from_index
 from store.sql.sessions import lock_session
@@ -149,12 +150,14 @@ async def vacuum(engine: AsyncEngine) -> None:
 # --- purge ---------------------------------------------------------------------------
 
 
-async def _counts(conn: AsyncConnection, tenant: str, ids: Sequence[str]) -> tuple[int, int, int]:
+async def _counts(
+    conn: AsyncConnection, tenant: str, ids: Sequence[str]
+) -> tuple[int, int, int, int]:
     found = []
-    for table in (MESSAGES, GROUPS, EVENTS):
+    for table in (MESSAGES, GROUPS, EVENTS, USAGE):
         query = select(func.count()).where(table.c.tenant == tenant, table.c.session_id.in_(ids))
         found.append(int((await conn.execute(query)).scalar_one()))
-    return found[0], found[1], found[2]
+    return found[0], found[1], found[2], found[3]
 
 
 def _doomed(tenant: str, cutoff: datetime, after: str | None, *, lock: bool) -> Any:
@@ -176,12 +179,14 @@ class _Tally:
     groups: int = 0
     events: int = 0
     kept: int = 0
+    usage: int = 0
 
-    def add(self, ids: Sequence[str], counts: tuple[int, int, int]) -> None:
+    def add(self, ids: Sequence[str], counts: tuple[int, int, int, int]) -> None:
         self.sessions.extend(ids)
         self.messages += counts[0]
         self.groups += counts[1]
         self.events += counts[2]
+        self.usage += counts[3]
 
     def report(self, tenant: str, cutoff: datetime, *, dry_run: bool) -> PurgeReport:
         return PurgeReport(
@@ -193,6 +198,7 @@ class _Tally:
             groups=self.groups,
             events=self.events,
             kept_messages=self.kept,
+            usage_calls=self.usage,
         )
 
 
@@ -238,7 +244,34 @@ async def purge_sessions(
 
     while await run(batch):
         pass
+
+    async def orphans(conn: AsyncConnection) -> None:
+        tally.usage += await purge_orphan_usage(conn, tenant, cutoff, dry_run=dry_run)
+
+    await run(orphans)
     return tally.report(tenant, cutoff, dry_run=dry_run)
+
+
+async def purge_orphan_usage(
+    conn: AsyncConnection, tenant: str, cutoff: datetime, *, dry_run: bool
+) -> int:
+    """Remove (or count) the usage rows of sessions never stored whose calls were all
+    recorded before ``cutoff``; how many."""
+    stored = (
+        select(SESSIONS.c.session_id)
+        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == USAGE.c.session_id)
+        .exists()
+    )
+    orphans = (
+        select(USAGE.c.session_id)
+        .where(USAGE.c.tenant == tenant, ~stored)
+        .group_by(USAGE.c.session_id)
+        .having(func.max(USAGE.c.recorded_at) < cutoff)
+    )
+    mine = (USAGE.c.tenant == tenant) & USAGE.c.session_id.in_(orphans)
+    if dry_run:
+        return int((await conn.execute(select(func.count()).where(mine))).scalar_one())
+    return int((await conn.execute(delete(USAGE).where(mine))).rowcount or 0)
 
 
 # --- redaction -----------------------------------------------------------------------
