@@ -52,6 +52,7 @@ from store.models import (
 )
 from store.rules.limits import Limits
 from store.sync.loop import CLOSE_TIMEOUT, LoopThread, SyncView
+from store.usage.models import Calibration, ModelPrice, Usage, UsageCall, UsageReport
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -577,3 +578,50 @@ class SyncHistoryStore:
                 cursor=cursor,
             )
         )
+
+    def record_usage(
+        self,
+        session_id: str,
+        usage: Usage,
+        *,
+        message_id: str | None = None,
+        call_id: str | None = None,
+    ) -> None:
+        """Record what one model call of the session cost, as its provider reported it
+        (``docs/usage.md``). ``message_id`` ties it to the assistant message the call
+        produced (which may be stored after the usage); without it the call belongs to
+        the session's newest turn. A ``call_id`` recorded already for the session makes
+        the call a no-op. The call is paired with the session's newest projection of
+        this store not yet paired (:meth:`context`), whose local count and cache prefix
+        it keeps. The session need not exist yet; redaction leaves the record,
+        ``delete_session`` and ``purge`` remove it.
+        """
+        return self._loop.run(
+            self._store.record_usage(session_id, usage, message_id=message_id, call_id=call_id)
+        )
+
+    def usage_calls(self, session_id: str) -> list[UsageCall]:
+        """The session's recorded calls, in the order they were recorded."""
+        return self._loop.run(self._store.usage_calls(session_id))
+
+    def usage(
+        self,
+        session_id: str | None = None,
+        *,
+        since: datetime | timedelta | None = None,
+        by: str = "model",
+        prices: Mapping[str, ModelPrice] | None = None,
+    ) -> UsageReport:
+        """The recorded calls of one session, or of the tenant, totalled by ``model``,
+        ``session`` or ``day`` (UTC), from ``since`` (a time, or a span back from now);
+        priced with ``prices`` (``{model: ModelPrice}``, see
+        :func:`store.usage.load_prices`) when given.
+        """
+        return self._loop.run(self._store.usage(session_id, since=since, by=by, prices=prices))
+
+    def calibration(self, session_id: str, *, model: str | None = None) -> Calibration | None:
+        """The fit of the provider's input count on chatledger's for the session's calls
+        of ``model`` (None: the model of the newest paired call), or None before a call
+        paired with a projection (:mod:`store.usage.calibration`).
+        """
+        return self._loop.run(self._store.calibration(session_id, model=model))
