@@ -25,6 +25,7 @@ pure: they plan on local counts against local budgets.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -202,4 +203,7 @@ class CalibratedStrategy:
         return {**self.scaled.params(), CALIBRATION_KEY: self.calibration.as_params()}
 
     async def plan(self, view: View) -> ChangeSet:
-        return await self.scaled.plan(view)
+        changes = await self.scaled.plan(view)
+        recorded = {**(changes.params or self.scaled.params())}
+        recorded[CALIBRATION_KEY] = self.calibration.as_params()
+        return dataclasses.replace(changes, params=recorded)
