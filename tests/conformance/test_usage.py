@@ -87,8 +87,10 @@ async def test_reports_total_each_lane_by_model_session_and_day(store: HistoryBa
     )
     await store.record_usage("b", Usage(model="m1", input_tokens=50, output_tokens=5, at=DAY_2))
     by_model = await store.usage()
-    assert [(r.key, r.calls, r.input_tokens, r.output_tokens, r.cache_read_tokens) for r in
-            by_model.rows] == [("m1", 2, 150, 15, None), ("m2", 1, 300, None, 200)]
+    assert [
+        (r.key, r.calls, r.input_tokens, r.output_tokens, r.cache_read_tokens)
+        for r in by_model.rows
+    ] == [("m1", 2, 150, 15, None), ("m2", 1, 300, None, 200)]
     assert (by_model.total.calls, by_model.total.input_tokens) == (3, 450)
     assert by_model.total.cache_write_tokens is None and by_model.total.cost is None
     by_session = await store.usage(by="session")
