@@ -37,7 +37,7 @@ __all__ = [
     "prefix_kept",
 ]
 
-NOTED_SESSIONS = 4096
+NOTED_SESSIONS = 1024
 """How many sessions' newest projections a store keeps noted (the least recent go)."""
 
 
