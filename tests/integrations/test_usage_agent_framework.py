@@ -7,15 +7,11 @@ call per model call, tied to the stored assistant message that call produced.
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from agent_framework import Agent, AgentSession
 
 from store.integrations.agent_framework import ChatledgerHistoryProvider
 from store.memory import InMemoryHistoryStore
-from store.usage import Calibration, UsageCall
-from store.usage.calibration import CALIBRATION_KEY
 from strategies.tokenizers import Tokenizer
 from tests.integrations.agents import BUILDERS, OUTPUT, TOOL_CALLS, WINDOW, run_turns
 from tests.integrations.scripted_client import (
@@ -23,25 +19,10 @@ from tests.integrations.scripted_client import (
     ParallelSearchClient,
     ScriptedChatClient,
 )
+from tests.integrations.usage_support import assert_calibrated, expected_lanes, lanes
 
 RUNS = 2
 CALLS = RUNS * (TOOL_CALLS + 1)
-
-
-def expected_lanes(n: int) -> tuple[int, int, int, int, int]:
-    """The lanes of the ``n``-th call (:func:`scripted_usage`), converted."""
-    return (1000 + 10 * n, 40 + n, 600 + n, 50 + n, 20 + n)
-
-
-def lanes(call: UsageCall) -> tuple[int | None, ...]:
-    u = call.usage
-    return (
-        u.input_tokens,
-        u.output_tokens,
-        u.cache_read_tokens,
-        u.cache_write_tokens,
-        u.reasoning_tokens,
-    )
 
 
 @pytest.mark.parametrize("response_ids", [True, False], ids=["ids", "no-ids"])
@@ -133,20 +114,6 @@ async def test_calibrate_reaches_the_provider_and_the_after_phase(
     event = provider.last_save.compaction
     assert event is not None, "the after phase changed nothing"
     assert_calibrated(event.params, fit)
-
-
-def assert_calibrated(params: dict[str, Any], fit: Calibration) -> None:
-    """The compaction event's params hold the fit its strategy was judged by."""
-    if CALIBRATION_KEY not in params:
-        pytest.xfail(CORE_BUG)
-    assert params[CALIBRATION_KEY] == fit.as_params()
-
-
-CORE_BUG = (
-    "store.usage.calibration.CalibratedStrategy.plan returns the inner strategy's change "
-    "set, whose own params (every built-in strategy sets them) win over "
-    "CalibratedStrategy.params() in event_label: the fit never reaches the event"
-)
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "streamed"])
