@@ -171,11 +171,22 @@ async def record_call(
     :class:`~store.provider.TwoPhaseProvider`); False when it was not recorded.
 
     A backend that does not implement the usage ledger yet (its ``record_usage`` raises
-    :class:`~store.errors.InvalidInput`, "not supported") records nothing, with a
-    warning: what a call cost is bookkeeping, and must not fail the agent's run.
+    :class:`~store.errors.InvalidInput`, "not supported"), or refuses the call, records
+    nothing: what a call cost is bookkeeping, and must not fail the agent's run. Each
+    distinct refusal is logged once, as a warning (else every model call would log it).
     """
     try:
         return await phases.record_usage(session_id, usage, message_id=message_id, call_id=call_id)
     except InvalidInput as error:
-        logger.warning("usage of a model call of session %s not recorded: %s", session_id, error)
+        reason = str(error)
+        if reason not in _WARNED and len(_WARNED) < _WARNED_KEPT:
+            _WARNED.add(reason)
+            logger.warning("model call usage not recorded (session %s): %s", session_id, reason)
         return False
+
+
+_WARNED: set[str] = set()
+"""The refusals :func:`record_call` logged already."""
+
+_WARNED_KEPT = 64
+"""How many distinct refusals are logged (in a process)."""

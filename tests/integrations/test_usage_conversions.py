@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from store.integrations import usage as usage_module
 from store.integrations.usage import (
     langchain_model,
     record_call,
@@ -130,13 +131,16 @@ async def test_record_call_records_once_per_call_id() -> None:
 
 
 async def test_record_call_on_a_backend_without_the_ledger_records_nothing(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     class NoLedger(InMemoryHistoryStore):
         async def record_usage(self, *args: Any, **kwargs: Any) -> None:
             raise self._unsupported("record_usage")
 
+    monkeypatch.setattr(usage_module, "_WARNED", set())
     phases = TwoPhaseProvider(NoLedger())
     usage = Usage(input_tokens=1)
-    assert not await record_call(phases, "s", usage, message_id=None, call_id=None)
-    assert "not supported" in caplog.text
+    for _ in range(3):
+        assert not await record_call(phases, "s", usage, message_id=None, call_id=None)
+    warned = [r for r in caplog.records if "not supported" in r.getMessage()]
+    assert len(warned) == 1  # once, not at every call
