@@ -273,38 +273,43 @@ class ChatledgerSession:
         if wrapper is not None:
             await self._record_usage(wrapper, messages)
 
-    def _unseen_entries(self, wrapper: RunContextWrapper[Any]) -> list[Any]:
-        """The request entries of the run of ``wrapper`` not seen yet (now seen)."""
-        usage = getattr(wrapper, "usage", None)
-        entries = list(getattr(usage, "request_usage_entries", None) or ())
-        if usage is None:
-            return []
+    def _run_of(self, usage: object) -> _RunUsage:
+        """What this session saw of the run whose usage object is ``usage``."""
         for key in [k for k, run in self._runs.items() if run.usage() is None]:
             del self._runs[key]
         run = self._runs.get(id(usage))
         if run is None or run.usage() is not usage:
             run = self._runs[id(usage)] = _RunUsage(weakref.ref(usage))
-        unseen, run.seen = entries[run.seen :], len(entries)
-        return unseen
+        return run
 
     async def _record_usage(
         self, wrapper: RunContextWrapper[Any], messages: Sequence[Message]
     ) -> None:
-        unseen = self._unseen_entries(wrapper)
+        """Record the run's request entries not seen yet that the batch's responses
+        answer (the newest entries, to the last responses); a batch without a model
+        response (the run's input) leaves them for the next batch."""
+        usage = getattr(wrapper, "usage", None)
+        if usage is None:
+            return
+        entries = list(getattr(usage, "request_usage_entries", None) or ())
         groups = response_groups(messages)
+        if not groups:
+            return
+        run = self._run_of(usage)
+        unseen, run.seen = entries[run.seen :], len(entries)
         answered = min(len(unseen), len(groups))
         if not answered:
             return
         pairs = zip(unseen[-answered:], groups[-answered:], strict=True)
         for entry, group in pairs:
-            usage = usage_from_openai_agents(entry, model=self.model)
-            if usage is None:
+            reported = usage_from_openai_agents(entry, model=self.model)
+            if reported is None:
                 continue
             message_id = group[-1].message_id
             await record_call(
                 self._provider,
                 self.session_id,
-                usage,
+                reported,
                 message_id=message_id,
                 call_id=f"openai-agents-{message_id}",
             )

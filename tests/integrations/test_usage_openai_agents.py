@@ -122,3 +122,57 @@ async def test_calibrate_reaches_the_provider_and_the_after_phase(
     events = [e for e in await memory_store.audit("s") if e.phase == "after_run"]
     assert events, "the after phase changed nothing"
     assert_calibrated(events[-1].params, fit)
+
+
+class _Usage:
+    def __init__(self, *entries: Any) -> None:
+        self.request_usage_entries = list(entries)
+
+
+class _Wrapper:
+    """What the session reads of the SDK's ``RunContextWrapper``: its usage."""
+
+    def __init__(self, *entries: Any) -> None:
+        self.usage = _Usage(*entries)
+
+
+def _entry(n: int) -> Any:
+    from tests.integrations.openai_agents_support import scripted_usage
+
+    return scripted_usage(n)
+
+
+CALL = {"type": "function_call", "call_id": "c1", "name": "lookup", "arguments": "{}", "id": "fc_1"}
+OUTPUT = {"type": "function_call_output", "call_id": "c1", "output": "found"}
+ANSWER = {
+    "type": "message",
+    "role": "assistant",
+    "id": "msg_2",
+    "content": [{"type": "output_text", "text": "done", "annotations": []}],
+}
+
+
+async def test_entries_wait_for_the_batch_that_holds_their_response(
+    memory_store: InMemoryHistoryStore,
+) -> None:
+    session = ChatledgerSession("s", store=memory_store)
+    wrapper = _Wrapper(_entry(1))
+    await session.add_items([{"role": "user", "content": "hi"}], wrapper=wrapper)  # type: ignore[arg-type]
+    assert await memory_store.usage_calls("s") == []
+    await session.add_items([CALL, OUTPUT], wrapper=wrapper)  # type: ignore[list-item, arg-type]
+    [call] = await memory_store.usage_calls("s")
+    assert (call.message_id, lanes(call)) == ("fc_1", expected_lanes(1))
+
+
+async def test_a_resumed_run_records_only_its_new_requests(
+    memory_store: InMemoryHistoryStore,
+) -> None:
+    session = ChatledgerSession("s", store=memory_store)
+    await session.add_items([CALL, OUTPUT], wrapper=_Wrapper(_entry(1)))  # type: ignore[list-item, arg-type]
+    # a run resumed from a RunState: a new context whose usage holds the old entry too
+    await session.add_items([ANSWER], wrapper=_Wrapper(_entry(1), _entry(2)))  # type: ignore[list-item, arg-type]
+    calls = await memory_store.usage_calls("s")
+    assert [(c.message_id, lanes(c)) for c in calls] == [
+        ("fc_1", expected_lanes(1)),
+        ("msg_2", expected_lanes(2)),
+    ]
