@@ -356,6 +356,10 @@ def _stable(message_id: str | None) -> bool:
     return ORIGINAL_ID_KEY not in ours.metadata
 
 
+def _usage_only(update: ChatResponseUpdate) -> bool:
+    return bool(update.contents) and all(c.type == "usage" for c in update.contents)
+
+
 def _fresh_id() -> str:
     return f"chatledger-{uuid.uuid4().hex}"
 
@@ -377,7 +381,9 @@ class UsageMiddleware(ChatMiddleware):
     It sees every model call, those of the framework's function-invocation loop
     included, streamed or not. A response that reports no usage records nothing. The
     call is tied to the response's last assistant message, by the id that message is
-    stored under (:func:`stored_id`); its ``call_id`` is the response's id, or, when
+    stored under (:func:`stored_id`; streamed, each update of the response is given
+    that id as it passes, since the framework builds the saved messages from the
+    updates); its ``call_id`` is the response's id, or, when
     the response has none, one made of that message id (the same response seen twice,
     by this middleware added twice for instance, is recorded once).
     """
@@ -398,9 +404,13 @@ class UsageMiddleware(ChatMiddleware):
 
             def named(update: ChatResponseUpdate) -> ChatResponseUpdate:
                 # the framework builds the messages it saves from the updates: the id the
-                # call is tied to must be on them
-                if update.role in (None, "assistant") and not _stable(update.message_id):
-                    update.message_id = given.setdefault(update.message_id, _fresh_id())
+                # call is tied to must be on them (a usage-only update makes no message)
+                if update.role not in (None, "assistant") or _usage_only(update):
+                    return update
+                original = update.message_id
+                if original not in given:
+                    given[original] = original if _stable(original) and original else _fresh_id()
+                update.message_id = given[original]
                 return update
 
             async def recorded(response: ChatResponse) -> ChatResponse:

@@ -149,3 +149,6 @@ async def test_parallel_calls_streamed_or_not_are_recorded_per_response(
         else:
             assert message.text.startswith("done: find")
     assert len({c.call_id for c in calls}) == len(calls)
+    # no other assistant message is stored (a usage-only update makes none)
+    assistant = [i for i, m in stored.items() if m.role == "assistant"]
+    assert sorted(assistant) == sorted(c.message_id for c in calls if c.message_id)
