@@ -7,11 +7,15 @@ call per model call, tied to the stored assistant message that call produced.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
+
 import pytest
-from agent_framework import Agent, AgentSession
+from agent_framework import Agent, AgentSession, ChatResponseUpdate
+from agent_framework import Message as AFMessage
 
 from store.integrations.agent_framework import ChatledgerHistoryProvider
 from store.memory import InMemoryHistoryStore
+from strategies.messages import FunctionCallContent
 from strategies.tokenizers import Tokenizer
 from tests.integrations.agents import BUILDERS, OUTPUT, TOOL_CALLS, WINDOW, run_turns
 from tests.integrations.scripted_client import (
@@ -47,14 +51,15 @@ async def test_every_model_call_is_recorded_once_and_tied_to_its_message(
         # the function loop adds to the response (its results, and to the last one the
         # loop's earlier messages): the call's own message is its last assistant message
         answer = [m for m in response.messages if m.role == "assistant"][-1]
-        assert call.message_id == answer.message_id
+        assert call.message_id is not None and call.message_id == answer.message_id
         message = stored[call.message_id]
         assert message.role == "assistant"
         if n % (TOOL_CALLS + 1) == 0:
             assert message.text == answer.text and answer.text.startswith("answer to")
         else:
             [content] = answer.contents
-            assert [c.call_id for c in message.contents] == [content.call_id]
+            calls_made = [c.call_id for c in message.contents if isinstance(c, FunctionCallContent)]
+            assert calls_made == [content.call_id]
         if response_ids:
             assert call.call_id == f"resp_{n}"
         else:
@@ -152,3 +157,37 @@ async def test_parallel_calls_streamed_or_not_are_recorded_per_response(
     # no other assistant message is stored (a usage-only update makes none)
     assistant = [i for i, m in stored.items() if m.role == "assistant"]
     assert sorted(assistant) == sorted(c.message_id for c in calls if c.message_id)
+
+
+class _ItemIdClient(ParallelSearchClient):
+    """Streams as the Responses API does through the framework: the content updates carry
+    the output item's id, the usage update none."""
+
+    async def _stream(self, messages: Sequence[AFMessage]) -> AsyncIterator[ChatResponseUpdate]:
+        n = len(self.calls)
+        async for update in super()._stream(messages):
+            if not all(c.type == "usage" for c in update.contents):
+                update.message_id = f"item_{n}"
+            yield update
+
+
+async def test_a_streamed_response_keeps_the_item_id_it_carries(
+    memory_store: InMemoryHistoryStore,
+) -> None:
+    client = _ItemIdClient(["a"], report_usage=True)
+    provider = ChatledgerHistoryProvider(memory_store)
+
+    def search(query: str) -> str:
+        """Search for ``query``."""
+        return f"found {query}"
+
+    agent = Agent(client, tools=[search], context_providers=[provider])
+    updates = [
+        u async for u in agent.run("find", session=AgentSession(session_id="s"), stream=True)
+    ]
+    assert updates
+    calls = await memory_store.usage_calls("s")
+    assert [c.message_id for c in calls] == ["item_1", "item_2"]
+    assert [lanes(c) for c in calls] == [expected_lanes(1), expected_lanes(2)]
+    stored = {m.message.message_id: m.message for m in await memory_store.history("s")}
+    assert sorted(i for i, m in stored.items() if m.role == "assistant") == ["item_1", "item_2"]
