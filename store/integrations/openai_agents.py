@@ -252,8 +252,9 @@ class ChatledgerSession:
         *,
         wrapper: RunContextWrapper[Any] | None = None,
     ) -> None:
-        """Store ``items``; record the usage of the model calls that produced them; run
-        the after strategy when they end a turn.
+        """Record the usage of the model calls that produced ``items`` (first, so that
+        the after phase judges by the newest fit), store them, and run the after
+        strategy when they end a turn.
 
         With ``wrapper`` (the run's context, which the SDK passes), each request entry
         of the run's usage (``wrapper.usage.request_usage_entries``) not seen yet is
@@ -267,11 +268,11 @@ class ChatledgerSession:
             return
         self._added.update(_fingerprint(item) for item in items)
         messages = items_to_messages(items)
+        if wrapper is not None:  # first, so that the after phase judges by the newest fit
+            await self._record_usage(wrapper, messages)
         await self._provider.save_turn(
             self.session_id, messages, end_of_turn=ends_turn(messages), existing=()
         )
-        if wrapper is not None:
-            await self._record_usage(wrapper, messages)
 
     def _run_of(self, usage: object) -> _RunUsage:
         """What this session saw of the run whose usage object is ``usage``."""

@@ -166,4 +166,5 @@ async def test_calibrate_reaches_the_provider_and_the_after_phase(
     assert sync_store.loop.run(middleware.phases.calibration("t1")) == fit
     events = [e for e in sync_store.audit("t1") if e.phase == "after_run"]
     assert events, "the after phase changed nothing"
-    assert_calibrated(events[-1].params, fit)
+    newest = max(events, key=lambda e: e.created_at)
+    assert_calibrated(newest.params, fit)
