@@ -25,6 +25,13 @@ Rules:
 - ``session_id=None`` raises :class:`MissingSessionId`: pass an ``AgentSession`` to
   ``run`` (the framework also creates one when a run has none).
 
+Usage: every model call's reported usage is recorded in the session
+(:meth:`~store.provider.TwoPhaseProvider.record_usage`): by :class:`UsageMiddleware`,
+which :meth:`~ChatledgerHistoryProvider.before_run` adds to each run of a plain
+``Agent``, or, for an agent that saves around every call (the harness), by
+:meth:`~ChatledgerHistoryProvider.after_run` before it saves the call's messages. The
+call is tied to the id its assistant message is stored under (:func:`stored_id`).
+
 :func:`as_agent_framework` adapts any chatledger strategy to the framework's
 ``compaction_strategy`` protocol.
 
@@ -48,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -61,6 +69,7 @@ try:
         ChatContext,
         ChatMiddleware,
         ChatResponse,
+        ChatResponseUpdate,
         Content,
         FunctionInvocationContext,
         FunctionMiddleware,
@@ -79,9 +88,15 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from store.contract import HistoryBackend
 from store.deferred import DEFAULT_CLOSE_TIMEOUT, FlushResult
 from store.errors import InvalidInput
-from store.formats import AF_ANNOTATIONS_KEY, from_agent_framework, to_agent_framework
+from store.formats import (
+    AF_ANNOTATIONS_KEY,
+    ORIGINAL_ID_KEY,
+    from_agent_framework,
+    to_agent_framework,
+)
 from store.integrations._shared import StoreLease, adapter_options, provider_for
 from store.integrations.recall import Recall, RecallOptions, recall_options
+from store.integrations.usage import record_call, usage_from_agent_framework
 from store.models import ImportResult
 from store.provider import CompactionMode, ContextWindow, SaveResult, unanswered_call_ids
 from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
@@ -107,9 +122,11 @@ __all__ = [
     "BoundedToolsMiddleware",
     "ChatledgerHistoryProvider",
     "MissingSessionId",
+    "UsageMiddleware",
     "as_agent_framework",
     "bounded_tools",
     "from_af_messages",
+    "stored_id",
     "to_af_messages",
 ]
 
@@ -169,6 +186,8 @@ class ChatledgerHistoryProvider(HistoryProvider):
         compaction: CompactionMode = "inline",
         window: ContextWindow | None = None,
         recall: bool | RecallOptions = False,
+        calibrate: bool = False,
+        record_usage: bool = True,
     ) -> None:
         """Configure; opens nothing. Without ``store``, ``HistoryStore.open(url, ...)``
         runs on first use, shared by the providers on the same URL, tenant and tokenizer,
@@ -180,7 +199,11 @@ class ChatledgerHistoryProvider(HistoryProvider):
         phase in the background; :meth:`aclose` waits for it. ``recall=True`` (or
         :class:`~store.integrations.recall.RecallOptions`) adds the recall tool to each
         run's tools, searching the run's session, and a sentence after each summary the
-        model is sent (see :mod:`store.integrations.recall`)."""
+        model is sent (see :mod:`store.integrations.recall`). ``calibrate=True`` judges
+        both phases in the provider's tokens by the session's fit
+        (:class:`~store.provider.TwoPhaseProvider`). With ``record_usage`` (the default)
+        each run gets :attr:`usage_middleware`, which records every model call's usage
+        (see the module docstring)."""
         super().__init__(source_id)
         with adapter_options():
             window = ContextWindow.of(
@@ -193,7 +216,12 @@ class ChatledgerHistoryProvider(HistoryProvider):
                 tokenizer=tokenizer,
             )
         self._lease = StoreLease(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
-        self.phases = provider_for(self._lease, window, compaction=compaction)
+        self.phases = provider_for(self._lease, window, compaction=compaction, calibrate=calibrate)
+        self.records_usage = record_usage
+        """Whether :meth:`before_run` adds :attr:`usage_middleware` to each run."""
+        self.usage_middleware = UsageMiddleware(self)
+        """The chat middleware that records each model call's usage in the run's session
+        (:meth:`before_run` adds it to each run when :attr:`records_usage` is on)."""
         options = recall_options(recall)
         self.recall: Recall | None = None if options is None else Recall.of(self._lease, options)
         """The recall tool's searching, or None when it is off."""
@@ -264,8 +292,29 @@ class ChatledgerHistoryProvider(HistoryProvider):
         pending_ids = {m.message_id for m in pending}
         history = [m for m in projection if m.message_id not in pending_ids]
         context.extend_messages(self, to_af_messages(history))
+        if self.records_usage and not _per_call(agent):
+            context.extend_middleware(self.source_id, [self.usage_middleware])
         if self.recall is not None:
             context.extend_tools(self.source_id, [self.recall_tool(session_id)])
+
+    async def after_run(
+        self,
+        *,
+        agent: SupportsAgentRun,
+        session: AgentSession,
+        context: SessionContext,
+        state: dict[str, Any],
+    ) -> None:
+        """Save the run's messages (the framework's ``HistoryProvider.after_run``). An
+        agent that saves around every model call (``create_harness_agent``) calls it once
+        per call, with that call's response, whose usage is recorded first (such an
+        agent applies no middleware a provider adds)."""
+        response = context.response
+        if self.records_usage and _per_call(agent) and response is not None:
+            raw = response.raw_representation
+            if isinstance(raw, ChatResponse) and context.session_id is not None:
+                await self.usage_middleware.record(context.session_id, raw)
+        await super().after_run(agent=agent, session=session, context=context, state=state)
 
     async def save_messages(
         self,
@@ -290,6 +339,98 @@ class ChatledgerHistoryProvider(HistoryProvider):
         """
         store = await self.store()
         return await store.import_messages(session_id, from_af_messages(messages))
+
+
+def _per_call(agent: object) -> bool:
+    """Whether ``agent`` loads and saves its history around every model call (then it
+    calls a provider's hooks once per call, and applies no middleware they add)."""
+    return getattr(agent, "require_per_service_call_history_persistence", False) is True
+
+
+def _stable(message_id: str | None) -> bool:
+    """Whether the store keeps a message's own id ``message_id`` (not positional, not
+    missing)."""
+    if not message_id:
+        return False
+    [ours] = from_agent_framework([{"role": "assistant", "message_id": message_id}])
+    return ORIGINAL_ID_KEY not in ours.metadata
+
+
+def _usage_only(update: ChatResponseUpdate) -> bool:
+    return bool(update.contents) and all(c.type == "usage" for c in update.contents)
+
+
+def _fresh_id() -> str:
+    return f"chatledger-{uuid.uuid4().hex}"
+
+
+def stored_id(message: AFMessage) -> str:
+    """The id ``message`` is stored under by :class:`ChatledgerHistoryProvider`: its own
+    when the store keeps it, else a fresh one given to it now (the framework saves the
+    message object it was given, id included)."""
+    if message.message_id is not None and _stable(message.message_id):
+        return message.message_id
+    message.message_id = _fresh_id()
+    return message.message_id
+
+
+class UsageMiddleware(ChatMiddleware):
+    """Records the usage of each model response in the run's session, through the
+    provider's phases (:meth:`~store.provider.TwoPhaseProvider.record_usage`).
+
+    It sees every model call, those of the framework's function-invocation loop
+    included, streamed or not. A response that reports no usage records nothing. The
+    call is tied to the response's last assistant message, by the id that message is
+    stored under (:func:`stored_id`; streamed, each update of the response is given
+    that id as it passes, since the framework builds the saved messages from the
+    updates); its ``call_id`` is the response's id, or, when
+    the response has none, one made of that message id (the same response seen twice,
+    by this middleware added twice for instance, is recorded once).
+    """
+
+    def __init__(self, provider: ChatledgerHistoryProvider) -> None:
+        self.provider = provider
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Awaitable[None]]) -> None:
+        await call_next()
+        session_id = getattr(context.session, "session_id", None)
+        if not isinstance(session_id, str):
+            return
+        result = context.result
+        if isinstance(result, ChatResponse):
+            await self.record(session_id, result)
+        elif isinstance(result, ResponseStream):
+            given: dict[str | None, str] = {}
+
+            def named(update: ChatResponseUpdate) -> ChatResponseUpdate:
+                # the framework builds the messages it saves from the updates: the id the
+                # call is tied to must be on them (a usage-only update makes no message)
+                if update.role not in (None, "assistant") or _usage_only(update):
+                    return update
+                original = update.message_id
+                if original not in given:
+                    given[original] = original if _stable(original) and original else _fresh_id()
+                update.message_id = given[original]
+                return update
+
+            async def recorded(response: ChatResponse) -> ChatResponse:
+                await self.record(session_id, response)
+                return response
+
+            result.with_update_transform(named)
+            result.with_result_hook(recorded)
+
+    async def record(self, session_id: str, response: ChatResponse) -> bool:
+        """Record ``response``'s usage in ``session_id``; False when it reports none."""
+        usage = usage_from_agent_framework(response.usage_details, model=response.model)
+        if usage is None:
+            return False
+        answers = [m for m in response.messages if m.role == "assistant"]
+        message_id = stored_id(answers[-1]) if answers else None
+        call_id = response.response_id or (f"chatledger-call-{message_id or uuid.uuid4().hex}")
+        return await record_call(
+            self.provider.phases, session_id, usage, message_id=message_id, call_id=call_id
+        )
 
 
 class AgentFrameworkStrategy:

@@ -16,6 +16,11 @@ when the run ends. Messages are stored by their LangChain id (LangGraph gives ev
 state message one), so with a checkpointer that holds the messages too nothing is
 stored twice: a message already stored is skipped.
 
+Both record the usage each model response reports (``AIMessage.usage_metadata``),
+tied to the id the message is stored under; the middleware runs its phases (each
+call's projection, the after-run compaction, ``calibrate=True``) through a
+:class:`~store.provider.TwoPhaseProvider` on the store's own loop.
+
 With ``recall=True`` the middleware's tools hold the recall tool
 (:mod:`store.integrations.recall`), which searches the run's session, and each summary
 the model is sent ends with a sentence saying it can be recalled.
@@ -34,11 +39,13 @@ from typing import Any, TypeVar, cast
 from store.contract import DEFAULT_TENANT, HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.formats.langchain import from_langchain, to_langchain
-from store.integrations._shared import SyncLease, adapter_options
+from store.integrations._shared import SyncLease, adapter_options, provider_for
 from store.integrations.recall import Recall, RecallOptions, recall_options
-from store.provider import ContextWindow
+from store.integrations.usage import langchain_model, record_call, usage_from_langchain
+from store.provider import ContextWindow, TwoPhaseProvider
 from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
 from store.sync import SyncHistoryStore
+from store.usage.models import Usage
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 
@@ -46,7 +53,7 @@ try:
     from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest
     from langchain.agents.middleware.types import ModelResponse
     from langchain_core.chat_history import BaseChatMessageHistory
-    from langchain_core.messages import BaseMessage, ToolMessage, messages_from_dict
+    from langchain_core.messages import AIMessage, BaseMessage, ToolMessage, messages_from_dict
     from langchain_core.tools import BaseTool, StructuredTool
     from langgraph.config import get_config
     from langgraph.prebuilt.tool_node import ToolCallRequest
@@ -79,6 +86,40 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
+def _usage_of(message: BaseMessage) -> Usage | None:
+    """The usage an AI message reports (``usage_metadata``), or None."""
+    if not isinstance(message, AIMessage):
+        return None
+    metadata = cast(dict[str, Any] | None, message.usage_metadata)
+    return usage_from_langchain(metadata, model=langchain_model(message.response_metadata))
+
+
+def _call_id(message: BaseMessage) -> str:
+    """A model call's id: its response's (``response_metadata["id"]``), else the id of the
+    message it produced (stored under it)."""
+    response_id = message.response_metadata.get("id")
+    if isinstance(response_id, str) and response_id:
+        return response_id
+    return f"langchain-{message.id}"
+
+
+async def _record_calls(
+    phases: TwoPhaseProvider, session_id: str, messages: Sequence[BaseMessage]
+) -> int:
+    """Record the usage of each AI message of ``messages`` that reports one, tied to its
+    id (the id it is stored under); the number recorded."""
+    recorded = 0
+    for message in messages:
+        usage = _usage_of(message)
+        if usage is None or not message.id:
+            continue
+        if await record_call(
+            phases, session_id, usage, message_id=message.id, call_id=_call_id(message)
+        ):
+            recorded += 1
+    return recorded
+
+
 class ChatledgerChatMessageHistory(BaseChatMessageHistory):
     """A LangChain chat message history stored in chatledger (see the module docstring)."""
 
@@ -93,6 +134,8 @@ class ChatledgerChatMessageHistory(BaseChatMessageHistory):
         super().__init__()
         self.session_id = session_id
         self._lease = SyncLease.of(store, url=url, tenant=tenant)
+        self.phases = provider_for(_AsyncStore(self._lease), ContextWindow())
+        """What records the usage of the AI messages added (no strategies)."""
         self._read: list[BaseMessage] | None = None
 
     def store(self) -> SyncHistoryStore:
@@ -115,15 +158,23 @@ class ChatledgerChatMessageHistory(BaseChatMessageHistory):
         return list(self._read)
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Store ``messages`` in one write."""
-        self._lease.get().append(self.session_id, _to_stored(messages))
+        """Store ``messages`` in one write; record the usage each AI message reports
+        (``usage_metadata``), tied to its stored id (an AI message that reports usage
+        and has no id is given one)."""
+        _with_ids([m for m in messages if _usage_of(m) is not None])
+        store = self._lease.get()
+        store.append(self.session_id, _to_stored(messages))
         self._read = None
+        store.loop.run(_record_calls(self.phases, self.session_id, messages))
 
     async def aadd_messages(self, messages: Sequence[BaseMessage]) -> None:
-        """Store ``messages`` in one write, without blocking the caller's loop."""
+        """As :meth:`add_messages`, without blocking the caller's loop."""
+        _with_ids([m for m in messages if _usage_of(m) is not None])
         batch = _to_stored(messages)
-        await _on(self._lease.get(), lambda s: s.append(self.session_id, batch))
+        store = self._lease.get()
+        await _on(store, lambda s: s.append(self.session_id, batch))
         self._read = None
+        await _on(store, lambda s: _record_calls(self.phases, self.session_id, messages))
 
     def clear(self) -> None:
         """Delete the session and everything stored for it."""
@@ -173,6 +224,7 @@ class ChatledgerMiddleware(AgentMiddleware):
         reserved_tokens: int = 0,
         window: ContextWindow | None = None,
         recall: bool | RecallOptions = False,
+        calibrate: bool = False,
     ) -> None:
         """Configure; opens nothing. ``before_strategy`` and ``after_strategy`` (strategies
         or specs), or the window sizes, choose the compaction, as for
@@ -180,7 +232,9 @@ class ChatledgerMiddleware(AgentMiddleware):
         :class:`~store.provider.ContextWindow` (``window=``), whose tokenizer an owned
         store is opened with. ``recall=True`` (or
         :class:`~store.integrations.recall.RecallOptions`) puts the recall tool in
-        :attr:`tools` and the note after each summary the model is sent."""
+        :attr:`tools` and the note after each summary the model is sent.
+        ``calibrate=True`` judges both phases in the provider's tokens by the session's
+        fit (:class:`~store.provider.TwoPhaseProvider`)."""
         super().__init__()
         with adapter_options():
             window = ContextWindow.of(
@@ -197,6 +251,9 @@ class ChatledgerMiddleware(AgentMiddleware):
         """The compaction options this middleware runs with."""
         self.before_strategy = window.before
         self.after_strategy = window.after
+        self.phases = provider_for(_AsyncStore(self._lease), window, calibrate=calibrate)
+        """The two phases, on the store's own loop: each model call's projection, the
+        after-run compaction, and each call's usage."""
         options = recall_options(recall)
         self.recall: Recall | None = (
             None if options is None else Recall.of(_AsyncStore(self._lease), options)
@@ -257,9 +314,11 @@ class ChatledgerMiddleware(AgentMiddleware):
         session_id = self._session_id()
         store = self._lease.get()
         store.append(session_id, _to_stored(_with_ids(request.messages)))
-        context = store.context(session_id, strategy=self.before_strategy)
+        context = store.loop.run(self.phases.load(session_id))
         response = handler(self._projected(request, context))
-        store.append(session_id, _to_stored(_with_ids(response.result)))
+        answer = _with_ids(response.result)
+        store.append(session_id, _to_stored(answer))
+        store.loop.run(_record_calls(self.phases, session_id, answer))
         return response
 
     async def awrap_model_call(
@@ -271,12 +330,14 @@ class ChatledgerMiddleware(AgentMiddleware):
         session_id = self._session_id()
         store = self._lease.get()
         batch = _to_stored(_with_ids(request.messages))
-        before = self.before_strategy
+        phases = self.phases
         await _on(store, lambda s: s.append(session_id, batch))
-        context = await _on(store, lambda s: s.context(session_id, strategy=before))
+        context = await _on(store, lambda s: phases.load(session_id))
         response = await handler(self._projected(request, context))
-        answer = _to_stored(_with_ids(response.result))
+        produced = _with_ids(response.result)
+        answer = _to_stored(produced)
         await _on(store, lambda s: s.append(session_id, answer))
+        await _on(store, lambda s: _record_calls(phases, session_id, produced))
         return response
 
     # -- tool calls -------------------------------------------------------------
@@ -315,10 +376,13 @@ class ChatledgerMiddleware(AgentMiddleware):
 
     def after_agent(self, state: AgentState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         """Run the after strategy on the session (audited as ``after_run``)."""
-        after = self.after_strategy
-        if after is not None:
-            self._lease.get().compact(self._session_id(), after, phase="after_run")
+        if self.after_strategy is not None:
+            session_id = self._session_id()
+            self._lease.get().loop.run(self._after_run(session_id))
         return None
+
+    async def _after_run(self, session_id: str) -> None:
+        await self.phases.save_turn(session_id, [], end_of_turn=True, existing=())
 
     async def aafter_agent(
         self,
@@ -326,10 +390,9 @@ class ChatledgerMiddleware(AgentMiddleware):
         runtime: Runtime[Any],
     ) -> dict[str, Any] | None:
         """As :meth:`after_agent`, without blocking the caller's loop."""
-        after = self.after_strategy
-        if after is not None:
+        if self.after_strategy is not None:
             session_id = self._session_id()
-            await _on(self._lease.get(), lambda s: s.compact(session_id, after, phase="after_run"))
+            await _on(self._lease.get(), lambda s: self._after_run(session_id))
         return None
 
     def close(self) -> None:

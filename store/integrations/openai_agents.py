@@ -15,6 +15,10 @@ sync runners use it as the SDK's own sessions:
   changes are stored with an audit event. :meth:`~ChatledgerSession.run_compaction`, the
   SDK's compaction hook, runs it too, so it runs whether or not the model reports
   response ids.
+- With the run's context (``wrapper``, which the SDK passes to a session whose four
+  history methods accept it, as these do), ``add_items`` records the usage of each
+  model request of the run once, tied to the stored id of the response's last item
+  (:meth:`~ChatledgerSession.add_items`).
 - :meth:`~ChatledgerSession.pop_item` takes back the newest item for good
   (:meth:`~store.contract.HistoryBackend.retract_last`);
   :meth:`~ChatledgerSession.clear_session` deletes the session.
@@ -36,8 +40,10 @@ request context adds after each summary.
 from __future__ import annotations
 
 import json
+import weakref
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from store.contract import DEFAULT_TENANT, HistoryBackend
@@ -46,6 +52,7 @@ from store.formats import ORIGINAL_ID_KEY
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
 from store.integrations._shared import StoreLease, adapter_options, provider_for
 from store.integrations.recall import Recall, RecallOptions, recall_options
+from store.integrations.usage import record_call, usage_from_openai_agents
 from store.provider import ContextWindow, TwoPhaseProvider, unanswered_call_ids
 from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
 from strategies.base import CompactionStrategy
@@ -59,13 +66,20 @@ try:
     from agents.memory.session import OpenAIResponsesCompactionArgs
     from agents.models.fake_id import FAKE_RESPONSES_ID
     from agents.run_config import CallModelData, ModelInputData
+    from agents.run_context import RunContextWrapper
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "store.integrations.openai_agents needs the OpenAI Agents SDK: "
         "pip install 'chatledger[openai-agents]'"
     ) from exc
 
-__all__ = ["ChatledgerSession", "ends_turn", "items_to_messages", "recall_tool"]
+__all__ = [
+    "ChatledgerSession",
+    "ends_turn",
+    "items_to_messages",
+    "recall_tool",
+    "response_groups",
+]
 
 
 def items_to_messages(items: Sequence[TResponseInputItem]) -> list[Message]:
@@ -119,6 +133,31 @@ def _without_pending_calls(messages: list[Message]) -> list[Message]:
     return kept
 
 
+def response_groups(messages: Sequence[Message]) -> list[list[Message]]:
+    """The model responses of a batch: each run of consecutive assistant messages (a
+    response's reasoning, text and parallel calls), in order. A tool output or a user
+    message ends a run."""
+    groups: list[list[Message]] = []
+    current: list[Message] = []
+    for message in messages:
+        if message.role == "assistant":
+            current.append(message)
+        elif current:
+            groups.append(current)
+            current = []
+    if current:
+        groups.append(current)
+    return groups
+
+
+@dataclass(slots=True)
+class _RunUsage:
+    """How many of one run's request entries a session has looked at."""
+
+    usage: weakref.ref[Any]
+    seen: int = 0
+
+
 class ChatledgerSession:
     """An OpenAI Agents SDK ``Session`` stored in chatledger (see the module docstring).
 
@@ -128,7 +167,13 @@ class ChatledgerSession:
     ``before_strategy`` and ``after_strategy`` (strategies or specs), or the window sizes,
     choose the compaction, as for :class:`~store.provider.TwoPhaseProvider`; or give them
     all as one :class:`~store.provider.ContextWindow` (``window=``), whose tokenizer an
-    owned store is opened with.
+    owned store is opened with. ``calibrate=True`` judges both phases in the provider's
+    tokens by the session's fit (:class:`~store.provider.TwoPhaseProvider`).
+
+    Every model call's usage is recorded (see :meth:`add_items`): the SDK passes the
+    run's context (``wrapper``) to a session whose four history methods accept it, as
+    these do. ``model`` names the model in those records (the SDK's per-request usage
+    does not).
     """
 
     def __init__(
@@ -146,6 +191,8 @@ class ChatledgerSession:
         tokenizer: Tokenizer | None = None,
         session_settings: SessionSettings | None = None,
         window: ContextWindow | None = None,
+        calibrate: bool = False,
+        model: str | None = None,
     ) -> None:
         self.session_id = session_id
         self.session_settings = session_settings
@@ -160,7 +207,11 @@ class ChatledgerSession:
                 tokenizer=tokenizer,
             )
         self._lease = StoreLease.of(store, url=url, tenant=tenant, tokenizer=window.tokenizer)
-        self._provider = provider_for(self._lease, window)
+        self._provider = provider_for(self._lease, window, calibrate=calibrate)
+        self.model = model
+        """The model name recorded with each call's usage (the SDK does not report it)."""
+        self._runs: dict[int, _RunUsage] = {}
+        """Each run's usage object (by id) and how many of its request entries were seen."""
         self._history_length = 0
         """How many items the last :meth:`get_items` without a limit returned."""
         self._added: Counter[str] = Counter()
@@ -178,8 +229,11 @@ class ChatledgerSession:
         """The store (opened now when this session opens its own)."""
         return await self._lease.get()
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The request context (no ``limit``), or the newest ``limit`` items as stored."""
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> list[TResponseInputItem]:
+        """The request context (no ``limit``), or the newest ``limit`` items as stored
+        (``wrapper``, the run's context, is not needed here)."""
         if limit is None:
             loaded = await self._provider.load(self.session_id)
             messages = with_recall_note(_without_pending_calls(loaded), self.recall_note)
@@ -192,17 +246,78 @@ class ChatledgerSession:
         messages = await self._provider.stored_tail(self.session_id, limit)
         return cast(list[TResponseInputItem], to_openai_responses(messages))
 
-    async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Store ``items``; run the after strategy when they end a turn."""
+    async def add_items(
+        self,
+        items: list[TResponseInputItem],
+        *,
+        wrapper: RunContextWrapper[Any] | None = None,
+    ) -> None:
+        """Record the usage of the model calls that produced ``items`` (first, so that
+        the after phase judges by the newest fit), store them, and run the after
+        strategy when they end a turn.
+
+        With ``wrapper`` (the run's context, which the SDK passes), each request entry
+        of the run's usage (``wrapper.usage.request_usage_entries``) not seen yet is
+        recorded once, tied to the model response of the batch it answers: the newest
+        entries to the batch's last responses (:func:`response_groups`), each by the id
+        of the response's last message, as stored. Its ``call_id`` is
+        ``openai-agents-<that id>``. An entry no response of the batch answers (one of
+        a run resumed from a ``RunState``, recorded before the interruption) is left out.
+        """
         if not items:
             return
         self._added.update(_fingerprint(item) for item in items)
         messages = items_to_messages(items)
+        if wrapper is not None:  # first, so that the after phase judges by the newest fit
+            await self._record_usage(wrapper, messages)
         await self._provider.save_turn(
             self.session_id, messages, end_of_turn=ends_turn(messages), existing=()
         )
 
-    async def pop_item(self) -> TResponseInputItem | None:
+    def _run_of(self, usage: object) -> _RunUsage:
+        """What this session saw of the run whose usage object is ``usage``."""
+        for key in [k for k, run in self._runs.items() if run.usage() is None]:
+            del self._runs[key]
+        run = self._runs.get(id(usage))
+        if run is None or run.usage() is not usage:
+            run = self._runs[id(usage)] = _RunUsage(weakref.ref(usage))
+        return run
+
+    async def _record_usage(
+        self, wrapper: RunContextWrapper[Any], messages: Sequence[Message]
+    ) -> None:
+        """Record the run's request entries not seen yet that the batch's responses
+        answer (the newest entries, to the last responses); a batch without a model
+        response (the run's input) leaves them for the next batch."""
+        usage = getattr(wrapper, "usage", None)
+        if usage is None:
+            return
+        entries = list(getattr(usage, "request_usage_entries", None) or ())
+        groups = response_groups(messages)
+        if not groups:
+            return
+        run = self._run_of(usage)
+        unseen, run.seen = entries[run.seen :], len(entries)
+        answered = min(len(unseen), len(groups))
+        if not answered:
+            return
+        pairs = zip(unseen[-answered:], groups[-answered:], strict=True)
+        for entry, group in pairs:
+            reported = usage_from_openai_agents(entry, model=self.model)
+            if reported is None:
+                continue
+            message_id = group[-1].message_id
+            await record_call(
+                self._provider,
+                self.session_id,
+                reported,
+                message_id=message_id,
+                call_id=f"openai-agents-{message_id}",
+            )
+
+    async def pop_item(
+        self, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> TResponseInputItem | None:
         """Take back the newest stored item, for good; None when there is none, or when the
         message taken back holds nothing the Responses API can carry."""
         try:
@@ -216,7 +331,7 @@ class ChatledgerSession:
         # (reasoning without its id, another system's content): it is taken back all the same
         return cast(TResponseInputItem, items[0]) if items else None
 
-    async def clear_session(self) -> None:
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
         """Delete the session and everything stored for it."""
         try:
             await (await self.store()).delete_session(self.session_id)

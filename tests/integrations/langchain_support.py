@@ -15,6 +15,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import RunnableLambda
 from langchain_core.tools import BaseTool, tool
@@ -38,6 +39,22 @@ def lookup(query: str) -> str:
     return lookup_result(query)
 
 
+SCRIPTED_MODEL = "scripted-1"
+"""The model a reply that reports usage names (``response_metadata["model_name"]``)."""
+
+
+def scripted_usage(n: int) -> UsageMetadata:
+    """What the ``n``-th call (from 1) reports: every lane, the cache and reasoning ones
+    included, each different from one call to the next."""
+    return UsageMetadata(
+        input_tokens=1000 + 10 * n,
+        output_tokens=40 + n,
+        total_tokens=1040 + 11 * n,
+        input_token_details={"cache_read": 600 + n, "cache_creation": 50 + n},
+        output_token_details={"reasoning": 20 + n},
+    )
+
+
 def last_user_text(messages: Sequence[BaseMessage]) -> str:
     for message in reversed(messages):
         if isinstance(message, HumanMessage):
@@ -49,6 +66,10 @@ class ScriptedChatModel(BaseChatModel):
     """``tool_calls`` lookups per user request, then an answer; every call recorded."""
 
     tool_calls: int = TOOL_CALLS
+    report_usage: bool = False
+    """Whether each reply reports its usage (:func:`scripted_usage`)."""
+    response_ids: bool = False
+    """Whether each reply names its response (``response_metadata["id"]``, ``resp_<n>``)."""
     counter: int = 0
     made: dict[str, int] = Field(default_factory=dict)
     calls: list[list[BaseMessage]] = Field(default_factory=list)
@@ -76,6 +97,11 @@ class ScriptedChatModel(BaseChatModel):
             reply = AIMessage(content="", tool_calls=[call], id=f"ai_{self.counter}")
         else:
             reply = AIMessage(content=f"answer to {asked}", id=f"ai_{self.counter}")
+        if self.report_usage:
+            reply.usage_metadata = scripted_usage(self.counter)
+            reply.response_metadata["model_name"] = SCRIPTED_MODEL
+        if self.response_ids:
+            reply.response_metadata["id"] = f"resp_{self.counter}"
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     def _generate(

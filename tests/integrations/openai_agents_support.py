@@ -18,6 +18,8 @@ from typing import Any
 from agents import Agent, FunctionTool, function_tool, set_tracing_disabled
 from agents.models.fake_id import FAKE_RESPONSES_ID
 from agents.testing import ModelCall, ModelStep, ScriptedModel, assistant_message, function_call
+from agents.usage import Usage
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 
 from store.integrations.openai_agents import items_to_messages
 from strategies.tokenizers import Tokenizer, count_message_tokens
@@ -56,6 +58,8 @@ class Policy:
 
     tool_calls: int = TOOL_CALLS
     response_ids: bool = True
+    report_usage: bool = False
+    """Whether each response reports its usage (:func:`scripted_usage`)."""
     counter: int = 0
     made: dict[str, int] = field(default_factory=dict)
 
@@ -79,11 +83,27 @@ class Policy:
         else:
             output = assistant_message(f"answer to {asked}", item_id=self._id("msg"))
         response_id = f"resp_{self.counter}" if self.response_ids else None
-        return ModelStep(output=[output], response_id=response_id)
+        usage = scripted_usage(self.counter) if self.report_usage else Usage()
+        return ModelStep(output=[output], response_id=response_id, usage=usage)
 
     def model(self, steps: int = 200) -> ScriptedModel:
         """A scripted model with room for ``steps`` calls."""
         return ScriptedModel([ModelStep.respond(self.respond) for _ in range(steps)])
+
+
+def scripted_usage(n: int) -> Usage:
+    """What the ``n``-th call (from 1) reports: every lane, the cache and reasoning ones
+    included, each different from one call to the next."""
+    return Usage(
+        requests=1,
+        input_tokens=1000 + 10 * n,
+        output_tokens=40 + n,
+        total_tokens=1040 + 11 * n,
+        input_tokens_details=InputTokensDetails.model_validate(
+            {"cached_tokens": 600 + n, "cache_write_tokens": 50 + n}
+        ),
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=20 + n),
+    )
 
 
 def lookup_tool(*, needs_approval: bool = False) -> FunctionTool:

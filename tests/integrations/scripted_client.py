@@ -22,6 +22,7 @@ from agent_framework import (
     Content,
     FunctionInvocationLayer,
     Message,
+    UsageDetails,
 )
 from agent_framework.observability import ChatTelemetryLayer
 
@@ -32,6 +33,23 @@ class Recorded:
 
     messages: list[Message]
     options: dict[str, Any] = field(default_factory=dict)
+
+
+SCRIPTED_MODEL = "scripted-1"
+"""The model the scripted clients name in a response that reports usage."""
+
+
+def scripted_usage(n: int) -> UsageDetails:
+    """What the ``n``-th call (from 1) reports: every lane, the cache and reasoning ones
+    included, each different from one call to the next."""
+    return UsageDetails(
+        input_token_count=1000 + 10 * n,
+        output_token_count=40 + n,
+        total_token_count=1040 + 11 * n,
+        cache_read_input_token_count=600 + n,
+        cache_creation_input_token_count=50 + n,
+        reasoning_output_token_count=20 + n,
+    )
 
 
 def big_result(call_id: str, size: int) -> str:
@@ -47,10 +65,23 @@ class ScriptedChatClient(
 ):
     """Answers each user turn with ``tool_calls`` sequential tool calls, then text."""
 
-    def __init__(self, *, tool_calls: int = 2, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        tool_calls: int = 2,
+        report_usage: bool = False,
+        response_ids: bool = False,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.tool_calls = tool_calls
+        self.report_usage = report_usage
+        """Whether each response reports its usage (:func:`scripted_usage`)."""
+        self.response_ids = response_ids
+        """Whether each response has an id (``resp_<n>``, n counting the calls from 1)."""
         self.calls: list[Recorded] = []
+        self.responses: list[ChatResponse] = []
+        """Every response, in the order of the calls."""
         self._counter = 0
         self._made: dict[str, int] = {}
 
@@ -71,7 +102,15 @@ class ScriptedChatClient(
             reply = Message(role="assistant", contents=[call])
         else:
             reply = Message(role="assistant", contents=[f"answer to {user_text}"])
-        return ChatResponse(messages=[reply])
+        n = len(self.calls)
+        response = ChatResponse(
+            messages=[reply],
+            response_id=f"resp_{n}" if self.response_ids else None,
+            model=SCRIPTED_MODEL if self.report_usage else None,
+            usage_details=scripted_usage(n) if self.report_usage else None,
+        )
+        self.responses.append(response)
+        return response
 
     def _inner_get_response(
         self,
@@ -100,9 +139,14 @@ class ParallelSearchClient(
     streams when asked to, one update per content.
     """
 
-    def __init__(self, queries: Sequence[str], **kwargs: Any) -> None:
+    def __init__(
+        self, queries: Sequence[str], *, report_usage: bool = False, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.queries = list(queries)
+        self.report_usage = report_usage
+        """Whether each response reports its usage (:func:`scripted_usage`; streamed, as
+        a last update of its own)."""
         self.calls: list[Recorded] = []
         self._counter = 0
 
@@ -122,11 +166,20 @@ class ParallelSearchClient(
         return Message(role="assistant", contents=calls)
 
     async def _respond(self, messages: Sequence[Message]) -> ChatResponse:
-        return ChatResponse(messages=[self._reply(messages)])
+        usage = scripted_usage(len(self.calls)) if self.report_usage else None
+        model = SCRIPTED_MODEL if self.report_usage else None
+        return ChatResponse(messages=[self._reply(messages)], usage_details=usage, model=model)
 
     async def _stream(self, messages: Sequence[Message]) -> AsyncIterator[ChatResponseUpdate]:
+        n = len(self.calls)
         for content in self._reply(messages).contents:
             yield ChatResponseUpdate(role="assistant", contents=[content])
+        if self.report_usage:
+            yield ChatResponseUpdate(
+                role="assistant",
+                contents=[Content.from_usage(scripted_usage(n))],
+                model=SCRIPTED_MODEL,
+            )
 
     def _inner_get_response(
         self,

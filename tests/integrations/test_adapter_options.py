@@ -151,3 +151,18 @@ async def test_an_owned_store_is_opened_with_the_window_tokenizer(tmp_path: Path
         await session.aclose()
         await provider.aclose()
         middleware.close()
+
+
+def _phases(adapter: object) -> TwoPhaseProvider:
+    if isinstance(adapter, ChatledgerHistoryProvider | ChatledgerMiddleware):
+        return adapter.phases
+    assert isinstance(adapter, ChatledgerSession)
+    return adapter.provider
+
+
+@pytest.mark.parametrize("name", sorted(ADAPTERS))
+def test_calibrate_reaches_the_provider(name: str) -> None:
+    assert _phases(ADAPTERS[name](calibrate=True)).calibrate is True
+    assert _phases(ADAPTERS[name]()).calibrate is False
+    with pytest.raises(InvalidInput, match="calibrate"):
+        ADAPTERS[name](calibrate="yes")
