@@ -4,16 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from store.usage import Calibration, UsageCall
 from store.usage.calibration import CALIBRATION_KEY
-
-CORE_BUG = (
-    "store.usage.calibration.CalibratedStrategy.plan returns the inner strategy's change "
-    "set, whose own params (every built-in strategy sets them) win over "
-    "CalibratedStrategy.params() in event_label: the fit never reaches the event"
-)
 
 
 def expected_lanes(n: int) -> tuple[int, int, int, int, int]:
@@ -35,8 +27,5 @@ def lanes(call: UsageCall) -> tuple[int | None, ...]:
 
 
 def assert_calibrated(params: dict[str, Any], fit: Calibration) -> None:
-    """A compaction event's params hold the fit its strategy was judged by (an expected
-    failure, naming the core's bug, while the fit does not reach the event)."""
-    if CALIBRATION_KEY not in params:
-        pytest.xfail(CORE_BUG)
+    """A compaction event's params hold the fit its strategy was judged by."""
     assert params[CALIBRATION_KEY] == fit.as_params()
