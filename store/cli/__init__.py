@@ -8,6 +8,7 @@
     chatledger excluded SESSION               the excluded groups and why
     chatledger why SESSION MESSAGE            whether a message is sent, and why (not)
     chatledger stats [SESSION]                stored versus active counts
+    chatledger usage [SESSION] [--by B]       what the model calls used and cost
     chatledger compact SESSION --strategy S   compact now (--dry-run: a what-if)
     chatledger restore SESSION --group G      bring groups back (pinned), or --event E
     chatledger pin|unpin SESSION GROUP...     keep groups out of every compaction
@@ -77,6 +78,11 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "store.cli._read",
         "stats",
         "Stored versus active totals of a session or the tenant.",
+    ),
+    "usage": (
+        "store.cli._model_usage",
+        "usage",
+        "Show what the recorded model calls used and cost, by model, session or day.",
     ),
     "compact": (
         "store.cli._change",

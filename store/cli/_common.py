@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from store.contract import HistoryBackend, UpkeepBackend
+    from store.usage import ModelPrice
     from strategies.tokenizers import Tokenizer
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "json_option",
     "open_store",
     "parse_since",
+    "prices_option_value",
     "run",
     "session_tokenizer",
     "strategy_option_value",
@@ -188,6 +190,21 @@ def tokenizer_option_value(name: str) -> Tokenizer:
         return tokenizer_named(name)
     except ValueError as error:
         raise CliError(f"invalid --tokenizer: {error}", exit_code=2) from None
+
+
+def prices_option_value(path: str | None) -> dict[str, ModelPrice] | None:
+    """The prices of a ``--prices FILE`` option (TOML or JSON, ``docs/cli.md``), read
+    before any database is opened (a usage error, in one line, when they cannot be
+    read); None without the option."""
+    if path is None:
+        return None
+    from store.errors import InvalidInput
+    from store.usage import load_prices
+
+    try:
+        return load_prices(path)
+    except InvalidInput as error:
+        raise CliError(f"invalid --prices: {error}", exit_code=2) from None
 
 
 def strategy_option_value(spec: str) -> str:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         Stats,
         StoredMessage,
     )
+    from store.usage import UsageReport, UsageRow
     from strategies.messages import Content, Message
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "short_strategy",
     "stats_table",
     "tenants_table",
+    "usage_table",
 ]
 
 
@@ -395,6 +397,65 @@ def stats_table(stats: Stats) -> Table:
     if stats.session_id is None:
         table.add("sessions", number(stats.sessions), "")
     table.add("compaction events", number(stats.events), "")
+    if stats.usage_calls:
+        table.add("model calls", number(stats.usage_calls), "")
+        reads = stats.cache_read_tokens
+        table.add("cache reads", "-" if reads is None else number(reads), "")
+        table.add("cache breaks", number(stats.cache_breaks), "")
+    return table
+
+
+def _lane(value: int | None) -> str:
+    """A token total, or ``-`` where no call reported the lane."""
+    return "-" if value is None else number(value)
+
+
+def _cost(value: float | None) -> str:
+    """A cost in the prices' currency, to four decimals (``-``: not priced)."""
+    return "-" if value is None else f"{value:,.4f}"
+
+
+def usage_table(report: UsageReport, title: str) -> Table:
+    """A usage report's rows, and their total when there are several: calls, the
+    provider's lanes, what chatledger counted it sent, cache breaks, and the cost with
+    prices. On a narrow terminal reasoning, cache writes, the local count and the breaks
+    drop, in that order."""
+    key = Column(report.by, flex=report.by == "model", ids=report.by == "session")
+    columns = [
+        key,
+        Column("calls", "right"),
+        Column("input", "right"),
+        Column("cache read", "right"),
+        Column("cache write", "right", drop=3),
+        Column("output", "right"),
+        Column("reasoning", "right", drop=4),
+        Column("sent (local)", "right", drop=2),
+        Column("breaks", "right", drop=1),
+    ]
+    if report.priced:
+        columns.append(Column("cost", "right"))
+    table = Table(title, columns)
+
+    def add(row: UsageRow, style: str | None = None) -> None:
+        cells = [
+            row.key,
+            number(row.calls),
+            _lane(row.input_tokens),
+            _lane(row.cache_read_tokens),
+            _lane(row.cache_write_tokens),
+            _lane(row.output_tokens),
+            _lane(row.reasoning_tokens),
+            _lane(row.local_sent_tokens),
+            number(row.cache_breaks),
+        ]
+        if report.priced:
+            cells.append(_cost(row.cost))
+        table.add(*cells, style=style)
+
+    for row in report.rows:
+        add(row)
+    if len(report.rows) > 1:
+        add(report.total, style="bold")
     return table
 
 

@@ -68,11 +68,12 @@ async def _purge(
 
 
 def _purge_line(report: PurgeReport, verb: str) -> str:
+    calls = f", {quantity(report.usage_calls, 'model call')}" if report.usage_calls else ""
     return (
         f"{verb} {quantity(len(report.sessions), 'session')} "
         f"({quantity(report.messages, 'message')}, "
-        f"{quantity(report.groups, 'group')}, {quantity(report.events, 'audit event')}) of tenant "
-        f"{report.tenant} last updated before {when(report.older_than)}"
+        f"{quantity(report.groups, 'group')}, {quantity(report.events, 'audit event')}{calls}) "
+        f"of tenant {report.tenant} last updated before {when(report.older_than)}"
     )
 
 

@@ -3,7 +3,8 @@
 :func:`build_report` reads a session from any backend (:mod:`store.report.timeline`)
 and renders the page (:mod:`store.report.page`, with its token chart in
 :mod:`store.report.chart`); :func:`write_report` writes it to a file, whole or not at
-all. ``chatledger report SESSION [-o FILE]`` is the command line's face of it.
+all. ``chatledger report SESSION [-o FILE] [--prices FILE]`` is the command line's face
+of it.
 """
 
 from __future__ import annotations
@@ -11,26 +12,37 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 from store.contract import HistoryBackend
 from store.errors import InvalidInput
 from store.report.page import render
 from store.report.timeline import collect
+from store.usage import ModelPrice
 
 __all__ = ["build_report", "write_report"]
 
 
-async def build_report(store: HistoryBackend, session_id: str) -> str:
+async def build_report(
+    store: HistoryBackend, session_id: str, *, prices: Mapping[str, ModelPrice] | None = None
+) -> str:
     """The audit page of ``session_id`` (:class:`~store.errors.SessionNotFound` when it
-    does not exist)."""
-    return render(await collect(store, session_id))
+    does not exist), its model calls priced with ``prices`` (``{model: ModelPrice}``,
+    :func:`store.usage.load_prices`) when given."""
+    return render(await collect(store, session_id, prices=prices))
 
 
-async def write_report(store: HistoryBackend, session_id: str, path: str | Path) -> Path:
+async def write_report(
+    store: HistoryBackend,
+    session_id: str,
+    path: str | Path,
+    *,
+    prices: Mapping[str, ModelPrice] | None = None,
+) -> Path:
     """Write the audit page of ``session_id`` to ``path`` (replaced atomically: a reader
     never sees half a page) and return the path."""
-    page = await build_report(store, session_id)
+    page = await build_report(store, session_id, prices=prices)
     return await asyncio.to_thread(_write, Path(path), page)
 
 

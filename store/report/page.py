@@ -1,7 +1,9 @@
 """The audit page: one self-contained HTML document (inline CSS, SVG and a few lines of
 script; a content security policy that allows no request at all).
 
-It shows the session's counts, the token chart, every compaction event with its outcome,
+It shows the session's counts, the token chart, the recorded model calls of each turn
+(tokens sent by chatledger's count, input reported, cache reads, output, the cost when
+prices are given, and the cache-prefix breaks), every compaction event with its outcome,
 and the timeline of groups in projection order: kind, tokens, sent or excluded, the
 event and reason that excluded each, summaries linked to the groups they replace and
 back, reduced tool results beside their originals, pins, and the failed, blocked and
@@ -21,6 +23,7 @@ from html import escape
 from store.models import CompactionEvent
 from store.report.chart import token_chart
 from store.report.timeline import GroupRow, Timeline
+from store.usage import UsageRow
 
 __all__ = ["RUN", "event_why", "render", "strategy_label"]
 
@@ -61,6 +64,7 @@ details.run>summary{cursor:pointer;padding:4px 6px;border-bottom:1px solid var(-
 color:#475467}details.run[open]>summary{font-weight:600}
 .pin{color:#b54708}
 .marker.fork{border-left-color:#2e90fa;background:#eff8ff}
+tr.turn-usage.broken td{background:#fffaeb}.badge.cache-break{color:#b54708}
 """
 
 _SCRIPT = """
@@ -109,6 +113,8 @@ def render(timeline: Timeline) -> str:
             _counts(timeline),
             "<h2>Tokens: stored against sent, after each turn</h2>",
             token_chart(timeline.points) or '<p class="muted">No turn yet.</p>',
+            f'<h2 id="usage-title">Model calls per turn ({_calls(timeline)})</h2>',
+            _usage(timeline),
             f'<h2 id="events-title">Compaction events ({len(timeline.events)}), newest first</h2>',
             _events(timeline.events),
             f'<h2 id="excluded-title">Groups not sent ({timeline.count() - timeline.count("sent")})'
@@ -170,11 +176,83 @@ def _counts(timeline: Timeline) -> str:
         ("tokens", "tokens stored / sent", f"{info.stored_tokens:,} / {info.active_tokens:,}"),
     ]
     items += [(f"outcome-{o}", f"{o} compactions", n) for o, n in sorted(outcomes.items())]
+    total = timeline.usage_total
+    if total is not None:
+        items += [
+            ("usage-calls", "model calls", f"{total.calls:,}"),
+            ("cache-reads", "cache reads", _tokens(total.cache_read_tokens)),
+            ("cache-breaks", "cache breaks", f"{total.cache_breaks:,}"),
+        ]
+        if timeline.priced:
+            items.append(("cost", "cost", _money(total.cost)))
     cells = "".join(
         f'<div><dt>{_e(label)}</dt><dd id="count-{_e(key)}">{_e(value)}</dd></div>'
         for key, label, value in items
     )
     return f'<dl class="counts" id="counts">{cells}</dl>'
+
+
+def _tokens(value: int | None) -> str:
+    """A token total, or ``-`` where no call reported the lane."""
+    return "-" if value is None else f"{value:,}"
+
+
+def _money(value: float | None) -> str:
+    """A cost in the prices' currency, to four decimals (``-``: nothing priced)."""
+    return "-" if value is None else f"{value:,.4f}"
+
+
+def _calls(timeline: Timeline) -> str:
+    total = timeline.usage_total
+    return f"{0 if total is None else total.calls:,}"
+
+
+def _usage_row(row: UsageRow, priced: bool, *, total: bool = False) -> str:
+    """One turn's calls (or their total): what chatledger sent by its own count, what
+    the provider reported, the cost with prices, and the cache-prefix breaks."""
+    breaks = ""
+    if row.cache_breaks:
+        many = f" ({row.cache_breaks})" if row.cache_breaks > 1 else ""
+        breaks = f'<span class="badge cache-break">cache break{many}</span>'
+    cost = f'<td class="num cost">{_money(row.cost)}</td>' if priced else ""
+    if total:
+        opening = '<tr class="usage-total"><th>total</th>'
+    else:
+        marked = " broken" if row.cache_breaks else ""
+        opening = (
+            f'<tr class="turn-usage{marked}" id="u-{_e(row.key)}" data-turn="{_e(row.key)}">'
+            f'<td class="num">{_e(row.key)}</td>'
+        )
+    return (
+        f'{opening}<td class="num calls">{row.calls:,}</td>'
+        f'<td class="num sent">{_tokens(row.local_sent_tokens)}</td>'
+        f'<td class="num input">{_tokens(row.input_tokens)}</td>'
+        f'<td class="num cache-read">{_tokens(row.cache_read_tokens)}</td>'
+        f'<td class="num output">{_tokens(row.output_tokens)}</td>'
+        f'{cost}<td class="cache">{breaks}</td></tr>'
+    )
+
+
+def _usage(timeline: Timeline) -> str:
+    """The recorded model calls, turn by turn (``docs/audit.md``)."""
+    total = timeline.usage_total
+    if total is None:
+        return '<p class="muted">No model call recorded.</p>'
+    priced = timeline.priced
+    names = ["turn", "calls", "tokens sent (local)", "input reported", "cache reads", "output"]
+    names += ["cost"] if priced else []
+    head = "<tr>" + "".join(f'<th class="num">{n}</th>' for n in names) + "<th>cache</th></tr>"
+    rows = [_usage_row(row, priced) for row in timeline.usage.values()]
+    if len(rows) > 1:
+        rows.append(_usage_row(total, priced, total=True))
+    note = ""
+    if priced and timeline.unpriced_models:
+        calls = total.unpriced_calls
+        note = (
+            f'<p class="muted" id="unpriced">{calls:,} call{"s" if calls != 1 else ""} left '
+            f"out of the cost: no price for {_e(', '.join(timeline.unpriced_models))}.</p>"
+        )
+    return f'<table id="usage">{head}{"".join(rows)}</table>{note}'
 
 
 def _events(events: Sequence[CompactionEvent]) -> str:

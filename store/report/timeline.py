@@ -11,17 +11,24 @@ in one imported): *stored* counts every stored message up to the end of the turn
 appended messages' tokens minus what the applied events up to that turn saved (each
 event's tokens before minus after). The last point of *sent* is the session's
 active tokens. A before-call strategy may send less still; it is not recorded.
+
+The recorded model calls (``usage_calls``) are totalled per turn (:func:`call_turns`
+says which turn a call belongs to) and priced when prices are given.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from store.contract import HistoryBackend
+from store.errors import InvalidInput
+from store.formats import ORIGINAL_ID_KEY
 from store.models import CompactionEvent, SessionInfo, StoredMessage
+from store.usage import ModelPrice, UsageCall, UsageRow
+from store.usage.report import row_of
 from strategies.messages import Message
 from strategies.summarizers import format_message
 
@@ -32,6 +39,7 @@ __all__ = [
     "Timeline",
     "TurnPoint",
     "build_timeline",
+    "call_turns",
     "collect",
 ]
 
@@ -102,6 +110,15 @@ class Timeline:
     """For a fork, the ``seq`` of the message it was forked at (0 for a fork of an empty
     session; None when not a fork, or when that message has left its history): the
     fork's own groups are placed after it."""
+    usage: dict[int, UsageRow] = field(default_factory=dict)
+    """The recorded model calls of each turn that has some, totalled (key: the turn),
+    in turn order (:func:`call_turns` says which turn a call belongs to)."""
+    usage_total: UsageRow | None = None
+    """The totals of every recorded call (None: no call was recorded)."""
+    priced: bool = False
+    """Whether prices were given (``cost`` is None everywhere otherwise)."""
+    unpriced_models: tuple[str, ...] = ()
+    """The models of the calls the prices do not name (``unknown``: none named)."""
 
     def count(self, state: GroupState | None = None) -> int:
         """Groups in ``state`` (all when None)."""
@@ -118,14 +135,21 @@ class Timeline:
         return sum(1 for g in self.groups if g.reductions)
 
 
-async def collect(store: HistoryBackend, session_id: str) -> Timeline:
-    """Read the session from ``store`` and build its timeline."""
+async def collect(
+    store: HistoryBackend, session_id: str, *, prices: Mapping[str, ModelPrice] | None = None
+) -> Timeline:
+    """Read the session from ``store`` and build its timeline (the calls priced with
+    ``prices``, ``{model: ModelPrice}``, when given)."""
     info = await store.session(session_id)
     messages = [m async for m in store.aiter_history(session_id, include_excluded=True)]
     events = await store.audit(session_id)
     view = await store.view(session_id)
     pinned = {g.group_id for g in view.groups if g.pinned}
-    return build_timeline(info, messages, events, pinned)
+    try:
+        calls = await store.usage_calls(session_id)
+    except InvalidInput:  # a backend written before the contract recorded usage
+        calls = []
+    return build_timeline(info, messages, events, pinned, calls, prices=prices)
 
 
 def preview(messages: Iterable[Message], limit: int = PREVIEW_CHARS) -> str:
@@ -140,15 +164,23 @@ def build_timeline(
     messages: Sequence[StoredMessage],
     events: Sequence[CompactionEvent],
     pinned: set[str],
+    calls: Sequence[UsageCall] = (),
+    *,
+    prices: Mapping[str, ModelPrice] | None = None,
 ) -> Timeline:
     """The timeline of a session's stored ``messages`` (excluded ones included, any
-    order), its ``events`` (any order) and its ``pinned`` group ids."""
+    order), its ``events`` (any order), its ``pinned`` group ids, and its recorded model
+    ``calls`` (priced with ``prices`` when given)."""
     by_seq = sorted(messages, key=lambda m: m.seq)
     turns = _turns(by_seq)
     chronological = sorted(events, key=lambda e: e.created_at)
     summaries = {s: r for e in chronological for s, r in e.summarized.items()}
     groups = _groups(by_seq, turns, summaries, pinned)
     event_turns = _event_turns(by_seq, turns, chronological)
+    per_turn = call_turns(by_seq, turns, calls)
+    unpriced = sorted(
+        {c.usage.model or "unknown" for c in calls if prices is not None and not _priced(c, prices)}
+    )
     return Timeline(
         info=info,
         groups=sorted(groups, key=lambda g: g.order),
@@ -156,7 +188,43 @@ def build_timeline(
         event_turns=event_turns,
         points=_points(by_seq, turns, event_turns, chronological),
         cut=_cut(info, by_seq),
+        usage={t: row_of(str(t), per_turn[t], prices) for t in sorted(per_turn)},
+        usage_total=row_of("total", calls, prices) if calls else None,
+        priced=prices is not None,
+        unpriced_models=tuple(unpriced),
     )
+
+
+def _priced(call: UsageCall, prices: Mapping[str, ModelPrice]) -> bool:
+    return call.usage.model is not None and call.usage.model in prices
+
+
+def call_turns(
+    by_seq: Sequence[StoredMessage], turns: dict[int, int], calls: Iterable[UsageCall]
+) -> dict[int, list[UsageCall]]:
+    """The calls of each turn. A call belongs to the turn of its ``message_id`` when
+    that message is stored (by its id, else by the id its source gave it, kept when the
+    store gave it another), else to the turn of its ``after_seq`` (the newest message
+    stored when it was recorded, or the newest before it that is still stored); a call
+    recorded before any message belongs to the first turn."""
+    by_id: dict[str, int] = {}
+    for message in by_seq:
+        by_id.setdefault(message.message_id, message.seq)
+    for message in by_seq:
+        original = message.message.metadata.get(ORIGINAL_ID_KEY)
+        for other in (message.source_id, original):
+            if isinstance(other, str):
+                by_id.setdefault(other, message.seq)
+    seqs = [m.seq for m in by_seq]
+    out: dict[int, list[UsageCall]] = {}
+    for call in calls:
+        seq = by_id.get(call.message_id) if call.message_id is not None else None
+        if seq is None and call.after_seq is not None:
+            index = bisect.bisect_right(seqs, call.after_seq) - 1
+            seq = seqs[index] if index >= 0 else None
+        turn = turns.get(seq, 1) if seq is not None else 1
+        out.setdefault(turn, []).append(call)
+    return out
 
 
 def _cut(info: SessionInfo, by_seq: Sequence[StoredMessage]) -> int | None:

@@ -32,6 +32,7 @@ from store.models import (
     WhyResult,
 )
 from store.sql.upkeep.doctor import DoctorReport
+from store.usage import UsageReport, UsageRow
 from strategies.messages import Message
 from tests.cli.helpers import chatledger
 
@@ -49,6 +50,8 @@ SHAPES = [
     ExcludedGroup,
     WhyResult,
     Stats,
+    UsageReport,
+    UsageRow,
     TurnRecord,
     ImportReport,
     PurgeReport,

@@ -7,7 +7,9 @@ from pathlib import Path
 
 from store.contract import HistoryBackend
 from store.demo import DemoConfig, run_demo
+from store.formats import ORIGINAL_ID_KEY
 from store.importing import import_sources
+from store.usage import Usage
 from strategies import SummarizationStrategy, ToolResultReductionStrategy, TruncationStrategy
 from strategies.messages import FunctionCallContent, FunctionResultContent, Message
 from strategies.summarizers import FakeSummarizer
@@ -77,3 +79,77 @@ async def demo_session(store: HistoryBackend, *, turns: int = 12) -> str:
     blocked = await store.compact(SESSION, truncation)
     assert blocked is not None and blocked.outcome == "blocked"
     return SESSION
+
+
+USAGE_SESSION = "usage-audit"
+GPT = "gpt-4.1"
+CLAUDE = "claude-sonnet-4-5"
+PRICES = {GPT: {"input": 2.0, "output": 8.0, "cache_read": 0.5}}
+"""Prices of gpt-4.1 only (its cache writes at the input price); claude is unpriced."""
+
+
+async def usage_session(store: HistoryBackend) -> dict[int, int | None]:
+    """A session of three user turns with model calls recorded through the contract:
+
+    * turn 1: a call recorded before any message (no projection), the call that
+      produced ``a-1``, recorded before ``a-1`` is stored, and a late call naming
+      ``a-1`` recorded during turn 2;
+    * turn 2: a call naming no message (the turn of the newest message then stored);
+    * turn 3: after a compaction, a call of claude naming the provider's id of a
+      message the store gave another id (kept as its original id): a cache break.
+
+    Returns the local count of each turn's paired calls (None: no paired call)."""
+    session = USAGE_SESSION
+    await store.record_usage(session, Usage(model=GPT, input_tokens=100, output_tokens=10))
+    await store.append(session, [Message.text_message("user", "question one " + "word " * 30)])
+    await store.context(session)
+    await store.record_usage(
+        session,
+        Usage(model=GPT, input_tokens=1000, cache_read_tokens=0, output_tokens=50),
+        message_id="a-1",
+    )
+    await store.append(session, [Message.text_message("assistant", "answer one", message_id="a-1")])
+    await store.append(session, [Message.text_message("user", "question two " + "word " * 30)])
+    await store.context(session)
+    await store.record_usage(
+        session, Usage(model=GPT, input_tokens=1200, cache_read_tokens=900, output_tokens=60)
+    )
+    await store.record_usage(
+        session,
+        Usage(model=GPT, input_tokens=300, output_tokens=5),
+        message_id="a-1",
+        call_id="late",
+    )
+    await store.append(
+        session,
+        [
+            Message.text_message("assistant", "answer two"),
+            Message.text_message("user", "question three " + "word " * 30),
+            Message.text_message(
+                "assistant",
+                "answer three",
+                message_id="m-stored-3",
+                metadata={ORIGINAL_ID_KEY: "provider-msg-3"},
+            ),
+        ],
+    )
+    event = await store.compact(session, "sliding-window:keep_last_turns=1")
+    assert event is not None and event.outcome == "applied"
+    await store.context(session)
+    await store.record_usage(
+        session,
+        Usage(
+            model=CLAUDE,
+            input_tokens=800,
+            cache_read_tokens=0,
+            cache_write_tokens=700,
+            output_tokens=40,
+        ),
+        message_id="provider-msg-3",
+    )
+    calls = await store.usage_calls(session)
+    kept = [c.prefix_kept for c in calls]
+    assert kept == [None, None, True, None, False], kept  # the seed is as said
+    local = [c.local_tokens for c in calls]
+    assert local[0] is None and local[3] is None
+    return {1: local[1], 2: local[2], 3: local[4]}

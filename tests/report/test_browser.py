@@ -14,8 +14,15 @@ import pytest
 
 from store.memory import InMemoryHistoryStore
 from store.report import write_report
+from store.usage import read_prices
 from tests.report.browser import browser_page, chromium
-from tests.report.session import demo_session, imported_session
+from tests.report.session import (
+    PRICES,
+    USAGE_SESSION,
+    demo_session,
+    imported_session,
+    usage_session,
+)
 
 __all__ = ["browser_page", "chromium"]
 
@@ -125,3 +132,58 @@ async def test_the_page_fits_1280_pixels_and_tells_each_event_and_turn(
         assert await page.locator("#excluded").is_visible()
     turns = [t for t, _, _ in await _points(page)]
     assert turns == [1, 2, 3, 4]  # the imported chat's user turns
+
+
+async def test_a_person_sees_each_turns_model_calls_and_cost(
+    browser_page: Any, tmp_path: Path
+) -> None:
+    page = browser_page
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    store = InMemoryHistoryStore()
+    local = await usage_session(store)
+    written = await write_report(
+        store, USAGE_SESSION, tmp_path / "usage.report.html", prices=read_prices(PRICES)
+    )
+    await page.goto(written.as_uri())
+
+    table = page.locator("#usage")
+    assert await table.is_visible()
+    headers = await table.locator("th").all_inner_texts()
+    assert headers[:8] == [
+        "turn",
+        "calls",
+        "tokens sent (local)",
+        "input reported",
+        "cache reads",
+        "output",
+        "cost",
+        "cache",
+    ]
+    turns = table.locator("tr.turn-usage")
+    assert await turns.count() == 3
+    first = table.locator('tr[data-turn="1"]')
+    assert await first.is_visible()
+    cells = await first.locator("td").all_inner_texts()
+    cost_one = (100 * 2 + 10 * 8 + 1000 * 2 + 50 * 8 + 300 * 2 + 5 * 8) / 1e6
+    assert cells[:6] == ["1", "3", f"{local[1]:,}", "1,400", "0", "65"]
+    assert float(cells[6]) == pytest.approx(cost_one, abs=1e-4)
+    # the turn after the compaction is marked: its call broke the provider's cache
+    broken = table.locator("tr.turn-usage.broken")
+    assert await broken.count() == 1
+    assert await broken.get_attribute("data-turn") == "3"
+    badge = broken.locator(".badge.cache-break")
+    assert await badge.is_visible() and await badge.inner_text() == "cache break"
+    assert await broken.locator("td.cost").inner_text() == "-"  # claude is not priced
+    assert "no price for claude-sonnet-4-5" in await page.locator("#unpriced").inner_text()
+    assert await page.locator("#count-usage-calls").inner_text() == "5"
+    assert await page.locator("#count-cache-breaks").inner_text() == "1"
+    assert await page.locator("#count-cache-reads").inner_text() == "900"
+    width = await page.evaluate(
+        "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert width[0] <= width[1]
+    shot = tmp_path / "usage-report.png"
+    await table.screenshot(path=str(shot))
+    print(f"screenshot: {shot}")
+    assert page.blocked == [] and errors == []

@@ -13,9 +13,10 @@ from store.errors import InvalidInput, SessionNotFound
 from store.report import build_report, write_report
 from store.report.page import EVENTS_SHOWN, RUN
 from store.report.timeline import collect
+from store.usage import read_prices
 from strategies import SummarizationStrategy, TruncationStrategy
 from strategies.summarizers import FakeSummarizer
-from tests.report.session import demo_session, tool_turn
+from tests.report.session import PRICES, USAGE_SESSION, demo_session, tool_turn, usage_session
 
 
 def _text(fragment: str) -> str:
@@ -166,3 +167,72 @@ async def test_older_applied_events_fold_and_the_others_stay_listed(
     applied = [e for e in await any_store.audit("many") if e.outcome == "applied"]
     older = folded.split("</table>")[0].count('<tr class="event"')
     assert older == len(applied) - EVENTS_SHOWN > 0
+
+
+def _usage_rows(page: str) -> dict[str, dict[str, str]]:
+    """The per-turn rows of the model-calls table (and ``total``): each cell by class."""
+    table = re.search(r'<table id="usage">.*?</table>', page, flags=re.S)
+    assert table is not None
+    found: dict[str, dict[str, str]] = {}
+    for row in re.findall(r"<tr class=\"(?:turn-usage[^\"]*|usage-total)\".*?</tr>", table[0]):
+        turn = re.search(r'data-turn="(\d+)"', row)
+        cells = dict(re.findall(r'<td class="(?:num )?([a-z-]+)">(.*?)</td>', row))
+        found[turn[1] if turn else "total"] = {k: _text(v) for k, v in cells.items()}
+        found[turn[1] if turn else "total"]["row"] = row  # the markup, classes and all
+    return found
+
+
+async def test_each_turn_shows_its_model_calls_and_cost(any_store: HistoryBackend) -> None:
+    local = await usage_session(any_store)
+    page = await build_report(any_store, USAGE_SESSION, prices=read_prices(PRICES))
+    rows = _usage_rows(page)
+    assert list(rows) == ["1", "2", "3", "total"]
+    one, two, three = rows["1"], rows["2"], rows["3"]
+    # turn 1: the call before any message, the call of a-1 (stored after it) and the
+    # late call naming a-1; only the second was paired with a projection
+    assert (one["calls"], one["input"], one["cache-read"], one["output"]) == (
+        "3",
+        "1,400",
+        "0",
+        "65",
+    )
+    assert one["sent"] == f"{local[1]:,}"
+    # cost by hand: (uncached x 2 + cache reads x 0.5 + output x 8) / 1e6, call by call
+    cost_one = (100 * 2 + 10 * 8 + 1000 * 2 + 50 * 8 + 300 * 2 + 5 * 8) / 1e6
+    assert float(one["cost"]) == pytest.approx(cost_one, abs=1e-4)
+    # turn 2: the call naming no message belongs to the newest message's turn
+    assert (two["calls"], two["input"], two["cache-read"], two["output"]) == (
+        "1",
+        "1,200",
+        "900",
+        "60",
+    )
+    assert two["sent"] == f"{local[2]:,}"
+    cost_two = ((1200 - 900) * 2 + 900 * 0.5 + 60 * 8) / 1e6
+    assert float(two["cost"]) == pytest.approx(cost_two, abs=1e-4)
+    # turn 3: claude, found by the provider's id of its message; after a compaction
+    assert (three["input"], three["cache-read"], three["output"]) == ("800", "0", "40")
+    assert three["sent"] == f"{local[3]:,}" and three["cost"] == "-"  # not priced
+    assert "broken" in three["row"] and "cache break" in three["cache"]
+    assert "cache break" not in one["cache"] + two["cache"]
+    assert rows["total"]["calls"] == "5"
+    assert float(rows["total"]["cost"]) == pytest.approx(cost_one + cost_two, abs=1e-4)
+    assert "no price for claude-sonnet-4-5" in _text(page)
+    assert _count(page, "usage-calls") == "5"
+    assert _count(page, "cache-reads") == "900"
+    assert _count(page, "cache-breaks") == "1"
+    assert float(_count(page, "cost")) == pytest.approx(cost_one + cost_two, abs=1e-4)
+
+
+async def test_without_prices_no_cost_and_without_calls_a_line(
+    any_store: HistoryBackend,
+) -> None:
+    await usage_session(any_store)
+    page = await build_report(any_store, USAGE_SESSION)
+    rows = _usage_rows(page)
+    assert rows["1"]["input"] == "1,400" and "cost" not in rows["1"]
+    assert "<th>cost</th>" not in page and 'id="count-cost"' not in page
+    await any_store.append("quiet", tool_turn(0))
+    quiet = await build_report(any_store, "quiet")
+    assert "No model call recorded." in quiet and '<table id="usage">' not in quiet
+    assert 'id="count-usage-calls"' not in quiet
