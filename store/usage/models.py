@@ -170,21 +170,14 @@ class ModelPrice(BaseModel):
 
     model_config = _FROZEN
 
-    input: float = Field(ge=0)
+    input: float = Field(ge=0, allow_inf_nan=False)
     """Uncached input tokens."""
-    output: float = Field(ge=0)
+    output: float = Field(ge=0, allow_inf_nan=False)
     """Output tokens, reasoning included."""
-    cache_read: float | None = Field(default=None, ge=0)
+    cache_read: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Cache reads (the input price when None)."""
-    cache_write: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     """Cache writes (the input price when None)."""
-
-    @field_validator("input", "output", "cache_read", "cache_write")
-    @classmethod
-    def _finite(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("a price must be a finite number")
-        return value
 
     def cost(self, usage: Usage) -> float:
         """What ``usage`` cost: uncached input x input + cache reads x cache_read +
