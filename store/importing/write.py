@@ -202,14 +202,15 @@ class Writing:
     ) -> dict[str, Usage]:
         """The usage the chunk's own messages carry, by their ids as stored
         (``located``: the chunk's messages as :func:`identified` names them; None:
-        named here when any carries usage). The scan starts again with each read; a
-        session stored already as a fork owns only the messages after its fork message
-        (those before are its parent's, and so are their calls), and one written as a
-        fork now those after position ``after`` of the read. Refused usages are counted
-        against the source."""
+        named here when needed). The scan starts again with each read; a session stored
+        already as a fork owns only the messages after its fork message (those before
+        are its parent's, and so are their calls: the read's chunks are walked until
+        it), and one written as a fork now those after position ``after`` of the read.
+        Refused usages are counted against the source."""
         if chunk.begins:
             self.scan = UsageScan()
-            self.shared = _UNKNOWN if after < 0 else None
+            stored = self.ledger.row(chunk.read).already > 0
+            self.shared = _UNKNOWN if after < 0 and stored else None
         found: list[tuple[int, Usage]] = []
         for position, item in enumerate(chunk.conversation.messages):
             usage = self.scan.usage(item.message)
@@ -219,13 +220,13 @@ class Writing:
                 found.append((position, usage))
             elif self.scan.refused:
                 self.usage_refused[plan.source] = self.usage_refused.get(plan.source, 0) + 1
-        if not found:
+        if self.shared is _UNKNOWN:
+            self.shared = await self._fork_message(session_id)
+        if not found and self.shared is None:
             return {}
         if located is None:
             legacy = chunk.read in self.ledger.legacy
             located = identified(plan.fmt, chunk, session_id, legacy=legacy)
-        if self.shared is _UNKNOWN:
-            self.shared = await self._fork_message(session_id)
         return self._owned(located, dict(found))
 
     def _owned(self, located: list[Located], found: dict[int, Usage]) -> dict[str, Usage]:
@@ -350,10 +351,18 @@ class Writing:
             self._written(written)
 
     async def _record(self, session_id: str, usages: list[tuple[str, Usage]]) -> None:
-        """Record the usage of stored messages of the session, each under the call id
-        its message's id makes, those recorded already left out (read once)."""
-        if not usages:
-            return
+        """Record the usage of stored messages of the session (see :meth:`_record_many`)."""
+        await self._record_many([(session_id, usages)])
+
+    async def _record_many(self, parts: list[tuple[str, list[tuple[str, Usage]]]]) -> None:
+        """Record the usage of stored messages of several sessions, each call under the
+        call id its message's id makes, those recorded already left out (read once a
+        session). One transaction a call: the contract has no bulk path for usage."""
+        for session_id, usages in parts:
+            if usages:
+                await self._record_each(session_id, usages)
+
+    async def _record_each(self, session_id: str, usages: list[tuple[str, Usage]]) -> None:
         recorded = {call.call_id for call in await self.store.usage_calls(session_id)}
         for message_id, usage in usages:
             call_id = call_id_of(message_id)
@@ -424,8 +433,7 @@ class Writing:
         for session_id, _ in finished:
             if session_id in self.ledger.split:
                 await self._unmark(session_id, only_when_done=False)
-        for part in written:
-            await self._record(part.session_id, part.usages)
+        await self._record_many([(part.session_id, part.usages) for part in written])
 
     async def _mark(self, session_id: str) -> None:
         self.marked.add(session_id)

@@ -189,11 +189,11 @@ async def test_an_import_without_its_usage_gains_it_when_run_again(
     """As a run interrupted after writing its messages and before their usage, or an
     import made before the ledger existed, leaves it."""
 
-    async def nothing(self: Any, session_id: str, usages: Any) -> None:
+    async def nothing(self: Any, parts: Any) -> None:
         return None
 
     with monkeypatch.context() as patched:
-        patched.setattr(writing.Writing, "_record", nothing)
+        patched.setattr(writing.Writing, "_record_many", nothing)
         first = await import_sources(ledger_store, [CLAUDE, CODEX, WEBUI_EXPORT])
     assert first.usage_calls == 0
     assert await ledger_store.usage_calls(CLAUDE_SESSION) == []
