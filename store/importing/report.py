@@ -50,6 +50,10 @@ class ImportReport(BaseModel):
     skipped: list[SkippedSource] = Field(default_factory=list)
     """What was left out, one entry a session or source, in the order of the sources;
     none of it is counted above."""
+    usage_calls: int = 0
+    """Model calls whose usage (as the source reported it) this import recorded in the
+    usage ledger, each tied to its message; a call recorded by an earlier run is not
+    counted again (none with ``dry_run``)."""
     warnings: list[str] = Field(default_factory=list)
     """Results that answer no call (imported as orphan groups), and the like."""
     session_ids: list[str] = Field(default_factory=list)

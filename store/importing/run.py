@@ -158,6 +158,7 @@ async def import_sources(
             progress=progress,
         )
         await validation.run()
+        writing: write.Writing | None = None
         if not dry_run:
             writing = write.Writing(
                 store,
@@ -169,4 +170,14 @@ async def import_sources(
                 progress=progress,
             )
             await writing.run(compact)
-    return ledger.report({plan.source: plan.fmt for plan in plans}, dry_run)
+    report = ledger.report({plan.source: plan.fmt for plan in plans}, dry_run)
+    if writing is None:
+        return report
+    refused = [
+        f"{source}: {count} model call usage{'s' if count > 1 else ''} not recorded "
+        "(a count that is not a non-negative integer)"
+        for source, count in writing.usage_refused.items()
+    ]
+    return report.model_copy(
+        update={"usage_calls": writing.usage_calls, "warnings": [*report.warnings, *refused]}
+    )

@@ -13,6 +13,15 @@ The reads pass one found to be forks (:mod:`store.importing.lineage`) are writte
 parents before their forks: each forks its parent at its fork message, then appends its
 own messages (those after the fork message), so that it shares its parent's rows.
 
+The usage a model call reported, kept on the assistant message it produced
+(:mod:`store.importing.usage`), is recorded in the usage ledger once the message is
+stored, tied to it, under a ``call_id`` made of its id (``import:<message id>``): a
+repeated one records nothing, so running the import again adds only the calls of new
+messages. The reads whose messages are all stored already are read for their usage too,
+so that a run interrupted between a write and its usage, or an import made before the
+ledger existed, gains the calls it lacks. No call is recorded before its message is
+stored.
+
 Titles a source gives its conversations (:attr:`Conversation.title`) are set last, on
 every session of an accepted read whose stored title differs, whether or not it had new
 messages (an import made before sessions had titles gains them when run again).
@@ -30,9 +39,11 @@ from store.importing.ledger import Ledger
 from store.importing.reads import Chunk, Plan, chunks, identified
 from store.importing.source import Conversation, Located
 from store.importing.stored import Batch, append_sessions
+from store.importing.usage import UsageScan, call_id_of
 from store.models import Provenance
 from store.rules.checks import title_of_source
 from store.rules.import_mark import IMPORT_MARK_KEY, mark_of, verdict, with_mark
+from store.usage.models import Usage
 from strategies.messages import Message
 
 __all__ = ["BATCH", "Writing"]
@@ -41,6 +52,9 @@ BATCH = 2000
 """Messages appended in one transaction (of one session or many)."""
 
 _SOURCE_ID_LENGTH = 255
+
+_UNKNOWN = object()
+"""Not known yet (the fork message of a read's session is asked when it matters)."""
 
 
 @dataclass(slots=True)
@@ -51,6 +65,8 @@ class _Part:
     fmt: str
     messages: list[Message] = field(default_factory=list)
     source_ids: dict[str, str] = field(default_factory=dict)
+    usages: list[tuple[str, Usage]] = field(default_factory=list)
+    """The usage of the model calls among the messages, by message id."""
 
 
 @dataclass(slots=True)
@@ -63,7 +79,12 @@ class _Pending:
     """Sessions whose last part is among the parts, with their new messages."""
 
     def add(
-        self, fmt: str, session_id: str, conversation: Conversation, part: list[Located]
+        self,
+        fmt: str,
+        session_id: str,
+        conversation: Conversation,
+        part: list[Located],
+        usages: dict[str, Usage],
     ) -> None:
         last = self.parts[-1] if self.parts else None
         if last is None or last.session_id != session_id or last.fmt != fmt:
@@ -72,6 +93,9 @@ class _Pending:
         for located in part:
             last.messages.append(located.message)
             last.source_ids[located.message.message_id] = _source_id(conversation, located)
+            usage = usages.get(located.message.message_id)
+            if usage is not None:
+                last.usages.append((located.message.message_id, usage))
         self.size += len(part)
 
     def batches(self) -> list[Batch]:
@@ -88,7 +112,7 @@ class _Held:
     number: int
     session_id: str
     plan: Plan
-    parts: list[tuple[Conversation, list[Located]]] = field(default_factory=list)
+    parts: list[tuple[Conversation, list[Located], dict[str, Usage]]] = field(default_factory=list)
     size: int = 0
 
 
@@ -123,6 +147,15 @@ class Writing:
         self.done = 0
         self.titles: dict[str, str] = {}
         """The title each session's source gives it (the last one read)."""
+        self.scan = UsageScan()
+        """The usage of the read being written, message by message."""
+        self.shared: str | object | None = None
+        """The read's session's fork message while the read is before it (its messages
+        the parent's); :data:`_UNKNOWN` until asked."""
+        self.usage_calls = 0
+        """Model calls whose usage this run recorded."""
+        self.usage_refused: dict[str, int] = {}
+        """Usages refused (not counts), by source."""
 
     async def run(self, compact: str | None) -> None:
         """Write every accepted read, then take off the marks left by an earlier run and
@@ -153,13 +186,81 @@ class Writing:
                 continue
             self._title(chunk.conversation, session_id)
             if self.ledger.row(chunk.read).new == 0:
+                await self._stored_usage(plan, chunk, session_id)
                 continue
             await self._add(plan, chunk, session_id)
         await self._end_read()
 
+    async def _usages(
+        self,
+        plan: Plan,
+        chunk: Chunk,
+        session_id: str,
+        located: list[Located] | None = None,
+        *,
+        after: int = -1,
+    ) -> dict[str, Usage]:
+        """The usage the chunk's own messages carry, by their ids as stored
+        (``located``: the chunk's messages as :func:`identified` names them; None:
+        named here when needed). The scan starts again with each read; a session stored
+        already as a fork owns only the messages after its fork message (those before
+        are its parent's, and so are their calls: the read's chunks are walked until
+        it), and one written as a fork now those after position ``after`` of the read.
+        Refused usages are counted against the source."""
+        if chunk.begins:
+            self.scan = UsageScan()
+            stored = self.ledger.row(chunk.read).already > 0
+            self.shared = _UNKNOWN if after < 0 and stored else None
+        found: list[tuple[int, Usage]] = []
+        for position, item in enumerate(chunk.conversation.messages):
+            usage = self.scan.usage(item.message)
+            if chunk.start + position <= after:
+                continue
+            if usage is not None:
+                found.append((position, usage))
+            elif self.scan.refused:
+                self.usage_refused[plan.source] = self.usage_refused.get(plan.source, 0) + 1
+        if self.shared is _UNKNOWN:
+            self.shared = await self._fork_message(session_id)
+        if not found and self.shared is None:
+            return {}
+        if located is None:
+            legacy = chunk.read in self.ledger.legacy
+            located = identified(plan.fmt, chunk, session_id, legacy=legacy)
+        return self._owned(located, dict(found))
+
+    def _owned(self, located: list[Located], found: dict[int, Usage]) -> dict[str, Usage]:
+        """The usages ``found`` (by position) of the messages after the fork message
+        while the read is before it, by message id."""
+        usages: dict[str, Usage] = {}
+        for position, item in enumerate(located):
+            message_id = item.message.message_id
+            if isinstance(self.shared, str):
+                if message_id == self.shared:
+                    self.shared = None
+                continue
+            if position in found:
+                usages[message_id] = found[position]
+        return usages
+
+    async def _fork_message(self, session_id: str) -> str | None:
+        """The message a stored fork took last from its parent (None: the session is
+        not stored, or is a root)."""
+        try:
+            return (await self.store.session(session_id)).fork_message_id
+        except SessionNotFound:
+            return None
+
+    async def _stored_usage(self, plan: Plan, chunk: Chunk, session_id: str) -> None:
+        """Record the usage of a chunk whose messages are all stored already (what an
+        earlier run did not record)."""
+        usages = await self._usages(plan, chunk, session_id)
+        await self._record(session_id, list(usages.items()))
+
     async def _add(self, plan: Plan, chunk: Chunk, session_id: str) -> None:
         legacy = chunk.read in self.ledger.legacy
         located = identified(plan.fmt, chunk, session_id, legacy=legacy)
+        usages = await self._usages(plan, chunk, session_id, located)
         conversation = chunk.conversation
         if chunk.begins:
             self.held = _Held(chunk.read, session_id, plan)
@@ -171,17 +272,18 @@ class Writing:
             await self.store.import_messages(
                 session_id, [item.message for item in located], source=plan.fmt
             )
+            await self._record(session_id, list(usages.items()))
             return
         if not split:
             held = self.held
             if held is not None:
-                held.parts.append((conversation, located))
+                held.parts.append((conversation, located, usages))
                 held.size += len(located)
             return
         start = 0
         while start < len(located):
             stop = start + max(1, BATCH - self.pending.size)
-            self.pending.add(plan.fmt, session_id, conversation, located[start:stop])
+            self.pending.add(plan.fmt, session_id, conversation, located[start:stop], usages)
             start = stop
             if self.pending.size >= BATCH:
                 await self._flush()
@@ -228,6 +330,7 @@ class Writing:
                 written = chunk.read
             legacy = chunk.read in self.ledger.legacy
             located = identified(plan.fmt, chunk, session_id, legacy=legacy)
+            usages = await self._usages(plan, chunk, session_id, located, after=fork.cut)
             own = [item for offset, item in enumerate(located) if chunk.start + offset > fork.cut]
             if own:
                 source_ids = {
@@ -236,8 +339,38 @@ class Writing:
                 provenance = Provenance(system=plan.fmt, source_ids=source_ids)
                 messages = [item.message for item in own]
                 await self.store.append(session_id, messages, provenance=provenance)
+                await self._record(
+                    session_id,
+                    [
+                        (m.message_id, usages[m.message_id])
+                        for m in messages
+                        if m.message_id in usages
+                    ],
+                )
         if written is not None:
             self._written(written)
+
+    async def _record(self, session_id: str, usages: list[tuple[str, Usage]]) -> None:
+        """Record the usage of stored messages of the session (see :meth:`_record_many`)."""
+        await self._record_many([(session_id, usages)])
+
+    async def _record_many(self, parts: list[tuple[str, list[tuple[str, Usage]]]]) -> None:
+        """Record the usage of stored messages of several sessions, each call under the
+        call id its message's id makes, those recorded already left out (read once a
+        session). One transaction a call: the contract has no bulk path for usage."""
+        for session_id, usages in parts:
+            if usages:
+                await self._record_each(session_id, usages)
+
+    async def _record_each(self, session_id: str, usages: list[tuple[str, Usage]]) -> None:
+        recorded = {call.call_id for call in await self.store.usage_calls(session_id)}
+        for message_id, usage in usages:
+            call_id = call_id_of(message_id)
+            if call_id in recorded:
+                continue
+            await self.store.record_usage(session_id, usage, message_id=message_id, call_id=call_id)
+            recorded.add(call_id)
+            self.usage_calls += 1
 
     def _title(self, conversation: Conversation, session_id: str) -> None:
         title = title_of_source(conversation.title)
@@ -272,8 +405,8 @@ class Writing:
         if held.parts:
             if self.pending.size + held.size > BATCH:
                 await self._flush()
-            for conversation, located in held.parts:
-                self.pending.add(held.plan.fmt, held.session_id, conversation, located)
+            for conversation, located, usages in held.parts:
+                self.pending.add(held.plan.fmt, held.session_id, conversation, located, usages)
         new = self.ledger.row(held.number).new
         left = self.ledger.parts.get(held.session_id, 1) - 1
         if held.session_id in self.ledger.parts:
@@ -283,9 +416,10 @@ class Writing:
 
     async def _flush(self) -> None:
         """Write the pending messages in one go; then report the sessions finished (as
-        soon as the write returns: an interrupt after it finds them counted) and take
-        their marks off."""
-        if self.pending.parts:
+        soon as the write returns: an interrupt after it finds them counted), take
+        their marks off, and record the usage of the messages written."""
+        written = self.pending.parts
+        if written:
             await append_sessions(self.store, self.pending.batches())
         self.pending.parts, self.pending.size = [], 0
         finished, self.pending.finished = self.pending.finished, []
@@ -299,6 +433,7 @@ class Writing:
         for session_id, _ in finished:
             if session_id in self.ledger.split:
                 await self._unmark(session_id, only_when_done=False)
+        await self._record_many([(part.session_id, part.usages) for part in written])
 
     async def _mark(self, session_id: str) -> None:
         self.marked.add(session_id)
