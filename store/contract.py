@@ -145,15 +145,18 @@ __all__ = [
     "AdminBackend",
     "BackendBase",
     "BulkImportBackend",
+    "BulkUsageBackend",
     "DemoBackend",
     "HistoryBackend",
     "MetadataBackend",
     "ProviderBackend",
     "UpkeepBackend",
     "UsageBackend",
+    "UsageRecord",
     "Written",
     "is_admin_backend",
     "is_bulk_import_backend",
+    "is_bulk_usage_backend",
     "is_upkeep_backend",
 ]
 
@@ -742,6 +745,30 @@ class BulkImportBackend(Protocol):
 def is_bulk_import_backend(store: object) -> TypeGuard[BulkImportBackend]:
     """Whether ``store`` has the bulk path of an import (:class:`BulkImportBackend`)."""
     return isinstance(store, BulkImportBackend)
+
+
+UsageRecord = tuple[str, Usage, str | None, str | None]
+"""One call for :meth:`BulkUsageBackend.record_usages`: ``(session id, usage,
+message_id, call_id)``."""
+
+
+@runtime_checkable
+class BulkUsageBackend(Protocol):
+    """Many calls' usage recorded in one transaction: the importer's path (a store
+    without it is asked :meth:`HistoryBackend.record_usage` a call at a time)."""
+
+    async def record_usages(self, calls: Sequence[UsageRecord]) -> int:
+        """Record each ``(session id, usage, message_id, call_id)`` as
+        :meth:`HistoryBackend.record_usage` would, in the given order, in one write
+        (nothing is recorded when one fails), none paired with a projection (the calls
+        were not made through this store). A ``call_id`` recorded already for its
+        session, or earlier in ``calls``, records nothing. Returns the calls recorded."""
+        ...
+
+
+def is_bulk_usage_backend(store: object) -> TypeGuard[BulkUsageBackend]:
+    """Whether ``store`` records many calls in one write (:class:`BulkUsageBackend`)."""
+    return isinstance(store, BulkUsageBackend)
 
 
 @runtime_checkable

@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from store.contract import HistoryBackend
+from store.contract import HistoryBackend, UsageRecord, is_bulk_usage_backend
 from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.importing.ledger import Ledger
@@ -356,8 +356,18 @@ class Writing:
 
     async def _record_many(self, parts: list[tuple[str, list[tuple[str, Usage]]]]) -> None:
         """Record the usage of stored messages of several sessions, each call under the
-        call id its message's id makes, those recorded already left out (read once a
-        session). One transaction a call: the contract has no bulk path for usage."""
+        call id its message's id makes, those recorded already left out: in one write
+        when the store has the bulk path, else one transaction a call (the recorded call
+        ids read once a session)."""
+        if is_bulk_usage_backend(self.store):
+            calls: list[UsageRecord] = [
+                (session_id, usage, message_id, call_id_of(message_id))
+                for session_id, usages in parts
+                for message_id, usage in usages
+            ]
+            if calls:
+                self.usage_calls += await self.store.record_usages(calls)
+            return
         for session_id, usages in parts:
             if usages:
                 await self._record_each(session_id, usages)

@@ -89,6 +89,7 @@ from store.rules.changes import new_event_id
 from store.rules.checks import (
     check_flag,
     check_session_id,
+    check_text,
     check_tokenizer,
 )
 from store.rules.conflicts import plan_and_apply
@@ -148,6 +149,7 @@ from store.sql.upkeep.recount import recount_session
 from store.sql.upkeep.statistics import Statistics
 from store.sql.upkeep.tenants import read_tenants
 from store.telemetry import Unchanged
+from store.usage.checks import check_usage
 from store.usage.ledger import Sent
 from store.usage.models import Usage, UsageCall
 from strategies.base import CompactionStrategy
@@ -1096,6 +1098,31 @@ class HistoryStore(BackendBase):
             try:
                 return await self._write(operation)
             except IntegrityError:  # another writer took the same seq: read again
+                if attempt == _RECORD_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    @_call
+    async def record_usages(
+        self, calls: Sequence[tuple[str, Usage, str | None, str | None]]
+    ) -> int:
+        """Record many calls in one write transaction, none paired (see
+        :class:`~store.contract.BulkUsageBackend`). Returns the calls recorded."""
+        for session_id, usage, message_id, call_id in calls:
+            check_session_id(session_id, self._limits)
+            check_usage(usage)
+            check_text(message_id, "message_id", optional=True)
+            check_text(call_id, "call_id", optional=True)
+        if not calls:
+            return 0
+
+        async def operation(conn: AsyncConnection) -> int:
+            return await usage_rows.record_calls(conn, self._tenant, calls)
+
+        for attempt in range(1, _RECORD_ATTEMPTS + 1):
+            try:
+                return await self._write(operation)
+            except IntegrityError:  # another writer took the same seq: run it again
                 if attempt == _RECORD_ATTEMPTS:
                     raise
         raise AssertionError("unreachable")  # pragma: no cover

@@ -10,6 +10,7 @@ on the key and the caller runs the transaction again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,10 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.records import now
 from store.sql.schema import SESSIONS, USAGE
+from store.sql.statements import chunks
 from store.usage.ledger import PreviousContext, Sent, UsageEntry
 from store.usage.models import Usage, UsageCall
 
-__all__ = ["paired_points", "read_calls", "record_call"]
+__all__ = ["paired_points", "read_calls", "record_call", "record_calls"]
 
 _LANES = (
     "input_tokens",
@@ -109,6 +111,63 @@ async def record_call(
         )
     )
     return True
+
+
+async def record_calls(
+    conn: AsyncConnection,
+    tenant: str,
+    calls: Sequence[tuple[str, Usage, str | None, str | None]],
+) -> int:
+    """Write many unpaired calls: the recorded call ids, newest ``seq`` and newest
+    stored message of their sessions read once (a chunk of sessions a statement), then
+    one insert of every call whose ``call_id`` is not recorded for its session (nor
+    earlier in ``calls``). Returns the calls written."""
+    sessions = sorted({session_id for session_id, _, _, _ in calls})
+    known: dict[str, set[str]] = {s: set() for s in sessions}
+    last: dict[str, int] = dict.fromkeys(sessions, 0)
+    newest: dict[str, int | None] = dict.fromkeys(sessions)
+    for part in chunks(sessions):
+        ours = (USAGE.c.tenant == tenant) & USAGE.c.session_id.in_(part)
+        found = select(USAGE.c.session_id, USAGE.c.seq, USAGE.c.call_id).where(ours)
+        for row in await conn.execute(found):
+            last[row.session_id] = max(last[row.session_id], int(row.seq))
+            if row.call_id is not None:
+                known[row.session_id].add(row.call_id)
+        held = select(SESSIONS.c.session_id, SESSIONS.c.next_seq).where(
+            SESSIONS.c.tenant == tenant, SESSIONS.c.session_id.in_(part)
+        )
+        for session_id, next_seq in await conn.execute(held):
+            newest[session_id] = None if next_seq is None or next_seq <= 1 else next_seq - 1
+    rows: list[dict[str, Any]] = []
+    recorded_at = now()
+    for session_id, usage, message_id, call_id in calls:
+        if call_id is not None:
+            if call_id in known[session_id]:
+                continue
+            known[session_id].add(call_id)
+        last[session_id] += 1
+        rows.append(
+            {
+                "tenant": tenant,
+                "session_id": session_id,
+                "seq": last[session_id],
+                "call_id": call_id,
+                "message_id": message_id,
+                "after_seq": newest[session_id],
+                "model": usage.model,
+                "exact": usage.exact,
+                "called_at": usage.at,
+                "recorded_at": recorded_at,
+                "local_tokens": None,
+                "context_messages": None,
+                "context_digest": None,
+                "prefix_kept": None,
+                **{lane: getattr(usage, lane) for lane in _LANES},
+            }
+        )
+    if rows:
+        await conn.execute(insert(USAGE), rows)
+    return len(rows)
 
 
 def _call_of(row: Row[Any, Any]) -> UsageCall:
