@@ -118,6 +118,8 @@ def _summary(report: ImportReport) -> None:
         f"would store {number(report.new)}" if report.dry_run else f"{number(report.new)} stored"
     )
     echo(f"{stored}, {number(report.already_stored)} already stored")
+    if report.usage_calls:
+        echo(f"usage of {quantity(report.usage_calls, 'model call')} recorded")
     for warning in report.warnings:
         echo(f"warning: {warning}", err=True)
     if report.skipped:

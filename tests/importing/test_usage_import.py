@@ -246,3 +246,15 @@ async def test_the_ledger_totals_an_imported_session(ledger_store: HistoryBacken
     assert (row.cache_read_tokens, row.cache_write_tokens, row.reasoning_tokens) == (
         10496, None, 96,
     )  # fmt: skip
+
+
+def test_the_command_says_how_many_calls_it_recorded(tmp_path: Path) -> None:
+    from tests.cli.helpers import chatledger
+
+    url = f"sqlite:///{tmp_path}/cli.db"
+    first = chatledger("import", "--create", str(CLAUDE), "--url", url)
+    assert first.returncode == 0, first.stderr
+    assert "usage of 6 model calls recorded" in first.stdout.splitlines()
+    again = chatledger("import", str(CLAUDE), "--url", url)
+    assert again.returncode == 0, again.stderr
+    assert not any(line.startswith("usage of") for line in again.stdout.splitlines())
