@@ -43,6 +43,7 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from store.errors import ChatledgerError
 from store.formats.anthropic import ANTHROPIC_EXTRA_KEY
 from store.formats.open_webui import OPEN_WEBUI_MESSAGE_KEY
 from store.formats.pydantic_ai import PYDANTIC_AI_MESSAGE_KEY
@@ -59,7 +60,7 @@ SYNTHETIC_MODEL = "<synthetic>"
 """The model Claude Code names on the messages it writes itself (no model was called)."""
 
 
-class UnusableUsage(ValueError):
+class UnusableUsage(ChatledgerError, ValueError):
     """A message's usage is there, but does not hold counts (the import skips it)."""
 
 

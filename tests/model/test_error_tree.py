@@ -35,6 +35,7 @@ BUILT_IN_BASES: dict[str, type[BaseException]] = {
     "store.formats._common.FormatError": ValueError,
     "store.formats.documents.RecordError": ValueError,
     "store.importing.readers._tree.TreeError": ValueError,
+    "store.importing.usage.UnusableUsage": ValueError,
     "store.integrations.agent_framework.MissingSessionId": ValueError,
     "store.sql.store._NotOpened": ValueError,
     "strategies.base.TokenizerMismatch": ValueError,

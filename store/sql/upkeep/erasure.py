@@ -239,16 +239,19 @@ async def purge_sessions(
     :data:`PURGE_BATCH` sessions (``run`` runs one: the store's write loop)."""
     tally = _Tally(sessions=[])
 
+    first = True
+
     async def batch(conn: AsyncConnection) -> bool:
+        # the calls of sessions never stored go in each batch's transaction (a purge of
+        # one batch is one commit); counted once without deleting on a dry run
+        nonlocal first
+        if first or not dry_run:
+            tally.usage += await purge_orphan_usage(conn, tenant, cutoff, dry_run=dry_run)
+            first = False
         return await purge_batch(conn, tenant, cutoff, tally, dry_run=dry_run)
 
     while await run(batch):
         pass
-
-    async def orphans(conn: AsyncConnection) -> None:
-        tally.usage += await purge_orphan_usage(conn, tenant, cutoff, dry_run=dry_run)
-
-    await run(orphans)
     return tally.report(tenant, cutoff, dry_run=dry_run)
 
 
