@@ -54,7 +54,7 @@ async def test_every_key_starts_with_the_tenant_and_the_session(db_url: str) -> 
     await migrate(db_url)
     async with HistoryStore.open(db_url) as store, store.engine.connect() as conn:
         found = await conn.run_sync(_constraints)
-    assert len(found) == 10  # with the branches' lineage and branch rows, and the search vectors
+    assert len(found) == 11  # with the branches' lineage and branch rows, the search vectors, usage
     for table, keys in found.items():
         assert keys["primary"][:2] == KEYS, table
         for columns in keys["unique"]:
