@@ -1656,8 +1656,10 @@ class BackendBase(metaclass=ABCMeta):
         self, session_id: str | None, *, since: datetime | None
     ) -> list[UsageCall]:
         """The recorded calls of the session (or of the tenant), from ``since``, in the
-        order they were recorded (a tenant's by session, then order)."""
-        raise self._unsupported("usage_calls")
+        order they were recorded (a tenant's by session, then order). None here: a
+        backend that records no usage (:meth:`_record_usage` unsupported) has recorded
+        none, so ``stats``, ``usage`` and ``calibration`` keep working on it."""
+        return []
 
     async def _paired_calls(
         self, session_id: str, *, model: str | None, limit: int

@@ -34,6 +34,7 @@ from store.models import (
     WhyResult,
 )
 from store.telemetry import Unchanged, names
+from store.usage import Usage
 from strategies import TruncationStrategy
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -301,6 +302,35 @@ async def test_every_method_is_refused_once_closed(name: str, call: Call) -> Non
 async def test_a_method_the_backend_lacks_names_itself_and_the_backend() -> None:
     with pytest.raises(InvalidInput, match=r"^recount is not supported by ListBackend$"):
         await ListBackend().recount("s")
+
+
+class CountingBackend(ListBackend):
+    """A backend written before usage: it has stats, and no usage primitive."""
+
+    async def _stats(self, session_id: str | None) -> Stats:
+        return Stats(
+            tenant=self.tenant,
+            session_id=session_id,
+            sessions=1,
+            stored_messages=0,
+            stored_groups=0,
+            stored_tokens=0,
+            active_messages=0,
+            active_groups=0,
+            active_tokens=0,
+            events=0,
+        )
+
+
+async def test_a_backend_without_usage_keeps_its_stats_and_has_no_calls() -> None:
+    backend = CountingBackend()
+    stats = await backend.stats("s")
+    assert (stats.sessions, stats.usage_calls, stats.cache_breaks) == (1, 0, 0)
+    assert await backend.usage_calls("s") == []
+    assert (await backend.usage()).total.calls == 0
+    assert await backend.calibration("s") is None
+    with pytest.raises(InvalidInput, match="record_usage is not supported by CountingBackend"):
+        await backend.record_usage("s", Usage(input_tokens=1))
 
 
 async def test_a_strategys_errors_become_invalid_input() -> None:
