@@ -42,7 +42,7 @@ from strategies._selection import in_flight_ids, tokenizer_params, trigger_param
 from strategies.base import callable_name, check_tokenizer
 from strategies.changeset import ChangeSet, Diagnostic, SummaryInsert
 from strategies.messages import Message
-from strategies.summarizers import AgentFrameworkSummarizer, Summarizer
+from strategies.summarizers import AgentFrameworkSummarizer, Summarizer, accepts_focus
 from strategies.tokenizers import Tokenizer
 from strategies.triggers import Not, Trigger
 from strategies.view import GroupView, View
@@ -147,6 +147,9 @@ class SummarizationStrategy:
         self.tokenizer = tokenizer
         self.trigger = trigger
         self.target = target
+        self.focus: str | None = None
+        """What a requested compaction asked the summary to keep (see
+        :func:`strategies.requested.requested`), passed to a summarizer that accepts it."""
         self._failures = 0
         self._error_logged = False
         self._prompt_tokens: dict[str, int] = {}
@@ -306,7 +309,13 @@ class SummarizationStrategy:
         loaded = await view.messages(group_ids)
         messages = [m for gid in group_ids for m in loaded[gid]]
         try:
-            text = (await self.client.summarize(messages, prompt=self.prompt)).strip()
+            if self.focus is not None and accepts_focus(self.client):
+                answer = await self.client.summarize(  # type: ignore[call-arg]
+                    messages, prompt=self.prompt, focus=self.focus
+                )
+            else:
+                answer = await self.client.summarize(messages, prompt=self.prompt)
+            text = answer.strip()
         except Exception as exc:
             logger.warning("%s skipped: the summarizer failed (%r)", self.name, exc)
             self._record_failure()

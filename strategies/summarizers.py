@@ -1,7 +1,10 @@
 """Summarizers: the one piece of compaction that talks to a model.
 
 :class:`Summarizer` is the contract :class:`~strategies.summarization.SummarizationStrategy`
-needs: ``async summarize(messages, *, prompt) -> str``. Three implementations ship:
+needs: ``async summarize(messages, *, prompt) -> str``. A summarizer that also accepts
+a ``focus`` keyword (``str | None``) is given what a requested compaction asked the
+summary to keep (:func:`strategies.requested.requested`). Three implementations ship,
+all accepting ``focus``:
 
 * :class:`AgentFrameworkSummarizer` wraps an Agent Framework chat client (anything with
   ``get_response``); ``agent_framework`` is imported only when a summary is asked for.
@@ -19,6 +22,7 @@ sends its summarizer.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -40,7 +44,9 @@ __all__ = [
     "FakeSummarizerError",
     "OpenAICompatibleSummarizer",
     "Summarizer",
+    "accepts_focus",
     "fake_summary",
+    "focused_prompt",
     "format_transcript",
 ]
 
@@ -118,6 +124,24 @@ def format_transcript(messages: Sequence[Message]) -> str:
     return "\n".join(format_message(i, m) for i, m in enumerate(messages, start=1))
 
 
+def focused_prompt(prompt: str, focus: str | None) -> str:
+    """``prompt`` with what a requested compaction asked the summary to keep, if any."""
+    if focus is None or not focus.strip():
+        return prompt
+    return f"{prompt}\n\nKeep in the summary above all: {focus.strip()}"
+
+
+def accepts_focus(summarizer: object) -> bool:
+    """Whether ``summarizer.summarize`` takes a ``focus`` keyword (or any keyword)."""
+    try:
+        parameters = inspect.signature(summarizer.summarize).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return "focus" in parameters or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+    )
+
+
 # --------------------------------------------------------------------------- adapters
 
 
@@ -132,8 +156,11 @@ class AgentFrameworkSummarizer:
             )
         self.chat_client = chat_client
 
-    async def summarize(self, messages: Sequence[Message], *, prompt: str) -> str:
-        """Send the prompt and the transcript; return the response text, stripped."""
+    async def summarize(
+        self, messages: Sequence[Message], *, prompt: str, focus: str | None = None
+    ) -> str:
+        """Send the prompt (with ``focus``, when given) and the transcript; return the
+        response text, stripped."""
         try:
             from agent_framework import Message as AFMessage
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -142,7 +169,7 @@ class AgentFrameworkSummarizer:
                 "pip install 'chatledger[agent-framework]'"
             ) from exc
         request = [
-            AFMessage(role="system", contents=[prompt]),
+            AFMessage(role="system", contents=[focused_prompt(prompt, focus)]),
             AFMessage(role="user", contents=[format_transcript(messages)]),
         ]
         response = await self.chat_client.get_response(request, stream=False)
@@ -161,12 +188,15 @@ class OpenAICompatibleSummarizer:
         self.options: dict[str, Any] = dict(options or {})
         """Extra keyword arguments for ``chat.completions.create`` (temperature, ...)."""
 
-    async def summarize(self, messages: Sequence[Message], *, prompt: str) -> str:
-        """Send the prompt and the transcript; return the first choice's text, stripped."""
+    async def summarize(
+        self, messages: Sequence[Message], *, prompt: str, focus: str | None = None
+    ) -> str:
+        """Send the prompt (with ``focus``, when given) and the transcript; return the
+        first choice's text, stripped."""
         response = await self.client.chat.completions.create(
             model=self.model,
             messages=[
-                {"role": "system", "content": prompt},
+                {"role": "system", "content": focused_prompt(prompt, focus)},
                 {"role": "user", "content": format_transcript(messages)},
             ],
             **self.options,
@@ -218,7 +248,8 @@ class FakeSummarizer:
         self.fail: FailMode = fail
         self.words = words
         self.calls: list[tuple[list[Message], str]] = []
-        """The messages and prompt of each :meth:`summarize` call, in order."""
+        """The messages and prompt of each :meth:`summarize` call, in order (the prompt
+        with its focus, when one was given)."""
         self.additional_properties: dict[str, Any] = {}
 
     async def _answer(self, transcript: str) -> str:
@@ -230,9 +261,11 @@ class FakeSummarizer:
             return ""
         return fake_summary(transcript, words=self.words)
 
-    async def summarize(self, messages: Sequence[Message], *, prompt: str) -> str:
-        """Summarize ``messages`` (recorded in :attr:`calls`)."""
-        self.calls.append((list(messages), prompt))
+    async def summarize(
+        self, messages: Sequence[Message], *, prompt: str, focus: str | None = None
+    ) -> str:
+        """Summarize ``messages`` (recorded in :attr:`calls`, the prompt with ``focus``)."""
+        self.calls.append((list(messages), focused_prompt(prompt, focus)))
         return await self._answer(format_transcript(messages))
 
     async def get_response(self, messages: Sequence[Any], **kwargs: Any) -> Any:
