@@ -59,6 +59,7 @@ from store.errors import InvalidInput, StoreClosed, strategy_errors
 from store.models import (
     BranchInfo,
     CompactionEvent,
+    CompactionRequest,
     DoctorReport,
     EventOutcome,
     ExcludedGroup,
@@ -95,9 +96,11 @@ from store.rules.checks import (
     check_title,
     checked_ids,
     checked_messages,
+    compaction_request,
     resolve_strategy,
     resolve_tokenizer,
 )
+from store.rules.conflicts import planner
 from store.rules.erasure import check_redaction, purge_cutoff
 from store.rules.limits import DEFAULT_LIMITS, Limits
 from store.rules.records import now
@@ -108,6 +111,7 @@ from store.telemetry.names import (
     SPAN_FORK,
     SPAN_IMPORT,
     SPAN_RECORD_USAGE,
+    SPAN_REQUEST_COMPACTION,
     SPAN_REWIND,
     SPAN_SEARCH,
     SPAN_SET_TITLE,
@@ -129,6 +133,7 @@ from store.usage.report import row_of
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
+from strategies.requested import RequestedStrategy
 from strategies.tokenizers import (
     DEFAULT_POLICY,
     TiktokenTokenizer,
@@ -146,6 +151,7 @@ __all__ = [
     "BackendBase",
     "BulkImportBackend",
     "BulkUsageBackend",
+    "CompactionRequests",
     "DemoBackend",
     "HistoryBackend",
     "MetadataBackend",
@@ -224,6 +230,23 @@ class UsageBackend(Protocol):
 
     async def calibration(self, session_id: str, *, model: str | None = None) -> Calibration | None:
         """See :meth:`HistoryBackend.calibration`."""
+        ...
+
+
+@runtime_checkable
+class CompactionRequests(Protocol):
+    """What a provider asks for compaction on (see :class:`HistoryBackend`)."""
+
+    async def request_compaction(
+        self,
+        session_id: str,
+        *,
+        reason: str = ...,
+        focus: str | None = ...,
+        now: bool = ...,
+        strategy: CompactionStrategy | str | None = ...,
+    ) -> CompactionEvent | None:
+        """See :meth:`HistoryBackend.request_compaction`."""
         ...
 
 
@@ -497,6 +520,30 @@ class HistoryBackend(Protocol):
         records a ``failed`` or ``blocked`` event. Returns the event of the recorded
         outcome, or None when nothing changed and nothing was reported (no row); with
         ``dry_run`` the change set, writing nothing.
+        """
+        ...
+
+    async def request_compaction(
+        self,
+        session_id: str,
+        *,
+        reason: str = "manual",
+        focus: str | None = None,
+        now: bool = False,
+        strategy: CompactionStrategy | str | None = None,
+    ) -> CompactionEvent | None:
+        """Ask for compaction of an existing session: its next compaction (and, until
+        then, every projection with a strategy) runs whatever its strategy's triggers say
+        (:func:`strategies.requested.requested`), passes ``focus`` to a summarizer that
+        accepts it, and records ``reason`` and ``focus`` on its event
+        (``params["request"]``, :attr:`CompactionEvent.reason`); then the request is
+        consumed. A newer request replaces an older one. Returns None.
+
+        With ``now=True`` the compaction runs at once (phase ``manual``) with
+        ``strategy``, or else the before-call strategy a provider recorded in the
+        session's metadata, and its event (or None when nothing changed) is returned;
+        a request waiting is consumed by it. ``reason`` is one line of text, at most
+        200 characters; ``focus`` at most 2,000 (anything else: :class:`InvalidInput`).
         """
         ...
 
@@ -1138,9 +1185,9 @@ class BackendBase(metaclass=ABCMeta):
             self._translate_errors(),
             telemetry.operation(SPAN_CONTEXT, self._tenant, session_id) as traced,
         ):
-            view = await self._pending_view(session_id, batch)
+            view, request = await self._projection_input(session_id, batch)
             if chosen is not None:
-                view = view.apply(await chosen.plan(view))
+                view = view.apply(await planner(chosen, request).plan(view))
             traced.sent(view)
             projected = await view.project()
             self._projections.note(session_id, view.token_count, projected)
@@ -1188,6 +1235,56 @@ class BackendBase(metaclass=ABCMeta):
             return span.finish(
                 await self._compact(session_id, chosen, phase=phase, dry_run=dry_run)
             )
+
+    async def request_compaction(
+        self,
+        session_id: str,
+        *,
+        reason: str = "manual",
+        focus: str | None = None,
+        now: bool = False,
+        strategy: CompactionStrategy | str | None = None,
+    ) -> CompactionEvent | None:
+        """Ask for compaction: at the next compaction, or ``now`` (see the contract)."""
+        self._check_open()
+        check_session_id(session_id, self._limits)
+        request = compaction_request(reason, focus)
+        check_flag(now, "now")
+        if strategy is not None and not now:
+            raise InvalidInput("strategy is used only with now=True")
+        chosen = resolve_strategy(strategy) if strategy is not None else None
+        if not now:
+            with (
+                self._translate_errors(),
+                telemetry.operation(SPAN_REQUEST_COMPACTION, self._tenant, session_id),
+            ):
+                await self._request_compaction(session_id, request)
+            return None
+        if chosen is None:
+            chosen = await self._recorded_strategy(session_id)
+        forced = RequestedStrategy(chosen, reason=request.reason, focus=request.focus)
+        with (
+            self._translate_errors(),
+            telemetry.compaction(self._tenant, session_id, "manual", chosen.name) as span,
+        ):
+            done = span.finish(
+                await self._compact(session_id, forced, phase="manual", dry_run=False)
+            )
+        assert not isinstance(done, ChangeSet)  # not a dry run
+        return done
+
+    async def _recorded_strategy(self, session_id: str) -> CompactionStrategy:
+        """The before-call strategy a provider recorded in the session's metadata."""
+        from store.provider import BEFORE_STRATEGY_KEY
+
+        metadata = await self.get_metadata(session_id)
+        spec = metadata.get(BEFORE_STRATEGY_KEY)
+        if not isinstance(spec, str):
+            raise InvalidInput(
+                f"session {session_id!r} records no strategy to compact with: give one "
+                "(strategy=, or --strategy)"
+            )
+        return resolve_strategy(spec)
 
     # -- audit ------------------------------------------------------------------------
 
@@ -1558,6 +1655,26 @@ class BackendBase(metaclass=ABCMeta):
     ) -> CompactionEvent | ChangeSet | telemetry.Unchanged:
         """Plan and apply ``strategy`` through :func:`store.rules.conflicts.plan_and_apply`
         with the backend's snapshot, apply and record, and return what it returns."""
+
+    async def _projection_input(
+        self, session_id: str, batch: list[Message]
+    ) -> tuple[View, CompactionRequest | None]:
+        """:meth:`_pending_view`, with the compaction asked for and not yet run (a
+        backend that reads both at once overrides this)."""
+        view = await self._pending_view(session_id, batch)
+        return view, await self._compaction_request(session_id)
+
+    async def _compaction_request(self, session_id: str) -> CompactionRequest | None:
+        """The session's compaction asked for and not yet run (None for a backend written
+        before requests, which keeps none)."""
+        return None
+
+    async def _request_compaction(self, session_id: str, request: CompactionRequest) -> None:
+        """Keep ``request`` for the session's next compaction (replacing one waiting);
+        :class:`~store.errors.SessionNotFound` for a session not stored. Its
+        :func:`~store.rules.conflicts.plan_and_apply` snapshot reads it, and its
+        ``consume`` forgets it. A backend written before requests refuses."""
+        raise InvalidInput(f"{type(self).__name__} keeps no compaction requests: use now=True")
 
     @abstractmethod
     async def _audit(

@@ -7,6 +7,8 @@
   applies (``after_run`` and ``manual`` compactions, ``import`` of compacted history,
   ``restore``), with the counts before and after and the groups it touched, and for
   every compaction that did not apply (its :data:`EventOutcome`).
+* :class:`CompactionRequest`: compaction asked for, which the session's next
+  compaction runs.
 * :class:`ExcludedGroup`: one group that the projection leaves out, and why.
 * :class:`WhyResult`: whether one message is in the request context, and why (not).
 * :class:`Stats`: stored versus active messages, groups and tokens.
@@ -28,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 from strategies.changeset import Diagnostic
 from strategies.groups import GroupKind
 from strategies.messages import Message
+from strategies.requested import REQUEST_KEY
 
 __all__ = [
     "COMPACT_PHASES",
@@ -37,6 +40,7 @@ __all__ = [
     "BranchRelation",
     "Check",
     "CompactionEvent",
+    "CompactionRequest",
     "DoctorReport",
     "EventOutcome",
     "ExcludedGroup",
@@ -144,6 +148,37 @@ class CompactionEvent(BaseModel):
     def tokens_saved(self) -> int:
         """Active tokens before minus after (negative when a restore adds tokens)."""
         return self.tokens_before - self.tokens_after
+
+    @property
+    def reason(self) -> str | None:
+        """Why compaction was asked for, when the event ran for a request
+        (:meth:`~store.contract.HistoryBackend.request_compaction`: ``manual``,
+        ``model_requested``, or a person's words); kept in ``params["request"]``."""
+        request = self.params.get(REQUEST_KEY)
+        value = request.get("reason") if isinstance(request, dict) else None
+        return value if isinstance(value, str) else None
+
+    @property
+    def focus(self) -> str | None:
+        """What the request asked the summary to keep, when it said."""
+        request = self.params.get(REQUEST_KEY)
+        value = request.get("focus") if isinstance(request, dict) else None
+        return value if isinstance(value, str) else None
+
+
+class CompactionRequest(BaseModel):
+    """Compaction asked for and not yet run: the session's next compaction runs it,
+    whatever its strategy's triggers say (see
+    :meth:`~store.contract.HistoryBackend.request_compaction`)."""
+
+    model_config = _FROZEN
+
+    reason: str
+    """Why (``manual``, ``model_requested``, or a person's words)."""
+    focus: str | None = None
+    """What the summary should keep, passed to a summarizer that accepts it."""
+    requested_at: datetime
+    """When it was asked for (a newer request replaces an older one)."""
 
 
 class ExcludedGroup(BaseModel):

@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol, runtime_checkable
 
-from store.contract import MetadataBackend, ProviderBackend, UsageBackend
+from store.contract import CompactionRequests, MetadataBackend, ProviderBackend, UsageBackend
 from store.deferred import (
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_MAX_PENDING,
@@ -539,6 +539,33 @@ class TwoPhaseProvider:
             replayed=len(messages) - len(fresh),
             compaction=event,
             deferred=deferred,
+        )
+
+    async def request_compaction(
+        self,
+        session_id: str,
+        *,
+        reason: str = "manual",
+        focus: str | None = None,
+        now: bool = False,
+    ) -> CompactionEvent | None:
+        """Ask the backend for compaction of the session
+        (:meth:`~store.contract.HistoryBackend.request_compaction`): the next projection
+        (:meth:`load`) runs the before-call strategy as asked, and the next after phase
+        the after-run strategy, recording ``reason`` and ``focus`` on its event. With
+        ``now=True`` the after-run strategy (else the before-call one) compacts the
+        stored history at once and its event is returned."""
+        backend = await self._source.get()
+        if not isinstance(backend, CompactionRequests):
+            raise InvalidInput(f"{type(backend).__name__} takes no compaction requests")
+        if not now:
+            return await backend.request_compaction(session_id, reason=reason, focus=focus)
+        chosen = self.after_strategy or self.before_strategy
+        if chosen is None:
+            raise InvalidInput("this provider has no strategy to compact with now")
+        strategy = await self._judged(backend, session_id, chosen)
+        return await backend.request_compaction(
+            session_id, reason=reason, focus=focus, now=True, strategy=strategy
         )
 
     async def _after_run(self, session_id: str) -> CompactionEvent | None:

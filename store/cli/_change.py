@@ -106,18 +106,45 @@ def what_if(session_id: str, spec: str, view: View, changes: ChangeSet, count: A
 @click.option(
     "--strategy",
     "spec",
-    required=True,
     metavar="SPEC",
     help="The strategy: name[:key=value,...], e.g. truncation:max_n=40,compact_to=20.",
+)
+@click.option(
+    "--reason",
+    metavar="TEXT",
+    help="Ask for compaction, saying why: with --strategy it runs now, whatever the "
+    "strategy's triggers say; without, the session's next compaction runs so.",
+)
+@click.option(
+    "--focus",
+    metavar="TEXT",
+    help="What a summary should keep (with --reason; passed to a summarizer that takes it).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what it would change; write nothing.")
 @url_option
 @tenant_option
 @json_option
 def compact(
-    session_id: str, spec: str, dry_run: bool, url: str | None, tenant: str, as_json: bool
+    session_id: str,
+    spec: str | None,
+    reason: str | None,
+    focus: str | None,
+    dry_run: bool,
+    url: str | None,
+    tenant: str,
+    as_json: bool,
 ) -> None:
-    """Compact a session now with a strategy, or see what it would do."""
+    """Compact a session now with a strategy, see what it would do, or ask for
+    compaction (--reason)."""
+    if focus is not None and reason is None:
+        reason = "manual"
+    if reason is not None:
+        if dry_run:
+            raise CliError("--dry-run shows a strategy's own plan: drop --reason and --focus")
+        _request(url, tenant, session_id, spec, reason, focus, as_json)
+        return
+    if spec is None:
+        raise CliError("give --strategy SPEC to compact now, or --reason TEXT to ask for it")
     strategy_option_value(spec)
     if dry_run:
         _dry_run(url, tenant, session_id, spec, as_json)
@@ -128,6 +155,10 @@ def compact(
         return await store.compact(session_id, spec, phase="manual")
 
     event = with_store(url, tenant, action, tokenizer=session_tokenizer(url, tenant, session_id))
+    _print_event(event, spec, as_json)
+
+
+def _print_event(event: CompactionEvent | None, spec: str, as_json: bool) -> None:
     if as_json:
         emit_json(event)
     elif event is None:
@@ -135,9 +166,44 @@ def compact(
     elif event.outcome != "applied":
         echo(f"event {event.id}: {event_outcome(event)}; nothing changed")
     else:
+        asked = "" if event.reason is None else f", asked for: {event.reason}"
         echo(
             f"event {event.id}: {event_outcome(event)}; tokens {number(event.tokens_before)} → "
-            f"{number(event.tokens_after)} (saved {number(event.tokens_saved)})"
+            f"{number(event.tokens_after)} (saved {number(event.tokens_saved)}{asked})"
+        )
+
+
+def _request(
+    url: str | None,
+    tenant: str,
+    session_id: str,
+    spec: str | None,
+    reason: str,
+    focus: str | None,
+    as_json: bool,
+) -> None:
+    """``compact --reason``: ask for compaction, now with ``--strategy``, else at the
+    session's next compaction."""
+    if spec is not None:
+        strategy_option_value(spec)
+
+    async def action(store: HistoryBackend) -> CompactionEvent | None:
+        await store.session(session_id)  # SessionNotFound for an unknown id
+        if spec is None:
+            return await store.request_compaction(session_id, reason=reason, focus=focus)
+        return await store.request_compaction(
+            session_id, reason=reason, focus=focus, now=True, strategy=spec
+        )
+
+    event = with_store(url, tenant, action, tokenizer=session_tokenizer(url, tenant, session_id))
+    if spec is not None:
+        _print_event(event, spec, as_json)
+    elif as_json:
+        emit_json({"session_id": session_id, "requested": True, "reason": reason, "focus": focus})
+    else:
+        echo(
+            f"Compaction asked for in {session_id} ({reason}): its next compaction runs it, "
+            "whatever the strategy's triggers say."
         )
 
 

@@ -23,6 +23,7 @@ from store.errors import InvalidInput, SessionNotFound
 from store.models import (
     BranchInfo,
     CompactionEvent,
+    CompactionRequest,
     EventOutcome,
     ExcludedGroup,
     ImportResult,
@@ -131,6 +132,7 @@ class _Snapshot:
     view: View
     revision: int
     fingerprints: dict[str, Hashable]
+    request: CompactionRequest | None = None
 
 
 class InMemoryHistoryStore(BackendBase):
@@ -458,7 +460,12 @@ class InMemoryHistoryStore(BackendBase):
             fingerprints: dict[str, Hashable] = {
                 g.group_id: session.fingerprint(session.groups[g.group_id]) for g in view.groups
             }
-            return _Snapshot(view=view, revision=session.revision, fingerprints=fingerprints)
+            return _Snapshot(
+                view=view,
+                revision=session.revision,
+                fingerprints=fingerprints,
+                request=session.request,
+            )
 
         async def apply(
             snapshot: _Snapshot, changes: ChangeSet, attempt: Attempt
@@ -491,8 +498,22 @@ class InMemoryHistoryStore(BackendBase):
             name, params = event_label(changes, strategy)
             return out.record(session, phase=phase, strategy=name, params=params)
 
-        compaction = Compaction(snapshot=snapshot, apply=apply, record=record)
+        async def consume(request: CompactionRequest) -> None:
+            session = self._find(session_id)
+            if session is not None and session.request == request:
+                session.request = None
+
+        compaction = Compaction(snapshot=snapshot, apply=apply, record=record, consume=consume)
         return await plan_and_apply(session_id, strategy, compaction, dry_run=dry_run)
+
+    async def _request_compaction(self, session_id: str, request: CompactionRequest) -> None:
+        session = self._get(session_id)
+        self._writable(session)
+        session.request = request
+
+    async def _compaction_request(self, session_id: str) -> CompactionRequest | None:
+        session = self._find(session_id)
+        return None if session is None else session.request
 
     def _apply(
         self,

@@ -11,8 +11,16 @@ from datetime import datetime
 from typing import Any, get_args
 
 from store.errors import InvalidInput
-from store.models import COMPACT_PHASES, OUTCOMES, PHASES, Provenance, SessionOrder
+from store.models import (
+    COMPACT_PHASES,
+    OUTCOMES,
+    PHASES,
+    CompactionRequest,
+    Provenance,
+    SessionOrder,
+)
 from store.rules.limits import DEFAULT_LIMITS, Limits, check_json, check_stored_message, fits
+from store.rules.records import now
 from strategies.base import CompactionStrategy
 from strategies.messages import Message
 from strategies.specs import InvalidStrategySpec, parse_strategy
@@ -41,6 +49,7 @@ __all__ = [
     "check_tokenizer",
     "checked_ids",
     "checked_messages",
+    "compaction_request",
     "resolve_strategy",
     "resolve_tokenizer",
     "title_of_source",
@@ -173,6 +182,30 @@ def checked_ids(ids: object, name: str) -> list[str]:
     for item in found:
         check_text(item, f"each of {name}")
     return found
+
+
+MAX_REASON_CHARS = 200
+"""The longest reason a compaction request gives, in characters."""
+MAX_FOCUS_CHARS = 2000
+"""The longest focus a compaction request gives, in characters."""
+
+
+def compaction_request(reason: object, focus: object) -> CompactionRequest:
+    """A request of ``reason`` (one line of text, not blank, at most
+    :data:`MAX_REASON_CHARS`) and ``focus`` (None or text, at most
+    :data:`MAX_FOCUS_CHARS`; blank is None), made now."""
+    check_text(reason, "reason")
+    assert isinstance(reason, str)
+    reason = reason.strip()
+    if not reason or "\n" in reason or "\r" in reason or len(reason) > MAX_REASON_CHARS:
+        raise InvalidInput(f"reason must be one line of text, 1 to {MAX_REASON_CHARS} characters")
+    check_text(focus, "focus", optional=True)
+    if isinstance(focus, str):
+        focus = focus.strip() or None
+    if isinstance(focus, str) and len(focus) > MAX_FOCUS_CHARS:
+        raise InvalidInput(f"focus must be at most {MAX_FOCUS_CHARS} characters")
+    assert focus is None or isinstance(focus, str)
+    return CompactionRequest(reason=reason, focus=focus, requested_at=now())
 
 
 MAX_TITLE_CHARS = 500

@@ -11,7 +11,11 @@ they no longer make each other plan again. :func:`plan_and_apply` runs the whole
 on a conflict the plan is made again once; a second conflict applies nothing, logs a
 warning and records an ``abandoned`` event. A plan that changes nothing but reports a
 failed or blocked step records a ``failed`` or ``blocked`` event; one that changes
-nothing and reports nothing (done whole by another compaction, say) records none.
+nothing and reports nothing (done whole by another compaction, say) records none. A
+compaction asked for (:class:`~store.models.CompactionRequest`, read with the snapshot)
+plans as :class:`~strategies.requested.RequestedStrategy`; once it has an outcome the
+request is consumed (unless a newer one replaced it meanwhile), except by an abandoned
+compaction, which leaves it to the next.
 Every backend compacts through it, with its own snapshot, apply and record; the span
 of the compaction and the translation of a strategy's errors are
 :class:`~store.contract.BackendBase`'s, around it.
@@ -26,10 +30,11 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from store import telemetry
-from store.models import CompactionEvent, EventOutcome
+from store.models import CompactionEvent, CompactionRequest, EventOutcome
 from store.rules.changes import Attempt, unapplied_outcome
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
+from strategies.requested import RequestedStrategy
 from strategies.view import View
 
 __all__ = [
@@ -39,6 +44,7 @@ __all__ = [
     "GroupState",
     "Snapshot",
     "plan_and_apply",
+    "planner",
     "still_valid",
 ]
 
@@ -96,8 +102,14 @@ class Snapshot(Protocol):
         """The active view at the snapshot."""
         ...
 
+    @property
+    def request(self) -> CompactionRequest | None:
+        """The compaction asked for and not yet run, at the snapshot."""
+        ...
+
 
 S = TypeVar("S", bound=Snapshot)
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -109,6 +121,16 @@ class Compaction(Generic[S]):
     """Apply in one write, returning :data:`CONFLICT` when the session changed under it."""
     record: Callable[[ChangeSet, Attempt, EventOutcome], Awaitable[CompactionEvent]]
     """Record, in one write, the event of a compaction that applied nothing."""
+    consume: Callable[[CompactionRequest], Awaitable[None]]
+    """Forget the request a compaction ran for, unless another replaced it since."""
+
+
+def planner(strategy: CompactionStrategy, request: CompactionRequest | None) -> CompactionStrategy:
+    """What plans: ``strategy``, or, for a request, ``strategy`` run for it (a strategy
+    already run for one keeps its own reason)."""
+    if request is None or isinstance(strategy, RequestedStrategy):
+        return strategy
+    return RequestedStrategy(strategy, reason=request.reason, focus=request.focus)
 
 
 async def plan_and_apply(
@@ -126,20 +148,25 @@ async def plan_and_apply(
     """
     started = time.perf_counter()
     changes = ChangeSet()
+    request: CompactionRequest | None = None
     for number in (1, 2):
         attempt = Attempt(number, started)
         snapshot = await compaction.snapshot()
-        changes = await strategy.plan(snapshot.view)
+        request = snapshot.request
+        changes = await planner(strategy, request).plan(snapshot.view)
         if dry_run:
             return changes
         result = None if changes.is_empty else await compaction.apply(snapshot, changes, attempt)
         if result is None:
             outcome = unapplied_outcome(changes)
-            if outcome is None:
-                return telemetry.Unchanged(snapshot.view, attempt)
-            return await compaction.record(changes, attempt, outcome)
+            done: CompactionEvent | telemetry.Unchanged = (
+                telemetry.Unchanged(snapshot.view, attempt)
+                if outcome is None
+                else await compaction.record(changes, attempt, outcome)
+            )
+            return await _consumed(compaction, request, done)
         if not isinstance(result, Conflict):
-            return result
+            return await _consumed(compaction, request, result)
         logger.info(
             "compaction of session %r by %s conflicted with a concurrent write (try %d)",
             session_id,
@@ -151,4 +178,12 @@ async def plan_and_apply(
         session_id,
         strategy.name,
     )
+    # a request stays for the next compaction: this one never ran it
     return await compaction.record(changes, Attempt(2, started), "abandoned")
+
+
+async def _consumed(compaction: Compaction[S], request: CompactionRequest | None, result: R) -> R:
+    """``result``, once the request it ran for (if any) is consumed."""
+    if request is not None:
+        await compaction.consume(request)
+    return result

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from store.models import CompactionEvent, SessionInfo, StoredMessage
+from store.models import CompactionEvent, CompactionRequest, SessionInfo, StoredMessage
 from store.rules.identity import dedupe, new_messages, stored_hash
 from strategies.groups import AnnotationState, GroupKind, annotate, in_call_order
 from strategies.messages import Message
@@ -165,6 +165,8 @@ class SessionRecord:
     """For a superseded tail, the session it belongs to; None for a session."""
     tails: list[TailRecord] = field(default_factory=list)
     """The session's superseded tails, oldest first."""
+    request: CompactionRequest | None = None
+    """Compaction asked for and not yet run (in memory; SQL keeps it in the session row)."""
 
     def clone(self) -> SessionRecord:
         """An independent copy (rows and groups copied; messages are immutable)."""

@@ -262,6 +262,9 @@ class SessionRow(Base):
     shared: Mapped[bool] = mapped_column(Boolean, server_default=false())
     """Whether another branch reads rows this session stores (set by a fork, never
     cleared): only then does a write to the state of its rows look for those branches."""
+    compaction_request: Mapped[str | None] = mapped_column(Text)
+    """The compaction asked for and not yet run, as JSON text (see
+    :func:`store.sql.sessions.compaction_request_of`); null when none waits."""
     event_count: Mapped[int] = mapped_column(Integer, server_default=text("0"))
     stored_messages: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
     stored_groups: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))

@@ -5,6 +5,9 @@ Every write transaction begins by locking its session's row (:func:`lock_session
 transaction holds the database's write lock already (SQLite's ``BEGIN IMMEDIATE``).
 The row's ``metadata`` is written as :mod:`store.sql.codec` encodes it and read as text
 (:data:`SESSION_COLUMNS`), for :func:`~store.sql.mapping.session_from_row` to decode.
+The compaction asked for and not yet run waits in the row too
+(:func:`compaction_request_of`), read with it by the compaction's snapshot and the
+projection, at no extra statement.
 """
 
 from __future__ import annotations
@@ -13,12 +16,13 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Text, bindparam, select, type_coerce
+from sqlalchemy import Text, bindparam, select, type_coerce, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from store.errors import SessionNotFound
+from store.errors import CorruptRowError, SessionNotFound
+from store.models import CompactionRequest
 from store.rules.records import now
 from store.sql import dialect
 from store.sql.codec import ENCODED, encode_session_metadata
@@ -27,12 +31,15 @@ from store.sql.schema import SESSIONS
 __all__ = [
     "KEYS",
     "SESSION_COLUMNS",
+    "compaction_request_of",
+    "consume_compaction_request",
     "create_session",
     "incarnation",
     "lock_session",
     "lock_sessions",
     "metadata_value",
     "read_session",
+    "set_compaction_request",
 ]
 
 KEYS = (SESSIONS.c.tenant == bindparam("tenant"), SESSIONS.c.session_id == bindparam("session_id"))
@@ -148,3 +155,56 @@ async def lock_session(
     if row is None:
         raise SessionNotFound(session_id, tenant=tenant)
     return row
+
+
+# -- compaction requests -------------------------------------------------------------
+
+
+def compaction_request_of(session: Mapping[Any, Any]) -> CompactionRequest | None:
+    """The compaction the session row says was asked for and not yet run (the one way
+    from the ``compaction_request`` column to a value); a value that does not validate is
+    a :class:`CorruptRowError`, never skipped."""
+    text = session.get("compaction_request")
+    if text is None:
+        return None
+    try:
+        return CompactionRequest.model_validate_json(text)
+    except ValueError as error:
+        raise CorruptRowError(
+            f"compaction_request does not validate: {error}",
+            tenant=session["tenant"],
+            session_id=session["session_id"],
+            seq=None,
+        ) from error
+
+
+def _request_text(request: CompactionRequest) -> str:
+    return request.model_dump_json()
+
+
+async def set_compaction_request(
+    conn: AsyncConnection, tenant: str, session_id: str, request: CompactionRequest
+) -> bool:
+    """Keep ``request`` in the session's row, replacing one waiting (not a write of the
+    session's history: its revision stays); False when no such session is stored."""
+    statement = (
+        update(SESSIONS)
+        .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+        .values(compaction_request=_request_text(request))
+    )
+    return bool((await conn.execute(statement)).rowcount)
+
+
+async def consume_compaction_request(
+    conn: AsyncConnection, tenant: str, session_id: str, request: CompactionRequest
+) -> None:
+    """Forget ``request``, unless a newer request replaced it since."""
+    await conn.execute(
+        update(SESSIONS)
+        .where(
+            SESSIONS.c.tenant == tenant,
+            SESSIONS.c.session_id == session_id,
+            SESSIONS.c.compaction_request == _request_text(request),
+        )
+        .values(compaction_request=None)
+    )

@@ -67,6 +67,7 @@ from store.errors import InvalidInput, SessionNotFound, StoreTimeout
 from store.models import (
     BranchInfo,
     CompactionEvent,
+    CompactionRequest,
     DoctorReport,
     EventOutcome,
     ExcludedGroup,
@@ -141,7 +142,13 @@ from store.sql.schema import (
 )
 from store.sql.search.find import search_page
 from store.sql.search.index import SEARCH_OFF, cursor_key, index_missing
-from store.sql.sessions import lock_session, metadata_value, read_session
+from store.sql.sessions import (
+    compaction_request_of,
+    lock_session,
+    metadata_value,
+    read_session,
+    set_compaction_request,
+)
 from store.sql.statements import chunks
 from store.sql.upkeep import erasure
 from store.sql.upkeep.doctor import diagnose, repair, session_ids
@@ -730,6 +737,19 @@ class HistoryStore(BackendBase):
 
     @_connected
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
+        view, _ = await self._pending_view_and_request(session_id, batch)
+        return view
+
+    @_connected
+    async def _projection_input(
+        self, session_id: str, batch: list[Message]
+    ) -> tuple[View, CompactionRequest | None]:
+        return await self._pending_view_and_request(session_id, batch)
+
+    async def _pending_view_and_request(
+        self, session_id: str, batch: list[Message]
+    ) -> tuple[View, CompactionRequest | None]:
+        """The pending view, and the compaction request the same session row holds."""
         count = self._pending.counter(self._tenant, session_id, keep=True)
 
         def check(session: RowMapping) -> None:
@@ -757,18 +777,36 @@ class HistoryStore(BackendBase):
                     dedupe(session_id, batch, {})
                     fresh = new_messages(batch, {})
                     # counted through the cache, as for a stored session
-                    return View.from_messages(
+                    empty = View.from_messages(
                         fresh, self.tokenizer, policy=self._policy, counter=count
                     )
+                    return empty, None
                 session, view = opened.session, opened.view
                 stored = await stored_hashes(conn, self._tenant, session_id, batch, session)
                 dedupe(session_id, batch, stored)
                 fresh = new_messages(batch, stored)
-                return await with_pending(
+                pending = await with_pending(
                     conn, self._tenant, session_id, session, view, fresh, count
                 )
+                return pending, compaction_request_of(session)
 
     # -- compaction -------------------------------------------------------------------
+
+    @_connected
+    async def _request_compaction(self, session_id: str, request: CompactionRequest) -> None:
+        async def operation(conn: AsyncConnection) -> None:
+            refuse_tail(await lock_session(conn, self._tenant, session_id))
+            await set_compaction_request(conn, self._tenant, session_id, request)
+
+        await self._write(operation)
+
+    @_connected
+    async def _compaction_request(self, session_id: str) -> CompactionRequest | None:
+        async with self._engine.connect() as conn:
+            try:
+                return compaction_request_of(await read_session(conn, self._tenant, session_id))
+            except SessionNotFound:
+                return None
 
     @_connected
     async def _compact(

@@ -401,6 +401,34 @@ class SyncHistoryStore:
             )
         return self._loop.run(self._store.compact(session_id, strategy, phase=phase, dry_run=False))
 
+    def request_compaction(
+        self,
+        session_id: str,
+        *,
+        reason: str = "manual",
+        focus: str | None = None,
+        now: bool = False,
+        strategy: CompactionStrategy | str | None = None,
+    ) -> CompactionEvent | None:
+        """Ask for compaction of an existing session: its next compaction (and, until
+        then, every projection with a strategy) runs whatever its strategy's triggers say
+        (:func:`strategies.requested.requested`), passes ``focus`` to a summarizer that
+        accepts it, and records ``reason`` and ``focus`` on its event
+        (``params["request"]``, :attr:`CompactionEvent.reason`); then the request is
+        consumed. A newer request replaces an older one. Returns None.
+
+        With ``now=True`` the compaction runs at once (phase ``manual``) with
+        ``strategy``, or else the before-call strategy a provider recorded in the
+        session's metadata, and its event (or None when nothing changed) is returned;
+        a request waiting is consumed by it. ``reason`` is one line of text, at most
+        200 characters; ``focus`` at most 2,000 (anything else: :class:`InvalidInput`).
+        """
+        return self._loop.run(
+            self._store.request_compaction(
+                session_id, reason=reason, focus=focus, now=now, strategy=strategy
+            )
+        )
+
     def audit(
         self,
         session_id: str | None = None,

@@ -28,6 +28,7 @@ __all__ = [
     "SPAN_FORK",
     "SPAN_IMPORT",
     "SPAN_RECORD_USAGE",
+    "SPAN_REQUEST_COMPACTION",
     "SPAN_REWIND",
     "SPAN_SEARCH",
     "SPAN_SET_TITLE",
@@ -54,6 +55,7 @@ SPAN_SEARCH: Final = "chatledger.search"
 SPAN_SET_TITLE: Final = "chatledger.set_title"
 SPAN_RECORD_USAGE: Final = "chatledger.record_usage"
 SPAN_USAGE: Final = "chatledger.usage"
+SPAN_REQUEST_COMPACTION: Final = "chatledger.request_compaction"
 
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """The session id (span attribute only)."""

@@ -27,7 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store.models import CompactionEvent, EventOutcome, Phase
+from store.models import CompactionEvent, CompactionRequest, EventOutcome, Phase
 from store.rules.changes import (
     Attempt,
     Outcome,
@@ -56,7 +56,7 @@ from store.sql.projection.cache import Key, SessionCache, session_key
 from store.sql.projection.opening import open_view
 from store.sql.projection.views import group_view
 from store.sql.schema import GROUPS
-from store.sql.sessions import lock_session
+from store.sql.sessions import compaction_request_of, consume_compaction_request, lock_session
 from store.sql.statements import chunks
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -105,6 +105,8 @@ class Snapshot:
     moved: bool = False
     """Whether another writer wrote the session since this store last did (it is shared:
     the apply first looks, without a lock, at what is left of the plan)."""
+    request: CompactionRequest | None = None
+    """The compaction asked for and not yet run, as the session row said."""
 
     @cached_property
     def groups(self) -> dict[str, Fingerprint]:
@@ -152,6 +154,7 @@ class Compactor:
             session_key(session),
             session["next_seq"],
             opened.moved,
+            compaction_request_of(session),
         )
 
     def compaction(
@@ -198,7 +201,13 @@ class Compactor:
             event: CompactionEvent = await self.write(operation)
             return event
 
-        return Compaction(snapshot=snapshot, apply=apply, record=record)
+        async def consume(request: CompactionRequest) -> None:
+            async def operation(conn: AsyncConnection) -> None:
+                await consume_compaction_request(conn, self.tenant, session_id, request)
+
+            await self.write(operation)
+
+        return Compaction(snapshot=snapshot, apply=apply, record=record, consume=consume)
 
     async def record(
         self,
