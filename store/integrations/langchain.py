@@ -40,6 +40,8 @@ from store.contract import DEFAULT_TENANT, HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.formats.langchain import from_langchain, to_langchain
 from store.integrations._shared import SyncLease, adapter_options, provider_for
+from store.integrations.compaction_tool import COMPACT_TOOL_DESCRIPTION, COMPACT_TOOL_NAME
+from store.integrations.compaction_tool import compact_context as request_compaction
 from store.integrations.recall import Recall, RecallOptions, recall_options
 from store.integrations.usage import langchain_model, record_call, usage_from_langchain
 from store.provider import ContextWindow, TwoPhaseProvider
@@ -225,6 +227,7 @@ class ChatledgerMiddleware(AgentMiddleware):
         window: ContextWindow | None = None,
         recall: bool | RecallOptions = False,
         calibrate: bool = False,
+        compact_tool: bool = False,
     ) -> None:
         """Configure; opens nothing. ``before_strategy`` and ``after_strategy`` (strategies
         or specs), or the window sizes, choose the compaction, as for
@@ -234,7 +237,10 @@ class ChatledgerMiddleware(AgentMiddleware):
         :class:`~store.integrations.recall.RecallOptions`) puts the recall tool in
         :attr:`tools` and the note after each summary the model is sent.
         ``calibrate=True`` judges both phases in the provider's tokens by the session's
-        fit (:class:`~store.provider.TwoPhaseProvider`)."""
+        fit (:class:`~store.provider.TwoPhaseProvider`). ``compact_tool=True`` puts the
+        compaction tool ``compact_context(reason, focus=None)`` in :attr:`tools`
+        (:mod:`store.integrations.compaction_tool`): the model's next call is sent the
+        compacted projection, and the after-run compaction records ``model_requested``."""
         super().__init__()
         with adapter_options():
             window = ContextWindow.of(
@@ -259,8 +265,13 @@ class ChatledgerMiddleware(AgentMiddleware):
             None if options is None else Recall.of(_AsyncStore(self._lease), options)
         )
         """The recall tool's searching, or None when it is off."""
+        if not isinstance(compact_tool, bool):
+            raise InvalidInput(f"compact_tool must be True or False, got {compact_tool!r}")
         self.tools: list[BaseTool] = [] if self.recall is None else [self._recall_tool()]
-        """The tools the middleware gives the agent: the recall tool when it is on."""
+        """The tools the middleware gives the agent: the recall tool and the compaction
+        tool, each when it is on."""
+        if compact_tool:
+            self.tools.append(self._compact_tool())
 
     def store(self) -> SyncHistoryStore:
         """The store (opened now when this middleware opens its own)."""
@@ -296,6 +307,29 @@ class ChatledgerMiddleware(AgentMiddleware):
             coroutine=asearch,
             name=RECALL_TOOL_NAME,
             description=RECALL_DESCRIPTION,
+        )
+
+    # -- the compaction tool ----------------------------------------------------
+
+    def _compact_tool(self) -> BaseTool:
+        """The compaction tool, asking for compaction of the run's session."""
+        phases = self.phases
+
+        def compact(reason: str, focus: str | None = None) -> str:
+            session_id = self._session_id()
+            return self._lease.get().loop.run(request_compaction(phases, session_id, reason, focus))
+
+        async def acompact(reason: str, focus: str | None = None) -> str:
+            session_id = self._session_id()
+            return await _on(
+                self._lease.get(), lambda s: request_compaction(phases, session_id, reason, focus)
+            )
+
+        return StructuredTool.from_function(
+            func=compact,
+            coroutine=acompact,
+            name=COMPACT_TOOL_NAME,
+            description=COMPACT_TOOL_DESCRIPTION,
         )
 
     # -- model calls ------------------------------------------------------------

@@ -31,6 +31,9 @@ and written back, so what :meth:`get_items` returns with a limit is what was add
 The SDK's own tables (``agent_sessions``, ``agent_messages``) and chatledger's
 (``chatledger_*``) share a database without a clash.
 
+:func:`compact_tool` gives an agent the compaction tool of a session
+(:mod:`store.integrations.compaction_tool`): ``Agent(..., tools=[compact_tool(session)])``.
+
 :func:`recall_tool` gives an agent the recall tool of a session
 (:mod:`store.integrations.recall`): ``Agent(..., tools=[recall_tool(session)])``. It
 also turns on the session's :attr:`~ChatledgerSession.recall_note`, the sentence the
@@ -51,6 +54,8 @@ from store.errors import SessionNotFound
 from store.formats import ORIGINAL_ID_KEY
 from store.formats.openai_responses import from_openai_responses, to_openai_responses
 from store.integrations._shared import StoreLease, adapter_options, provider_for
+from store.integrations.compaction_tool import COMPACT_TOOL_DESCRIPTION, COMPACT_TOOL_NAME
+from store.integrations.compaction_tool import compact_context as request_compaction
 from store.integrations.recall import Recall, RecallOptions, recall_options
 from store.integrations.usage import record_call, usage_from_openai_agents
 from store.provider import ContextWindow, TwoPhaseProvider, unanswered_call_ids
@@ -75,6 +80,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 __all__ = [
     "ChatledgerSession",
+    "compact_tool",
     "ends_turn",
     "items_to_messages",
     "recall_tool",
@@ -389,6 +395,25 @@ def recall_tool(session: ChatledgerSession, recall: RecallOptions | None = None)
         recall_messages,
         name_override=RECALL_TOOL_NAME,
         description_override=RECALL_DESCRIPTION,
+        use_docstring_info=False,
+    )
+
+
+def compact_tool(session: ChatledgerSession) -> FunctionTool:
+    """The compaction tool of ``session``, a ``FunctionTool`` named ``compact_context``
+    (``reason``, ``focus=None``): asks for compaction as the model did (see
+    :mod:`store.integrations.compaction_tool`). The next model call of the run is sent the
+    compacted projection when the run is given
+    ``RunConfig(call_model_input_filter=session.call_model_input_filter)`` (else the next
+    run's first call), and the after-run compaction records ``model_requested``."""
+
+    async def compact_context(reason: str, focus: str | None = None) -> str:
+        return await request_compaction(session.provider, session.session_id, reason, focus)
+
+    return function_tool(
+        compact_context,
+        name_override=COMPACT_TOOL_NAME,
+        description_override=COMPACT_TOOL_DESCRIPTION,
         use_docstring_info=False,
     )
 
