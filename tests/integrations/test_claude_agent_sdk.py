@@ -201,6 +201,33 @@ async def test_a_response_split_across_batches_records_its_last_usage_once(
     assert call.message_id == entries[0]["uuid"]
 
 
+async def test_a_response_cut_short_is_recorded_at_the_next_entry_or_at_close(
+    make_store: Factory,
+) -> None:
+    adapter = await make_store()
+    store = await adapter.store()
+    prompt, response = [e for e in MAIN if e["type"] in ("user", "assistant")][:2]
+    cut = {**response, "message": {**response["message"], "stop_reason": None}}
+    await adapter.append(KEY, [prompt, cut])
+    assert await store.usage_calls(NAME) == []  # its last entry may still come
+    await adapter.append(KEY, [{**prompt, "uuid": "u-next"}])
+    [call] = await store.usage_calls(NAME)
+    assert call.message_id == cut["uuid"]
+    assert call.usage.output_tokens == cut["message"]["usage"]["output_tokens"]
+    other = {**KEY, "session_id": "cut-at-close"}
+    await adapter.append(other, [prompt, cut])
+    await adapter.aclose()
+    assert len(await store.usage_calls(f"{PROJECT}/cut-at-close")) == 1
+
+
+async def test_a_redacted_entry_leaves_load(make_store: Factory) -> None:
+    adapter = await make_store()
+    await adapter.append(KEY, MAIN)
+    said = next(e for e in MAIN if e["type"] == "assistant" and e["message"]["stop_reason"])
+    await (await adapter.store()).redact(NAME, [said["uuid"]], reason="personal data")
+    assert await adapter.load(KEY) == [e for e in MAIN if e is not said]
+
+
 async def test_subagents_are_sessions_of_their_own(make_store: Factory) -> None:
     adapter = await make_store()
     await adapter.append(KEY, MAIN)
