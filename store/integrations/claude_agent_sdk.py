@@ -46,6 +46,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from store.contract import DEFAULT_TENANT, HistoryBackend
@@ -127,6 +128,18 @@ def _own_id(entry: dict[str, Any]) -> str | None:
     return found if len(found) <= SQL_KEY_LENGTH - 8 else None  # room for a split's ".<n>"
 
 
+def _moment(entry: dict[str, Any]) -> datetime | None:
+    """The entry's ``timestamp`` (None when it has none that reads as a time)."""
+    stamp = entry.get("timestamp")
+    try:
+        moment = datetime.fromisoformat(stamp) if isinstance(stamp, str) else None
+    except ValueError:
+        return None
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=UTC)
+
+
 def _record(entry: dict[str, Any], message_id: str) -> Message:
     """An entry chatledger has no message for: stored whole, never projected."""
     kind = entry.get("type")
@@ -134,6 +147,7 @@ def _record(entry: dict[str, Any], message_id: str) -> Message:
         role="system",
         contents=[OtherContent(kind=kind if isinstance(kind, str) else "entry", payload=entry)],
         message_id=message_id,
+        created_at=_moment(entry),
         metadata={SOURCE_FORMAT_KEY: RECORD_FORMAT},
     )
     return kept_aside(message, f"claude-code {kind}")

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -177,6 +178,8 @@ async def test_the_messages_are_chatledgers_and_the_records_are_never_projected(
         [content] = row.message.contents
         assert isinstance(content, OtherContent) and content.payload in MAIN
         assert row.excluded_reason == f"claude-code {content.kind}"
+        stamp = content.payload.get("timestamp")
+        assert row.message.created_at == (datetime.fromisoformat(stamp) if stamp else None)
     assert {r.source_system for r in every} == {SOURCE}
     calls = {e["message"]["id"] for e in MAIN if e["type"] == "assistant"}
     used = {c.call_id for c in await store.usage_calls(NAME)}
