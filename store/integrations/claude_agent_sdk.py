@@ -265,9 +265,10 @@ class _Response:
 class ChatledgerSessionStore:
     """A Claude Agent SDK ``SessionStore`` kept in chatledger (see the module docstring).
 
-    Give a ``store`` (used, never closed), or a ``url`` (default ``$CHATLEDGER_URL``,
-    then ``./chatledger.db``): stores with the same URL and tenant share one, opened on
-    first use and closed when the last of them calls :meth:`aclose`, or at exit.
+    Give a ``store`` (used, never closed; its tenant is the adapter's), or a ``url``
+    (default ``$CHATLEDGER_URL``, then ``./chatledger.db``) and a ``tenant``: adapters
+    with the same URL and tenant share one store, opened on first use and closed when
+    the last of them calls :meth:`aclose`, or at exit.
     """
 
     def __init__(
@@ -373,7 +374,13 @@ class ChatledgerSessionStore:
         """The SDK's summary of each of the project's main sessions, folded from its
         entries now by the SDK's ``fold_session_summary``; ``mtime`` is the one
         :meth:`list_sessions` gives."""
-        from claude_agent_sdk import fold_session_summary
+        try:
+            from claude_agent_sdk import fold_session_summary
+        except ImportError as exc:
+            raise ImportError(
+                "list_session_summaries folds with the Claude Agent SDK: "
+                "pip install 'chatledger[claude-agent-sdk]'"
+            ) from exc
 
         summaries: list[SessionSummaryEntry] = []
         for listed in await self.list_sessions(project_key):

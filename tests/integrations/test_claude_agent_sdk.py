@@ -361,3 +361,17 @@ def test_the_example_feeds_a_recorded_transcript_through_the_store(tmp_path: Pat
     assert report["model_calls"] == len(
         {e["message"]["id"] for e in _spoken(MAIN) if "id" in e["message"]}
     )
+
+
+async def test_adapters_on_one_url_share_the_store_they_open(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'owned.db'}"
+    first, second = ChatledgerSessionStore(url=url), ChatledgerSessionStore(url=url)
+    try:
+        await first.append(KEY, MAIN[:3])
+        assert await second.load(KEY) == MAIN[:3]
+        assert await first.store() is await second.store()
+    finally:
+        await first.aclose()
+        await second.aclose()
+    with pytest.raises(InvalidInput, match="a store or a url"):
+        ChatledgerSessionStore(InMemoryHistoryStore(MemoryDatabase()), url=url)
