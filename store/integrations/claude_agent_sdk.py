@@ -26,9 +26,11 @@ sessions.
   later one) it is stored once, the first one kept. Entries without a ``uuid`` (titles,
   tags, mode markers) are appended as they come, under a fresh id each time, never
   deduplicated.
-- Each assistant entry's usage goes to the usage ledger once per model response: its
-  ``call_id`` is ``claude:<message.id>`` (the API response id the response's entries
-  share), tied to the first of its entries in the batch, with the usage of the last.
+- Each model response's usage goes to the usage ledger once, under the ``call_id``
+  ``claude:<message.id>`` (the API response id its entries share), tied to its first
+  message: when its entry with a ``stop_reason`` comes, with that entry's usage (the
+  final counts); else when the session's next user entry or another response comes,
+  or at :meth:`~ChatledgerSessionStore.aclose`, with the usage of its newest entry.
 - :meth:`~ChatledgerSessionStore.list_sessions`,
   :meth:`~ChatledgerSessionStore.list_subkeys` and
   :meth:`~ChatledgerSessionStore.delete` (a main key deletes its subkeys too) read and
