@@ -56,7 +56,7 @@ from store.errors import InvalidInput, InvalidSource, SessionNotFound
 from store.formats._common import SOURCE_FORMAT_KEY
 from store.importing.readers._claude_chain import Entry, response_id
 from store.importing.readers._compaction import kept_aside
-from store.importing.readers.claude_code import CLAUDE_CODE_KEY, _spoken
+from store.importing.readers.claude_code import CLAUDE_CODE_KEY, spoken_messages
 from store.importing.usage import UnusableUsage, call_id_of, usage_of
 from store.integrations._shared import StoreLease
 from store.models import Provenance, SessionInfo
@@ -166,7 +166,7 @@ def entry_messages(entry: SessionStoreEntry, *, position: int = 1) -> list[Messa
     own = _own_id(value)
     if value.get("type") in _SPOKEN and own is not None and isinstance(value.get("message"), dict):
         try:
-            messages = _spoken(SOURCE, Entry(position, value))
+            messages = spoken_messages(SOURCE, Entry(position, value))
         except InvalidSource:
             messages = []
         if messages:

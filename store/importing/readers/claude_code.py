@@ -65,7 +65,7 @@ from store.importing.readers._folders import each_file
 from store.importing.source import Conversation, Located, iter_lines, parse_line, reading
 from strategies.messages import Message, OtherContent
 
-__all__ = ["CLAUDE_CODE_KEY", "MERGED_KEY", "RECORD_TYPES", "is_entry", "read"]
+__all__ = ["CLAUDE_CODE_KEY", "MERGED_KEY", "RECORD_TYPES", "is_entry", "read", "spoken_messages"]
 
 CLAUDE_CODE_KEY = "claude_code"
 """Metadata key holding an entry's own fields (all but its ``message``)."""
@@ -141,7 +141,7 @@ def _verbatim(entry: Entry) -> Message:
     return kept_aside(message, f"claude-code {entry.kind}")
 
 
-def _spoken(source: str, entry: Entry) -> list[Message]:
+def spoken_messages(source: str, entry: Entry) -> list[Message]:
     """The messages of a user or assistant entry (a user entry with tool results gives
     a ``tool`` message for each)."""
     where = f"line {entry.line}"
@@ -227,7 +227,7 @@ class _Messages:
 
     def speak(self, entry: Entry) -> None:
         where = f"line {entry.line}"
-        messages = _spoken(self.source, entry)
+        messages = spoken_messages(self.source, entry)
         response = response_id(entry)
         if response is not None and response == self.response and len(messages) == 1:
             last = self.located[-1]
