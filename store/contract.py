@@ -144,6 +144,7 @@ from strategies.tokenizers import (
 from strategies.view import View
 
 __all__ = [
+    "BEFORE_STRATEGY_KEY",
     "DEFAULT_TENANT",
     "DEFAULT_TOKENIZER",
     "PAGE_SIZE",
@@ -231,6 +232,12 @@ class UsageBackend(Protocol):
     async def calibration(self, session_id: str, *, model: str | None = None) -> Calibration | None:
         """See :meth:`HistoryBackend.calibration`."""
         ...
+
+
+BEFORE_STRATEGY_KEY = "chatledger.before_strategy"
+"""The session metadata key under which a provider records the spec of its before-call
+strategy (``chatledger show --context`` projects with it, ``request_compaction(now=True)``
+compacts with it; :mod:`store.provider` re-exports it)."""
 
 
 @runtime_checkable
@@ -1275,8 +1282,6 @@ class BackendBase(metaclass=ABCMeta):
 
     async def _recorded_strategy(self, session_id: str) -> CompactionStrategy:
         """The before-call strategy a provider recorded in the session's metadata."""
-        from store.provider import BEFORE_STRATEGY_KEY
-
         metadata = await self.get_metadata(session_id)
         spec = metadata.get(BEFORE_STRATEGY_KEY)
         if not isinstance(spec, str):

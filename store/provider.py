@@ -41,7 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol, runtime_checkable
 
-from store.contract import CompactionRequests, MetadataBackend, ProviderBackend, UsageBackend
+from store.contract import (
+    BEFORE_STRATEGY_KEY,
+    CompactionRequests,
+    MetadataBackend,
+    ProviderBackend,
+    UsageBackend,
+)
 from store.deferred import (
     DEFAULT_CLOSE_TIMEOUT,
     DEFAULT_MAX_PENDING,
@@ -220,10 +226,6 @@ WINDOW_MIN_SAVING = 0.02
 """The window strategy's ``min_saving_tokens``, as a fraction of the input budget: a
 change set that saves less is not worth its write and its audit row (over the budget,
 the strategy applies it anyway)."""
-
-BEFORE_STRATEGY_KEY = "chatledger.before_strategy"
-"""The session metadata key under which the provider records the spec of its before-call
-strategy (``chatledger show --context`` projects with it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

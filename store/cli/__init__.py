@@ -10,6 +10,7 @@
     chatledger stats [SESSION]                stored versus active counts
     chatledger usage [SESSION] [--by B]       what the model calls used and cost
     chatledger compact SESSION --strategy S   compact now (--dry-run: a what-if)
+    chatledger compact SESSION --reason WHY   ask for compaction (now, with --strategy)
     chatledger restore SESSION --group G      bring groups back (pinned), or --event E
     chatledger pin|unpin SESSION GROUP...     keep groups out of every compaction
     chatledger delete SESSION                 delete a session (asks first)
@@ -87,7 +88,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "compact": (
         "store.cli._change",
         "compact",
-        "Compact a session now with a strategy, or see what it would do.",
+        "Compact a session now, see what a strategy would do, or ask for compaction.",
     ),
     "restore": (
         "store.cli._change",

@@ -111,13 +111,13 @@ def what_if(session_id: str, spec: str, view: View, changes: ChangeSet, count: A
 )
 @click.option(
     "--reason",
-    metavar="TEXT",
+    metavar="WHY",
     help="Ask for compaction, saying why: with --strategy it runs now, whatever the "
     "strategy's triggers say; without, the session's next compaction runs so.",
 )
 @click.option(
     "--focus",
-    metavar="TEXT",
+    metavar="WHAT",
     help="What a summary should keep (with --reason; passed to a summarizer that takes it).",
 )
 @click.option("--dry-run", is_flag=True, help="Show what it would change; write nothing.")
@@ -134,17 +134,23 @@ def compact(
     tenant: str,
     as_json: bool,
 ) -> None:
-    """Compact a session now with a strategy, see what it would do, or ask for
-    compaction (--reason)."""
+    """Compact a session now, see what a strategy would do, or ask for compaction.
+
+    --strategy compacts now (--dry-run: a what-if); --reason asks for compaction: now
+    with --strategy, else at the session's next compaction."""
     if focus is not None and reason is None:
         reason = "manual"
     if reason is not None:
         if dry_run:
-            raise CliError("--dry-run shows a strategy's own plan: drop --reason and --focus")
+            raise click.UsageError(
+                "--dry-run shows a strategy's own plan: drop --reason and --focus"
+            )
         _request(url, tenant, session_id, spec, reason, focus, as_json)
         return
     if spec is None:
-        raise CliError("give --strategy SPEC to compact now, or --reason TEXT to ask for it")
+        raise CliError(
+            "give --strategy SPEC to compact now, or --reason WHY to ask for it", exit_code=2
+        )
     strategy_option_value(spec)
     if dry_run:
         _dry_run(url, tenant, session_id, spec, as_json)
