@@ -176,11 +176,12 @@ def needs_client_managed_history(strategy: object) -> bool:
     return False
 
 
-def _service_history(agent: object, context: SessionContext) -> str | None:
+def _service_history(agent: object, session: AgentSession, context: SessionContext) -> str | None:
     """How the service keeps the run's conversation, or None when the client does: the
     test of Agent Framework 1.26's chat client (``store`` from the run's options, else
     the agent's, else the client's default; a continuation option such as a service
-    conversation id), and the session's service id."""
+    conversation id), the session's service id, and, when saving, the conversation id
+    the service answered with."""
     defaults = getattr(agent, "default_options", None)
     options: dict[str, Any] = dict(defaults) if isinstance(defaults, Mapping) else {}
     options.update(context.options)
@@ -199,11 +200,16 @@ def _service_history(agent: object, context: SessionContext) -> str | None:
             if is_local_history_conversation_id(value):
                 continue
         return f"{name}={value!r}"
-    service_id = context.service_session_id
+    service_id = context.service_session_id or session.service_session_id
     if service_id and not (
         isinstance(service_id, str) and is_local_history_conversation_id(service_id)
     ):
         return f"service_session_id={service_id!r}"
+    response = context.response  # set when saving: the service may have named it
+    raw = response.raw_representation if response is not None else None
+    named = raw.conversation_id if isinstance(raw, ChatResponse) else None
+    if named and not is_local_history_conversation_id(named):
+        return f"the service's conversation_id={named!r}"
     return None
 
 
@@ -302,12 +308,14 @@ class ChatledgerHistoryProvider(HistoryProvider):
             if s is not None and needs_client_managed_history(s)
         ]
 
-    def _refuse_service_history(self, agent: object, context: SessionContext) -> None:
+    def _refuse_service_history(
+        self, agent: object, session: AgentSession, context: SessionContext
+    ) -> None:
         """Raise :class:`ClientManagedHistoryRequired` when a strategy of this provider
         needs client-managed history and the service keeps the run's conversation."""
         if not self._client_history:
             return
-        how = _service_history(agent, context)
+        how = _service_history(agent, session, context)
         if how is not None:
             raise ClientManagedHistoryRequired(
                 f"strategy {self._client_history[0].name!r} requires client-managed history, "
@@ -377,7 +385,7 @@ class ChatledgerHistoryProvider(HistoryProvider):
             ClientManagedHistoryRequired: a strategy of this provider needs
                 client-managed history and the service keeps the conversation.
         """
-        self._refuse_service_history(agent, context)
+        self._refuse_service_history(agent, session, context)
         session_id = _session(context.session_id)
         pending = from_af_messages(context.input_messages)
         projection = self._noted(await self.phases.load(session_id, pending))
@@ -401,9 +409,12 @@ class ChatledgerHistoryProvider(HistoryProvider):
         agent that saves around every model call (``create_harness_agent``) calls it once
         per call, with that call's response, whose usage is recorded first (such an
         agent applies no middleware a provider adds). A strategy that needs
-        client-managed history is refused here too (:meth:`before_run` is not called
-        when the service keeps the history of such an agent)."""
-        self._refuse_service_history(agent, context)
+        client-managed history is refused here too for such an agent, whose
+        :meth:`before_run` is not called when the service keeps its history (a plain
+        agent's was, before the model call; Agent Framework 1.23 has taken ``store`` out
+        of the run's options by now)."""
+        if _per_call(agent):
+            self._refuse_service_history(agent, session, context)
         response = context.response
         if self.records_usage and _per_call(agent) and response is not None:
             raw = response.raw_representation

@@ -154,3 +154,35 @@ async def test_the_chat_client_refuses_the_adapted_strategy_from_1_26() -> None:
         assert strategy.plans == 1
     await agent.run("hi", options={"store": False})  # client-managed: runs in both
     assert strategy.plans == (1 if AF_126 else 2)
+
+
+class ServiceKeptClient(ScriptedChatClient):
+    """Keeps the conversation on the service: each response names it."""
+
+    async def _respond(self, messages: Any) -> Any:
+        response = await super()._respond(messages)
+        response.conversation_id = "conv_service_1"
+        return response
+
+
+async def test_a_harness_agent_is_refused_too(memory_store: HistoryBackend) -> None:
+    """An agent that saves around every model call skips the provider's loading when the
+    service keeps the history; its saving refuses the strategy instead, before anything
+    is stored. 1.26 tells the provider the run's ``store=True``; 1.23 gives the saving
+    no options, and the refusal then comes from the conversation id the service
+    returned (so this client returns one)."""
+    provider = ChatledgerHistoryProvider(memory_store, after_strategy=LocalOnly())
+    agent = af.create_harness_agent(
+        ServiceKeptClient(tool_calls=0),
+        history_provider=provider,
+        disable_compaction=True,
+        disable_todo=True,
+        disable_mode=True,
+        disable_file_memory=True,
+        disable_web_search=True,
+    )
+    session = agent.create_session()
+    how = "store=True" if AF_126 else "conv_service_1"
+    with pytest.raises(ClientManagedHistoryRequired, match=how):
+        await agent.run("hi", session=session, options={"store": True})
+    assert await memory_store.context(session.session_id) == []
