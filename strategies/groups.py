@@ -33,6 +33,12 @@ from Agent Framework's ``group_messages`` and the tests that show both behaviour
 * Consecutive reasoning-only assistant messages join the call they lead into, or
   else form one ``assistant_text`` group.
 * Messages with a custom role form ``assistant_text`` groups.
+* Approvals (Agent Framework's ``function_approval_request`` and
+  ``function_approval_response``) pair by their own id, apart from call ids
+  (:func:`approval_key`), as Agent Framework 1.26 groups them: the response, in a
+  message of any role (a user's, usually), joins the group of the latest unanswered
+  request with its id, and a request joins the group of the unanswered function call
+  it asks to approve.
 * Group ids are ``group_<id of the group's first message>``.
 """
 
@@ -53,6 +59,8 @@ from strategies.messages import (
 )
 
 __all__ = [
+    "APPROVAL_REQUEST",
+    "APPROVAL_RESPONSE",
     "GROUP_KINDS",
     "MAX_GROUP_ID_LENGTH",
     "Annotation",
@@ -62,11 +70,15 @@ __all__ = [
     "Tail",
     "annotate",
     "annotate_all",
+    "approval_key",
+    "approved_call_ids",
     "call_ids",
     "call_links",
     "group_id_for",
     "in_call_order",
+    "is_approval_key",
     "kind_is_settled",
+    "referenced_ids",
     "result_ids",
 ]
 
@@ -218,8 +230,36 @@ def group_id_for(message_id: str) -> str:
     return "group_sha256_" + hashlib.sha256(message_id.encode()).hexdigest()
 
 
+APPROVAL_REQUEST = "function_approval_request"
+"""The kind (Agent Framework's type tag) of an approval request."""
+APPROVAL_RESPONSE = "function_approval_response"
+"""The kind of an approval response."""
+_APPROVAL_PREFIX = "approval:"
+
+
+def approval_key(approval_id: str) -> str:
+    """The key an approval with id ``approval_id`` pairs by, in the call-id namespace:
+    ``approval:`` and the id (``approval:sha256_`` and its SHA-256 when that would be
+    longer than :data:`MAX_GROUP_ID_LENGTH`). An approval's id is most often the
+    ``call_id`` of the call it approves; the prefix keeps the two apart, so that the
+    call and its approval request in one message are not a call id declared twice."""
+    key = _APPROVAL_PREFIX + approval_id
+    if len(key) <= MAX_GROUP_ID_LENGTH:
+        return key
+    return _APPROVAL_PREFIX + "sha256_" + hashlib.sha256(approval_id.encode()).hexdigest()
+
+
+def is_approval_key(call_id: str) -> bool:
+    """Whether ``call_id`` is an :func:`approval_key`."""
+    return call_id.startswith(_APPROVAL_PREFIX)
+
+
 def call_links(message: Message) -> tuple[list[str | None], list[str]]:
-    """:func:`call_ids` and :func:`result_ids` of a message, in one pass over its contents."""
+    """:func:`call_ids` and :func:`result_ids` of a message, in one pass over its contents.
+
+    An approval request counts as a call and an approval response as a result, under
+    their :func:`approval_key`; an approval request repeated in one message counts once.
+    """
     calls: list[str | None] = []
     results: list[str] = []
     for content in message.contents:
@@ -229,11 +269,52 @@ def call_links(message: Message) -> tuple[list[str | None], list[str]]:
             if content.call_id:
                 results.append(content.call_id)
         elif isinstance(content, OtherContent):
-            if content.pairing == "call":
+            if content.kind == APPROVAL_REQUEST:
+                if content.call_id and approval_key(content.call_id) not in calls:
+                    calls.append(approval_key(content.call_id))
+            elif content.kind == APPROVAL_RESPONSE:
+                if content.call_id:
+                    results.append(approval_key(content.call_id))
+            elif content.pairing == "call":
                 calls.append(content.call_id or None)
             elif content.pairing == "result" and content.call_id:
                 results.append(content.call_id)
     return calls, results
+
+
+def approved_call_ids(message: Message) -> list[str]:
+    """The ``call_id`` of the function call each approval request of ``message`` carries
+    (those that carry one), in order."""
+    found: list[str] = []
+    for content in message.contents:
+        if isinstance(content, OtherContent) and content.kind == APPROVAL_REQUEST:
+            call = content.payload.get("function_call")
+            call_id = call.get("call_id") if isinstance(call, dict) else None
+            if isinstance(call_id, str) and call_id:
+                found.append(call_id)
+    return found
+
+
+def _approval_results(message: Message) -> list[str]:
+    """The :func:`approval_key` of each approval response of ``message``."""
+    return [
+        approval_key(content.call_id)
+        for content in message.contents
+        if isinstance(content, OtherContent)
+        and content.kind == APPROVAL_RESPONSE
+        and content.call_id
+    ]
+
+
+def referenced_ids(message: Message) -> set[str]:
+    """Every call id annotating ``message`` may look up: those its calls declare, its
+    results answer, and its approval requests approve (what a store that keeps the
+    unanswered calls apart must load before annotating it)."""
+    calls, results = call_links(message)
+    found = {c for c in calls if c is not None}
+    found.update(results)
+    found.update(approved_call_ids(message))
+    return found
 
 
 def call_ids(message: Message) -> list[str | None]:
@@ -364,6 +445,9 @@ class _Annotator:
         role = message.role
         if role in ("system", "user"):
             self.tail = None
+            linked = self._link_approvals(message)
+            if linked is not None:
+                return linked
             return self._new_group(message, "system" if role == "system" else "user")
         calls, results = call_links(message)  # read once: placing and linking both need them
         if role == "tool":
@@ -371,7 +455,8 @@ class _Annotator:
             return self._place_results(message, results)
         if role != "assistant":
             self.tail = None
-            return self._new_group(message, "assistant_text")
+            linked = self._link_approvals(message)
+            return linked if linked is not None else self._new_group(message, "assistant_text")
         if calls:
             return self._place_calls(message, calls, results)
         if _is_reasoning_only(message):
@@ -379,6 +464,14 @@ class _Annotator:
         self.tail = None
         linked = self._link(message, None, results)
         return linked if linked is not None else self._new_group(message, "assistant_text")
+
+    def _link_approvals(self, message: Message) -> GroupInfo | None:
+        """Link the approval responses of a message that links nothing else (a user's,
+        a system or custom-role message); return the group it joins."""
+        if not message.contents or all(not isinstance(c, OtherContent) for c in message.contents):
+            return None  # the usual message: nothing to look for
+        keys = _approval_results(message)
+        return self._link(message, None, keys) if keys else None
 
     def _place_reasoning(self, message: Message) -> GroupInfo:
         if self.tail is not None:
@@ -417,7 +510,11 @@ class _Annotator:
                     joins.append(waiting)
                 continue
             pending += 1
-            if call_id in self.open_calls:
+            if is_approval_key(call_id) and call_id not in self.ambiguous:
+                # A response answers the latest request with its id (Agent Framework
+                # 1.26); an earlier unanswered one stays pending in its own group.
+                self.open_calls[call_id] = group.group_id
+            elif call_id in self.open_calls:
                 # Two unanswered calls share the id: neither can be linked, ever; the
                 # earlier one stays counted as pending in its own group.
                 del self.open_calls[call_id]
@@ -434,9 +531,30 @@ class _Annotator:
                 group = self._merge(waiting, group)
             else:  # it joined an earlier call already: the call joins that group
                 group = self._merge(group.group_id, held)
+        group = self._join_approved(message, group)
         # Results in the same message (hosted tools) answer calls at once.
         linked = self._link(message, group, results)
         return group if linked is None else linked
+
+    def _join_approved(self, message: Message, group: GroupInfo) -> GroupInfo:
+        """An approval request joins the group of the unanswered function call it asks to
+        approve, without answering it (the call's result is still to come); the earlier
+        group keeps its id."""
+        approved = approved_call_ids(message)
+        if not approved:
+            return group
+        touched = [group.group_id]
+        for call_id in approved:
+            group_id = self.open_calls.get(call_id)
+            if group_id is not None and group_id not in touched:
+                touched.append(group_id)
+        if len(touched) == 1:
+            return group
+        target = min((self._current(g) for g in touched), key=lambda g: g.first_position)
+        for group_id in touched:
+            if group_id != target.group_id:
+                target = self._merge(group_id, target)
+        return target
 
     def _link(
         self, message: Message, own: GroupInfo | None, results: list[str]

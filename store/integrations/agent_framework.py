@@ -35,6 +35,15 @@ call is tied to the id its assistant message is stored under (:func:`stored_id`)
 :func:`as_agent_framework` adapts any chatledger strategy to the framework's
 ``compaction_strategy`` protocol.
 
+Client-managed history (Agent Framework 1.23 to 1.26): a strategy that sets
+``requires_client_managed_history = True`` (itself, or one it wraps or composes; see
+:func:`needs_client_managed_history`) compacts a history kept on the client, so it
+cannot run on a conversation the service keeps (``store`` on, by the run's options, the
+agent's or the chat client's default, or a service conversation id): the provider's
+hooks refuse it with :class:`ClientManagedHistoryRequired`, and the adapted strategy
+passes the capability on, so that Agent Framework 1.26's chat client refuses it as it
+refuses its own (1.23's knows no such capability).
+
 :func:`bounded_tools` returns the middleware that bounds every tool result before the
 framework puts it into the history (:mod:`strategies.bounded`), one token allowance per
 model response shared by that response's calls:
@@ -79,6 +88,7 @@ try:
         ResponseStream,
     )
     from agent_framework import Message as AFMessage
+    from agent_framework._sessions import is_local_history_conversation_id
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "store.integrations.agent_framework needs Microsoft Agent Framework: "
@@ -121,11 +131,13 @@ __all__ = [
     "AgentFrameworkStrategy",
     "BoundedToolsMiddleware",
     "ChatledgerHistoryProvider",
+    "ClientManagedHistoryRequired",
     "MissingSessionId",
     "UsageMiddleware",
     "as_agent_framework",
     "bounded_tools",
     "from_af_messages",
+    "needs_client_managed_history",
     "stored_id",
     "to_af_messages",
 ]
@@ -136,6 +148,69 @@ logger = logging.getLogger("chatledger.integrations")
 
 class MissingSessionId(InvalidInput):
     """The framework called the provider without a session id."""
+
+
+class ClientManagedHistoryRequired(InvalidInput):
+    """A strategy that needs client-managed history was to run on a conversation the
+    service keeps (Agent Framework 1.26's own refusal, in chatledger's error tree)."""
+
+
+def needs_client_managed_history(strategy: object) -> bool:
+    """Whether ``strategy`` needs the history kept on the client: Agent Framework 1.26's
+    optional capability ``requires_client_managed_history = True``, on the strategy or
+    on any strategy it wraps (``strategy``) or composes (``strategies``), which is how
+    the framework asks wrappers and compositions to pass it on."""
+    seen: set[int] = set()
+    todo = [strategy]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if getattr(current, "requires_client_managed_history", False) is True:
+            return True
+        todo.append(getattr(current, "strategy", None))
+        nested = getattr(current, "strategies", None)
+        if isinstance(nested, list | tuple):
+            todo.extend(nested)
+    return False
+
+
+def _service_history(agent: object, session: AgentSession, context: SessionContext) -> str | None:
+    """How the service keeps the run's conversation, or None when the client does: the
+    test of Agent Framework 1.26's chat client (``store`` from the run's options, else
+    the agent's, else the client's default; a continuation option such as a service
+    conversation id), the session's service id, and, when saving, the conversation id
+    the service answered with."""
+    defaults = getattr(agent, "default_options", None)
+    options: dict[str, Any] = dict(defaults) if isinstance(defaults, Mapping) else {}
+    options.update(context.options)
+    client = getattr(agent, "client", None)
+    store = options.get("store")
+    if store is None and getattr(client, "STORES_BY_DEFAULT", False) is True:
+        return f"{type(client).__name__} stores the history by default"
+    if store is not None and store is not False:
+        return f"store={store!r}"
+    names = getattr(client, "SERVICE_CONTINUATION_OPTION_NAMES", ("conversation_id",))
+    for name in names if isinstance(names, tuple) else ("conversation_id",):
+        value = options.get(name)
+        if value is None or value == "":
+            continue
+        if name == "conversation_id" and isinstance(value, str):
+            if is_local_history_conversation_id(value):
+                continue
+        return f"{name}={value!r}"
+    service_id = context.service_session_id or session.service_session_id
+    if service_id and not (
+        isinstance(service_id, str) and is_local_history_conversation_id(service_id)
+    ):
+        return f"service_session_id={service_id!r}"
+    response = context.response  # set when saving: the service may have named it
+    raw = response.raw_representation if response is not None else None
+    named = raw.conversation_id if isinstance(raw, ChatResponse) else None
+    if named and not is_local_history_conversation_id(named):
+        return f"the service's conversation_id={named!r}"
+    return None
 
 
 def from_af_messages(messages: Sequence[AFMessage]) -> list[Message]:
@@ -227,6 +302,26 @@ class ChatledgerHistoryProvider(HistoryProvider):
         """The recall tool's searching, or None when it is off."""
         self.last_save: SaveResult | None = None
         """What the latest :meth:`save_messages` did (ids appended, replays, event)."""
+        self._client_history = [
+            s
+            for s in (self.phases.before_strategy, self.phases.after_strategy)
+            if s is not None and needs_client_managed_history(s)
+        ]
+
+    def _refuse_service_history(
+        self, agent: object, session: AgentSession, context: SessionContext
+    ) -> None:
+        """Raise :class:`ClientManagedHistoryRequired` when a strategy of this provider
+        needs client-managed history and the service keeps the run's conversation."""
+        if not self._client_history:
+            return
+        how = _service_history(agent, session, context)
+        if how is not None:
+            raise ClientManagedHistoryRequired(
+                f"strategy {self._client_history[0].name!r} requires client-managed history, "
+                f"but the service keeps this conversation ({how}): set store=False and do "
+                "not use a service-managed continuation option"
+            )
 
     async def store(self) -> HistoryBackend:
         """The store, opened if needed."""
@@ -285,7 +380,12 @@ class ChatledgerHistoryProvider(HistoryProvider):
 
         The input messages count against the budget; the framework sends them itself,
         so they are left out of what is added.
+
+        Raises:
+            ClientManagedHistoryRequired: a strategy of this provider needs
+                client-managed history and the service keeps the conversation.
         """
+        self._refuse_service_history(agent, session, context)
         session_id = _session(context.session_id)
         pending = from_af_messages(context.input_messages)
         projection = self._noted(await self.phases.load(session_id, pending))
@@ -308,7 +408,13 @@ class ChatledgerHistoryProvider(HistoryProvider):
         """Save the run's messages (the framework's ``HistoryProvider.after_run``). An
         agent that saves around every model call (``create_harness_agent``) calls it once
         per call, with that call's response, whose usage is recorded first (such an
-        agent applies no middleware a provider adds)."""
+        agent applies no middleware a provider adds). A strategy that needs
+        client-managed history is refused here too for such an agent, whose
+        :meth:`before_run` is not called when the service keeps its history (a plain
+        agent's was, before the model call; Agent Framework 1.23 has taken ``store`` out
+        of the run's options by now)."""
+        if _per_call(agent):
+            self._refuse_service_history(agent, session, context)
         response = context.response
         if self.records_usage and _per_call(agent) and response is not None:
             raw = response.raw_representation
@@ -440,6 +546,9 @@ class AgentFrameworkStrategy:
     marks what the projection leaves out as excluded (``_excluded``, with the reason),
     inserts summaries where they belong and puts reduced contents in place, in the list
     it is given, as the framework's own strategies do.
+
+    :attr:`requires_client_managed_history` passes the wrapped strategy's capability on
+    (:func:`needs_client_managed_history`), as Agent Framework asks of a wrapper.
     """
 
     def __init__(self, strategy: CompactionStrategy, *, tokenizer: Tokenizer | None = None):
@@ -447,6 +556,12 @@ class AgentFrameworkStrategy:
         self.strategy = strategy
         self.tokenizer = tokenizer or getattr(strategy, "tokenizer", None)
         self.__name__ = strategy.name
+
+    @property
+    def requires_client_managed_history(self) -> bool:
+        """Whether the wrapped strategy needs client-managed history; Agent Framework
+        1.26's chat client then refuses to run it on a conversation the service keeps."""
+        return needs_client_managed_history(self.strategy)
 
     async def __call__(self, messages: list[AFMessage]) -> bool:
         """Compact ``messages`` in place; return whether anything changed."""

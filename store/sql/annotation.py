@@ -34,7 +34,7 @@ from store.sql.statements import (
     select_among,
     select_calls_among,
 )
-from strategies.groups import AnnotationState, GroupInfo, Tail, call_links
+from strategies.groups import AnnotationState, GroupInfo, Tail, referenced_ids
 from strategies.messages import Message
 
 __all__ = [
@@ -224,12 +224,11 @@ def _group_info(row: RowMapping) -> GroupInfo:
 
 
 def referenced_calls(messages: Iterable[Message]) -> set[str]:
-    """The call ids the messages' calls declare and their results answer."""
+    """The call ids the messages' calls declare, their results answer and their approval
+    requests approve (:func:`strategies.groups.referenced_ids`)."""
     wanted: set[str] = set()
     for message in messages:
-        calls, results = call_links(message)
-        wanted.update(c for c in calls if c is not None)
-        wanted.update(results)
+        wanted.update(referenced_ids(message))
     return wanted
 
 

@@ -36,6 +36,7 @@ BUILT_IN_BASES: dict[str, type[BaseException]] = {
     "store.formats.documents.RecordError": ValueError,
     "store.importing.readers._tree.TreeError": ValueError,
     "store.importing.usage.UnusableUsage": ValueError,
+    "store.integrations.agent_framework.ClientManagedHistoryRequired": ValueError,
     "store.integrations.agent_framework.MissingSessionId": ValueError,
     "store.sql.store._NotOpened": ValueError,
     "strategies.base.TokenizerMismatch": ValueError,
