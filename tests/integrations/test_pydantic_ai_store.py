@@ -389,3 +389,134 @@ def test_a_store_and_a_url_together_are_refused(tmp_path: Path) -> None:
         ChatledgerConversationStore(
             HistoryStore.__new__(HistoryStore), url=f"sqlite:///{tmp_path}/x.db"
         )
+
+
+def _request(text: str) -> ModelRequest:
+    at = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    return ModelRequest(parts=[UserPromptPart(text, timestamp=at)], timestamp=at)
+
+
+def _call(call_id: str) -> ModelResponse:
+    at = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    return ModelResponse(parts=[ToolCallPart("add", {"a": 1}, tool_call_id=call_id)], timestamp=at)
+
+
+def _result(call_id: str) -> ModelRequest:
+    at = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
+    part = ToolReturnPart("add", 2, tool_call_id=call_id, timestamp=at)
+    return ModelRequest(parts=[part], timestamp=at)
+
+
+def _answer(text: str) -> ModelResponse:
+    return ModelResponse(parts=[TextPart(text)], timestamp=datetime(2026, 12, 6, tzinfo=UTC))
+
+
+def _tool_turn(n: int) -> list[ModelMessage]:
+    return [_request(f"q{n}"), _call(f"t{n}"), _result(f"t{n}"), _answer(f"a{n}")]
+
+
+async def cuts_and_rewrites(store: ConversationStore) -> dict[str, list[ModelMessage]]:
+    """Head moves that cut a tool call from its result, and a save of a rewritten history,
+    with messages built here (the same on every store)."""
+    seen: dict[str, list[ModelMessage]] = {}
+    await store.save(Conversation(conversation_id="c", messages=_tool_turn(1) + _tool_turn(2)))
+    loaded = await store.load("c")
+    assert loaded is not None
+    cut = await store.branch("c", at=6, expected_revision=loaded.revision)  # after a call
+    seen["branch after a call"] = cut.messages
+    cut.messages.extend([_result("t2"), _answer("other a2")])
+    await store.save(cut)
+    forked = await store.fork("c", at=2, new_conversation_id="f")  # after the first call
+    seen["fork after a call"] = forked.messages
+    forked.messages.extend([_result("t1"), _answer("forked a1")])
+    await store.save(forked)
+    loaded = await store.load("c")
+    assert loaded is not None
+    rewritten = Conversation(
+        conversation_id="c",
+        messages=[*loaded.messages[:3], _answer("rewritten a1"), *_tool_turn(3)],
+        revision=loaded.revision,
+    )
+    await store.save(rewritten)
+    record = await store.read_record("c")
+    assert record is not None
+    seen["branches"] = [(await store.read_entry(tip)).message for tip in record.branches]
+    for tip in record.branches:
+        current = await store.read_record("c")
+        assert current is not None
+        back = await store.branch("c", from_entry=tip, expected_revision=current.revision)
+        seen[f"back to {tip[-6:]}"] = back.messages
+    for name in ("c", "f"):
+        again = await store.load(name)
+        assert again is not None
+        seen[name] = again.messages
+    return seen
+
+
+async def test_cuts_inside_a_tool_call_and_rewrites_match_the_in_memory_store(
+    any_store: AnyStore,
+) -> None:
+    expected = await cuts_and_rewrites(InMemoryConversationStore())
+    found = await cuts_and_rewrites(ChatledgerConversationStore(any_store))
+    assert [len(v) for v in found.values()] == [len(v) for v in expected.values()]
+    for (name, mine), theirs in zip(found.items(), expected.values(), strict=True):
+        assert shape(mine) == shape(theirs), name
+
+
+async def test_a_compacted_conversation_still_loads_whole(any_store: AnyStore) -> None:
+    from strategies.truncation import TruncationStrategy
+
+    store = ChatledgerConversationStore(any_store)
+    messages = [m for n in range(4) for m in _tool_turn(n)]
+    await store.save(Conversation(conversation_id="c", messages=messages))
+    event = await any_store.compact("c", TruncationStrategy(max_n=4, compact_to=2))
+    assert event is not None
+    assert len(await any_store.history("c")) < len(
+        await any_store.history("c", include_excluded=True)
+    )
+    loaded = await store.load("c")
+    assert loaded is not None and loaded.messages == messages
+    await store.save(await make_agent().run("more", conversation=loaded))
+    again = await store.load("c")
+    assert again is not None and again.messages[: len(messages)] == messages
+
+
+async def test_a_long_conversation_loads_whole_and_by_its_last_messages(
+    any_store: AnyStore,
+) -> None:
+    store = ChatledgerConversationStore(any_store)
+    messages = [m for n in range(40) for m in _tool_turn(n)]  # 160 messages, 200 rows
+    await store.save(Conversation(conversation_id="c", messages=messages))
+    whole = await store.load("c")
+    assert whole is not None and whole.messages == messages
+    for limit in (1, 63, 64, 65, 150):
+        part = await store.load("c", limit=limit)
+        assert part is not None and part.messages == messages[-limit:], limit
+    entries = await store.load_entries("c")
+    assert entries is not None
+    middle = entries[70]
+    assert await store.read_history(middle.id, limit=3) == entries[68:71]
+
+
+async def test_stale_writes_of_details_and_deletes_conflict(any_store: AnyStore) -> None:
+    store = ChatledgerConversationStore(any_store)
+    await store.save(Conversation(conversation_id="c", messages=_tool_turn(1)))
+    record = await store.read_record("c")
+    assert record is not None
+    newer = Conversation(
+        conversation_id="c", messages=_tool_turn(1) + _tool_turn(2), revision=record.revision
+    )
+    await store.save(newer)
+    with pytest.raises(ConversationConflict):
+        await store.write_details("c", {"title": "x"}, expected_revision=record.revision)
+    with pytest.raises(ConversationConflict):
+        await store.delete_record("c", expected_revision=record.revision)
+    with pytest.raises(ConversationConflict):
+        await store.fork("c", new_conversation_id="c")
+    with pytest.raises(ConversationConflict):
+        await store.write_record(
+            ConversationRecord(conversation_id="d", head_id="no-such-entry"),
+            expected_revision=None,
+        )
+    loaded = await store.load("c")
+    assert loaded is not None and len(loaded.messages) == 8 and await store.load("d") is None
