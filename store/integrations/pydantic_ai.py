@@ -46,7 +46,9 @@ compaction hook); this module holds the store only.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from pydantic import JsonValue, TypeAdapter
@@ -56,8 +58,9 @@ from store.errors import InvalidInput, RecordConflict, SessionNotFound
 from store.formats.pydantic_ai import from_pydantic_ai
 from store.integrations._shared import StoreLease
 from store.models import StoredMessage
+from store.rules.identity import is_tombstone
 from store.usage.models import Usage
-from strategies.messages import Message, OtherContent
+from strategies.messages import Message, OtherContent, TextContent
 from strategies.tokenizers import Tokenizer
 
 try:
@@ -69,7 +72,13 @@ try:
         ConversationRecord,
         ConversationStore,
     )
-    from pydantic_ai.messages import ModelMessagesTypeAdapter, ModelResponse
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        UserPromptPart,
+    )
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "store.integrations.pydantic_ai needs Pydantic AI: pip install 'chatledger[pydantic-ai]'"
@@ -88,6 +97,10 @@ _MOVING = "moving"
 _END = 2**62
 """A ``before`` bound past every ``seq``: a backward read from a session's end."""
 _PAGE = 64
+_CONTINUES = re.compile(r":(\d+)$")
+"""How the id of an entry's second and later messages ends."""
+_UNPLACED = "unplaced"
+"""Marks a tombstone entry whose parent is not known yet (the entry before it)."""
 
 
 # -- entries and messages ---------------------------------------------------------------
@@ -133,6 +146,53 @@ def _carried(stored: StoredMessage | Message) -> dict[str, Any] | None:
     return None
 
 
+def _tombstone(message: Message, messages: int) -> dict[str, Any] | None:
+    """The entry a redacted first message stands for (its parent found from its
+    place), or None for a message that is neither redacted nor an entry's first."""
+    if not is_tombstone(message) or _CONTINUES.search(message.message_id):
+        return None
+    text = "".join(c.text for c in message.contents if isinstance(c, TextContent))
+    at = message.created_at or datetime.now(UTC)
+    original: ModelRequest | ModelResponse = (
+        ModelResponse(parts=[TextPart(text)], timestamp=at)
+        if message.role == "assistant"
+        else ModelRequest(parts=[UserPromptPart(text, timestamp=at)], timestamp=at)
+    )
+    [dumped] = ModelMessagesTypeAdapter.dump_python([original], mode="json")
+    return {"id": message.message_id, _UNPLACED: True, "messages": messages, "message": dumped}
+
+
+def _continued(message_id: str) -> tuple[str, int] | None:
+    """The entry and the position of a message after an entry's first."""
+    found = _CONTINUES.search(message_id)
+    return None if found is None else (message_id[: found.start()], int(found.group(1)) + 1)
+
+
+def _entries_in(messages: Sequence[StoredMessage | Message]) -> list[dict[str, Any]]:
+    """The entries of consecutive messages, oldest first, as carried (a redacted one
+    rebuilt as a tombstone entry after the entry before it)."""
+    found: list[dict[str, Any]] = []
+    for stored in messages:
+        message = stored.message if isinstance(stored, StoredMessage) else stored
+        continued = _continued(message.message_id)
+        if continued is not None:
+            if found and found[-1]["id"] == continued[0] and found[-1].get(_UNPLACED):
+                found[-1]["messages"] = max(found[-1]["messages"], continued[1])
+            continue
+        carried = _carried(message) or _tombstone(message, 1)
+        if carried is not None:
+            found.append(carried)
+    return _placed(found)
+
+
+def _placed(line: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``line`` with each tombstone's parent set to the entry before it."""
+    for index, carried in enumerate(line):
+        if carried.pop(_UNPLACED, False):
+            carried["parent_id"] = line[index - 1]["id"] if index else None
+    return line
+
+
 def _entry_of(carried: dict[str, Any]) -> ConversationEntry:
     [message] = ModelMessagesTypeAdapter.validate_python([carried["message"]])
     return ConversationEntry(id=carried["id"], parent_id=carried["parent_id"], message=message)
@@ -143,9 +203,62 @@ def _last_message_id(carried: dict[str, Any]) -> str:
 
 
 def read_entries(messages: Sequence[StoredMessage | Message]) -> list[ConversationEntry]:
-    """The entries chatledger ``messages`` hold, in order (messages that start no entry,
-    such as a compaction's summaries, are skipped)."""
-    return [_entry_of(carried) for m in messages if (carried := _carried(m)) is not None]
+    """The entries consecutive chatledger ``messages`` hold, in order (messages that
+    start no entry, such as a compaction's summaries, are skipped; a redacted entry reads
+    as a request or response holding the tombstone's text)."""
+    return [_entry_of(carried) for carried in _entries_in(messages)]
+
+
+class _Backwards:
+    """Follows an entry's parents back through a session's pages, newest first."""
+
+    def __init__(self, head_id: str, limit: int | None) -> None:
+        self.want: str | None = head_id
+        """The entry looked for next (None: the history's start was reached)."""
+        self.any = False
+        """Whether the next entry found is the one wanted (after a tombstone, whose
+        parent is the entry before it)."""
+        self.limit = limit
+        self.line: list[dict[str, Any]] = []
+        """The entries found, newest first."""
+        self._counts: dict[str, int] = {}
+
+    @property
+    def done(self) -> bool:
+        if self.any:  # the entry before the newest tombstone found is still to be read
+            return False
+        return self.want is None or (self.limit is not None and len(self.line) >= self.limit)
+
+    def read(self, page: Sequence[StoredMessage]) -> None:
+        """Take what ``page`` (the messages before the last page read) holds."""
+        for stored in reversed(page):
+            message = stored.message
+            continued = _continued(message.message_id)
+            if continued is not None:
+                entry_id, count = continued
+                self._counts[entry_id] = max(self._counts.get(entry_id, 1), count)
+                continue
+            carried = _carried(message) or _tombstone(
+                message, self._counts.get(message.message_id, 1)
+            )
+            if carried is None or not (self.any or carried["id"] == self.want):
+                continue
+            if self.limit is not None and len(self.line) >= self.limit:
+                del self.line[-1][_UNPLACED]  # the line is full: this is only its parent
+                self.line[-1]["parent_id"] = carried["id"]
+                self.any, self.want = False, None
+                return
+            self.line.append(carried)
+            self.any = bool(carried.get(_UNPLACED))
+            self.want = None if self.any else carried["parent_id"]
+            if self.done:
+                return
+        if self.any and len(page) < _PAGE:  # a tombstone first in the session
+            self.any = False
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The entries found, oldest first, tombstones placed."""
+        return _placed(list(reversed(self.line)))
 
 
 # -- records ----------------------------------------------------------------------------
@@ -407,11 +520,9 @@ class ChatledgerConversationStore(ConversationStore):
     async def _active(self, session_id: str) -> list[dict[str, Any]]:
         """The entries of the session's history, as their first messages carry them."""
         store = await self._store()
-        return [
-            carried
-            async for message in store.aiter_history(session_id, include_excluded=True)
-            if (carried := _carried(message)) is not None
-        ]
+        return _entries_in(
+            [m async for m in store.aiter_history(session_id, include_excluded=True)]
+        )
 
     async def write_details(
         self,
@@ -466,35 +577,28 @@ class ChatledgerConversationStore(ConversationStore):
 
     async def _line(self, head_id: str, *, limit: int | None = None) -> _Line:
         """Entry ``head_id`` with the entries before it (the last ``limit``), read from
-        the session holding it; ``KeyError`` when no session does."""
+        the session holding it, backwards a page at a time; ``KeyError`` when no session
+        holds it."""
         store = await self._store()
         holder = await store.locate(head_id)
         if holder is None:
             raise KeyError(head_id)
-        line: list[dict[str, Any]] = []
-        want: str | None = head_id
+        reader = _Backwards(head_id, limit)
         before = _END
-        while want is not None and (limit is None or len(line) < limit):
+        while not reader.done:
             page = await store.history(holder, include_excluded=True, before=before, limit=_PAGE)
-            for message in reversed(page):
-                carried = _carried(message)
-                if carried is None or carried["id"] != want:
-                    continue
-                line.append(carried)
-                want = carried["parent_id"]
-                if want is None or (limit is not None and len(line) >= limit):
-                    break
-            if want is None or (limit is not None and len(line) >= limit):
+            reader.read(page)
+            if reader.done:
                 break
-            if len(page) < _PAGE:
-                if not line:
+            if len(page) < _PAGE:  # the session's start: the rest, if any, is elsewhere
+                if reader.want is None or not reader.line:
                     raise KeyError(head_id)
-                rest = await self._line(want, limit=None if limit is None else limit - len(line))
-                line.extend(reversed(rest.carried))
+                left = None if limit is None else limit - len(reader.line)
+                rest = await self._line(reader.want, limit=left)
+                reader.line.extend(reversed(rest.carried))
                 break
             before = page[0].seq
-        line.reverse()
-        return _Line(holder, line)
+        return _Line(holder, reader.entries())
 
 
 @dataclasses.dataclass(frozen=True)

@@ -520,3 +520,28 @@ async def test_stale_writes_of_details_and_deletes_conflict(any_store: AnyStore)
         )
     loaded = await store.load("c")
     assert loaded is not None and len(loaded.messages) == 8 and await store.load("d") is None
+
+
+async def test_a_redacted_entry_reads_back_as_its_tombstone(any_store: AnyStore) -> None:
+    store = ChatledgerConversationStore(any_store)
+    messages = _tool_turn(1) + _tool_turn(2)
+    saved = await store.save(Conversation(conversation_id="c", messages=messages))
+    secret, answer = saved[4], saved[3]  # the second question, the first answer
+    await any_store.redact("c", [secret.id, answer.id], reason="asked to forget")
+    loaded = await store.load("c")
+    assert loaded is not None and len(loaded.messages) == len(messages)
+    changed = [i for i, (a, b) in enumerate(zip(loaded.messages, messages, strict=True)) if a != b]
+    assert changed == [3, 4]
+    assert isinstance(loaded.messages[3], ModelResponse)
+    assert isinstance(loaded.messages[4], ModelRequest)
+    assert "q2" not in repr(loaded.messages) and "a1" not in repr(loaded.messages)
+    entries = await store.load_entries("c")
+    assert entries is not None
+    assert [e.parent_id for e in entries] == [None, *(e.id for e in entries[:-1])]
+    assert await store.read_history(entries[4].id, limit=2) == entries[3:5]
+    await store.save(await make_agent().run("after", conversation=loaded))
+    assert len((await store.load("c") or loaded).messages) == len(messages) + 4
+    back = await store.branch(
+        "c", at=4, expected_revision=(await store.load("c") or loaded).revision
+    )
+    assert back.messages == loaded.messages[:4]
