@@ -441,12 +441,16 @@ async def cuts_and_rewrites(store: ConversationStore) -> dict[str, list[ModelMes
     record = await store.read_record("c")
     assert record is not None
     seen["branches"] = [(await store.read_entry(tip)).message for tip in record.branches]
+    left = await store.fork("c", from_entry=record.branches[0], new_conversation_id="g")
+    seen["fork of a left branch"] = left.messages
+    left.messages.extend(_tool_turn(9))
+    await store.save(left)
     for tip in record.branches:
         current = await store.read_record("c")
         assert current is not None
         back = await store.branch("c", from_entry=tip, expected_revision=current.revision)
         seen[f"back to {tip[-6:]}"] = back.messages
-    for name in ("c", "f"):
+    for name in ("c", "f", "g"):
         again = await store.load(name)
         assert again is not None
         seen[name] = again.messages
