@@ -480,8 +480,7 @@ class ChatledgerConversationStore(ConversationStore):
         is missing."""
         store = await self._store()
         active = await self._active(conversation_id)
-        ids = [str(c["id"]) for c in active]
-        if base is not None and base not in ids:
+        if base is not None and base not in {c["id"] for c in active}:
             holder = await store.locate(base)
             tails = {
                 b.session_id: b.event_id
@@ -489,9 +488,12 @@ class ChatledgerConversationStore(ConversationStore):
                 if b.relation == "tail" and b.event_id is not None
             }
             if holder in tails:
-                await store.restore(conversation_id, event_id=tails[holder])
-                active = await self._active(conversation_id)
-                ids = [str(c["id"]) for c in active]
+                try:
+                    await store.restore(conversation_id, event_id=tails[holder])
+                except InvalidInput:
+                    pass  # restored or deleted meanwhile: the entries are appended again
+                else:
+                    active = await self._active(conversation_id)
         target = [] if base is None else (await self._line(base)).carried
         shared = 0
         for have, want in zip(active, target, strict=False):

@@ -549,3 +549,40 @@ async def test_a_redacted_entry_reads_back_as_its_tombstone(any_store: AnyStore)
         "c", at=4, expected_revision=(await store.load("c") or loaded).revision
     )
     assert back.messages == loaded.messages[:4]
+
+
+async def test_concurrent_saves_and_branches_of_one_revision_let_one_win(
+    any_store: AnyStore,
+) -> None:
+    import asyncio
+
+    store = ChatledgerConversationStore(any_store)
+    await store.save(Conversation(conversation_id="c", messages=_tool_turn(1) + _tool_turn(2)))
+    loaded = await store.load("c")
+    assert loaded is not None
+    extended = Conversation(
+        conversation_id="c", messages=[*loaded.messages, *_tool_turn(3)], revision=loaded.revision
+    )
+    rewritten = Conversation(
+        conversation_id="c",
+        messages=[*loaded.messages[:4], *_tool_turn(4)],
+        revision=loaded.revision,
+    )
+    outcomes = await asyncio.gather(
+        store.save(extended),
+        store.save(rewritten),
+        store.branch("c", at=2, expected_revision=loaded.revision),
+        return_exceptions=True,
+    )
+    won = [i for i, outcome in enumerate(outcomes) if not isinstance(outcome, BaseException)]
+    assert len(won) == 1, outcomes
+    assert all(
+        isinstance(o, ConversationConflict) for o in outcomes if isinstance(o, BaseException)
+    )
+    final = await store.load("c")
+    assert final is not None
+    expected = [extended.messages, rewritten.messages, loaded.messages[:2]][won[0]]
+    assert final.messages == expected
+    stored = [m.message_id for m in await any_store.history("c", include_excluded=True)]
+    entries = await store.load_entries("c") or []
+    assert [i for i in stored if ":" not in i] == [e.id for e in entries]
