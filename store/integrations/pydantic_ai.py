@@ -305,9 +305,10 @@ class ChatledgerConversationStore(ConversationStore):
     """A Pydantic AI ``ConversationStore`` whose conversations are chatledger sessions
     (see the module docstring for the mapping).
 
-    Give it a store (it is borrowed: never closed here), or a ``url`` to open one on
-    first use (shared with the other adapters of that URL and tenant, closed by
-    :meth:`aclose`); neither opens the default SQLite file.
+    Give it a store (borrowed: never closed here), or let it open one on first use from
+    ``url`` (else ``$CHATLEDGER_URL``, then ``./chatledger.db``), shared with the other
+    adapters of that URL, tenant and tokenizer and let go of by :meth:`aclose`. Nothing
+    is opened by the constructor.
     """
 
     def __init__(
