@@ -107,9 +107,11 @@ from store.rules.records import now
 from store.search.request import SearchRequest, check_search
 from store.telemetry.names import (
     SPAN_APPEND,
+    SPAN_APPEND_IF,
     SPAN_CONTEXT,
     SPAN_FORK,
     SPAN_IMPORT,
+    SPAN_LOCATE,
     SPAN_RECORD_USAGE,
     SPAN_REQUEST_COMPACTION,
     SPAN_REWIND,
@@ -148,6 +150,7 @@ __all__ = [
     "DEFAULT_TENANT",
     "DEFAULT_TOKENIZER",
     "PAGE_SIZE",
+    "RECORD_KEY",
     "AdminBackend",
     "BackendBase",
     "BulkImportBackend",
@@ -175,6 +178,10 @@ DEFAULT_TOKENIZER = "o200k_base"
 
 PAGE_SIZE = 500
 """Messages per page of :meth:`HistoryBackend.aiter_history` when none is given."""
+
+RECORD_KEY = "chatledger.record"
+"""The key of a session's metadata under which :meth:`HistoryBackend.append_if` keeps
+the session's record."""
 
 
 @runtime_checkable
@@ -411,6 +418,38 @@ class HistoryBackend(Protocol):
         annotating the history again cannot give its stored groups (a result compacted
         before its call arrived, whose group a later result then merged with the
         call's). Re-annotates the session's appended messages: O(history).
+        """
+        ...
+
+    async def append_if(
+        self,
+        session_id: str,
+        messages: Message | Iterable[Message],
+        *,
+        record: Mapping[str, JsonValue],
+        expected: str | None,
+    ) -> list[str]:
+        """Append ``messages`` and replace the session's record with ``record``, in one
+        transaction, only if the stored record's ``revision`` is ``expected`` (None: the
+        session has no record, or does not exist yet).
+
+        The record is a JSON object holding a string ``revision``, kept in the session's
+        metadata under :data:`RECORD_KEY` (the rest of the metadata is left as it is);
+        read it back with :meth:`get_metadata`. Another revision raises
+        :class:`~store.errors.RecordConflict` and stores nothing. The messages follow
+        :meth:`append`'s rules (an empty batch writes the record alone). A fork starts
+        with its source's metadata, record included.
+        """
+        ...
+
+    async def locate(self, message_id: str) -> str | None:
+        """The session holding the message ``message_id`` in the store's tenant, found
+        by an index (None when no session holds it).
+
+        Where several branches hold it (a fork, a superseded tail, the same id appended
+        again after a rewind), the session that stored the row is preferred, then the
+        first by id of those that read it: any of them reads the message with the
+        history that led to it.
         """
         ...
 
@@ -1098,6 +1137,38 @@ class BackendBase(metaclass=ABCMeta):
         with self._translate_errors():
             return await self._retract_last(session_id)
 
+    async def append_if(
+        self,
+        session_id: str,
+        messages: Message | Iterable[Message],
+        *,
+        record: Mapping[str, JsonValue],
+        expected: str | None,
+    ) -> list[str]:
+        """Append ``messages`` and replace the session's record, only if its revision is
+        ``expected`` (see the contract)."""
+        self._check_open()
+        batch = self._checked_batch(session_id, messages, None)
+        value = _checked_record(record, self._limits)
+        check_text(expected, "expected", optional=True)
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_APPEND_IF, self._tenant, session_id) as traced,
+        ):
+            written = await self._append_if(session_id, batch, value, expected=expected)
+            traced.stored(written.messages, written.tokens)
+        return [m.message_id for m in batch]
+
+    async def locate(self, message_id: str) -> str | None:
+        """The session holding the message (see the contract)."""
+        self._check_open()
+        check_text(message_id, "message_id")
+        with (
+            self._translate_errors(),
+            telemetry.operation(SPAN_LOCATE, self._tenant, None),
+        ):
+            return await self._locate(message_id)
+
     # -- sessions ---------------------------------------------------------------------
 
     async def sessions(
@@ -1760,6 +1831,18 @@ class BackendBase(metaclass=ABCMeta):
         """Set or remove the title (see :meth:`set_title`); ``title`` is checked."""
         raise self._unsupported("set_title")
 
+    async def _append_if(
+        self, session_id: str, batch: list[Message], record: dict[str, Any], *, expected: str | None
+    ) -> Written:
+        """Store ``batch`` (possibly empty) and ``record`` (checked JSON with a string
+        ``revision``) under :data:`RECORD_KEY` in one transaction, if the stored record's
+        revision is ``expected`` (:class:`~store.errors.RecordConflict` otherwise)."""
+        raise self._unsupported("append_if")
+
+    async def _locate(self, message_id: str) -> str | None:
+        """The session holding ``message_id`` (see :meth:`locate`)."""
+        raise self._unsupported("locate")
+
     async def _record_usage(
         self,
         session_id: str,
@@ -1791,6 +1874,14 @@ class BackendBase(metaclass=ABCMeta):
         input, oldest first."""
         calls = await self._usage_calls(session_id, since=None)
         return paired_points(calls, model=model, limit=limit)
+
+
+def _checked_record(record: object, limits: Limits) -> dict[str, Any]:
+    """A session's record as :meth:`BackendBase.append_if` stores it: checked JSON
+    object holding a string ``revision``."""
+    if not isinstance(record, Mapping) or not isinstance(record.get("revision"), str):
+        raise InvalidInput("record must be a JSON object with a string 'revision'")
+    return check_metadata(record, limits)
 
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
     ChatledgerError                       the root (defined in strategies.errors)
     ├── SessionNotFound (LookupError)     the session does not exist (for this tenant)
     ├── ConcurrentWriteError              a write kept conflicting with other writers
-    │   └── StoreTimeout                  a call waited for a lock past the store's timeout
+    │   ├── StoreTimeout                  a call waited for a lock past the store's timeout
+    │   └── RecordConflict                a conditional append found another record revision
     ├── CorruptRowError                   a stored row failed to validate (tenant, session, seq)
     ├── MigrationRequired                 the schema is behind: run ``chatledger db upgrade``
     ├── InvalidInput (ValueError)         the caller's input is invalid (ids, options, ...)
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidInput",
     "InvalidSource",
     "MigrationRequired",
+    "RecordConflict",
     "SessionNotFound",
     "StoreClosed",
     "StoreError",
@@ -79,6 +81,26 @@ class ConcurrentWriteError(ChatledgerError):
 class StoreTimeout(ConcurrentWriteError):
     """A call waited for a lock (another writer, a transaction left open) longer than the
     store's ``timeout``; nothing of it was written."""
+
+
+class RecordConflict(ConcurrentWriteError):
+    """A conditional append (:meth:`~store.contract.HistoryBackend.append_if`) found the
+    session's record at another revision than the one it expected; nothing of it was
+    written."""
+
+    def __init__(
+        self, session_id: str, *, tenant: str, expected: str | None, found: str | None
+    ) -> None:
+        super().__init__(
+            f"session {session_id!r} (tenant {tenant!r}) holds record revision {found!r}, "
+            f"not {expected!r}: it was written since it was read"
+        )
+        self.session_id = session_id
+        self.tenant = tenant
+        self.expected = expected
+        """The revision the write expected (None: no record)."""
+        self.found = found
+        """The revision stored (None: no record)."""
 
 
 class StoreClosed(ChatledgerError):

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import JsonValue
 
-from store.contract import DEFAULT_TENANT, BackendBase, Written
-from store.errors import InvalidInput, SessionNotFound
+from store.contract import DEFAULT_TENANT, RECORD_KEY, BackendBase, Written
+from store.errors import InvalidInput, RecordConflict, SessionNotFound
 from store.models import (
     BranchInfo,
     CompactionEvent,
@@ -279,6 +279,35 @@ class InMemoryHistoryStore(BackendBase):
         count = self._pending.counter(self._tenant, session_id, keep=False)
         session.append(fresh, count, stamp, source=source)
         return Written(len(fresh), sum(session.rows[m.message_id].tokens for m in fresh))
+
+    async def _append_if(
+        self, session_id: str, batch: list[Message], record: dict[str, Any], *, expected: str | None
+    ) -> Written:
+        existing = self._find(session_id)
+        stored = None if existing is None else existing.metadata.get(RECORD_KEY)
+        found = stored.get("revision") if isinstance(stored, dict) else None
+        if existing is not None:
+            self._writable(existing)
+        if found != expected:
+            raise RecordConflict(
+                session_id,
+                tenant=self._tenant,
+                expected=expected,
+                found=found if isinstance(found, str) else None,
+            )
+        written = await self._append(session_id, batch, None) if batch else Written(0, 0)
+        session = self._settable(session_id)
+        session.metadata = {**session.metadata, RECORD_KEY: record}
+        session.touch(now())
+        return written
+
+    async def _locate(self, message_id: str) -> str | None:
+        holders = [
+            (session, session.rows[message_id])
+            for (tenant, _), session in self._db.sessions.items()
+            if tenant == self._tenant and message_id in session.rows
+        ]
+        return min(holders, key=_holder_order)[0].session_id if holders else None
 
     async def _history(
         self,

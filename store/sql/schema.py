@@ -333,6 +333,7 @@ class MessageRow(Base):
             "chatledger_messages_active_idx", "tenant", "session_id", "excluded", "anchor", "slot"
         ),
         Index("chatledger_messages_group_idx", "tenant", "session_id", "group_id", "seq"),
+        Index("chatledger_messages_locate_idx", "tenant", "message_id"),
     )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)

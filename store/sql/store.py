@@ -62,8 +62,8 @@ from sqlalchemy.engine import URL, RowMapping
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from store.contract import DEFAULT_TENANT, BackendBase, Written
-from store.errors import InvalidInput, SessionNotFound, StoreTimeout
+from store.contract import DEFAULT_TENANT, RECORD_KEY, BackendBase, Written
+from store.errors import InvalidInput, RecordConflict, SessionNotFound, StoreTimeout
 from store.models import (
     BranchInfo,
     CompactionEvent,
@@ -107,13 +107,13 @@ from store.sql.append.one_statement import append_in_one_statement
 from store.sql.append.retract import retract_last
 from store.sql.append.rows import AppendContext
 from store.sql.append.writer import Appended, append_messages, append_to_sessions
-from store.sql.branches.deleting import collect, keep_for_forks, owners_read_by, tails_of
+from store.sql.branches.deleting import KEPT, collect, keep_for_forks, owners_read_by, tails_of
 from store.sql.branches.erasure import redact_in_branches
 from store.sql.branches.fork import fork_session, resolve_cut
 from store.sql.branches.listing import read_branches
 from store.sql.branches.rewind import rewind_session
 from store.sql.branches.rows import Lineage, lineage_of, read_lineage, stored_hashes_of
-from store.sql.branches.sharing import refuse_tail
+from store.sql.branches.sharing import holders_of, refuse_tail
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
@@ -561,6 +561,68 @@ class HistoryStore(BackendBase):
             self._advance(session_id, appended)
             await self._statistics.wrote(appended.count)
         return Written(appended.count, appended.tokens)
+
+    @_connected
+    async def _append_if(
+        self, session_id: str, batch: list[Message], record: dict[str, Any], *, expected: str | None
+    ) -> Written:
+        ctx = self._append_context(session_id)
+
+        async def operation(conn: AsyncConnection) -> Appended | None:
+            session = await lock_session(
+                conn, self._tenant, session_id, create_with_tokenizer=self._tokenizer_name
+            )
+            refuse_tail(session)
+            metadata = dict(session_from_row(session).metadata)
+            stored = metadata.get(RECORD_KEY)
+            found = stored.get("revision") if isinstance(stored, dict) else None
+            if found != expected:
+                raise RecordConflict(
+                    session_id,
+                    tenant=self._tenant,
+                    expected=expected,
+                    found=found if isinstance(found, str) else None,
+                )
+            appended = await append_messages(conn, ctx, batch) if batch else None
+            metadata[RECORD_KEY] = record
+            await conn.execute(
+                update(SESSIONS)
+                .where(SESSIONS.c.tenant == self._tenant, SESSIONS.c.session_id == session_id)
+                .values(
+                    metadata=metadata_value(self._tenant, session_id, metadata),
+                    updated_at=now(),
+                    revision=SESSIONS.c.revision + 1,
+                )
+            )
+            return appended
+
+        appended = await self._write(operation)
+        self._cache.discard(session_id)
+        if appended is None:
+            return Written(0, 0)
+        if appended.count:
+            await self._statistics.wrote(appended.count)
+        return Written(appended.count, appended.tokens)
+
+    @_connected
+    async def _locate(self, message_id: str) -> str | None:
+        m, s = MESSAGES.c, SESSIONS.c
+        query = (
+            select(m.session_id, m.seq, s.branch)
+            .join(SESSIONS, (s.tenant == m.tenant) & (s.session_id == m.session_id))
+            .where(m.tenant == self._tenant, m.message_id == message_id)
+            .order_by(m.session_id)
+        )
+        async with self._engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+            own = [row.session_id for row in rows if row.branch != KEPT]
+            if own:
+                return str(own[0])
+            for row in rows:
+                holders = await holders_of(conn, self._tenant, row.session_id, row.seq)
+                if holders:
+                    return holders[0]
+        return None
 
     def _advance(self, session_id: str, appended: Appended) -> None:
         """Tell the cache of views what an append wrote."""

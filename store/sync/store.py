@@ -282,6 +282,40 @@ class SyncHistoryStore:
         """
         return self._loop.run(self._store.retract_last(session_id))
 
+    def append_if(
+        self,
+        session_id: str,
+        messages: Message | Iterable[Message],
+        *,
+        record: Mapping[str, JsonValue],
+        expected: str | None,
+    ) -> list[str]:
+        """Append ``messages`` and replace the session's record with ``record``, in one
+        transaction, only if the stored record's ``revision`` is ``expected`` (None: the
+        session has no record, or does not exist yet).
+
+        The record is a JSON object holding a string ``revision``, kept in the session's
+        metadata under :data:`RECORD_KEY` (the rest of the metadata is left as it is);
+        read it back with :meth:`get_metadata`. Another revision raises
+        :class:`~store.errors.RecordConflict` and stores nothing. The messages follow
+        :meth:`append`'s rules (an empty batch writes the record alone). A fork starts
+        with its source's metadata, record included.
+        """
+        return self._loop.run(
+            self._store.append_if(session_id, messages, record=record, expected=expected)
+        )
+
+    def locate(self, message_id: str) -> str | None:
+        """The session holding the message ``message_id`` in the store's tenant, found
+        by an index (None when no session holds it).
+
+        Where several branches hold it (a fork, a superseded tail, the same id appended
+        again after a rewind), the session that stored the row is preferred, then the
+        first by id of those that read it: any of them reads the message with the
+        history that led to it.
+        """
+        return self._loop.run(self._store.locate(message_id))
+
     def sessions(
         self,
         *,

@@ -23,10 +23,12 @@ __all__ = [
     "OUTCOME",
     "PHASE",
     "SPAN_APPEND",
+    "SPAN_APPEND_IF",
     "SPAN_COMPACT",
     "SPAN_CONTEXT",
     "SPAN_FORK",
     "SPAN_IMPORT",
+    "SPAN_LOCATE",
     "SPAN_RECORD_USAGE",
     "SPAN_REQUEST_COMPACTION",
     "SPAN_REWIND",
@@ -56,6 +58,8 @@ SPAN_SET_TITLE: Final = "chatledger.set_title"
 SPAN_RECORD_USAGE: Final = "chatledger.record_usage"
 SPAN_USAGE: Final = "chatledger.usage"
 SPAN_REQUEST_COMPACTION: Final = "chatledger.request_compaction"
+SPAN_APPEND_IF: Final = "chatledger.append_if"
+SPAN_LOCATE: Final = "chatledger.locate"
 
 CONVERSATION_ID: Final = "gen_ai.conversation.id"
 """The session id (span attribute only)."""

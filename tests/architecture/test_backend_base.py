@@ -226,6 +226,8 @@ EVERY_METHOD: list[tuple[str, Call]] = [
     ("purge", lambda s: s.purge(older_than=datetime(2000, 1, 1).astimezone())),
     ("redact", lambda s: s.redact("s", ["m1"], reason="asked")),
     ("search", lambda s: s.search("hello")),
+    ("append_if", lambda s: s.append_if("s", [_hi()], record={"revision": "r"}, expected=None)),
+    ("locate", lambda s: s.locate("m1")),
 ]
 
 BAD_ARGUMENTS: list[tuple[str, Call]] = [
@@ -249,6 +251,9 @@ BAD_ARGUMENTS: list[tuple[str, Call]] = [
         lambda s: s.purge(older_than=datetime.now().astimezone(), dry_run="y"),  # type: ignore[arg-type]
     ),
     ("redact: no reason", lambda s: s.redact("s", ["m1"], reason="")),
+    ("append_if: no revision", lambda s: s.append_if("s", [], record={}, expected=None)),
+    ("append_if: expected 1", lambda s: s.append_if("s", [], record={"revision": "r"}, expected=1)),  # type: ignore[arg-type]
+    ("locate: id None", lambda s: s.locate(None)),  # type: ignore[arg-type]
 ]
 
 
@@ -302,6 +307,14 @@ async def test_every_method_is_refused_once_closed(name: str, call: Call) -> Non
 async def test_a_method_the_backend_lacks_names_itself_and_the_backend() -> None:
     with pytest.raises(InvalidInput, match=r"^recount is not supported by ListBackend$"):
         await ListBackend().recount("s")
+
+
+async def test_a_backend_written_before_append_if_and_locate_refuses_them_by_name() -> None:
+    backend = ListBackend()
+    with pytest.raises(InvalidInput, match=r"^append_if is not supported by ListBackend$"):
+        await backend.append_if("s", [_hi()], record={"revision": "r"}, expected=None)
+    with pytest.raises(InvalidInput, match=r"^locate is not supported by ListBackend$"):
+        await backend.locate("m1")
 
 
 class CountingBackend(ListBackend):

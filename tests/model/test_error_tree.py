@@ -28,6 +28,7 @@ BUILT_IN_BASES: dict[str, type[BaseException]] = {
     "store.errors.InvalidInput": ValueError,
     "store.errors.InvalidSource": ValueError,
     "store.errors.MigrationRequired": Exception,
+    "store.errors.RecordConflict": Exception,
     "store.errors.SessionNotFound": LookupError,
     "store.errors.StoreClosed": Exception,
     "store.errors.StoreError": Exception,

@@ -1,0 +1,613 @@
+"""Pydantic AI: :class:`ChatledgerConversationStore`, a ``ConversationStore`` kept in chatledger.
+
+``await store.load(conversation_id)``, ``agent.run(prompt, conversation=...)`` and
+``await store.save(result)`` work as with Pydantic AI's own stores; ``branch``, ``fork``,
+``update``, ``delete``, ``list_conversations`` and ``load(limit=...)`` too. This module
+implements the store's primitives; Pydantic AI's base class decides which messages are
+new, where a history branches and what a fork shares.
+
+How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
+
+- **One session a conversation**, its id the ``conversation_id``. The session's history
+  is the conversation's current history (its ``head_id`` and every entry before it), in
+  order; chatledger's compaction, search, audit and usage work on it as on any session.
+- **An entry is one or more messages** (:mod:`store.formats.pydantic_ai`: a request one
+  message a part, a response one message). The first message's id is the entry's id,
+  the next ones ``<entry id>:<n>``; the first carries the entry (its id, its parent and
+  the message as Pydantic AI serializes it) under :data:`ENTRY_KEY`, so an entry reads
+  back equal whatever the converter keeps.
+- **The record** (head, usage, scope, fork origin, title, metadata, branches, revision)
+  is the session's record (:meth:`~store.contract.HistoryBackend.append_if`), written in
+  the same transaction as the entries it adds, only over the revision it replaces: a
+  stale save raises ``ConversationConflict``.
+- **Head moves are branches.** A save that extends the history appends. When the head
+  moves elsewhere (``branch``, a save of a rewritten history), the session is
+  :meth:`~store.contract.HistoryBackend.rewind`-ed to the last entry the two histories
+  share (the history it leaves becomes a superseded tail, still readable), a tail that
+  holds the new head is :meth:`~store.contract.HistoryBackend.restore`-d, and the
+  entries still missing are appended again under their own ids. A ``fork`` is a
+  chatledger :meth:`~store.contract.HistoryBackend.fork` of the session holding the
+  fork's head (no message copied). Where chatledger refuses a cut (one that separates a
+  tool call from its result), the session is cut at the entry before and the rest
+  appended again.
+- **Entries are found by id**: :meth:`~store.contract.HistoryBackend.locate` names the
+  session holding an entry (its own, a superseded tail, a fork), whose history up to it
+  is the entry's history: one indexed lookup and a backward read, not one call per entry.
+- **Usage**: every new response's usage is recorded in chatledger's usage ledger
+  (:meth:`~store.contract.HistoryBackend.record_usage`), tied to its entry, once (the
+  entry id is the call id). The record keeps Pydantic AI's running totals.
+- **Delete** deletes the session and its superseded tails; a message a fork still reads
+  stays until the fork is deleted too, as chatledger keeps rows its forks read.
+
+Room is left here for a Pydantic AI capability (the before-call projection and the
+compaction hook); this module holds the store only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from pydantic import JsonValue, TypeAdapter
+
+from store.contract import DEFAULT_TENANT, RECORD_KEY, HistoryBackend
+from store.errors import InvalidInput, RecordConflict, SessionNotFound
+from store.formats.pydantic_ai import from_pydantic_ai
+from store.integrations._shared import StoreLease
+from store.models import StoredMessage
+from store.rules.identity import is_tombstone
+from store.usage.models import Usage
+from strategies.messages import Message, OtherContent, TextContent
+from strategies.tokenizers import Tokenizer
+
+try:
+    from pydantic_ai._uuid import uuid7
+    from pydantic_ai.conversation_store import (
+        ConversationConflict,
+        ConversationDetails,
+        ConversationEntry,
+        ConversationRecord,
+        ConversationStore,
+    )
+    from pydantic_ai.messages import (
+        ModelMessagesTypeAdapter,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        UserPromptPart,
+    )
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError(
+        "store.integrations.pydantic_ai needs Pydantic AI: pip install 'chatledger[pydantic-ai]'"
+    ) from exc
+
+__all__ = ["ENTRY_KEY", "ChatledgerConversationStore", "entry_messages", "read_entries"]
+
+ENTRY_KEY = "pydantic_ai_entry"
+"""The metadata key of an entry's first message: ``{"id", "parent_id", "messages",
+"message"}``, ``messages`` how many chatledger messages hold the entry and ``message``
+the Pydantic AI message as ``ModelMessagesTypeAdapter`` writes it."""
+
+_RECORDS: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
+_MOVING = "moving"
+"""Set in a stored record while a head move is under way (see :meth:`_claim`)."""
+_END = 2**62
+"""A ``before`` bound past every ``seq``: a backward read from a session's end."""
+_PAGE = 64
+_CONTINUES = re.compile(r":(\d+)$")
+"""How the id of an entry's second and later messages ends."""
+_UNPLACED = "unplaced"
+"""Marks a tombstone entry whose parent is not known yet (the entry before it)."""
+
+
+# -- entries and messages ---------------------------------------------------------------
+
+
+def _message_id(entry_id: str, n: int) -> str:
+    return entry_id if n == 0 else f"{entry_id}:{n}"
+
+
+def entry_messages(entry: ConversationEntry) -> list[Message]:
+    """The chatledger messages that hold ``entry``: what the model sees of it, through
+    :func:`store.formats.pydantic_ai.from_pydantic_ai`, the first one carrying the entry
+    itself under :data:`ENTRY_KEY`."""
+    [dumped] = ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")
+    converted = from_pydantic_ai([dumped], allow_custom_roles=True)
+    if not converted:  # a request without parts: still one message, so it has an id
+        role = "assistant" if isinstance(entry.message, ModelResponse) else "user"
+        converted = [Message(role=role, contents=[OtherContent(kind=f"empty-{dumped['kind']}")])]
+    carried: dict[str, JsonValue] = {
+        "id": entry.id,
+        "parent_id": entry.parent_id,
+        "messages": len(converted),
+        "message": dumped,
+    }
+    return [
+        message.model_copy(
+            update={
+                "message_id": _message_id(entry.id, n),
+                "metadata": {**message.metadata, ENTRY_KEY: carried}
+                if n == 0
+                else message.metadata,
+            }
+        )
+        for n, message in enumerate(converted)
+    ]
+
+
+def _carried(stored: StoredMessage | Message) -> dict[str, Any] | None:
+    message = stored.message if isinstance(stored, StoredMessage) else stored
+    carried = message.metadata.get(ENTRY_KEY)
+    if isinstance(carried, dict) and carried.get("id") == message.message_id:
+        return carried
+    return None
+
+
+def _tombstone(message: Message, messages: int) -> dict[str, Any] | None:
+    """The entry a redacted first message stands for (its parent found from its
+    place), or None for a message that is neither redacted nor an entry's first."""
+    if not is_tombstone(message) or _CONTINUES.search(message.message_id):
+        return None
+    text = "".join(c.text for c in message.contents if isinstance(c, TextContent))
+    at = message.created_at or datetime.now(UTC)
+    original: ModelRequest | ModelResponse = (
+        ModelResponse(parts=[TextPart(text)], timestamp=at)
+        if message.role == "assistant"
+        else ModelRequest(parts=[UserPromptPart(text, timestamp=at)], timestamp=at)
+    )
+    [dumped] = ModelMessagesTypeAdapter.dump_python([original], mode="json")
+    return {"id": message.message_id, _UNPLACED: True, "messages": messages, "message": dumped}
+
+
+def _continued(message_id: str) -> tuple[str, int] | None:
+    """The entry and the position of a message after an entry's first."""
+    found = _CONTINUES.search(message_id)
+    return None if found is None else (message_id[: found.start()], int(found.group(1)) + 1)
+
+
+def _entries_in(messages: Sequence[StoredMessage | Message]) -> list[dict[str, Any]]:
+    """The entries of consecutive messages, oldest first, as carried (a redacted one
+    rebuilt as a tombstone entry after the entry before it)."""
+    found: list[dict[str, Any]] = []
+    for stored in messages:
+        message = stored.message if isinstance(stored, StoredMessage) else stored
+        continued = _continued(message.message_id)
+        if continued is not None:
+            if found and found[-1]["id"] == continued[0] and found[-1].get(_UNPLACED):
+                found[-1]["messages"] = max(found[-1]["messages"], continued[1])
+            continue
+        carried = _carried(message) or _tombstone(message, 1)
+        if carried is not None:
+            found.append(carried)
+    return _placed(found)
+
+
+def _placed(line: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``line`` with each tombstone's parent set to the entry before it."""
+    for index, carried in enumerate(line):
+        if carried.pop(_UNPLACED, False):
+            carried["parent_id"] = line[index - 1]["id"] if index else None
+    return line
+
+
+def _entry_of(carried: dict[str, Any]) -> ConversationEntry:
+    [message] = ModelMessagesTypeAdapter.validate_python([carried["message"]])
+    return ConversationEntry(id=carried["id"], parent_id=carried["parent_id"], message=message)
+
+
+def _last_message_id(carried: dict[str, Any]) -> str:
+    return _message_id(str(carried["id"]), int(carried["messages"]) - 1)
+
+
+def read_entries(messages: Sequence[StoredMessage | Message]) -> list[ConversationEntry]:
+    """The entries consecutive chatledger ``messages`` hold, in order (messages that
+    start no entry, such as a compaction's summaries, are skipped; a redacted entry reads
+    as a request or response holding the tombstone's text)."""
+    return [_entry_of(carried) for carried in _entries_in(messages)]
+
+
+class _Backwards:
+    """Follows an entry's parents back through a session's pages, newest first."""
+
+    def __init__(self, head_id: str, limit: int | None) -> None:
+        self.want: str | None = head_id
+        """The entry looked for next (None: the history's start was reached)."""
+        self.any = False
+        """Whether the next entry found is the one wanted (after a tombstone, whose
+        parent is the entry before it)."""
+        self.limit = limit
+        self.line: list[dict[str, Any]] = []
+        """The entries found, newest first."""
+        self._counts: dict[str, int] = {}
+
+    @property
+    def done(self) -> bool:
+        if self.any:  # the entry before the newest tombstone found is still to be read
+            return False
+        return self.want is None or (self.limit is not None and len(self.line) >= self.limit)
+
+    def read(self, page: Sequence[StoredMessage]) -> None:
+        """Take what ``page`` (the messages before the last page read) holds."""
+        for stored in reversed(page):
+            message = stored.message
+            continued = _continued(message.message_id)
+            if continued is not None:
+                entry_id, count = continued
+                self._counts[entry_id] = max(self._counts.get(entry_id, 1), count)
+                continue
+            carried = _carried(message) or _tombstone(
+                message, self._counts.get(message.message_id, 1)
+            )
+            if carried is None or not (self.any or carried["id"] == self.want):
+                continue
+            if self.limit is not None and len(self.line) >= self.limit:
+                del self.line[-1][_UNPLACED]  # the line is full: this is only its parent
+                self.line[-1]["parent_id"] = carried["id"]
+                self.any, self.want = False, None
+                return
+            self.line.append(carried)
+            self.any = bool(carried.get(_UNPLACED))
+            self.want = None if self.any else carried["parent_id"]
+            if self.done:
+                return
+        if self.any and len(page) < _PAGE:  # a tombstone first in the session
+            self.any = False
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The entries found, oldest first, tombstones placed."""
+        return _placed(list(reversed(self.line)))
+
+
+# -- records ----------------------------------------------------------------------------
+
+
+def _record_value(record: ConversationRecord, *, moving: bool = False) -> dict[str, JsonValue]:
+    value = cast(dict[str, JsonValue], _RECORDS.dump_python(record, mode="json"))
+    return {**value, _MOVING: moving}
+
+
+def _record_of(
+    session_id: str, metadata: dict[str, JsonValue]
+) -> tuple[ConversationRecord, bool] | None:
+    """The conversation record a session's metadata holds, and whether a move is under
+    way; None when it holds none, or one of another conversation (a fork's copy)."""
+    value = metadata.get(RECORD_KEY)
+    if not isinstance(value, dict) or value.get("conversation_id") != session_id:
+        return None
+    fields = {k: v for k, v in value.items() if k != _MOVING}
+    return _RECORDS.validate_python(fields), value.get(_MOVING) is True
+
+
+def _usage_of(response: ModelResponse) -> Usage | None:
+    usage = response.usage
+    lanes = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens)
+    if not any(lanes) and not usage.cache_write_tokens:
+        return None
+    reasoning = usage.details.get("reasoning_tokens")
+    return Usage(
+        model=response.model_name,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
+        at=response.timestamp,
+    )
+
+
+# -- the store --------------------------------------------------------------------------
+
+
+class ChatledgerConversationStore(ConversationStore):
+    """A Pydantic AI ``ConversationStore`` whose conversations are chatledger sessions
+    (see the module docstring for the mapping).
+
+    Give it a store (borrowed: never closed here), or let it open one on first use from
+    ``url`` (else ``$CHATLEDGER_URL``, then ``./chatledger.db``), shared with the other
+    adapters of that URL, tenant and tokenizer and let go of by :meth:`aclose`. Nothing
+    is opened by the constructor.
+    """
+
+    def __init__(
+        self,
+        store: HistoryBackend | None = None,
+        *,
+        url: str | None = None,
+        tenant: str = DEFAULT_TENANT,
+        tokenizer: Tokenizer | None = None,
+    ) -> None:
+        self._lease = StoreLease.of(store, url=url, tenant=tenant, tokenizer=tokenizer)
+
+    async def aclose(self) -> None:
+        """Let go of an owned store (the last adapter holding it closes it); a borrowed
+        one stays open."""
+        await self._lease.release()
+
+    async def _store(self) -> HistoryBackend:
+        return await self._lease.get()
+
+    # -- records --------------------------------------------------------------------
+
+    async def _stored(self, conversation_id: str) -> tuple[ConversationRecord, bool] | None:
+        store = await self._store()
+        try:
+            metadata = await store.get_metadata(conversation_id)
+        except SessionNotFound:
+            return None
+        return _record_of(conversation_id, metadata)
+
+    async def read_record(self, conversation_id: str) -> ConversationRecord | None:
+        stored = await self._stored(conversation_id)
+        return None if stored is None else stored[0]
+
+    async def read_records(
+        self, *, scope: str | None = None, limit: int | None = None
+    ) -> Sequence[ConversationRecord]:
+        """Every session of the tenant holding a record is read (its metadata comes with
+        the listing): O(sessions)."""
+        store = await self._store()
+        found: list[ConversationRecord] = []
+        after: str | None = None
+        while page := await store.sessions(limit=500, after=after):
+            for info in page:
+                stored = _record_of(info.session_id, info.metadata)
+                if stored is not None and (scope is None or stored[0].scope == scope):
+                    found.append(stored[0])
+            after = page[-1].session_id
+        found.sort(key=lambda record: record.updated_at, reverse=True)
+        return found[:limit]
+
+    async def write_record(
+        self,
+        record: ConversationRecord,
+        *,
+        new_entries: Sequence[ConversationEntry] = (),
+        expected_revision: str | None,
+    ) -> None:
+        conversation_id = record.conversation_id
+        stored = await self._stored(conversation_id)
+        current = None if stored is None else stored[0]
+        if (current.revision if current is not None else None) != expected_revision:
+            raise ConversationConflict(conversation_id)
+        if current is not None:
+            record = dataclasses.replace(record, title=current.title, metadata=current.metadata)
+        base = new_entries[0].parent_id if new_entries else record.head_id
+        known = {entry.id for entry in new_entries}
+        if record.head_id is not None and record.head_id not in known:
+            if await (await self._store()).locate(record.head_id) is None:
+                raise ConversationConflict(conversation_id)
+        expected = expected_revision
+        if current is None:
+            expected = await self._start(conversation_id, base)
+        elif stored is not None and (stored[1] or current.head_id != base):
+            expected = await self._claim(current, expected_revision)
+            await self._move(conversation_id, base)
+        await self._append(record, new_entries, expected)
+
+    async def _append(
+        self, record: ConversationRecord, entries: Sequence[ConversationEntry], expected: str | None
+    ) -> None:
+        store = await self._store()
+        messages = [m for entry in entries for m in entry_messages(entry)]
+        try:
+            await store.append_if(
+                record.conversation_id, messages, record=_record_value(record), expected=expected
+            )
+        except RecordConflict as error:
+            raise ConversationConflict(record.conversation_id) from error
+        for entry in entries:
+            if isinstance(entry.message, ModelResponse):
+                usage = _usage_of(entry.message)
+                if usage is not None:
+                    await store.record_usage(
+                        record.conversation_id, usage, message_id=entry.id, call_id=entry.id
+                    )
+
+    async def _claim(self, current: ConversationRecord, expected: str | None) -> str:
+        """Take the conversation for a head move: its record, marked as moving, gets a
+        revision of this writer's own, so a concurrent save conflicts instead of
+        appending to a history being moved. The revision is what the final write
+        expects; a writer that stops half way leaves a record that still loads (its head
+        is still stored) and a move the next save finishes."""
+        claimed = dataclasses.replace(current, revision=str(uuid7()))
+        store = await self._store()
+        try:
+            await store.append_if(
+                current.conversation_id,
+                [],
+                record=_record_value(claimed, moving=True),
+                expected=expected,
+            )
+        except RecordConflict as error:
+            raise ConversationConflict(current.conversation_id) from error
+        return claimed.revision
+
+    async def _start(self, conversation_id: str, base: str | None) -> str | None:
+        """Start a new conversation: nothing to do for an empty one (its first write
+        creates its session), a fork of the session holding ``base`` up to it for a fork.
+        The revision its record write expects (a fork starts with its source's record).
+        A session of that id that holds no conversation is refused."""
+        store = await self._store()
+        if await self._exists(conversation_id):
+            raise ConversationConflict(conversation_id)  # a session of something else
+        if base is None:
+            return None
+        line = await self._line(base)
+        await self._fork_into(conversation_id, line)
+        copied = (await store.get_metadata(conversation_id)).get(RECORD_KEY)
+        revision = copied.get("revision") if isinstance(copied, dict) else None
+        return revision if isinstance(revision, str) else None
+
+    async def _fork_into(self, conversation_id: str, line: _Line) -> None:
+        """Make ``conversation_id`` a fork holding ``line``: a chatledger fork at its
+        last entry, else at the latest entry chatledger can cut at, the rest appended."""
+        store = await self._store()
+        sources = [line.session_id]
+        info = await store.session(line.session_id)
+        if info.parent_session_id is not None:
+            sources.append(info.parent_session_id)  # a tail is forked through its session
+        for keep in range(len(line.carried), 0, -1):
+            at = _last_message_id(line.carried[keep - 1])
+            for source in sources:
+                try:
+                    await store.fork(source, at=at, new_session_id=conversation_id)
+                except InvalidInput:
+                    if await self._exists(conversation_id):
+                        raise ConversationConflict(conversation_id) from None
+                    continue
+                await self._append_entries(conversation_id, line.carried[keep:])
+                return
+        await self._append_entries(conversation_id, line.carried)
+
+    async def _exists(self, session_id: str) -> bool:
+        try:
+            await (await self._store()).session(session_id)
+        except SessionNotFound:
+            return False
+        return True
+
+    async def _append_entries(self, session_id: str, carried: Sequence[dict[str, Any]]) -> None:
+        if carried:
+            store = await self._store()
+            entries = [_entry_of(c) for c in carried]
+            await store.append(session_id, [m for e in entries for m in entry_messages(e)])
+
+    async def _move(self, conversation_id: str, base: str | None) -> None:
+        """Make the session's history end at entry ``base`` (None: empty): restore the
+        tail holding it when it was left, rewind past what follows it, append again what
+        is missing."""
+        store = await self._store()
+        active = await self._active(conversation_id)
+        if base is not None and base not in {c["id"] for c in active}:
+            holder = await store.locate(base)
+            tails = {
+                b.session_id: b.event_id
+                for b in await store.branches(conversation_id)
+                if b.relation == "tail" and b.event_id is not None
+            }
+            if holder in tails:
+                try:
+                    await store.restore(conversation_id, event_id=tails[holder])
+                except InvalidInput:
+                    pass  # restored or deleted meanwhile: the entries are appended again
+                else:
+                    active = await self._active(conversation_id)
+        target = [] if base is None else (await self._line(base)).carried
+        shared = 0
+        for have, want in zip(active, target, strict=False):
+            if have["id"] != want["id"]:
+                break
+            shared += 1
+        if shared < len(active):
+            shared = await self._rewind(conversation_id, active, shared)
+        await self._append_entries(conversation_id, target[shared:])
+
+    async def _rewind(self, session_id: str, active: list[dict[str, Any]], keep: int) -> int:
+        """Rewind the session to its first ``keep`` entries, or fewer where chatledger
+        refuses the cut; how many it kept."""
+        store = await self._store()
+        for kept in range(keep, -1, -1):
+            to = _last_message_id(active[kept - 1]) if kept else None
+            try:
+                await store.rewind(session_id, to=to)
+            except InvalidInput:
+                if kept == 0:
+                    raise
+                continue
+            return kept
+        return 0  # pragma: no cover - the loop returns or raises
+
+    async def _active(self, session_id: str) -> list[dict[str, Any]]:
+        """The entries of the session's history, as their first messages carry them."""
+        store = await self._store()
+        return _entries_in(
+            [m async for m in store.aiter_history(session_id, include_excluded=True)]
+        )
+
+    async def write_details(
+        self,
+        conversation_id: str,
+        details: ConversationDetails,
+        *,
+        expected_revision: str,
+        expected: ConversationDetails | None = None,
+    ) -> ConversationRecord:
+        stored = await self._stored(conversation_id)
+        if stored is None or stored[0].revision != expected_revision:
+            raise ConversationConflict(conversation_id)
+        record, moving = stored
+        if expected and any(getattr(record, key) != value for key, value in expected.items()):
+            raise ConversationConflict(conversation_id)
+        if "title" in details:
+            record.title = details["title"]
+        if "metadata" in details:
+            record.metadata = details["metadata"]
+        try:
+            await (await self._store()).append_if(
+                conversation_id,
+                [],
+                record=_record_value(record, moving=moving),
+                expected=expected_revision,
+            )
+        except RecordConflict as error:
+            raise ConversationConflict(conversation_id) from error
+        return record
+
+    async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
+        stored = await self._stored(conversation_id)
+        if stored is None or stored[0].revision != expected_revision:
+            raise ConversationConflict(conversation_id)
+        await self._claim(stored[0], expected_revision)
+        await (await self._store()).delete_session(conversation_id)
+
+    # -- entries --------------------------------------------------------------------
+
+    async def read_entry(self, entry_id: str) -> ConversationEntry:
+        line = await self._line(entry_id, limit=1)
+        return _entry_of(line.carried[-1])
+
+    async def read_history(
+        self, head_id: str | None, *, limit: int | None = None
+    ) -> list[ConversationEntry]:
+        """The entries up to ``head_id`` (the last ``limit``): an indexed lookup of the
+        session holding it, then its history read backwards a page at a time."""
+        if head_id is None or limit == 0:
+            return []
+        return [_entry_of(c) for c in (await self._line(head_id, limit=limit)).carried]
+
+    async def _line(self, head_id: str, *, limit: int | None = None) -> _Line:
+        """Entry ``head_id`` with the entries before it (the last ``limit``), read from
+        the session holding it, backwards a page at a time; ``KeyError`` when no session
+        holds it."""
+        store = await self._store()
+        holder = await store.locate(head_id)
+        if holder is None:
+            raise KeyError(head_id)
+        reader = _Backwards(head_id, limit)
+        before = _END
+        while not reader.done:
+            page = await store.history(holder, include_excluded=True, before=before, limit=_PAGE)
+            reader.read(page)
+            if reader.done:
+                break
+            if len(page) < _PAGE:  # the session's start: the rest, if any, is elsewhere
+                if reader.want is None or not reader.line:
+                    raise KeyError(head_id)
+                left = None if limit is None else limit - len(reader.line)
+                rest = await self._line(reader.want, limit=left)
+                reader.line.extend(reversed(rest.carried))
+                break
+            before = page[0].seq
+        return _Line(holder, reader.entries())
+
+
+@dataclasses.dataclass(frozen=True)
+class _Line:
+    """An entry with the entries before it, as carried by their first messages, and the
+    session that holds the last one."""
+
+    session_id: str
+    carried: list[dict[str, Any]]
