@@ -31,8 +31,10 @@ recognised, by their content, as in :func:`~store.provider.new_messages`, and a 
 prompt the session already holds is not stored again. A ``CompactionPart`` this
 capability wrote is never stored: the summary it holds is chatledger's own, and what
 precedes it in a history given again stands for messages the session already holds.
-A ``CompactionPart`` from elsewhere (a provider's compaction) is stored as the converter
-keeps it (:mod:`store.formats.pydantic_ai`) and sent back as it was.
+A ``CompactionPart`` another capability wrote (a provider's compaction, a summarizing
+capability placed before this one) is stored as a chatledger summary
+(:class:`AdoptedCompaction`) of the groups before the messages it kept, and sent back as
+it was.
 
 With ``compaction_tool=True`` the capability gives the model a tool,
 :data:`COMPACTION_TOOL_NAME`, that asks for compaction (Pydantic AI's own
@@ -59,7 +61,9 @@ from store.integrations.usage import record_call
 from store.provider import ContextWindow, SaveResult, message_identity
 from store.usage.models import Usage
 from strategies.base import CompactionStrategy
-from strategies.messages import Message, TextContent
+from strategies.changeset import ChangeSet, SummaryInsert
+from strategies.messages import Message, OtherContent, TextContent
+from strategies.view import View
 
 try:
     from pydantic_ai import RunContext, Tool
@@ -70,6 +74,7 @@ try:
         ModelMessagesTypeAdapter,
         ModelRequest,
         ModelResponse,
+        SystemPromptPart,
     )
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
@@ -85,6 +90,7 @@ __all__ = [
     "COMPACTION_HANDLER",
     "COMPACTION_PART_KEY",
     "COMPACTION_TOOL_NAME",
+    "AdoptedCompaction",
     "ChatledgerHistory",
     "usage_from_pydantic_ai",
 ]
@@ -151,6 +157,17 @@ def _is_ours(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and any(
         isinstance(part, CompactionPart) and COMPACTION_PART_KEY in (part.metadata or {})
         for part in message.parts
+    )
+
+
+def _is_foreign_compaction(message: ModelMessage) -> bool:
+    """Whether ``message`` holds a ``CompactionPart`` another capability wrote."""
+    return not _is_ours(message) and any(isinstance(p, CompactionPart) for p in message.parts)
+
+
+def _system_only(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and all(
+        isinstance(part, SystemPromptPart) for part in message.parts
     )
 
 
@@ -257,6 +274,38 @@ def _clipped(reason: str, focus: str | None) -> tuple[str, str | None]:
     lines = reason.strip().splitlines()
     line = lines[0].strip()[:_MAX_REASON] if lines else ""
     return line or "manual", focus[:_MAX_FOCUS] if focus else None
+
+
+class AdoptedCompaction:
+    """The strategy that stores a compaction another Pydantic AI capability made (a
+    provider's ``CompactionPart``, or a summary another capability wrote) as a chatledger
+    summary: ``summary`` (the message holding the part, as the converter reads it)
+    replaces every active group, system groups and pinned ones aside, before the newest
+    groups that hold a message whose identity is in ``kept`` (the messages the compaction
+    kept, which are the session's newest)."""
+
+    name = "pydantic-ai-compaction"
+
+    def __init__(self, summary: Message, kept: set[tuple[str, ...]]) -> None:
+        self.summary = summary
+        self.kept = kept
+
+    def params(self) -> dict[str, Any]:
+        return {"kept_messages": len(self.kept)}
+
+    async def plan(self, view: View) -> ChangeSet:
+        candidates = [g for g in view.groups if g.kind != "system" and not g.pinned]
+        loaded = await view.messages(g.group_id for g in candidates)
+        start = len(candidates)  # the newest groups, those holding kept messages
+        while start > 0 and any(
+            message_identity(m) in self.kept for m in loaded.get(candidates[start - 1].group_id, ())
+        ):
+            start -= 1
+        replaced = [g.group_id for g in candidates[:start]]
+        if not replaced:
+            return ChangeSet(strategy=self.name, params=self.params())
+        insert = SummaryInsert(message=self.summary, replaces=tuple(replaced))
+        return ChangeSet(summaries=(insert,), strategy=self.name, params=self.params())
 
 
 @dataclasses.dataclass
@@ -375,20 +424,51 @@ class ChatledgerHistory(AbstractCapability[Any]):
         self, run: _RunState, history: Sequence[ModelMessage], *, end_of_turn: bool = False
     ) -> SaveResult | None:
         """Store the messages of ``history`` not stored yet (on a run's first call, those
-        that do not replay the session's tail); at ``end_of_turn`` run the after phase."""
+        that do not replay the session's tail), a compaction from elsewhere as a summary;
+        at ``end_of_turn`` run the after phase."""
         if run.started:
             fresh = [m for m in history if id(m) not in run.seen]
         else:
             fresh = _after_our_compaction(history)
+        new = {id(m) for m in fresh}
         for message in history:
             run.seen[id(message)] = message
-        batch = _to_stored([m for m in fresh if not _is_ours(m)])
-        if not run.started:
-            run.started = True
-            batch = await self._without_stored_system(run.session_id, batch)
+        fresh = [m for m in fresh if not _is_ours(m)]
+        holder = next((m for m in reversed(fresh) if _is_foreign_compaction(m)), None)
+        if holder is not None:
+            at = next(i for i, m in enumerate(history) if m is holder)
+            kept = [m for m in history[at + 1 :] if id(m) not in new]
+            await self._adopt(run.session_id, holder, kept)
+            after = next(i for i, m in enumerate(fresh) if m is holder) + 1
+            fresh = [m for m in fresh[:after] if _system_only(m)] + fresh[after:]
+        batch = await self._without_stored_system(run.session_id, _to_stored(fresh))
+        run.started = True
         if not batch and not end_of_turn:
             return None
         return await self.phases.save_turn(run.session_id, batch, end_of_turn=end_of_turn)
+
+    async def _adopt(
+        self, session_id: str, holder: ModelMessage, kept: Sequence[ModelMessage]
+    ) -> None:
+        """Store the ``CompactionPart`` of ``holder``, written by another capability, as a
+        summary of the session's groups before the first that holds a message of ``kept``
+        (the messages the compaction kept after it); once only."""
+        summary = next(
+            (
+                m
+                for m in reversed(_to_stored([holder]))
+                if any(isinstance(c, OtherContent) and c.kind == "compaction" for c in m.contents)
+            ),
+            None,
+        )
+        if summary is None:
+            return
+        backend = await self._lease.get()
+        identity = message_identity(summary)
+        if any(message_identity(m) == identity for m in await backend.context(session_id)):
+            return
+        adopted = AdoptedCompaction(summary, {message_identity(m) for m in _to_stored(kept)})
+        await backend.compact(session_id, adopted, phase="manual")
 
     async def _without_stored_system(self, session_id: str, batch: list[Message]) -> list[Message]:
         """``batch`` without the system messages the session holds already (a run given

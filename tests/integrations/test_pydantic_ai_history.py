@@ -16,7 +16,8 @@ import pytest
 
 pytest.importorskip("pydantic_ai")
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.capabilities import AbstractCapability, CompactionRequest, CompactionResult
 from pydantic_ai.messages import (
     CompactionPart,
     ModelMessage,
@@ -43,7 +44,12 @@ from store.integrations.pydantic_ai_history import (
 from store.memory import InMemoryHistoryStore, MemoryDatabase
 from store.models import StoredMessage
 from store.provider import ContextWindow
-from strategies.messages import FunctionCallContent, FunctionResultContent, TextContent
+from strategies.messages import (
+    FunctionCallContent,
+    FunctionResultContent,
+    OtherContent,
+    TextContent,
+)
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import FakeSummarizer
 from strategies.tokenizers import Tokenizer
@@ -85,8 +91,10 @@ class Scripted:
         return ModelResponse(parts=[TextPart(f"answered after {len(messages)} messages")])
 
 
-def agent_with(capability: ChatledgerHistory, model: Scripted) -> Agent[None, str]:
-    agent = Agent(FunctionModel(model), capabilities=[capability], system_prompt=SYSTEM)
+def agent_with(
+    capability: ChatledgerHistory, model: Scripted, *before: AbstractCapability[Any]
+) -> Agent[None, str]:
+    agent = Agent(FunctionModel(model), capabilities=[*before, capability], system_prompt=SYSTEM)
 
     @agent.tool_plain
     def lookup(key: str) -> str:
@@ -377,3 +385,72 @@ def test_usage_from_pydantic_ai_keeps_every_lane() -> None:
 def test_bad_options_are_refused(options: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         ChatledgerHistory(**options)
+
+
+FOREIGN_SUMMARY = "the conversation so far, as another capability summarized it"
+
+
+class ForeignCompaction(AbstractCapability[Any]):
+    """A compaction of another capability: a summary of its own, in a request after the
+    standing system prompt, then the turn being answered."""
+
+    async def compact_history(
+        self, ctx: RunContext[Any], request: CompactionRequest
+    ) -> CompactionResult | None:
+        given = request.messages
+        turn = 2 if isinstance(given[-2], ModelResponse) and given[-2].tool_calls else 1
+        first = given[0]
+        standing = [p for p in first.parts if isinstance(p, SystemPromptPart)]
+        part = CompactionPart(content=FOREIGN_SUMMARY)
+        opening = ModelRequest(parts=[*standing, part])
+        return CompactionResult(
+            messages=[opening, *given[len(given) - turn :]],
+            part=part,
+            handler="foreign",
+            kept_from=1,
+        )
+
+
+@pytest.mark.parametrize("given", [False, True], ids=["no-history", "history-given"])
+async def test_a_compaction_from_elsewhere_is_stored_as_a_summary(
+    store: HistoryBackend, given: bool
+) -> None:
+    model = Scripted()
+    capability = ChatledgerHistory(store, session_id="s", compaction_tool=True)
+    agent = agent_with(capability, model, ForeignCompaction())
+    history: list[ModelMessage] | None = None
+    for i in range(3):
+        result = await agent.run(f"question {i}", message_history=history if given else None)
+        history = result.all_messages()
+    result = await agent.run(COMPACT_PROMPT, message_history=history if given else None)
+    (record,) = result.compactions
+    assert record.handler == "foreign"
+    # the request after the compaction is sent the summary, in its place, once
+    answered = model.sent[-1]
+    assert [p.content for p in compaction_parts(answered)] == [FOREIGN_SUMMARY]
+    assert prompts(answered) == []
+    calls, returns = calls_and_returns(answered)
+    assert calls == returns and len(calls) == 1
+
+    (event,) = await store.audit("s")
+    assert (event.strategy, event.phase) == ("pydantic-ai-compaction", "manual")
+    kept = await stored(store, "s")
+    summaries = [m for m in kept if m.kind == "summary"]
+    assert len(summaries) == 1 and not summaries[0].excluded
+    appended = [m for m in kept if m.kind != "summary"]
+    assert not any(
+        isinstance(c, OtherContent) and c.kind == "compaction"
+        for m in appended
+        for c in m.message.contents
+    )
+    assert texts(kept, "system") == [SYSTEM]
+    # the questions before the compaction are left out, kept stored
+    assert all(m.excluded for m in appended if m.message.role == "user")
+
+    # a later run (its history given again, or not) adopts nothing twice
+    after = await agent.run("question 4", message_history=result.all_messages() if given else None)
+    assert len(await store.audit("s")) == 1
+    sent = model.sent[-2]
+    assert [p.content for p in compaction_parts(sent)] == [FOREIGN_SUMMARY]
+    assert prompts(sent) == ["question 4"]
+    assert after.output
