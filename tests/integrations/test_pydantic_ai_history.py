@@ -348,8 +348,12 @@ async def test_each_model_call_is_recorded_in_the_usage_ledger(store: HistoryBac
     responses = [m for m in result.all_messages() if isinstance(m, ModelResponse)]
     assert [c.usage.input_tokens for c in calls] == [r.usage.input_tokens for r in responses]
     assert [c.usage.output_tokens for c in calls] == [r.usage.output_tokens for r in responses]
-    assistant_ids = {m.message.message_id for m in await stored(store, "s")}
+    assistant_ids = {
+        m.message.message_id for m in await stored(store, "s") if m.message.role == "assistant"
+    }
     assert all(c.message_id in assistant_ids for c in calls)
+    # each call is paired with the projection it was sent
+    assert all(c.local_tokens is not None for c in calls)
 
 
 def test_usage_from_pydantic_ai_keeps_every_lane() -> None:
@@ -454,3 +458,23 @@ async def test_a_compaction_from_elsewhere_is_stored_as_a_summary(
     assert [p.content for p in compaction_parts(sent)] == [FOREIGN_SUMMARY]
     assert prompts(sent) == ["question 4"]
     assert after.output
+
+
+async def test_the_window_options_fit_the_projection_to_the_window(store: HistoryBackend) -> None:
+    model = Scripted()
+    capability = ChatledgerHistory(
+        store, session_id="s", max_context_window_tokens=900, max_output_tokens=100
+    )
+    agent = agent_with(capability, model)
+    questions = [f"question {i}: " + "tell me more " * 40 for i in range(8)]
+    for question in questions:
+        await agent.run(question)
+
+    last = model.sent[-1]
+    assert prompts(last)[-1] == questions[-1]
+    assert questions[0] not in prompts(last)
+    for sent in model.sent:
+        calls, returns = calls_and_returns(sent)
+        assert calls == returns
+    kept = await stored(store, "s")
+    assert texts(kept, "user") == questions
