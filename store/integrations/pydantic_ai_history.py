@@ -262,6 +262,8 @@ def _rebuilt(
         else:
             chunk.append(message)
     flush()
+    if history and isinstance(history[-1], ModelRequest) and not history[-1].parts:
+        rebuilt.append(history[-1])  # an empty request, never stored, still being answered
     return rebuilt
 
 
@@ -433,7 +435,7 @@ class ChatledgerHistory(AbstractCapability[Any]):
         new = {id(m) for m in fresh}
         for message in history:
             run.seen[id(message)] = message
-        fresh = [m for m in fresh if not _is_ours(m)]
+        fresh = [m for m in fresh if m.parts and not _is_ours(m)]
         holder = next((m for m in reversed(fresh) if _is_foreign_compaction(m)), None)
         if holder is not None:
             at = next(i for i, m in enumerate(history) if m is holder)

@@ -336,6 +336,8 @@ async def test_compaction_a_person_asks_of_the_agent_keeps_its_reason_and_focus(
     (event,) = await store.audit("s")
     assert (event.reason, event.focus) == ("manual", "the values")
     assert len(compacted.all_messages()) < len(history)
+    # the request the compaction run adds to compact with holds nothing: not stored
+    assert all(m.message.contents for m in await stored(store, "s"))
     # the compacted history given again stores nothing twice
     await agent.run("question 3", message_history=compacted.all_messages())
     assert texts(await stored(store, "s"), "user") == [f"question {i}" for i in range(4)]
