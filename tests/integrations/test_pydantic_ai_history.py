@@ -480,3 +480,56 @@ async def test_the_window_options_fit_the_projection_to_the_window(store: Histor
         assert calls == returns
     kept = await stored(store, "s")
     assert texts(kept, "user") == questions
+
+
+class Parallel(Scripted):
+    """Asks for compaction among two lookups, in one response (parallel calls)."""
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        part = messages[-1].parts[-1]
+        if isinstance(part, UserPromptPart) and part.content == COMPACT_PROMPT:
+            self.sent.append(list(messages))
+            return ModelResponse(
+                parts=[
+                    ToolCallPart("lookup", {"key": "first"}),
+                    ToolCallPart(COMPACTION_TOOL_NAME, {"focus": FOCUS}),
+                    ToolCallPart("lookup", {"key": "second"}),
+                ]
+            )
+        return super().__call__(messages, info)
+
+
+async def test_parallel_calls_around_the_compaction_tool_stay_whole(
+    store: HistoryBackend,
+) -> None:
+    model = Parallel()
+    strategy = summarizing(FakeSummarizer())
+    agent = agent_with(
+        ChatledgerHistory(
+            store,
+            session_id="s",
+            before_strategy=strategy,
+            after_strategy=strategy,
+            compaction_tool=True,
+        ),
+        model,
+    )
+    for i in range(3):
+        await agent.run(f"question {i}")
+    await agent.run(COMPACT_PROMPT)
+
+    answered = model.sent[-1]
+    assert len(compaction_parts(answered)) == 1
+    calls, returns = calls_and_returns(answered)
+    assert calls == returns and len(calls) == 3
+    (event,) = await store.audit("s")
+    assert (event.reason, event.focus) == ("model_requested", FOCUS)
+    kept = await stored(store, "s")
+    groups = {
+        m.group_id
+        for m in kept
+        for c in m.message.contents
+        if isinstance(c, FunctionCallContent | FunctionResultContent) and c.call_id in calls
+    }
+    assert len(groups) == 1
+    assert not any(m.excluded for m in kept if m.group_id in groups)
