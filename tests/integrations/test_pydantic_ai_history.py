@@ -533,3 +533,14 @@ async def test_parallel_calls_around_the_compaction_tool_stay_whole(
     }
     assert len(groups) == 1
     assert not any(m.excluded for m in kept if m.group_id in groups)
+
+
+async def test_a_store_opened_from_a_url_is_released(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'owned.db'}"
+    capability = ChatledgerHistory(url=url, session_id="s")
+    await agent_with(capability, Scripted()).run("question")
+    owned = await capability.store()
+    assert texts(await stored(owned, "s"), "user") == ["question"]
+    await capability.aclose()
+    async with HistoryStore.open(url) as reopened:
+        assert texts(await stored(reopened, "s"), "user") == ["question"]
