@@ -33,7 +33,10 @@ which :meth:`~ChatledgerHistoryProvider.before_run` adds to each run of a plain
 call is tied to the id its assistant message is stored under (:func:`stored_id`).
 
 :func:`as_agent_framework` adapts any chatledger strategy to the framework's
-``compaction_strategy`` protocol.
+``compaction_strategy`` protocol; :func:`agent_triggered` gives Agent Framework 1.26's
+``AgentTriggeredCompactionStrategy`` around one run as asked for, and the provider asks
+the store for compaction (reason ``model_requested``) when it saves a completed call of
+its ``compact_context`` tool.
 
 Client-managed history (Agent Framework 1.23 to 1.26): a strategy that sets
 ``requires_client_managed_history = True`` (itself, or one it wraps or composes; see
@@ -67,7 +70,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
 
@@ -105,10 +108,12 @@ from store.formats import (
     to_agent_framework,
 )
 from store.integrations._shared import StoreLease, adapter_options, provider_for
+from store.integrations.compaction_tool import COMPACT_TOOL_NAME, MODEL_REQUESTED
 from store.integrations.recall import Recall, RecallOptions, recall_options
 from store.integrations.usage import record_call, usage_from_agent_framework
 from store.models import ImportResult
 from store.provider import CompactionMode, ContextWindow, SaveResult, unanswered_call_ids
+from store.rules.checks import resolve_strategy
 from store.search.recall import RECALL_DESCRIPTION, RECALL_TOOL_NAME, with_recall_note
 from strategies.base import CompactionStrategy
 from strategies.bounded import (
@@ -120,7 +125,8 @@ from strategies.bounded import (
 )
 from strategies.bounded.allowance import POLICIES
 from strategies.bounded.results import check_int, default_tokenizer
-from strategies.messages import Message
+from strategies.messages import FunctionCallContent, FunctionResultContent, Message
+from strategies.requested import requested
 from strategies.tokenizers import Tokenizer
 from strategies.view import View
 
@@ -134,6 +140,7 @@ __all__ = [
     "ClientManagedHistoryRequired",
     "MissingSessionId",
     "UsageMiddleware",
+    "agent_triggered",
     "as_agent_framework",
     "bounded_tools",
     "from_af_messages",
@@ -242,6 +249,10 @@ def _session(session_id: str | None) -> str:
     return session_id
 
 
+_TRIGGERS_KEPT: Final = 1024
+"""Calls of the trigger tool a provider remembers while their results are not saved."""
+
+
 class ChatledgerHistoryProvider(HistoryProvider):
     """An Agent Framework history provider backed by a chatledger store."""
 
@@ -263,6 +274,7 @@ class ChatledgerHistoryProvider(HistoryProvider):
         recall: bool | RecallOptions = False,
         calibrate: bool = False,
         record_usage: bool = True,
+        trigger_tool: str | None = COMPACT_TOOL_NAME,
     ) -> None:
         """Configure; opens nothing. Without ``store``, ``HistoryStore.open(url, ...)``
         runs on first use, shared by the providers on the same URL, tenant and tokenizer,
@@ -278,7 +290,10 @@ class ChatledgerHistoryProvider(HistoryProvider):
         both phases in the provider's tokens by the session's fit
         (:class:`~store.provider.TwoPhaseProvider`). With ``record_usage`` (the default)
         each run gets :attr:`usage_middleware`, which records every model call's usage
-        (see the module docstring)."""
+        (see the module docstring). A completed call of the tool ``trigger_tool`` (Agent
+        Framework 1.26's ``AgentTriggeredCompactionStrategy``'s, ``compact_context``; None:
+        none) asks for compaction of the stored history, as the model did (see the
+        module docstring)."""
         super().__init__(source_id)
         with adapter_options():
             window = ContextWindow.of(
@@ -302,6 +317,12 @@ class ChatledgerHistoryProvider(HistoryProvider):
         """The recall tool's searching, or None when it is off."""
         self.last_save: SaveResult | None = None
         """What the latest :meth:`save_messages` did (ids appended, replays, event)."""
+        if trigger_tool is not None and (not isinstance(trigger_tool, str) or not trigger_tool):
+            raise InvalidInput(f"trigger_tool must be a tool name or None, got {trigger_tool!r}")
+        self.trigger_tool = trigger_tool
+        """The tool whose completed call asks for compaction (None: none)."""
+        self._triggers: dict[str, None] = {}
+        """Calls of :attr:`trigger_tool` saved without their result yet (the newest kept)."""
         self._client_history = [
             s
             for s in (self.phases.before_strategy, self.phases.after_strategy)
@@ -433,9 +454,39 @@ class ChatledgerHistoryProvider(HistoryProvider):
         """Append what is new; run the after phase when the batch leaves no call open."""
         ours = _without_annotations(from_af_messages(messages))
         end_of_turn = any(m.role == "assistant" for m in ours) and not unanswered_call_ids(ours)
-        self.last_save = await self.phases.save_turn(
-            _session(session_id), ours, end_of_turn=end_of_turn
-        )
+        session = _session(session_id)
+        answered = self._answered_triggers(ours)
+        if not answered:
+            self.last_save = await self.phases.save_turn(session, ours, end_of_turn=end_of_turn)
+            return
+        # the model asked for compaction: ask the store once the result is stored, then
+        # run the after phase, which compacts as asked
+        stored = await self.phases.save_turn(session, ours, end_of_turn=False)
+        if answered & set(stored.appended):
+            await self.phases.request_compaction(session, reason=MODEL_REQUESTED)
+        if end_of_turn:
+            after = await self.phases.save_turn(session, [], end_of_turn=True, existing=())
+            stored = replace(stored, compaction=after.compaction, deferred=after.deferred)
+        self.last_save = stored
+
+    def _answered_triggers(self, messages: Sequence[Message]) -> set[str]:
+        """The ids of the messages in ``messages`` that hold the result of a call of
+        :attr:`trigger_tool` (made in them or in a batch saved before)."""
+        if self.trigger_tool is None:
+            return set()
+        answered: set[str] = set()
+        for message in messages:
+            for content in message.contents:
+                if isinstance(content, FunctionCallContent) and content.name == self.trigger_tool:
+                    self._triggers[content.call_id] = None
+                elif (
+                    isinstance(content, FunctionResultContent) and content.call_id in self._triggers
+                ):
+                    del self._triggers[content.call_id]
+                    answered.add(message.message_id)
+        while len(self._triggers) > _TRIGGERS_KEPT:
+            del self._triggers[next(iter(self._triggers))]
+        return answered
 
     async def import_messages(self, session_id: str, messages: Sequence[AFMessage]) -> ImportResult:
         """Import messages from another Agent Framework history, annotations kept.
@@ -624,6 +675,34 @@ def as_agent_framework(
 ) -> AgentFrameworkStrategy:
     """Adapt ``strategy`` to Agent Framework's ``compaction_strategy`` protocol."""
     return AgentFrameworkStrategy(strategy, tokenizer=tokenizer)
+
+
+def agent_triggered(
+    strategy: CompactionStrategy | str,
+    *,
+    tokenizer: Tokenizer | None = None,
+    tool_name: str = COMPACT_TOOL_NAME,
+    exclude_trigger: bool = False,
+) -> Any:
+    """Agent Framework 1.26's ``AgentTriggeredCompactionStrategy`` around ``strategy``
+    (a strategy or a spec) run as asked for (:func:`strategies.requested.requested`: its
+    trigger fires), so the model's ``compact_context`` call compacts the next model
+    call's messages whatever the strategy's triggers say. Give the agent its ``tool``
+    and it as ``compaction_strategy``; a :class:`ChatledgerHistoryProvider` then asks the
+    store for compaction when it saves the call's result (reason ``model_requested``).
+    The framework marks the class experimental (it warns when it is made)."""
+    try:
+        from agent_framework import AgentTriggeredCompactionStrategy
+    except ImportError as exc:  # pragma: no cover - Agent Framework before 1.26
+        raise ImportError(
+            "agent_triggered needs agent-framework-core 1.26 or later "
+            "(AgentTriggeredCompactionStrategy)"
+        ) from exc
+    chosen = resolve_strategy(strategy)
+    adapted = as_agent_framework(requested(chosen), tokenizer=tokenizer)
+    return AgentTriggeredCompactionStrategy(
+        adapted, tool_name=tool_name, exclude_trigger=exclude_trigger
+    )
 
 
 BoundedToolsMiddleware = AgentMiddleware | ChatMiddleware | FunctionMiddleware

@@ -7,8 +7,8 @@ next model call is sent the projection compacted as asked (the before-call strat
 whatever its triggers say), and the after-run compaction compacts the stored history and
 records an event whose reason is ``model_requested`` and whose focus is the model's. The
 model's own words for why stay in its stored call. It is off by default, as in the
-frameworks themselves: :func:`store.integrations.openai_agents.compact_tool` (OpenAI
-Agents SDK), ``ChatledgerMiddleware(..., compact_tool=True)`` (LangChain); Agent
+frameworks themselves: :func:`store.integrations.openai_agents.compaction_tool` (OpenAI
+Agents SDK), ``ChatledgerMiddleware(..., compaction_tool=True)`` (LangChain); Agent
 Framework 1.26 has its own (``AgentTriggeredCompactionStrategy``), as does Pydantic AI
 (``request_compaction``). A request the store refuses comes back as one line of text for
 the model, never as an exception. It imports no framework.

@@ -227,7 +227,7 @@ class ChatledgerMiddleware(AgentMiddleware):
         window: ContextWindow | None = None,
         recall: bool | RecallOptions = False,
         calibrate: bool = False,
-        compact_tool: bool = False,
+        compaction_tool: bool = False,
     ) -> None:
         """Configure; opens nothing. ``before_strategy`` and ``after_strategy`` (strategies
         or specs), or the window sizes, choose the compaction, as for
@@ -237,7 +237,7 @@ class ChatledgerMiddleware(AgentMiddleware):
         :class:`~store.integrations.recall.RecallOptions`) puts the recall tool in
         :attr:`tools` and the note after each summary the model is sent.
         ``calibrate=True`` judges both phases in the provider's tokens by the session's
-        fit (:class:`~store.provider.TwoPhaseProvider`). ``compact_tool=True`` puts the
+        fit (:class:`~store.provider.TwoPhaseProvider`). ``compaction_tool=True`` puts the
         compaction tool ``compact_context(reason, focus=None)`` in :attr:`tools`
         (:mod:`store.integrations.compaction_tool`): the model's next call is sent the
         compacted projection, and the after-run compaction records ``model_requested``."""
@@ -265,13 +265,13 @@ class ChatledgerMiddleware(AgentMiddleware):
             None if options is None else Recall.of(_AsyncStore(self._lease), options)
         )
         """The recall tool's searching, or None when it is off."""
-        if not isinstance(compact_tool, bool):
-            raise InvalidInput(f"compact_tool must be True or False, got {compact_tool!r}")
+        if not isinstance(compaction_tool, bool):
+            raise InvalidInput(f"compaction_tool must be True or False, got {compaction_tool!r}")
         self.tools: list[BaseTool] = [] if self.recall is None else [self._recall_tool()]
         """The tools the middleware gives the agent: the recall tool and the compaction
         tool, each when it is on."""
-        if compact_tool:
-            self.tools.append(self._compact_tool())
+        if compaction_tool:
+            self.tools.append(self._compaction_tool())
 
     def store(self) -> SyncHistoryStore:
         """The store (opened now when this middleware opens its own)."""
@@ -311,7 +311,7 @@ class ChatledgerMiddleware(AgentMiddleware):
 
     # -- the compaction tool ----------------------------------------------------
 
-    def _compact_tool(self) -> BaseTool:
+    def _compaction_tool(self) -> BaseTool:
         """The compaction tool, asking for compaction of the run's session."""
         phases = self.phases
 

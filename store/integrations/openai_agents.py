@@ -31,8 +31,8 @@ and written back, so what :meth:`get_items` returns with a limit is what was add
 The SDK's own tables (``agent_sessions``, ``agent_messages``) and chatledger's
 (``chatledger_*``) share a database without a clash.
 
-:func:`compact_tool` gives an agent the compaction tool of a session
-(:mod:`store.integrations.compaction_tool`): ``Agent(..., tools=[compact_tool(session)])``.
+:func:`compaction_tool` gives an agent the compaction tool of a session
+(:mod:`store.integrations.compaction_tool`): ``Agent(..., tools=[compaction_tool(session)])``.
 
 :func:`recall_tool` gives an agent the recall tool of a session
 (:mod:`store.integrations.recall`): ``Agent(..., tools=[recall_tool(session)])``. It
@@ -80,7 +80,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 __all__ = [
     "ChatledgerSession",
-    "compact_tool",
+    "compaction_tool",
     "ends_turn",
     "items_to_messages",
     "recall_tool",
@@ -399,7 +399,7 @@ def recall_tool(session: ChatledgerSession, recall: RecallOptions | None = None)
     )
 
 
-def compact_tool(session: ChatledgerSession) -> FunctionTool:
+def compaction_tool(session: ChatledgerSession) -> FunctionTool:
     """The compaction tool of ``session``, a ``FunctionTool`` named ``compact_context``
     (``reason``, ``focus=None``): asks for compaction as the model did (see
     :mod:`store.integrations.compaction_tool`). The next model call of the run is sent the

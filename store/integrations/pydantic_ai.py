@@ -57,6 +57,7 @@ from store.contract import DEFAULT_TENANT, RECORD_KEY, HistoryBackend
 from store.errors import InvalidInput, RecordConflict, SessionNotFound
 from store.formats.pydantic_ai import from_pydantic_ai
 from store.integrations._shared import StoreLease
+from store.integrations.pydantic_ai_history import ChatledgerHistory, usage_from_pydantic_ai
 from store.models import StoredMessage
 from store.rules.identity import is_tombstone
 from store.usage.models import Usage
@@ -84,7 +85,14 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "store.integrations.pydantic_ai needs Pydantic AI: pip install 'chatledger[pydantic-ai]'"
     ) from exc
 
-__all__ = ["ENTRY_KEY", "ChatledgerConversationStore", "entry_messages", "read_entries"]
+__all__ = [
+    "ENTRY_KEY",
+    "ChatledgerConversationStore",
+    "ChatledgerHistory",
+    "entry_messages",
+    "read_entries",
+    "usage_from_pydantic_ai",
+]
 
 ENTRY_KEY = "pydantic_ai_entry"
 """The metadata key of an entry's first message: ``{"id", "parent_id", "messages",

@@ -1,6 +1,6 @@
 """The model's compaction tool, ``compact_context(reason, focus=None)``, end to end and
-offline: the OpenAI Agents SDK's runner with ``compact_tool(session)``, and LangChain's
-``create_agent`` with ``ChatledgerMiddleware(compact_tool=True)``.
+offline: the OpenAI Agents SDK's runner with ``compaction_tool(session)``, and LangChain's
+``create_agent`` with ``ChatledgerMiddleware(compaction_tool=True)``.
 
 Three chatty turns fit the window; in the fourth the scripted model calls the tool. The
 next model call is sent the compacted projection (the old turns gone, the tool's call
@@ -72,7 +72,7 @@ async def test_openai_agents_model_asks_for_compaction(
     from agents.testing import function_call as call_item
 
     from store import HistoryStore
-    from store.integrations.openai_agents import ChatledgerSession, compact_tool
+    from store.integrations.openai_agents import ChatledgerSession, compaction_tool
     from tests.integrations.openai_agents_support import model_inputs, pairing_problems
 
     store: HistoryBackend
@@ -103,7 +103,7 @@ async def test_openai_agents_model_asks_for_compaction(
 
     model = ScriptedModel([ModelStep.respond(respond) for _ in range(20)])
     session = ChatledgerSession("oa", store=store, before_strategy=SPEC, after_strategy=SPEC)
-    tool = compact_tool(session)
+    tool = compaction_tool(session)
     assert tool.name == COMPACT_TOOL_NAME
     agent = Agent(name="assistant", model=model, tools=[tool])
     config = RunConfig(call_model_input_filter=session.call_model_input_filter)
@@ -179,7 +179,7 @@ def test_langchain_model_asks_for_compaction(
 
         store = SyncHistoryStore.wrap(made)
     middleware = ChatledgerMiddleware(
-        store=store, before_strategy=SPEC, after_strategy=SPEC, compact_tool=True
+        store=store, before_strategy=SPEC, after_strategy=SPEC, compaction_tool=True
     )
     assert [t.name for t in middleware.tools] == [COMPACT_TOOL_NAME]
     agent = create_agent(Model(), tools=middleware.tools, middleware=[middleware])
