@@ -134,7 +134,8 @@ async def main(transcript: list[dict[str, Any]], url: str | None) -> dict[str, A
         name = f"{key['project_key']}/{session_id}"
         context = await store.context(name)
         for message in context:
-            print(f"{message.role}: {message.text or '(tool call)'}")
+            empty = "(tool result)" if message.role == "tool" else "(tool call)"
+            print(f"{message.role}: {message.text or empty}")
         calls = await store.usage_calls(name)
         await mirror.aclose()
     return {

@@ -207,10 +207,7 @@ def _request(
     elif as_json:
         emit_json({"session_id": session_id, "requested": True, "reason": reason, "focus": focus})
     else:
-        echo(
-            f"Compaction asked for in {session_id} ({reason}): its next compaction runs it, "
-            "whatever the strategy's triggers say."
-        )
+        echo(f"Compaction asked for in {session_id} ({reason}): the next one runs it.")
 
 
 def _dry_run(url: str | None, tenant: str, session_id: str, spec: str, as_json: bool) -> None:
