@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from store import HistoryStore
 from store.contract import HistoryBackend
 from strategies.changeset import ChangeSet, Exclusion
 from strategies.view import View
@@ -94,3 +95,15 @@ async def test_an_unanswered_approval_waits_in_its_group(any_store: HistoryBacke
     view = await any_store.view("s")
     assert next(g for g in view.groups if g.group_id == "group_a").pending_calls == 1
     assert "group_r" not in {g.group_id for g in view.groups}
+
+
+@pytest.mark.parametrize("request_apart", [False, True], ids=["beside", "apart"])
+async def test_the_doctor_finds_nothing_wrong_with_an_approval(
+    db_url: str, request_apart: bool
+) -> None:
+    """The approval request carries the id of the call it approves: no duplicate call
+    (SQLite and PostgreSQL: the doctor checks stored rows)."""
+    async with HistoryStore.open(db_url) as store:
+        await store.append("s", from_af_messages(_flow(request_apart=request_apart)))
+        report = await store.doctor("s")
+    assert report.findings == () and report.healthy

@@ -96,10 +96,9 @@ from store.sql.upkeep.erasure import (
     scrub_copies,
 )
 from store.sql.upkeep.recount import rebuild_totals
+from strategies.groups import call_links, is_approval_key
 from strategies.messages import (
-    FunctionCallContent,
     Message,
-    OtherContent,
     TextContent,
 )
 
@@ -190,13 +189,10 @@ async def _message_rows(
 
 
 def _declared_calls(message: Message) -> list[str]:
-    found: list[str] = []
-    for content in message.contents:
-        if isinstance(content, FunctionCallContent):
-            found.append(content.call_id)
-        elif isinstance(content, OtherContent) and content.pairing == "call" and content.call_id:
-            found.append(content.call_id)
-    return found
+    """The call ids ``message`` declares as grouping reads them (an approval request
+    pairs under a key of its own, which a later request may take again: not a call)."""
+    calls, _ = call_links(message)
+    return [c for c in calls if c and not is_approval_key(c)]
 
 
 @dataclass
