@@ -47,8 +47,12 @@ def test_demo_installs_chatledger_alone_and_visibly(project: Path) -> None:
 def test_test_installs_every_extra_after_a_demo(project: Path) -> None:
     (project / ".venv" / ".installed-demo").touch()
     assert _plan(project, "demo") == []
-    [install] = _plan(project, "test")
+    planned = _plan(project, "test")
+    [install] = [line for line in planned if line.startswith(".venv/bin/")]
     assert "-e '.[dev,agent-framework,openai-agents,langchain,bench]'" in install
+    # and the second environment, for the oldest Agent Framework the adapters support
+    [oldest] = [line for line in planned if "-r .venv-af123/requirements.txt" in line]
+    assert oldest.startswith(".venv-af123/bin/") and "'agent-framework-core==1.23.0'" in oldest
 
 
 def test_a_full_install_serves_the_demo_until_pyproject_changes(project: Path) -> None:
