@@ -218,6 +218,8 @@ _AFTER_LAST_SEQ = 2**63 - 1
 
 _FITS_KEPT = 4096
 """How many sessions' fits a calibrating provider keeps."""
+_ASKED_KEPT = 4096
+"""Sessions a provider without an after-run strategy remembers having asked compaction of."""
 
 CompactionMode = Literal["inline", "deferred"]
 """When the after phase runs: in ``save_turn``, or in the provider's background queue."""
@@ -421,6 +423,9 @@ class TwoPhaseProvider:
             raise InvalidInput(f"calibrate must be True or False, got {calibrate!r}")
         self.calibrate = calibrate
         """Whether the strategies are judged in the provider's tokens (see above)."""
+        self._asked: set[str] = set()
+        """Sessions this provider asked compaction of, without an after-run strategy to
+        run it (the end of their turn does, with the before-call strategy)."""
         self._fits: dict[str, Calibration | None] = {}
         """The fit of each session read since its last recorded call (calibrate only)."""
         self.deferred: DeferredCompactions | None = (
@@ -536,6 +541,9 @@ class TwoPhaseProvider:
                 deferred = True
             else:
                 event = await self._after_run(session_id)
+        elif end_of_turn and session_id in self._asked:
+            # no after-run strategy: what was asked for is stored with the before-call one
+            event = await self._run_asked(session_id)
         return SaveResult(
             appended=tuple(appended),
             replayed=len(messages) - len(fresh),
@@ -554,14 +562,21 @@ class TwoPhaseProvider:
         """Ask the backend for compaction of the session
         (:meth:`~store.contract.HistoryBackend.request_compaction`): the next projection
         (:meth:`load`) runs the before-call strategy as asked, and the next after phase
-        the after-run strategy, recording ``reason`` and ``focus`` on its event. With
+        the after-run strategy, recording ``reason`` and ``focus`` on its event (without
+        an after-run strategy, the end of the turn compacts with the before-call one, so
+        a request never outlives the turn). With
         ``now=True`` the after-run strategy (else the before-call one) compacts the
         stored history at once and its event is returned."""
         backend = await self._source.get()
         if not isinstance(backend, CompactionRequests):
             raise InvalidInput(f"{type(backend).__name__} takes no compaction requests")
         if not now:
-            return await backend.request_compaction(session_id, reason=reason, focus=focus)
+            await backend.request_compaction(session_id, reason=reason, focus=focus)
+            if self.after_strategy is None:
+                self._asked.add(session_id)
+                while len(self._asked) > _ASKED_KEPT:
+                    self._asked.pop()
+            return None
         chosen = self.after_strategy or self.before_strategy
         if chosen is None:
             raise InvalidInput("this provider has no strategy to compact with now")
@@ -572,8 +587,21 @@ class TwoPhaseProvider:
 
     async def _after_run(self, session_id: str) -> CompactionEvent | None:
         assert self.after_strategy is not None
+        self._asked.discard(session_id)
         backend = await self._source.get()
         strategy = await self._judged(backend, session_id, self.after_strategy)
+        assert strategy is not None
+        return await backend.compact(session_id, strategy, phase="after_run")
+
+    async def _run_asked(self, session_id: str) -> CompactionEvent | None:
+        """The after phase of a provider without an after-run strategy, for a session it
+        asked compaction of: the before-call strategy compacts the stored history as
+        asked, so the request ends with the turn."""
+        self._asked.discard(session_id)
+        if self.before_strategy is None:
+            return None
+        backend = await self._source.get()
+        strategy = await self._judged(backend, session_id, self.before_strategy)
         assert strategy is not None
         return await backend.compact(session_id, strategy, phase="after_run")
 

@@ -36,6 +36,7 @@ a rule of the provider's API rather than a saving, are always applied.
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import replace
 from typing import Any
@@ -45,7 +46,7 @@ from strategies.base import check_tokenizer
 from strategies.changeset import ChangeSet, Diagnostic, SummaryInsert
 from strategies.tokenizers import Tokenizer
 from strategies.tool_result import ToolResultCompactionStrategy
-from strategies.triggers import Trigger
+from strategies.triggers import Always, Trigger
 from strategies.truncation import TruncationStrategy
 from strategies.view import GroupView, View
 
@@ -126,6 +127,20 @@ class ContextWindowCompactionStrategy:
             keep_last_tool_call_groups=keep_last_tool_call_groups
         )
         self._eviction_of_all = ToolResultCompactionStrategy(keep_last_tool_call_groups=0)
+        self.forced = False
+        """Whether it runs as asked for (:meth:`as_requested`): as if both thresholds
+        were crossed."""
+
+    def as_requested(self, *, focus: str | None = None) -> ContextWindowCompactionStrategy:
+        """This strategy as it runs when compaction was asked for
+        (:func:`strategies.requested.requested`): old tool results collapsed and the
+        oldest groups truncated down to the tool-eviction threshold, whatever the
+        thresholds say (its trigger, if any, fires; ``focus`` has no summarizer here)."""
+        forced = copy.copy(self)
+        forced.forced = True
+        if self.trigger is not None:
+            forced.trigger = Always
+        return forced
 
     def params(self) -> dict[str, Any]:
         """The parameters, as JSON."""
@@ -146,7 +161,7 @@ class ContextWindowCompactionStrategy:
 
     def _truncation(self, view: View) -> TruncationStrategy:
         return TruncationStrategy(
-            max_n=max(1, self.truncation_tokens),
+            max_n=max(1, self.tool_eviction_tokens if self.forced else self.truncation_tokens),
             compact_to=max(1, self.tool_eviction_tokens),
             tokenizer=view.tokenizer,
             preserve_first_user_group=self.preserve_first_user_group,
@@ -206,13 +221,15 @@ class ContextWindowCompactionStrategy:
         view they leave."""
         parts: list[ChangeSet] = []
         current = view
-        if current.token_count > self.tool_eviction_tokens:
+        if self.forced or current.token_count > self.tool_eviction_tokens:
             parts.append(_saving_only(current, await self._eviction.plan(current)))
             current = current.apply(parts[-1])
             if self.eviction_headroom > 0 and current.token_count > self.eviction_target_tokens:
                 parts.append(await self._headroom(current))
                 current = current.apply(parts[-1])
-        if current.token_count > self.truncation_tokens:
+        if current.token_count > (
+            self.tool_eviction_tokens if self.forced else self.truncation_tokens
+        ):
             parts.append(await self._truncation(current).plan(current))
             current = current.apply(parts[-1])
         return parts, current

@@ -12,9 +12,14 @@ runs then, left pure and planning on the same view:
 * a strategy whose trigger is its own threshold runs as if the threshold were crossed:
   truncation compacts to ``compact_to`` once the view holds more, summarization keeps the
   newest ``target_count`` messages once more are active;
+* the window strategy acts as if both its thresholds were crossed: old tool results are
+  collapsed (its ``keep_last_tool_call_groups`` kept) and the oldest groups truncated
+  down to its tool-eviction threshold;
 * strategies that act at every run on limits of their own (a sliding window's length, a
-  window strategy's budget, a token budget) run as they are: a request cannot push them
-  below their limits;
+  token budget) run as they are: a request cannot push them below their limits;
+* a strategy may say how it runs as asked: a method ``as_requested(*, focus)`` returning
+  that strategy (a wrapper such as the store's calibrated strategy passes the request
+  on to the strategy it wraps);
 * the strategies inside a pipeline or a token budget likewise, and a summarizer that
   accepts a ``focus`` keyword is given the request's focus.
 
@@ -48,6 +53,10 @@ def requested(strategy: CompactionStrategy, *, focus: str | None = None) -> Comp
     docstring); the strategy given is left as it is."""
     if isinstance(strategy, RequestedStrategy):
         return requested(strategy.inner, focus=focus if focus is not None else strategy.focus)
+    own = getattr(strategy, "as_requested", None)
+    if callable(own):
+        made: CompactionStrategy = own(focus=focus)
+        return made
     forced: Any = copy.copy(strategy)
     changed = False
     if getattr(strategy, "trigger", None) is not None:

@@ -462,8 +462,10 @@ class ChatledgerHistoryProvider(HistoryProvider):
         # the model asked for compaction: ask the store once the result is stored, then
         # run the after phase, which compacts as asked
         stored = await self.phases.save_turn(session, ours, end_of_turn=False)
-        if answered & set(stored.appended):
-            await self.phases.request_compaction(session, reason=MODEL_REQUESTED)
+        phases = self.phases
+        compacts = phases.after_strategy is not None or phases.before_strategy is not None
+        if compacts and answered & set(stored.appended):
+            await phases.request_compaction(session, reason=MODEL_REQUESTED)
         if end_of_turn:
             after = await self.phases.save_turn(session, [], end_of_turn=True, existing=())
             stored = replace(stored, compaction=after.compaction, deferred=after.deferred)

@@ -286,6 +286,9 @@ class AdoptedCompaction:
     groups that hold a message whose identity is in ``kept`` (the messages the compaction
     kept, which are the session's newest)."""
 
+    honours_requests = False
+    """Adopting a summary is not the compaction asked for: a request waiting stays."""
+
     name = "pydantic-ai-compaction"
 
     def __init__(self, summary: Message, kept: set[tuple[str, ...]]) -> None:

@@ -43,6 +43,7 @@ __all__ = [
     "Conflict",
     "GroupState",
     "Snapshot",
+    "honours_requests",
     "plan_and_apply",
     "planner",
     "still_valid",
@@ -125,10 +126,20 @@ class Compaction(Generic[S]):
     """Forget the request a compaction ran for, unless another replaced it since."""
 
 
+def honours_requests(strategy: CompactionStrategy) -> bool:
+    """Whether a compaction by ``strategy`` runs (and so consumes) a request waiting: all
+    do but those that say otherwise (``honours_requests = False``: bookkeeping, such as
+    adopting a summary a framework wrote, which is not the compaction asked for)."""
+    return getattr(strategy, "honours_requests", True) is not False
+
+
 def planner(strategy: CompactionStrategy, request: CompactionRequest | None) -> CompactionStrategy:
     """What plans: ``strategy``, or, for a request, ``strategy`` run for it (a strategy
-    already run for one keeps its own reason)."""
+    already run for one keeps its own reason; one that does not honour requests plans as
+    it is)."""
     if request is None or isinstance(strategy, RequestedStrategy):
+        return strategy
+    if not honours_requests(strategy):
         return strategy
     return RequestedStrategy(strategy, reason=request.reason, focus=request.focus)
 
@@ -152,7 +163,7 @@ async def plan_and_apply(
     for number in (1, 2):
         attempt = Attempt(number, started)
         snapshot = await compaction.snapshot()
-        request = snapshot.request
+        request = snapshot.request if honours_requests(strategy) else None
         changes = await planner(strategy, request).plan(snapshot.view)
         if dry_run:
             return changes

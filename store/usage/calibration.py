@@ -33,6 +33,7 @@ from store.usage.models import Calibration
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.context_window import ContextWindowCompactionStrategy
+from strategies.requested import requested
 from strategies.triggers import All, Not, TokensBelow, TokensExceed, Trigger
 from strategies.triggers import Any as AnyOf
 from strategies.view import View
@@ -135,7 +136,7 @@ def _window(
 ) -> ContextWindowCompactionStrategy:
     """The window strategy whose input budget is the local count of its own."""
     budget = calibration.local_budget(strategy.input_budget_tokens)
-    return ContextWindowCompactionStrategy(
+    rebuilt = ContextWindowCompactionStrategy(
         max_context_window_tokens=budget + strategy.max_output_tokens + strategy.reserved_tokens,
         max_output_tokens=strategy.max_output_tokens,
         reserved_tokens=strategy.reserved_tokens,
@@ -150,6 +151,8 @@ def _window(
         trigger=_trigger(strategy.trigger, calibration),
         target=_trigger(strategy.target, calibration),
     )
+    rebuilt.forced = strategy.forced
+    return rebuilt
 
 
 def calibrated(strategy: CompactionStrategy, calibration: Calibration) -> CompactionStrategy:
@@ -201,6 +204,11 @@ class CalibratedStrategy:
 
     def params(self) -> dict[str, Any]:
         return {**self.scaled.params(), CALIBRATION_KEY: self.calibration.as_params()}
+
+    def as_requested(self, *, focus: str | None = None) -> CalibratedStrategy:
+        """Run as asked for (:func:`strategies.requested.requested`): the strategy it
+        wraps runs so, judged by the same fit."""
+        return CalibratedStrategy(requested(self.inner, focus=focus), self.calibration)
 
     async def plan(self, view: View) -> ChangeSet:
         changes = await self.scaled.plan(view)

@@ -10,11 +10,13 @@ import pytest
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.provider import BEFORE_STRATEGY_KEY
+from strategies.changeset import ChangeSet, Exclusion
 from strategies.messages import Message
 from strategies.summarization import SummarizationStrategy
 from strategies.summarizers import FakeSummarizer
 from strategies.triggers import TokensExceed
 from strategies.truncation import TruncationStrategy
+from strategies.view import View
 from tests.groups.conversations import assistant, call, result, tool, user
 
 
@@ -23,6 +25,12 @@ def _chat(turns: int = 6) -> list[Message]:
     for n in range(turns):
         out += [user(f"u{n}", f"question {n}"), assistant(f"a{n}", f"answer number {n}")]
     return out
+
+
+def _eager() -> TruncationStrategy:
+    """A truncation whose threshold the chat never crosses, but would compact far if
+    asked: it tells whether a request waits."""
+    return TruncationStrategy(max_n=100, compact_to=1)
 
 
 def _quiet(fake: FakeSummarizer) -> SummarizationStrategy:
@@ -46,8 +54,10 @@ async def test_a_request_makes_the_next_compaction_run_and_is_consumed(
     assert fake.calls[-1][1].endswith("numbers")
     # the summary keeps the newest four messages (target_count) beside it
     assert [m.message_id for m in await store.context("s")][-4:] == ["u4", "a4", "u5", "a5"]
-    # consumed: the next compaction is back to the triggers
-    assert await store.compact("s", _quiet(fake), phase="after_run") is None
+    # consumed: projections and the next compaction are back to the triggers
+    active = [m.message_id for m in await store.context("s")]
+    assert [m.message_id for m in await store.context("s", strategy=_eager())] == active
+    assert await store.compact("s", _eager(), phase="after_run") is None
     (audited,) = [e for e in await store.audit("s") if e.id == event.id]
     assert (audited.reason, audited.focus) == ("model_requested", "numbers")
 
@@ -124,7 +134,7 @@ async def test_now_compacts_at_once_and_consumes_a_waiting_request(
     assert (event.reason, event.focus) == ("user asked", "keep numbers")
     assert (await store.stats("s")).active_messages == 4
     # the waiting request went with it
-    assert await store.compact("s", TruncationStrategy(max_n=100, compact_to=2)) is None
+    assert await store.compact("s", _eager()) is None
 
 
 async def test_now_without_a_strategy_takes_the_recorded_one(store: HistoryBackend) -> None:
@@ -162,3 +172,29 @@ async def test_bad_requests_are_refused_in_one_line(
 async def test_an_unknown_session_is_refused(store: HistoryBackend) -> None:
     with pytest.raises(SessionNotFound):
         await store.request_compaction("nope")
+
+
+class _Bookkeeping:
+    """A strategy that is not the compaction asked for (``honours_requests = False``)."""
+
+    honours_requests = False
+    name = "bookkeeping"
+
+    def params(self) -> dict[str, object]:
+        return {}
+
+    async def plan(self, view: View) -> ChangeSet:
+        oldest = view.groups[0].group_id
+        return ChangeSet(exclusions=(Exclusion(oldest, "bookkeeping"),), strategy=self.name)
+
+
+async def test_a_strategy_that_does_not_honour_requests_leaves_them_waiting(
+    store: HistoryBackend,
+) -> None:
+    await store.append("s", _chat())
+    await store.request_compaction("s", reason="model_requested")
+    event = await store.compact("s", _Bookkeeping())
+    assert event is not None and event.reason is None and "request" not in event.params
+    # still waiting: the next compaction runs it
+    asked = await store.compact("s", _eager())
+    assert asked is not None and asked.reason == "model_requested"

@@ -205,3 +205,22 @@ async def test_as_agent_framework_marks_exclusions_in_place(tokenizer: Tokenizer
     assert [m.text.split()[1] for m in kept] == ["4", "5"]
     assert all(m.additional_properties.get("_exclude_reason") for m in messages[:4])
     assert await adapter(messages) is False  # idempotent on its own result
+
+
+async def test_a_request_without_an_after_strategy_ends_with_the_turn(
+    memory_store: InMemoryHistoryStore,
+) -> None:
+    """A provider that only projects runs what was asked at the end of the turn, with
+    its before-call strategy, so the request never outlives the turn."""
+    phases = TwoPhaseProvider(memory_store, before_strategy="truncation:max_n=100,compact_to=2")
+    chat = [Message.text_message("user" if n % 2 == 0 else "assistant", f"m{n}") for n in range(8)]
+    await phases.save_turn("s", chat, end_of_turn=True)
+    assert len(await phases.load("s")) == 8
+    assert await phases.request_compaction("s", reason="model_requested") is None
+    assert len(await phases.load("s")) == 2  # the projection compacts as asked
+    done = await phases.save_turn("s", [], end_of_turn=True, existing=())
+    assert done.compaction is not None and done.compaction.reason == "model_requested"
+    assert done.compaction.phase == "after_run"
+    # nothing waits any more: the next turns project as the triggers say
+    await phases.save_turn("s", [Message.text_message("user", "again")], end_of_turn=True)
+    assert len(await phases.load("s")) == 3
