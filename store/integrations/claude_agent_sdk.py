@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from store.contract import DEFAULT_TENANT, HistoryBackend
+from store.contract import DEFAULT_TENANT, HistoryBackend, is_bulk_import_backend
 from store.errors import InvalidInput, InvalidSource, SessionNotFound
 from store.formats._common import SOURCE_FORMAT_KEY
 from store.importing.readers._claude_chain import Entry, response_id
@@ -619,8 +619,11 @@ async def _named(store: HistoryBackend, prefix: str) -> list[SessionInfo]:
 
 
 async def _stored_ids(store: HistoryBackend, session_id: str, batch: Sequence[Message]) -> set[str]:
-    """The ids of ``batch`` the session holds already."""
+    """The ids of ``batch`` the session holds already: read from the session's ids
+    alone where the backend gives them (the SQL one), else from its history."""
     wanted = {m.message_id for m in batch}
+    if is_bulk_import_backend(store):
+        return wanted & (await store.stored_hashes([session_id])).get(session_id, {}).keys()
     found: set[str] = set()
     try:
         async for stored in store.aiter_history(session_id, include_excluded=True):
