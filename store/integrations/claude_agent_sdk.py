@@ -14,14 +14,20 @@ sessions.
 - :meth:`~ChatledgerSessionStore.append` turns each ``user`` and ``assistant`` entry
   into chatledger messages as ``chatledger import`` reads a Claude Code transcript
   (:mod:`store.importing.readers.claude_code`: tool results become ``tool`` messages,
-  the message id is the entry's ``uuid``), keeping the entry's raw ``message`` beside
-  them (:data:`MESSAGE_KEY`). Every other entry (summaries, system entries, file-history
-  snapshots, titles, and any entry the conversion cannot read) is stored whole as a
-  ``system`` message holding one ``other`` content whose payload is the entry, excluded
-  by an ``import`` event as it is stored: kept, never projected.
+  the message id is the entry's ``uuid``, the later ones ``<uuid>.<n>``). Each message
+  keeps its own part of the raw ``message.content`` (:data:`PART_KEY`: the only raw
+  copy of it), the entry's other fields and its ``message`` less the content
+  (:data:`MESSAGE_KEY`); ``toolUseResult``, which repeats a tool's output, only on the
+  message of the entry's first tool result. Every other entry (summaries, system
+  entries, file-history snapshots, titles, and any entry the conversion cannot read) is
+  stored whole as a ``system`` message holding one ``other`` content whose payload is
+  the entry, excluded by an ``import`` event as it is stored: kept, never projected.
 - :meth:`~ChatledgerSessionStore.load` returns exactly the entries appended, in order
-  (each rebuilt from the message it became); None for a key never written. A redacted
-  message's entry is gone: load leaves it out.
+  (each rebuilt from the messages it became); None for a key never written. Redaction
+  erases: a redacted message of an entry reads back as placeholder blocks (a
+  ``tool_result`` keeping its ``tool_use_id``, any other block a text, both reading
+  ``[redacted]``) among the entry's other blocks; an entry none of whose messages is
+  left (a one-message entry redacted) is gone from load.
 - An entry's ``uuid`` is its idempotency key: appended again (in the same batch or a
   later one) it is stored once, the first one kept. Entries without a ``uuid`` (titles,
   tags, mode markers) are appended as they come, under a fresh id each time, never
@@ -46,12 +52,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from store.contract import DEFAULT_TENANT, HistoryBackend
+from store.contract import DEFAULT_TENANT, HistoryBackend, is_bulk_import_backend
 from store.errors import InvalidInput, InvalidSource, SessionNotFound
 from store.formats._common import SOURCE_FORMAT_KEY
 from store.importing.readers._claude_chain import Entry, response_id
@@ -60,9 +66,11 @@ from store.importing.readers.claude_code import CLAUDE_CODE_KEY, spoken_messages
 from store.importing.usage import UnusableUsage, call_id_of, usage_of
 from store.integrations._shared import StoreLease
 from store.models import Provenance, SessionInfo
+from store.rules.erasure import REDACTED_TEXT
+from store.rules.identity import REDACTION_KEY
 from store.rules.limits import SQL_KEY_LENGTH
 from store.usage.models import Usage
-from strategies.messages import Message, OtherContent
+from strategies.messages import FunctionResultContent, Message, OtherContent
 
 if TYPE_CHECKING:
     from claude_agent_sdk.types import (
@@ -73,16 +81,28 @@ if TYPE_CHECKING:
         SessionSummaryEntry,
     )
 
-__all__ = ["MESSAGE_KEY", "SOURCE", "ChatledgerSessionStore", "entry_messages", "entry_of"]
+__all__ = [
+    "MESSAGE_KEY",
+    "PART_KEY",
+    "SOURCE",
+    "ChatledgerSessionStore",
+    "entries_of",
+    "entry_messages",
+]
 
 logger = logging.getLogger("chatledger.integrations")
 
 SOURCE = "claude_agent_sdk"
 """The provenance of every message the store writes, and its import events' source."""
 MESSAGE_KEY = "claude_agent_sdk_message"
-"""Metadata key holding, on the first message a ``user`` or ``assistant`` entry became,
-the entry's ``message`` as it came (the entry's other fields are under
+"""Metadata key holding, on each message a ``user`` or ``assistant`` entry became, the
+entry's ``message`` less its ``content`` (the entry's other fields are under
 :data:`~store.importing.readers.claude_code.CLAUDE_CODE_KEY`)."""
+PART_KEY = "claude_agent_sdk_part"
+"""Metadata key holding, on each message a ``user`` or ``assistant`` entry became, its
+own part of the entry's ``message.content`` as it came: the whole content when the entry
+is one message, else the list of blocks the message was read from. The only raw copy
+of that part: redacting the message erases it."""
 RECORD_FORMAT = "claude_code"
 """The :data:`~store.formats.SOURCE_FORMAT_KEY` of an entry stored whole (as the
 ``claude-code`` import stores the entries it has no message for)."""
@@ -90,6 +110,9 @@ CALL_ID_PREFIX = "claude:"
 """A model response's usage is recorded under this prefix and its API ``message.id``."""
 
 _SPOKEN = frozenset({"user", "assistant"})
+_BESIDE_RESULT = ("toolUseResult",)
+"""An entry's fields that repeat its tool result (Claude Code's ``toolUseResult``, the
+tool's output): kept only on the message of the entry's first ``tool_result``."""
 _SEPARATOR = "/"
 _PAGE = 1_000
 """Sessions read a page when listing."""
@@ -155,9 +178,65 @@ def _record(entry: dict[str, Any], message_id: str) -> Message:
     return kept_aside(message, f"claude-code {kind}")
 
 
+def _runs(message: dict[str, Any]) -> list[Any]:
+    """The raw content of each message a Messages API ``message`` becomes, in order (as
+    :func:`~store.formats.from_anthropic` cuts a user turn: each ``tool_result`` block
+    alone, the blocks between them together; any other message whole)."""
+    content = message.get("content")
+    if message.get("role") != "user" or not isinstance(content, list) or not content:
+        return [content]
+    runs: list[list[Any]] = []
+    joined = False
+    for block in content:
+        result = isinstance(block, dict) and block.get("type") == "tool_result"
+        if joined and not result:
+            runs[-1].append(block)
+        else:
+            runs.append([block])
+        joined = not result
+    return list(runs)
+
+
+def _is_result(part: Any) -> bool:
+    return (
+        isinstance(part, list)
+        and len(part) == 1
+        and isinstance(part[0], dict)
+        and part[0].get("type") == "tool_result"
+    )
+
+
+def _spoken(value: dict[str, Any], position: int) -> list[Message]:
+    """A ``user`` or ``assistant`` entry's messages, each keeping its own part of the
+    entry (empty when the conversion cannot read it)."""
+    try:
+        messages = spoken_messages(SOURCE, Entry(position, value))
+    except InvalidSource:
+        return []
+    raw: dict[str, Any] = value["message"]
+    parts = _runs(raw)
+    if len(parts) != len(messages):
+        return []  # cut otherwise than expected: kept whole instead
+    own = {k: v for k, v in value.items() if k != "message"}
+    envelope = {k: v for k, v in raw.items() if k != "content"}
+    beside = {k: own.pop(k) for k in _BESIDE_RESULT if k in own}
+    holder = next((i for i, part in enumerate(parts) if _is_result(part)), 0)
+    out = []
+    for index, (message, part) in enumerate(zip(messages, parts, strict=True)):
+        fields = {**own, **beside} if index == holder else own
+        metadata = {
+            **message.metadata,
+            CLAUDE_CODE_KEY: fields,
+            MESSAGE_KEY: envelope,
+            PART_KEY: part,
+        }
+        out.append(message.model_copy(update={"metadata": metadata}))
+    return out
+
+
 def entry_messages(entry: SessionStoreEntry, *, position: int = 1) -> list[Message]:
     """The messages an entry becomes (see the module docstring): a ``user`` or
-    ``assistant`` entry its messages, the first keeping the raw ``message``; any other
+    ``assistant`` entry its messages, each keeping its own part of the entry; any other
     entry one message kept aside. ``position`` names the entry in an error (its place
     in its batch). An entry without a usable ``uuid`` gets a fresh id."""
     value = cast(dict[str, Any], entry)
@@ -165,35 +244,145 @@ def entry_messages(entry: SessionStoreEntry, *, position: int = 1) -> list[Messa
         raise InvalidInput(f"entry {position} is not a JSON object")
     own = _own_id(value)
     if value.get("type") in _SPOKEN and own is not None and isinstance(value.get("message"), dict):
-        try:
-            messages = spoken_messages(SOURCE, Entry(position, value))
-        except InvalidSource:
-            messages = []
+        messages = _spoken(value, position)
         if messages:
-            first = messages[0]
-            metadata = {**first.metadata, MESSAGE_KEY: value["message"]}
-            messages[0] = first.model_copy(update={"metadata": metadata})
             return messages
     kind = value.get("type")
     prefix = kind[:40] if isinstance(kind, str) and kind else "entry"
     return [_record(value, own or f"{prefix}-{uuid.uuid4().hex}")]
 
 
-def entry_of(message: Message) -> SessionStoreEntry | None:
-    """The entry ``message`` keeps (None for a message that keeps none: the later
-    messages of a split entry, a redacted one, one written by another writer)."""
-    metadata = message.metadata
-    if MESSAGE_KEY in metadata:
-        own = metadata.get(CLAUDE_CODE_KEY)
-        if not isinstance(own, dict):
-            return None
-        return cast("SessionStoreEntry", {**own, "message": metadata[MESSAGE_KEY]})
-    if metadata.get(SOURCE_FORMAT_KEY) != RECORD_FORMAT or len(message.contents) != 1:
+def _grave_part(message: Message) -> list[Any]:
+    """The raw blocks a redacted part reads back as: its tombstone's, a tool result
+    keeping its ``tool_use_id``, every other block one text."""
+    blocks: list[Any] = []
+    for content in message.contents:
+        if isinstance(content, FunctionResultContent):
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": content.call_id}
+            block["content"] = REDACTED_TEXT
+            if content.is_error:
+                block["is_error"] = True
+            blocks.append(block)
+        else:
+            blocks.append({"type": "text", "text": REDACTED_TEXT})
+    return blocks
+
+
+def _part_of(message: Message) -> tuple[str, int] | None:
+    """The entry (its ``uuid``) and place of a message that keeps a part of one."""
+    own = message.metadata.get(CLAUDE_CODE_KEY)
+    if PART_KEY not in message.metadata or not isinstance(own, dict):
+        return None
+    found = own.get("uuid")
+    if not isinstance(found, str):
+        return None
+    place = _place(message.message_id, found)
+    return None if place is None else (found, place)
+
+
+def _place(message_id: str, entry_id: str) -> int | None:
+    """The place in entry ``entry_id`` of the message ``message_id`` (None when it
+    is none of its messages)."""
+    if message_id == entry_id:
+        return 0
+    head, dot, tail = message_id.rpartition(".")
+    if head != entry_id or not dot or not tail.isdigit() or tail.startswith("0"):
+        return None
+    return int(tail)
+
+
+@dataclass(slots=True)
+class _Parts:
+    """The stored messages of one spoken entry, by place (a redacted one by its blocks)."""
+
+    entry_id: str
+    kept: dict[int, Message] = field(default_factory=dict)
+    graves: dict[int, Message] = field(default_factory=dict)
+
+    def entry(self) -> SessionStoreEntry:
+        own: dict[str, Any] = {}
+        envelope: dict[str, Any] = {}
+        for message in self.kept.values():
+            own.update(cast(dict[str, Any], message.metadata[CLAUDE_CODE_KEY]))
+            found = message.metadata.get(MESSAGE_KEY)
+            if isinstance(found, dict):
+                envelope = found
+        parts: list[Any] = [
+            self.kept[i].metadata[PART_KEY] if i in self.kept else _grave_part(self.graves[i])
+            for i in sorted({*self.kept, *self.graves})
+        ]
+        content: Any = parts[0]
+        if len(parts) > 1:
+            content = [b for p in parts for b in (p if isinstance(p, list) else [p])]
+        return cast("SessionStoreEntry", {**own, "message": {**envelope, "content": content}})
+
+
+class _Entries:
+    """Folds a session's stored messages, in order, into the entries they keep: a
+    spoken entry's messages are stored together, a redacted one among them read back
+    as its tombstone's blocks; an entry none of whose messages is left is gone."""
+
+    def __init__(self) -> None:
+        self.out: list[SessionStoreEntry] = []
+        self._open: _Parts | None = None
+        self._graves: list[Message] = []
+        """The tombstones since the last kept message, not yet known to be parts."""
+
+    def feed(self, message: Message) -> None:
+        part = _part_of(message)
+        if part is not None:
+            entry_id, place = part
+            if self._open is None or self._open.entry_id != entry_id:
+                self._close()
+                self._open = _Parts(entry_id)
+                for grave in self._graves:
+                    at = _place(grave.message_id, entry_id)
+                    if at is not None:
+                        self._open.graves[at] = grave
+            self._graves = []
+            self._open.kept[place] = message
+            return
+        if REDACTION_KEY in message.metadata:
+            at = None if self._open is None else _place(message.message_id, self._open.entry_id)
+            if self._open is not None and at is not None:
+                self._open.graves[at] = message
+            else:
+                self._graves.append(message)
+            return
+        self._graves = []
+        entry = _whole(message)
+        if entry is not None:
+            self._close()
+            self.out.append(entry)
+
+    def _close(self) -> None:
+        if self._open is not None:
+            self.out.append(self._open.entry())
+            self._open = None
+
+    def done(self) -> list[SessionStoreEntry]:
+        self._close()
+        return self.out
+
+
+def _whole(message: Message) -> SessionStoreEntry | None:
+    """The entry a message kept aside holds whole (None for any other message)."""
+    if message.metadata.get(SOURCE_FORMAT_KEY) != RECORD_FORMAT or len(message.contents) != 1:
         return None
     content = message.contents[0]
     if isinstance(content, OtherContent) and isinstance(content.payload, dict):
         return cast("SessionStoreEntry", content.payload)
     return None
+
+
+def entries_of(messages: Iterable[Message]) -> list[SessionStoreEntry]:
+    """The entries a session's stored ``messages`` (in storage order) keep, as
+    :meth:`ChatledgerSessionStore.load` gives them: messages of other writers and
+    chatledger's summaries keep none."""
+    entries = _Entries()
+    for message in messages:
+        entries.feed(message)
+    return entries.done()
 
 
 def _is_record(message: Message) -> bool:
@@ -352,15 +541,13 @@ class ChatledgerSessionStore:
         """The entries appended under ``key``, in order; None when it was never written."""
         session_id = _session_name(key)
         store = await self.store()
-        entries: list[SessionStoreEntry] = []
+        entries = _Entries()
         try:
             async for stored in store.aiter_history(session_id, include_excluded=True):
-                entry = entry_of(stored.message)
-                if entry is not None:
-                    entries.append(entry)
+                entries.feed(stored.message)
         except SessionNotFound:
             return None
-        return entries
+        return entries.done()
 
     async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
         """The project's main sessions (no subkeys), each with its last write time in
@@ -432,8 +619,11 @@ async def _named(store: HistoryBackend, prefix: str) -> list[SessionInfo]:
 
 
 async def _stored_ids(store: HistoryBackend, session_id: str, batch: Sequence[Message]) -> set[str]:
-    """The ids of ``batch`` the session holds already."""
+    """The ids of ``batch`` the session holds already: read from the session's ids
+    alone where the backend gives them (the SQL one), else from its history."""
     wanted = {m.message_id for m in batch}
+    if is_bulk_import_backend(store):
+        return wanted & (await store.stored_hashes([session_id])).get(session_id, {}).keys()
     found: set[str] = set()
     try:
         async for stored in store.aiter_history(session_id, include_excluded=True):

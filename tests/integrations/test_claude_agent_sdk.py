@@ -3,13 +3,15 @@
 (``fixtures/claude_agent_sdk/``: prompts, a response written as several entries, tool
 calls and results, a subagent, records, a compaction) appended in batches loads back
 identical; an entry appended twice is stored once; the messages are chatledger's (history,
-context, usage, the CLI's ``show`` and ``export``), the records never projected."""
+context, usage, the CLI's ``show`` and ``export``), the records never projected; a
+redacted message of an entry leaves nothing of itself stored, nor in ``load``."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -29,11 +31,14 @@ from store.contract import HistoryBackend
 from store.errors import InvalidInput
 from store.integrations.claude_agent_sdk import (
     MESSAGE_KEY,
+    PART_KEY,
     SOURCE,
     ChatledgerSessionStore,
+    entries_of,
     entry_messages,
 )
 from store.memory import InMemoryHistoryStore, MemoryDatabase
+from store.rules.erasure import REDACTED_TEXT
 from strategies.messages import OtherContent
 from strategies.tokenizers import Tokenizer
 from tests.cli.helpers import chatledger
@@ -272,13 +277,159 @@ def test_an_entry_keeps_its_message_and_fields_as_they_came() -> None:
     entry = next(
         e for e in MAIN if e["type"] == "user" and isinstance(e["message"]["content"], list)
     )
-    first, *rest = entry_messages(entry)
+    [first] = entry_messages(entry)
     assert first.message_id == entry["uuid"] and first.role == "tool"
-    assert first.metadata[MESSAGE_KEY] == entry["message"]
-    assert all(MESSAGE_KEY not in m.metadata for m in rest)
+    assert first.metadata[PART_KEY] == entry["message"]["content"]
+    assert first.metadata[MESSAGE_KEY] == {"role": "user"}
+    assert entries_of([first]) == [entry]
     broken = {"type": "user", "uuid": "u-x", "message": {"role": "nobody", "content": 3}}
     [kept] = entry_messages(broken)
     assert kept.role == "system" and kept.message_id == "u-x"
+
+
+# A turn whose tool results come back in one user entry with a note after them: the
+# entry is three messages (u-r, u-r.1, u-r.2), each holding one secret; the first result
+# is repeated, as Claude Code does, in the entry's ``toolUseResult``.
+SECRETS = ["SECRET-ALPHA-7731", "SECRET-TOKEN-123", "SECRET-NOTE-5520"]
+_AT = {"sessionId": SESSION, "isSidechain": False, "cwd": "/home/ada/shop", "version": "2.1.12"}
+TURN: list[dict[str, Any]] = [
+    {
+        **_AT,
+        "type": "user",
+        "uuid": "u-q",
+        "parentUuid": None,
+        "timestamp": "2025-11-04T15:00:00.000Z",
+        "message": {"role": "user", "content": "Read both config files."},
+    },
+    {
+        **_AT,
+        "type": "assistant",
+        "uuid": "a-c",
+        "parentUuid": "u-q",
+        "timestamp": "2025-11-04T15:00:01.000Z",
+        "message": {
+            "id": "msg_two",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [
+                {"type": "tool_use", "id": "toolu_A", "name": "Read", "input": {"path": "a"}},
+                {"type": "tool_use", "id": "toolu_B", "name": "Read", "input": {"path": "b"}},
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 12, "output_tokens": 9},
+        },
+    },
+    {
+        **_AT,
+        "type": "user",
+        "uuid": "u-r",
+        "parentUuid": "a-c",
+        "timestamp": "2025-11-04T15:00:02.000Z",
+        "message": {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_A", "content": SECRETS[0]},
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "toolu_B",
+                    "content": [{"type": "text", "text": SECRETS[1]}],
+                    "is_error": False,
+                },
+                {"type": "text", "text": f"note: {SECRETS[2]}"},
+            ],
+        },
+        "toolUseResult": {"stdout": SECRETS[0], "stderr": ""},
+        "sourceToolAssistantUUID": "a-c",
+    },
+    {
+        **_AT,
+        "type": "assistant",
+        "uuid": "a-d",
+        "parentUuid": "u-r",
+        "timestamp": "2025-11-04T15:00:03.000Z",
+        "message": {
+            "id": "msg_end",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5-20250929",
+            "content": [{"type": "text", "text": "Both read."}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 30, "output_tokens": 3},
+        },
+    },
+]
+SPLIT = TURN[2]
+PARTS = ["u-r", "u-r.1", "u-r.2"]
+
+
+def _placeholder(block: dict[str, Any]) -> dict[str, Any]:
+    """What a redacted block reads back as: a result keeps its ``tool_use_id``."""
+    if block["type"] == "tool_result":
+        return {"type": "tool_result", "tool_use_id": block["tool_use_id"], "content": "[redacted]"}
+    return {"type": "text", "text": REDACTED_TEXT}
+
+
+def _stored_text(tmp_path: Path) -> str:
+    """Every table of the test's SQLite database, dumped (empty on other backends)."""
+    path = tmp_path / "claude.db"
+    if not path.exists():
+        return ""
+    with sqlite3.connect(path) as connection:
+        return "\n".join(connection.iterdump())
+
+
+def _stored_bytes(tmp_path: Path) -> bytes:
+    """The SQLite database's files, its write-ahead log too."""
+    return b"".join(p.read_bytes() for p in sorted(tmp_path.glob("claude.db*")))
+
+
+@pytest.mark.parametrize("place", range(len(PARTS)))
+async def test_a_redacted_part_of_an_entry_is_erased_and_reads_back_as_a_placeholder(
+    make_store: Factory, tmp_path: Path, place: int
+) -> None:
+    adapter = await make_store()
+    store = await adapter.store()
+    await adapter.append(KEY, TURN)
+    stored = await store.history(NAME, include_excluded=True)
+    assert [r.message.message_id for r in stored if r.message.message_id.startswith("u-r")] == PARTS
+    secret = SECRETS[place]
+    assert secret in _stored_text(tmp_path) or not (tmp_path / "claude.db").exists()
+    await store.redact(NAME, [PARTS[place]], reason="personal data")
+
+    loaded = await adapter.load(KEY)
+    assert loaded is not None
+    assert secret not in json.dumps(loaded)
+    blocks = list(SPLIT["message"]["content"])
+    blocks[place] = _placeholder(blocks[place])
+    own = {k: v for k, v in SPLIT.items() if k != "message"}
+    if place == 0:  # the result toolUseResult repeats is gone with it
+        del own["toolUseResult"]
+    expected = {**own, "message": {**SPLIT["message"], "content": blocks}}
+    assert loaded == [*TURN[:2], expected, *TURN[3:]]
+    for other in set(SECRETS) - {secret}:
+        assert other in json.dumps(loaded)
+
+    every = await store.history(NAME, include_excluded=True)
+    assert secret not in json.dumps([r.message.model_dump(mode="json") for r in every])
+    assert secret not in _stored_text(tmp_path)
+    assert secret.encode() not in _stored_bytes(tmp_path)
+
+
+async def test_an_entry_whose_every_message_is_redacted_leaves_load(make_store: Factory) -> None:
+    adapter = await make_store()
+    store = await adapter.store()
+    await adapter.append(KEY, TURN)
+    await store.redact(NAME, PARTS[1:], reason="personal data")
+    [entry] = [e for e in await adapter.load(KEY) or [] if e.get("uuid") == "u-r"]
+    assert entry["message"]["content"][0] == SPLIT["message"]["content"][0]
+    await store.redact(NAME, PARTS[:1], reason="personal data")
+    assert await adapter.load(KEY) == [e for e in TURN if e is not SPLIT]
+    every = await store.history(NAME, include_excluded=True)
+    dumped = json.dumps([r.message.model_dump(mode="json") for r in every])
+    assert not any(secret in dumped for secret in SECRETS)
 
 
 def test_the_adapter_imports_nothing_of_the_sdk(tmp_path: Path) -> None:
