@@ -13,9 +13,11 @@ How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
   order; chatledger's compaction, search, audit and usage work on it as on any session.
 - **An entry is one or more messages** (:mod:`store.formats.pydantic_ai`: a request one
   message a part, a response one message). The first message's id is the entry's id,
-  the next ones ``<entry id>:<n>``; the first carries the entry (its id, its parent and
-  the message as Pydantic AI serializes it) under :data:`ENTRY_KEY`, so an entry reads
-  back equal whatever the converter keeps.
+  the next ones ``<entry id>:<n>``. Each message carries the parts it holds as Pydantic
+  AI serializes them (:data:`PARTS_KEY`), the first one also the entry's envelope (its
+  id, its parent, the message without its parts: :data:`ENTRY_KEY`), so an entry reads
+  back equal whatever the converter keeps, and a part is stored once: redacting its
+  message erases it, and it reads back as the part its tombstone keeps.
 - **The record** (head, usage, scope, fork origin, title, metadata, branches, revision)
   is the session's record (:meth:`~store.contract.HistoryBackend.append_if`), written in
   the same transaction as the entries it adds, only over the revision it replaces: a
@@ -59,9 +61,17 @@ from store.formats.pydantic_ai import from_pydantic_ai
 from store.integrations._shared import StoreLease
 from store.integrations.pydantic_ai_history import ChatledgerHistory, usage_from_pydantic_ai
 from store.models import StoredMessage
+from store.rules.erasure import REDACTED_TEXT
 from store.rules.identity import is_tombstone
 from store.usage.models import Usage
-from strategies.messages import Message, OtherContent, TextContent
+from strategies.messages import (
+    FunctionCallContent,
+    FunctionResultContent,
+    Message,
+    OtherContent,
+    ReasoningContent,
+    TextContent,
+)
 from strategies.tokenizers import Tokenizer
 
 try:
@@ -77,7 +87,12 @@ try:
         ModelMessagesTypeAdapter,
         ModelRequest,
         ModelResponse,
+        ModelResponsePart,
+        SystemPromptPart,
         TextPart,
+        ThinkingPart,
+        ToolCallPart,
+        ToolReturnPart,
         UserPromptPart,
     )
 except ImportError as exc:  # pragma: no cover - exercised without the extra
@@ -87,6 +102,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 __all__ = [
     "ENTRY_KEY",
+    "PARTS_KEY",
     "ChatledgerConversationStore",
     "ChatledgerHistory",
     "entry_messages",
@@ -97,7 +113,13 @@ __all__ = [
 ENTRY_KEY = "pydantic_ai_entry"
 """The metadata key of an entry's first message: ``{"id", "parent_id", "messages",
 "message"}``, ``messages`` how many chatledger messages hold the entry and ``message``
-the Pydantic AI message as ``ModelMessagesTypeAdapter`` writes it."""
+the Pydantic AI message as ``ModelMessagesTypeAdapter`` writes it, without its parts
+(each message holds its own under :data:`PARTS_KEY`)."""
+
+PARTS_KEY = "pydantic_ai_parts"
+"""The metadata key of each message of an entry: the entry's parts that message holds,
+as ``ModelMessagesTypeAdapter`` writes them (a request's message one part, a response's
+message all of them). A part is stored nowhere else, so redacting its message erases it."""
 
 _RECORDS: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
 _MOVING = "moving"
@@ -107,6 +129,10 @@ _END = 2**62
 _PAGE = 64
 _CONTINUES = re.compile(r":(\d+)$")
 """How the id of an entry's second and later messages ends."""
+_TOOLS = "tools"
+"""The key, in an entry's first message's :data:`ENTRY_KEY`, of its results' tool names
+by call id (what a tombstone keeps of a call: its id and tool name)."""
+_RESULTS = frozenset({"tool-return", "retry-prompt"})
 _UNPLACED = "unplaced"
 """Marks a tombstone entry whose parent is not known yet (the entry before it)."""
 
@@ -120,84 +146,193 @@ def _message_id(entry_id: str, n: int) -> str:
 
 def entry_messages(entry: ConversationEntry) -> list[Message]:
     """The chatledger messages that hold ``entry``: what the model sees of it, through
-    :func:`store.formats.pydantic_ai.from_pydantic_ai`, the first one carrying the entry
-    itself under :data:`ENTRY_KEY`."""
+    :func:`store.formats.pydantic_ai.from_pydantic_ai`, each carrying the parts it holds
+    under :data:`PARTS_KEY`, the first one the entry's envelope under :data:`ENTRY_KEY`."""
     [dumped] = ModelMessagesTypeAdapter.dump_python([entry.message], mode="json")
     converted = from_pydantic_ai([dumped], allow_custom_roles=True)
     if not converted:  # a request without parts: still one message, so it has an id
         role = "assistant" if isinstance(entry.message, ModelResponse) else "user"
         converted = [Message(role=role, contents=[OtherContent(kind=f"empty-{dumped['kind']}")])]
+    parts: list[JsonValue] = dumped["parts"]
+    if isinstance(entry.message, ModelRequest) and len(parts) == len(converted):
+        held: list[list[JsonValue]] = [[part] for part in parts]  # a message a part
+    else:
+        held = [parts, *([] for _ in converted[1:])]
+    envelope: dict[str, JsonValue] = {k: v for k, v in dumped.items() if k != "parts"}
     carried: dict[str, JsonValue] = {
         "id": entry.id,
         "parent_id": entry.parent_id,
         "messages": len(converted),
-        "message": dumped,
+        "message": envelope,
     }
+    tools = {
+        part["tool_call_id"]: part["tool_name"]
+        for part in cast(list[dict[str, Any]], parts)
+        if part.get("part_kind") in _RESULTS and part.get("tool_call_id")
+    }
+    if tools:  # a redacted result keeps its call id, and reads back under its tool's name
+        carried[_TOOLS] = tools
     return [
         message.model_copy(
             update={
                 "message_id": _message_id(entry.id, n),
-                "metadata": {**message.metadata, ENTRY_KEY: carried}
-                if n == 0
-                else message.metadata,
+                "metadata": {
+                    **message.metadata,
+                    **({ENTRY_KEY: carried} if n == 0 else {}),
+                    PARTS_KEY: held[n],
+                },
             }
         )
         for n, message in enumerate(converted)
     ]
 
 
-def _carried(stored: StoredMessage | Message) -> dict[str, Any] | None:
-    message = stored.message if isinstance(stored, StoredMessage) else stored
+def _carried(message: Message) -> dict[str, Any] | None:
     carried = message.metadata.get(ENTRY_KEY)
     if isinstance(carried, dict) and carried.get("id") == message.message_id:
         return carried
     return None
 
 
-def _tombstone(message: Message, messages: int) -> dict[str, Any] | None:
-    """The entry a redacted first message stands for (its parent found from its
-    place), or None for a message that is neither redacted nor an entry's first."""
-    if not is_tombstone(message) or _CONTINUES.search(message.message_id):
-        return None
-    text = "".join(c.text for c in message.contents if isinstance(c, TextContent))
+def _dumped_parts(message: ModelRequest | ModelResponse) -> list[dict[str, Any]]:
+    [dumped] = ModelMessagesTypeAdapter.dump_python([message], mode="json")
+    return cast(list[dict[str, Any]], dumped["parts"])
+
+
+def _redacted_text(message: Message) -> str:
+    return "".join(c.text for c in message.contents if isinstance(c, TextContent)) or REDACTED_TEXT
+
+
+def _redacted_parts(message: Message) -> list[dict[str, Any]]:
+    """The parts a redacted message (a tombstone) stands for: what the tombstone keeps
+    (its role, a call's id and tool name, a result's call id), every text the
+    tombstone's. A result's tool name is left empty (:func:`_placed` finds it)."""
     at = message.created_at or datetime.now(UTC)
-    original: ModelRequest | ModelResponse = (
-        ModelResponse(parts=[TextPart(text)], timestamp=at)
-        if message.role == "assistant"
-        else ModelRequest(parts=[UserPromptPart(text, timestamp=at)], timestamp=at)
+    text = _redacted_text(message)
+    if message.role == "assistant":
+        parts: list[ModelResponsePart] = [
+            ToolCallPart(c.name, {}, tool_call_id=c.call_id)
+            if isinstance(c, FunctionCallContent)
+            else ThinkingPart(text)
+            if isinstance(c, ReasoningContent)
+            else TextPart(text)
+            for c in message.contents
+            if not isinstance(c, OtherContent)  # a hosted call and its result, dropped
+        ]
+        return _dumped_parts(ModelResponse(parts=parts or [TextPart(text)], timestamp=at))
+    results = [c for c in message.contents if isinstance(c, FunctionResultContent)]
+    if message.role == "tool" and results:
+        return _dumped_parts(
+            ModelRequest(
+                parts=[
+                    ToolReturnPart(
+                        "",
+                        text,
+                        tool_call_id=c.call_id,
+                        outcome="failed" if c.is_error else "success",
+                        timestamp=at,
+                    )
+                    for c in results
+                ]
+            )
+        )
+    part = (
+        SystemPromptPart(text, timestamp=at)
+        if message.role == "system"
+        else UserPromptPart(text, timestamp=at)
     )
-    [dumped] = ModelMessagesTypeAdapter.dump_python([original], mode="json")
-    return {"id": message.message_id, _UNPLACED: True, "messages": messages, "message": dumped}
+    return _dumped_parts(ModelRequest(parts=[part]))
+
+
+def _parts_of(message: Message) -> list[dict[str, Any]]:
+    """The parts ``message`` holds: its own, or a tombstone's."""
+    if is_tombstone(message):
+        return _redacted_parts(message)
+    held = message.metadata.get(PARTS_KEY)
+    return cast(list[dict[str, Any]], held) if isinstance(held, list) else []
+
+
+def _built(first: Message, rest: dict[int, Message]) -> dict[str, Any] | None:
+    """The entry an entry's first message and its next ones (by position) hold, as
+    carried (``{"id", "parent_id", "messages", "message"}``, the message whole; a
+    redacted first message makes an entry whose parent is found from its place), or
+    None for a message that starts no entry."""
+    carried = _carried(first)
+    if carried is not None:
+        envelope = cast(dict[str, Any], carried["message"])
+        if "parts" in envelope:  # written before each message held its own parts
+            return carried
+        count = int(carried["messages"])
+        parts = [p for n in range(count) for p in _message_parts(n, first, rest)]
+        tools = carried.get(_TOOLS) or {}
+        for part in parts:
+            if part.get("part_kind") in _RESULTS and part.get("tool_name") == "":
+                part["tool_name"] = tools.get(part.get("tool_call_id"), "")
+        return {**carried, "message": {**envelope, "parts": parts}}
+    if not is_tombstone(first) or _CONTINUES.search(first.message_id):
+        return None
+    count = max(rest, default=0) + 1
+    at = first.created_at or datetime.now(UTC)
+    empty = ModelResponse(parts=[], timestamp=at) if first.role == "assistant" else None
+    [dumped] = ModelMessagesTypeAdapter.dump_python(
+        [empty or ModelRequest(parts=[], timestamp=at)], mode="json"
+    )
+    dumped["parts"] = [p for n in range(count) for p in _message_parts(n, first, rest)]
+    return {"id": first.message_id, _UNPLACED: True, "messages": count, "message": dumped}
+
+
+def _message_parts(n: int, first: Message, rest: dict[int, Message]) -> list[dict[str, Any]]:
+    if n == 0:
+        return _parts_of(first)
+    return _parts_of(rest[n]) if n in rest else []
 
 
 def _continued(message_id: str) -> tuple[str, int] | None:
     """The entry and the position of a message after an entry's first."""
     found = _CONTINUES.search(message_id)
-    return None if found is None else (message_id[: found.start()], int(found.group(1)) + 1)
+    return None if found is None else (message_id[: found.start()], int(found.group(1)))
 
 
 def _entries_in(messages: Sequence[StoredMessage | Message]) -> list[dict[str, Any]]:
     """The entries of consecutive messages, oldest first, as carried (a redacted one
-    rebuilt as a tombstone entry after the entry before it)."""
+    rebuilt from its tombstone after the entry before it)."""
     found: list[dict[str, Any]] = []
+    first: Message | None = None
+    rest: dict[int, Message] = {}
+
+    def close() -> None:
+        if first is not None:
+            built = _built(first, rest)
+            if built is not None:
+                found.append(built)
+
     for stored in messages:
         message = stored.message if isinstance(stored, StoredMessage) else stored
         continued = _continued(message.message_id)
-        if continued is not None:
-            if found and found[-1]["id"] == continued[0] and found[-1].get(_UNPLACED):
-                found[-1]["messages"] = max(found[-1]["messages"], continued[1])
+        if continued is not None and first is not None and continued[0] == first.message_id:
+            rest[continued[1]] = message
             continue
-        carried = _carried(message) or _tombstone(message, 1)
-        if carried is not None:
-            found.append(carried)
+        if continued is not None:
+            continue  # a part of no entry started here
+        close()
+        first, rest = message, {}
+    close()
     return _placed(found)
 
 
 def _placed(line: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``line`` with each tombstone's parent set to the entry before it."""
+    """``line`` with each tombstone's parent set to the entry before it, and a redacted
+    tool result's tool name found from its call."""
+    names: dict[str, str] = {}
     for index, carried in enumerate(line):
         if carried.pop(_UNPLACED, False):
             carried["parent_id"] = line[index - 1]["id"] if index else None
+        for part in carried["message"]["parts"]:
+            kind = part.get("part_kind")
+            if kind == "tool-call":
+                names[part["tool_call_id"]] = part["tool_name"]
+            elif kind in _RESULTS and part.get("tool_name") == "":
+                part["tool_name"] = names.get(part.get("tool_call_id", ""), "")
     return line
 
 
@@ -212,8 +347,8 @@ def _last_message_id(carried: dict[str, Any]) -> str:
 
 def read_entries(messages: Sequence[StoredMessage | Message]) -> list[ConversationEntry]:
     """The entries consecutive chatledger ``messages`` hold, in order (messages that
-    start no entry, such as a compaction's summaries, are skipped; a redacted entry reads
-    as a request or response holding the tombstone's text)."""
+    start no entry, such as a compaction's summaries, are skipped; a redacted message
+    reads as the parts its tombstone keeps, holding the tombstone's text)."""
     return [_entry_of(carried) for carried in _entries_in(messages)]
 
 
@@ -229,7 +364,8 @@ class _Backwards:
         self.limit = limit
         self.line: list[dict[str, Any]] = []
         """The entries found, newest first."""
-        self._counts: dict[str, int] = {}
+        self._rest: dict[str, dict[int, Message]] = {}
+        """The messages after an entry's first, by entry, read before the first."""
 
     @property
     def done(self) -> bool:
@@ -243,13 +379,13 @@ class _Backwards:
             message = stored.message
             continued = _continued(message.message_id)
             if continued is not None:
-                entry_id, count = continued
-                self._counts[entry_id] = max(self._counts.get(entry_id, 1), count)
+                entry_id, n = continued
+                self._rest.setdefault(entry_id, {})[n] = message
                 continue
-            carried = _carried(message) or _tombstone(
-                message, self._counts.get(message.message_id, 1)
-            )
-            if carried is None or not (self.any or carried["id"] == self.want):
+            rest = self._rest.pop(message.message_id, {})
+            wanted = self.any or message.message_id == self.want
+            carried = _built(message, rest) if wanted else None
+            if carried is None:
                 continue
             if self.limit is not None and len(self.line) >= self.limit:
                 del self.line[-1][_UNPLACED]  # the line is full: this is only its parent
