@@ -21,7 +21,9 @@ How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
 - **The record** (head, usage, scope, fork origin, title, metadata, branches, revision)
   is the session's record (:meth:`~store.contract.HistoryBackend.append_if`), written in
   the same transaction as the entries it adds, only over the revision it replaces: a
-  stale save raises ``ConversationConflict``.
+  stale save raises ``ConversationConflict``. Each write stores a token of its own as
+  the revision ``append_if`` compares (an update of the title or metadata too, which
+  keeps Pydantic AI's revision), so every write lands only over the record it read.
 - **Head moves are branches.** A save that extends the history appends. When the head
   moves elsewhere (``branch``, a save of a rewritten history), the session is
   :meth:`~store.contract.HistoryBackend.rewind`-ed to the last entry the two histories
@@ -123,6 +125,14 @@ message all of them). A part is stored nowhere else, so redacting its message er
 
 _RECORDS: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
 _MOVING = "moving"
+_REVISION = "conversation_revision"
+"""The key of the stored record's Pydantic AI revision. Its ``revision`` (the one
+:meth:`~store.contract.HistoryBackend.append_if` compares) is a token each write
+replaces, an update of the title or metadata too, so that every write checks, under the
+session's lock, that nothing was written since the record it merges was read."""
+_ATTEMPTS = 16
+"""How many times a save is tried again when only the title or metadata changed since
+it read the record (a concurrent ``update``, which must not make a save conflict)."""
 """Set in a stored record while a head move is under way (see :meth:`_claim`)."""
 _END = 2**62
 """A ``before`` bound past every ``seq``: a backward read from a session's end."""
@@ -408,21 +418,37 @@ class _Backwards:
 # -- records ----------------------------------------------------------------------------
 
 
-def _record_value(record: ConversationRecord, *, moving: bool = False) -> dict[str, JsonValue]:
+def _record_value(
+    record: ConversationRecord, *, token: str, moving: bool = False
+) -> dict[str, JsonValue]:
+    """The stored form of ``record``: its revision under :data:`_REVISION`, and under
+    ``revision`` (what :meth:`~store.contract.HistoryBackend.append_if` compares) the
+    write's own ``token``."""
     value = cast(dict[str, JsonValue], _RECORDS.dump_python(record, mode="json"))
-    return {**value, _MOVING: moving}
+    return {**value, "revision": token, _REVISION: record.revision, _MOVING: moving}
 
 
-def _record_of(
-    session_id: str, metadata: dict[str, JsonValue]
-) -> tuple[ConversationRecord, bool] | None:
-    """The conversation record a session's metadata holds, and whether a move is under
-    way; None when it holds none, or one of another conversation (a fork's copy)."""
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    """A conversation's stored record, whether a head move is under way, and the token
+    of the write that stored it (what the next write expects)."""
+
+    record: ConversationRecord
+    moving: bool
+    token: str
+
+
+def _record_of(session_id: str, metadata: dict[str, JsonValue]) -> _Stored | None:
+    """The conversation record a session's metadata holds; None when it holds none, or
+    one of another conversation (a fork's copy)."""
     value = metadata.get(RECORD_KEY)
     if not isinstance(value, dict) or value.get("conversation_id") != session_id:
         return None
-    fields = {k: v for k, v in value.items() if k != _MOVING}
-    return _RECORDS.validate_python(fields), value.get(_MOVING) is True
+    token = value.get("revision")
+    fields = {k: v for k, v in value.items() if k not in (_MOVING, _REVISION)}
+    fields["revision"] = value.get(_REVISION, token)
+    record = _RECORDS.validate_python(fields)
+    return _Stored(record, value.get(_MOVING) is True, str(token))
 
 
 def _usage_of(response: ModelResponse) -> Usage | None:
@@ -475,7 +501,7 @@ class ChatledgerConversationStore(ConversationStore):
 
     # -- records --------------------------------------------------------------------
 
-    async def _stored(self, conversation_id: str) -> tuple[ConversationRecord, bool] | None:
+    async def _stored(self, conversation_id: str) -> _Stored | None:
         store = await self._store()
         try:
             metadata = await store.get_metadata(conversation_id)
@@ -485,7 +511,7 @@ class ChatledgerConversationStore(ConversationStore):
 
     async def read_record(self, conversation_id: str) -> ConversationRecord | None:
         stored = await self._stored(conversation_id)
-        return None if stored is None else stored[0]
+        return None if stored is None else stored.record
 
     async def read_records(
         self, *, scope: str | None = None, limit: int | None = None
@@ -498,8 +524,8 @@ class ChatledgerConversationStore(ConversationStore):
         while page := await store.sessions(limit=500, after=after):
             for info in page:
                 stored = _record_of(info.session_id, info.metadata)
-                if stored is not None and (scope is None or stored[0].scope == scope):
-                    found.append(stored[0])
+                if stored is not None and (scope is None or stored.record.scope == scope):
+                    found.append(stored.record)
             after = page[-1].session_id
         found.sort(key=lambda record: record.updated_at, reverse=True)
         return found[:limit]
@@ -511,37 +537,54 @@ class ChatledgerConversationStore(ConversationStore):
         new_entries: Sequence[ConversationEntry] = (),
         expected_revision: str | None,
     ) -> None:
+        """Write the record over ``expected_revision``, with the stored title and metadata.
+        A write that finds the record written since it was read, by an update of the
+        title or metadata alone (or of this save's own head move), reads it again and
+        tries again, so an update never makes a save conflict and a save never undoes it."""
         conversation_id = record.conversation_id
-        stored = await self._stored(conversation_id)
-        current = None if stored is None else stored[0]
-        if (current.revision if current is not None else None) != expected_revision:
-            raise ConversationConflict(conversation_id)
-        if current is not None:
-            record = dataclasses.replace(record, title=current.title, metadata=current.metadata)
         base = new_entries[0].parent_id if new_entries else record.head_id
         known = {entry.id for entry in new_entries}
         if record.head_id is not None and record.head_id not in known:
             if await (await self._store()).locate(record.head_id) is None:
                 raise ConversationConflict(conversation_id)
-        expected = expected_revision
-        if current is None:
-            expected = await self._start(conversation_id, base)
-        elif stored is not None and (stored[1] or current.head_id != base):
-            expected = await self._claim(current, expected_revision)
-            await self._move(conversation_id, base)
-        await self._append(record, new_entries, expected)
+        mine = {expected_revision}  # what it writes over: the one read, its own claims
+        for _ in range(_ATTEMPTS):
+            stored = await self._stored(conversation_id)
+            if (None if stored is None else stored.record.revision) not in mine:
+                raise ConversationConflict(conversation_id)
+            try:
+                if stored is None:
+                    expected = await self._start(conversation_id, base)
+                    await self._append(record, new_entries, expected)
+                    return
+                current = stored.record
+                written = dataclasses.replace(
+                    record, title=current.title, metadata=current.metadata
+                )
+                expected = stored.token
+                if stored.moving or current.head_id != base:
+                    claimed, expected = await self._claim(stored)
+                    mine.add(claimed)
+                    await self._move(conversation_id, base)
+                await self._append(written, new_entries, expected)
+                return
+            except RecordConflict:
+                continue  # written since it was read: read it again
+        raise ConversationConflict(conversation_id)
 
     async def _append(
         self, record: ConversationRecord, entries: Sequence[ConversationEntry], expected: str | None
     ) -> None:
+        """Append the entries and write the record over the stored token ``expected``;
+        ``RecordConflict`` when another was stored since."""
         store = await self._store()
         messages = [m for entry in entries for m in entry_messages(entry)]
-        try:
-            await store.append_if(
-                record.conversation_id, messages, record=_record_value(record), expected=expected
-            )
-        except RecordConflict as error:
-            raise ConversationConflict(record.conversation_id) from error
+        await store.append_if(
+            record.conversation_id,
+            messages,
+            record=_record_value(record, token=str(uuid7())),
+            expected=expected,
+        )
         for entry in entries:
             if isinstance(entry.message, ModelResponse):
                 usage = _usage_of(entry.message)
@@ -550,24 +593,22 @@ class ChatledgerConversationStore(ConversationStore):
                         record.conversation_id, usage, message_id=entry.id, call_id=entry.id
                     )
 
-    async def _claim(self, current: ConversationRecord, expected: str | None) -> str:
+    async def _claim(self, stored: _Stored) -> tuple[str, str]:
         """Take the conversation for a head move: its record, marked as moving, gets a
         revision of this writer's own, so a concurrent save conflicts instead of
-        appending to a history being moved. The revision is what the final write
+        appending to a history being moved. The revision, and the token the final write
         expects; a writer that stops half way leaves a record that still loads (its head
-        is still stored) and a move the next save finishes."""
-        claimed = dataclasses.replace(current, revision=str(uuid7()))
-        store = await self._store()
-        try:
-            await store.append_if(
-                current.conversation_id,
-                [],
-                record=_record_value(claimed, moving=True),
-                expected=expected,
-            )
-        except RecordConflict as error:
-            raise ConversationConflict(current.conversation_id) from error
-        return claimed.revision
+        is still stored) and a move the next save finishes. ``RecordConflict`` when the
+        record was written since it was read."""
+        claimed = dataclasses.replace(stored.record, revision=str(uuid7()))
+        token = str(uuid7())
+        await (await self._store()).append_if(
+            claimed.conversation_id,
+            [],
+            record=_record_value(claimed, token=token, moving=True),
+            expected=stored.token,
+        )
+        return claimed.revision, token
 
     async def _start(self, conversation_id: str, base: str | None) -> str | None:
         """Start a new conversation: nothing to do for an empty one (its first write
@@ -679,10 +720,13 @@ class ChatledgerConversationStore(ConversationStore):
         expected_revision: str,
         expected: ConversationDetails | None = None,
     ) -> ConversationRecord:
+        """Checked on the record read, written only over that very record (its token):
+        anything written since, an update included, conflicts, and Pydantic AI's
+        ``update`` reads the record again."""
         stored = await self._stored(conversation_id)
-        if stored is None or stored[0].revision != expected_revision:
+        if stored is None or stored.record.revision != expected_revision:
             raise ConversationConflict(conversation_id)
-        record, moving = stored
+        record = stored.record
         if expected and any(getattr(record, key) != value for key, value in expected.items()):
             raise ConversationConflict(conversation_id)
         if "title" in details:
@@ -693,8 +737,8 @@ class ChatledgerConversationStore(ConversationStore):
             await (await self._store()).append_if(
                 conversation_id,
                 [],
-                record=_record_value(record, moving=moving),
-                expected=expected_revision,
+                record=_record_value(record, token=str(uuid7()), moving=stored.moving),
+                expected=stored.token,
             )
         except RecordConflict as error:
             raise ConversationConflict(conversation_id) from error
@@ -702,9 +746,12 @@ class ChatledgerConversationStore(ConversationStore):
 
     async def delete_record(self, conversation_id: str, *, expected_revision: str) -> None:
         stored = await self._stored(conversation_id)
-        if stored is None or stored[0].revision != expected_revision:
+        if stored is None or stored.record.revision != expected_revision:
             raise ConversationConflict(conversation_id)
-        await self._claim(stored[0], expected_revision)
+        try:
+            await self._claim(stored)
+        except RecordConflict as error:
+            raise ConversationConflict(conversation_id) from error
         await (await self._store()).delete_session(conversation_id)
 
     # -- entries --------------------------------------------------------------------
