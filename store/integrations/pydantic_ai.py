@@ -31,9 +31,12 @@ How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
   holds the new head is :meth:`~store.contract.HistoryBackend.restore`-d, and the
   entries still missing are appended again under their own ids. A ``fork`` is a
   chatledger :meth:`~store.contract.HistoryBackend.fork` of the session holding the
-  fork's head (no message copied). Where chatledger refuses a cut (one that separates a
-  tool call from its result), the session is cut at the entry before and the rest
-  appended again.
+  fork's head (no message copied), taken at once with a record marked as moving, so a
+  fork stopped half way loads and the next save (or, stopped before its record, the
+  next fork) finishes it. Where chatledger refuses a cut (one that separates a tool
+  call from its result), the session is cut at the entry before and the rest appended
+  again. A session of the id that holds no conversation (the ``ChatledgerHistory``
+  capability's) is refused, never taken over.
 - **Entries are found by id**: :meth:`~store.contract.HistoryBackend.locate` names the
   session holding an entry (its own, a superseded tail, a fork), whose history up to it
   is the entry's history: one indexed lookup and a backward read, not one call per entry.
@@ -130,6 +133,10 @@ _REVISION = "conversation_revision"
 :meth:`~store.contract.HistoryBackend.append_if` compares) is a token each write
 replaces, an update of the title or metadata too, so that every write checks, under the
 session's lock, that nothing was written since the record it merges was read."""
+_NOT_A_CONVERSATION = (
+    "{!r} is a chatledger session holding no conversation (such as the ChatledgerHistory"
+    " capability's): ChatledgerConversationStore does not take it over; use another id"
+)
 _ATTEMPTS = 16
 """How many times a save is tried again when only the title or metadata changed since
 it read the record (a concurrent ``update``, which must not make a save conflict)."""
@@ -554,7 +561,11 @@ class ChatledgerConversationStore(ConversationStore):
                 raise ConversationConflict(conversation_id)
             try:
                 if stored is None:
-                    expected = await self._start(conversation_id, base)
+                    started = await self._start(record, base)
+                    expected = None
+                    if started is not None:
+                        claimed, expected = started
+                        mine.add(claimed)
                     await self._append(record, new_entries, expected)
                     return
                 current = stored.record
@@ -610,25 +621,60 @@ class ChatledgerConversationStore(ConversationStore):
         )
         return claimed.revision, token
 
-    async def _start(self, conversation_id: str, base: str | None) -> str | None:
+    async def _start(self, record: ConversationRecord, base: str | None) -> tuple[str, str] | None:
         """Start a new conversation: nothing to do for an empty one (its first write
-        creates its session), a fork of the session holding ``base`` up to it for a fork.
-        The revision its record write expects (a fork starts with its source's record).
-        A session of that id that holds no conversation is refused."""
-        store = await self._store()
-        if await self._exists(conversation_id):
-            raise ConversationConflict(conversation_id)  # a session of something else
-        if base is None:
-            return None
-        line = await self._line(base)
-        await self._fork_into(conversation_id, line)
-        copied = (await store.get_metadata(conversation_id)).get(RECORD_KEY)
-        revision = copied.get("revision") if isinstance(copied, dict) else None
-        return revision if isinstance(revision, str) else None
+        creates its session), a fork of the session holding ``base`` up to it for a fork,
+        taken at once with a moving record (:meth:`_taken`). The revision and the token
+        the record write expects (None: no record stored yet).
 
-    async def _fork_into(self, conversation_id: str, line: _Line) -> None:
-        """Make ``conversation_id`` a fork holding ``line``: a chatledger fork at its
-        last entry, else at the latest entry chatledger can cut at, the rest appended."""
+        A session of that id holding the record its source's fork copied (a fork left
+        half made) is taken and its history moved to ``base``; any other session of that
+        id holds no conversation and is refused."""
+        conversation_id = record.conversation_id
+        store = await self._store()
+        try:
+            metadata = await store.get_metadata(conversation_id)
+        except SessionNotFound:
+            if base is None:
+                return None
+            return await self._fork_into(record, base, await self._line(base))
+        copied = metadata.get(RECORD_KEY)
+        token = copied.get("revision") if isinstance(copied, dict) else None
+        if base is None or not isinstance(token, str):
+            raise ConversationConflict(
+                conversation_id, message=_NOT_A_CONVERSATION.format(conversation_id)
+            )
+        taken = await self._taken(record, base, token)
+        await self._move(conversation_id, base)
+        return taken
+
+    async def _taken(
+        self,
+        record: ConversationRecord,
+        base: str,
+        expected: str | None,
+        messages: Sequence[Message] = (),
+    ) -> tuple[str, str]:
+        """Write a new conversation's record, at ``base`` and marked as moving, over the
+        stored token ``expected`` (with ``messages``): from then on the conversation
+        loads, and a save that finds it finishes the move. Its revision and token."""
+        taken = dataclasses.replace(record, head_id=base, revision=str(uuid7()))
+        token = str(uuid7())
+        await (await self._store()).append_if(
+            record.conversation_id,
+            messages,
+            record=_record_value(taken, token=token, moving=True),
+            expected=expected,
+        )
+        return taken.revision, token
+
+    async def _fork_into(
+        self, record: ConversationRecord, base: str, line: _Line
+    ) -> tuple[str, str]:
+        """Make the conversation a fork holding ``line`` (up to ``base``): a chatledger
+        fork at its last entry, else at the latest entry chatledger can cut at, taken
+        (:meth:`_taken`) before the rest is appended. The revision and token taken."""
+        conversation_id = record.conversation_id
         store = await self._store()
         sources = [line.session_id]
         info = await store.session(line.session_id)
@@ -643,9 +689,13 @@ class ChatledgerConversationStore(ConversationStore):
                     if await self._exists(conversation_id):
                         raise ConversationConflict(conversation_id) from None
                     continue
+                copied = (await store.get_metadata(conversation_id)).get(RECORD_KEY)
+                token = copied.get("revision") if isinstance(copied, dict) else None
+                taken = await self._taken(record, base, token if isinstance(token, str) else None)
                 await self._append_entries(conversation_id, line.carried[keep:])
-                return
-        await self._append_entries(conversation_id, line.carried)
+                return taken
+        messages = [m for c in line.carried for m in entry_messages(_entry_of(c))]
+        return await self._taken(record, base, None, messages)
 
     async def _exists(self, session_id: str) -> bool:
         try:
