@@ -39,7 +39,8 @@ How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
   capability's) is refused, never taken over.
 - **Entries are found by id**: :meth:`~store.contract.HistoryBackend.locate` names the
   session holding an entry (its own, a superseded tail, a fork), whose history up to it
-  is the entry's history: one indexed lookup and a backward read, not one call per entry.
+  is the entry's history: one indexed lookup and a backward read, not one call per entry,
+  from the entry's end where this store read it before (checked), else the session's.
 - **Usage**: every new response's usage is recorded in chatledger's usage ledger
   (:meth:`~store.contract.HistoryBackend.record_usage`), tied to its entry, once (the
   entry id is the call id). The record keeps Pydantic AI's running totals.
@@ -144,6 +145,8 @@ it read the record (a concurrent ``update``, which must not make a save conflict
 _END = 2**62
 """A ``before`` bound past every ``seq``: a backward read from a session's end."""
 _PAGE = 64
+_REMEMBERED = 100_000
+"""How many entries' ends a store remembers (:meth:`ChatledgerConversationStore._learn`)."""
 _CONTINUES = re.compile(r":(\d+)$")
 """How the id of an entry's second and later messages ends."""
 _TOOLS = "tools"
@@ -497,6 +500,8 @@ class ChatledgerConversationStore(ConversationStore):
         tokenizer: Tokenizer | None = None,
     ) -> None:
         self._lease = StoreLease.of(store, url=url, tenant=tenant, tokenizer=tokenizer)
+        self._ends: dict[str, tuple[str, int]] = {}
+        """Where entries read end: their session and last message's ``seq``."""
 
     async def aclose(self) -> None:
         """Let go of an owned store (the last adapter holding it closes it); a borrowed
@@ -819,18 +824,40 @@ class ChatledgerConversationStore(ConversationStore):
             return []
         return [_entry_of(c) for c in (await self._line(head_id, limit=limit)).carried]
 
+    def _learn(self, session_id: str, page: Sequence[StoredMessage]) -> None:
+        """Remember where the entries of ``page`` (read backwards from an entry's end)
+        end, so that a later read of one starts there."""
+        if len(self._ends) > _REMEMBERED:
+            self._ends.clear()
+        for stored in page:
+            message_id = stored.message.message_id
+            entry_id = (_continued(message_id) or (message_id, 0))[0]
+            known = self._ends.get(entry_id)
+            if known is None or known[0] != session_id or known[1] < stored.seq:
+                self._ends[entry_id] = (session_id, stored.seq)
+
     async def _line(self, head_id: str, *, limit: int | None = None) -> _Line:
         """Entry ``head_id`` with the entries before it (the last ``limit``), read from
-        the session holding it, backwards a page at a time; ``KeyError`` when no session
-        holds it."""
+        the session holding it, backwards a page at a time from the entry's end where an
+        earlier read saw it (checked), else from the session's end; ``KeyError`` when no
+        session holds it."""
         store = await self._store()
         holder = await store.locate(head_id)
         if holder is None:
             raise KeyError(head_id)
         reader = _Backwards(head_id, limit)
-        before = _END
+        hint = self._ends.get(head_id)
+        hinted = hint is not None and hint[0] == holder
+        before = hint[1] + 1 if hint is not None and hinted else _END
         while not reader.done:
             page = await store.history(holder, include_excluded=True, before=before, limit=_PAGE)
+            if hinted:  # the entry's end, as last read: still there?
+                hinted = False
+                last = page[-1].message.message_id if page else None
+                if last is None or (_continued(last) or (last, 0))[0] != head_id:
+                    before = _END
+                    continue
+            self._learn(holder, page)
             reader.read(page)
             if reader.done:
                 break
