@@ -47,8 +47,10 @@ How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
 - **Delete** deletes the session and its superseded tails; a message a fork still reads
   stays until the fork is deleted too, as chatledger keeps rows its forks read.
 
-Room is left here for a Pydantic AI capability (the before-call projection and the
-compaction hook); this module holds the store only.
+The module also re-exports the capability that sends the model chatledger's projection
+and compacts on request, :class:`~store.integrations.pydantic_ai_history.ChatledgerHistory`
+(with :func:`~store.integrations.pydantic_ai_history.usage_from_pydantic_ai`); it keeps
+its own sessions, which this store does not take over.
 """
 
 from __future__ import annotations
