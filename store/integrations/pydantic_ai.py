@@ -131,6 +131,7 @@ message all of them). A part is stored nowhere else, so redacting its message er
 
 _RECORDS: TypeAdapter[ConversationRecord] = TypeAdapter(ConversationRecord)
 _MOVING = "moving"
+"""Set in a stored record while a head move is under way (see :meth:`_claim`)."""
 _REVISION = "conversation_revision"
 """The key of the stored record's Pydantic AI revision. Its ``revision`` (the one
 :meth:`~store.contract.HistoryBackend.append_if` compares) is a token each write
@@ -143,7 +144,6 @@ _NOT_A_CONVERSATION = (
 _ATTEMPTS = 16
 """How many times a save is tried again when only the title or metadata changed since
 it read the record (a concurrent ``update``, which must not make a save conflict)."""
-"""Set in a stored record while a head move is under way (see :meth:`_claim`)."""
 _END = 2**62
 """A ``before`` bound past every ``seq``: a backward read from a session's end."""
 _PAGE = 64
@@ -352,7 +352,7 @@ def _placed(line: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for part in carried["message"]["parts"]:
             kind = part.get("part_kind")
             if kind == "tool-call":
-                names[part["tool_call_id"]] = part["tool_name"]
+                names[str(part.get("tool_call_id"))] = str(part.get("tool_name", ""))
             elif kind in _RESULTS and part.get("tool_name") == "":
                 part["tool_name"] = names.get(part.get("tool_call_id", ""), "")
     return line
@@ -857,6 +857,7 @@ class ChatledgerConversationStore(ConversationStore):
                 hinted = False
                 last = page[-1].message.message_id if page else None
                 if last is None or (_continued(last) or (last, 0))[0] != head_id:
+                    del self._ends[head_id]  # moved since: read from the end
                     before = _END
                     continue
             self._learn(holder, page)
