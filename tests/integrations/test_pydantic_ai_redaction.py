@@ -72,6 +72,11 @@ def _dump(path: Path) -> str:
         return "\n".join(connection.iterdump())
 
 
+def _file_bytes(path: Path) -> bytes:
+    """The database file's bytes and its write-ahead log's."""
+    return b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
+
+
 @pytest.mark.parametrize("where", sorted(SECRETS))
 async def test_redacting_any_message_of_an_entry_erases_its_only_copy(
     tmp_path: Path, where: tuple[int, int]
@@ -90,6 +95,7 @@ async def test_redacting_any_message_of_an_entry_erases_its_only_copy(
     secret = SECRETS[where]
     assert secret not in repr(loaded.messages)
     assert secret not in _dump(path)
+    assert secret.encode() not in _file_bytes(path)  # nor in its free pages or its log
     for other, text in SECRETS.items():
         if other != where:
             assert text in repr(loaded.messages), other
