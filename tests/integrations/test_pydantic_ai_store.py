@@ -586,3 +586,38 @@ async def test_concurrent_saves_and_branches_of_one_revision_let_one_win(
     stored = [m.message_id for m in await any_store.history("c", include_excluded=True)]
     entries = await store.load_entries("c") or []
     assert [i for i in stored if ":" not in i] == [e.id for e in entries]
+
+
+async def test_an_entry_read_again_is_read_from_where_it_ends(any_store: AnyStore) -> None:
+    """read_entry, branch(from_entry=) and read_history of an entry already read start
+    their backward read at that entry, not at the session's end (review finding 9)."""
+    store = ChatledgerConversationStore(any_store)
+    messages = [m for n in range(40) for m in _tool_turn(n)]  # 200 rows: four pages
+    await store.save(Conversation(conversation_id="c", messages=messages))
+    entries = await store.load_entries("c")
+    assert entries is not None
+    bounds: list[int | None] = []
+    history = any_store.history
+
+    async def spied(session_id: str, **kw: Any) -> Any:
+        bounds.append(kw.get("before"))
+        return await history(session_id, **kw)
+
+    any_store.history = spied  # type: ignore[method-assign]
+    try:
+        assert await store.read_entry(entries[2].id) == entries[2]
+        assert bounds == [
+            max(m.seq for m in await history("c") if m.message_id == entries[2].id) + 1
+        ]
+        assert await store.read_history(entries[70].id, limit=3) == entries[68:71]
+        assert len(bounds) == 2
+        bounds.clear()
+        assert await store.read_history(entries[100].id) == entries[:101]
+        assert len(bounds) == 2  # 125 rows from the entry to the start, not 200 from the end
+    finally:
+        del any_store.history
+    record = await store.read_record("c")
+    assert record is not None
+    back = await store.branch("c", from_entry=entries[6].id, expected_revision=record.revision)
+    assert back.messages == messages[:7]
+    assert await store.read_entry(entries[150].id) == entries[150]  # now in a tail
