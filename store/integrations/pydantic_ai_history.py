@@ -53,8 +53,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any, Final
 
-from store.contract import DEFAULT_TENANT, HistoryBackend
-from store.errors import InvalidInput
+from store.contract import DEFAULT_TENANT, RECORD_KEY, HistoryBackend
+from store.errors import InvalidInput, SessionNotFound
 from store.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from store.integrations._shared import StoreLease, adapter_options, provider_for
 from store.integrations.usage import record_call
@@ -434,6 +434,7 @@ class ChatledgerHistory(AbstractCapability[Any]):
         if run.started:
             fresh = [m for m in history if id(m) not in run.seen]
         else:
+            await self._refuse_conversation(run.session_id)
             fresh = _after_our_compaction(history)
         new = {id(m) for m in fresh}
         for message in history:
@@ -451,6 +452,20 @@ class ChatledgerHistory(AbstractCapability[Any]):
         if not batch and not end_of_turn:
             return None
         return await self.phases.save_turn(run.session_id, batch, end_of_turn=end_of_turn)
+
+    async def _refuse_conversation(self, session_id: str) -> None:
+        """Refuse a session that ``ChatledgerConversationStore`` keeps a conversation in:
+        both would store the same turns (once per run, one read)."""
+        backend = await self._lease.get()
+        try:
+            metadata = await backend.get_metadata(session_id)
+        except SessionNotFound:
+            return
+        if RECORD_KEY in metadata:
+            raise InvalidInput(
+                f"session {session_id!r} holds a conversation of ChatledgerConversationStore: "
+                "ChatledgerHistory must store elsewhere (give it session_id=)"
+            )
 
     async def _adopt(
         self, session_id: str, holder: ModelMessage, kept: Sequence[ModelMessage]

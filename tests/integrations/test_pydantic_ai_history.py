@@ -544,3 +544,22 @@ async def test_a_store_opened_from_a_url_is_released(tmp_path: Path) -> None:
     await capability.aclose()
     async with HistoryStore.open(url) as reopened:
         assert texts(await stored(reopened, "s"), "user") == ["question"]
+
+
+async def test_a_session_the_conversation_store_keeps_is_refused(store: HistoryBackend) -> None:
+    from store.integrations.pydantic_ai import ChatledgerConversationStore
+
+    conversations = ChatledgerConversationStore(store)
+    plain = Agent(FunctionModel(Scripted()), system_prompt=SYSTEM)
+
+    @plain.tool_plain
+    def lookup(key: str) -> str:
+        return key
+
+    await conversations.save(await plain.run("question", conversation_id="kept"))
+    agent = agent_with(ChatledgerHistory(store), Scripted())
+    with pytest.raises(InvalidInput, match="holds a conversation of ChatledgerConversationStore"):
+        await agent.run("again", conversation_id="kept")
+    # nothing of the refused run was stored
+    assert texts(await stored(store, "kept"), "user") == ["question"]
+    await conversations.aclose()
