@@ -1305,13 +1305,20 @@ class BackendBase(metaclass=ABCMeta):
         self._check_open()
         check_session_id(session_id, self._limits)
         check_compact_phase(phase)
-        chosen = resolve_strategy(strategy)
+        return await self._traced_compact(
+            session_id, resolve_strategy(strategy), phase=phase, dry_run=dry_run
+        )
+
+    async def _traced_compact(
+        self, session_id: str, strategy: CompactionStrategy, *, phase: Phase, dry_run: bool
+    ) -> CompactionEvent | ChangeSet | None:
+        """:meth:`_compact` in its span, its errors translated (checked arguments)."""
         with (
             self._translate_errors(),
-            telemetry.compaction(self._tenant, session_id, phase, chosen.name) as span,
+            telemetry.compaction(self._tenant, session_id, phase, strategy.name) as span,
         ):
             return span.finish(
-                await self._compact(session_id, chosen, phase=phase, dry_run=dry_run)
+                await self._compact(session_id, strategy, phase=phase, dry_run=dry_run)
             )
 
     async def request_compaction(
@@ -1341,13 +1348,7 @@ class BackendBase(metaclass=ABCMeta):
         if chosen is None:
             chosen = await self._recorded_strategy(session_id)
         forced = RequestedStrategy(chosen, reason=request.reason, focus=request.focus)
-        with (
-            self._translate_errors(),
-            telemetry.compaction(self._tenant, session_id, "manual", chosen.name) as span,
-        ):
-            done = span.finish(
-                await self._compact(session_id, forced, phase="manual", dry_run=False)
-            )
+        done = await self._traced_compact(session_id, forced, phase="manual", dry_run=False)
         assert not isinstance(done, ChangeSet)  # not a dry run
         return done
 

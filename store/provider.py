@@ -587,23 +587,27 @@ class TwoPhaseProvider:
 
     async def _after_run(self, session_id: str) -> CompactionEvent | None:
         assert self.after_strategy is not None
-        self._asked.discard(session_id)
-        backend = await self._source.get()
-        strategy = await self._judged(backend, session_id, self.after_strategy)
-        assert strategy is not None
-        return await backend.compact(session_id, strategy, phase="after_run")
+        return await self._compact_after_run(session_id, self.after_strategy)
 
     async def _run_asked(self, session_id: str) -> CompactionEvent | None:
         """The after phase of a provider without an after-run strategy, for a session it
         asked compaction of: the before-call strategy compacts the stored history as
         asked, so the request ends with the turn."""
-        self._asked.discard(session_id)
         if self.before_strategy is None:
+            self._asked.discard(session_id)
             return None
+        return await self._compact_after_run(session_id, self.before_strategy)
+
+    async def _compact_after_run(
+        self, session_id: str, strategy: CompactionStrategy
+    ) -> CompactionEvent | None:
+        """Compact the session with ``strategy`` (judged by its fit), phase ``after_run``;
+        a request this provider made for it is run so."""
+        self._asked.discard(session_id)
         backend = await self._source.get()
-        strategy = await self._judged(backend, session_id, self.before_strategy)
-        assert strategy is not None
-        return await backend.compact(session_id, strategy, phase="after_run")
+        judged = await self._judged(backend, session_id, strategy)
+        assert judged is not None
+        return await backend.compact(session_id, judged, phase="after_run")
 
     async def flush(self, *, timeout: float | None = None) -> FlushResult:  # noqa: ASYNC109
         """Wait for the deferred compactions asked for so far, for at most ``timeout``

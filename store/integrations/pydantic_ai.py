@@ -49,7 +49,7 @@ How a conversation maps onto chatledger (``docs/pydantic_ai.md``):
 
 The module also re-exports the capability that sends the model chatledger's projection
 and compacts on request, :class:`~store.integrations.pydantic_ai_history.ChatledgerHistory`
-(with :func:`~store.integrations.pydantic_ai_history.usage_from_pydantic_ai`); it keeps
+(with :func:`~store.integrations.usage.usage_from_pydantic_ai`); it keeps
 its own sessions, which this store does not take over.
 """
 
@@ -67,11 +67,11 @@ from store.contract import DEFAULT_TENANT, RECORD_KEY, HistoryBackend
 from store.errors import InvalidInput, RecordConflict, SessionNotFound
 from store.formats.pydantic_ai import from_pydantic_ai
 from store.integrations._shared import StoreLease
-from store.integrations.pydantic_ai_history import ChatledgerHistory, usage_from_pydantic_ai
+from store.integrations.pydantic_ai_history import ChatledgerHistory
+from store.integrations.usage import usage_from_pydantic_ai
 from store.models import StoredMessage
 from store.rules.erasure import REDACTED_TEXT
 from store.rules.identity import is_tombstone
-from store.usage.models import Usage
 from strategies.messages import (
     FunctionCallContent,
     FunctionResultContent,
@@ -463,23 +463,6 @@ def _record_of(session_id: str, metadata: dict[str, JsonValue]) -> _Stored | Non
     return _Stored(record, value.get(_MOVING) is True, str(token))
 
 
-def _usage_of(response: ModelResponse) -> Usage | None:
-    usage = response.usage
-    lanes = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens)
-    if not any(lanes) and not usage.cache_write_tokens:
-        return None
-    reasoning = usage.details.get("reasoning_tokens")
-    return Usage(
-        model=response.model_name,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        reasoning_tokens=reasoning if isinstance(reasoning, int) else None,
-        at=response.timestamp,
-    )
-
-
 # -- the store --------------------------------------------------------------------------
 
 
@@ -605,7 +588,10 @@ class ChatledgerConversationStore(ConversationStore):
         )
         for entry in entries:
             if isinstance(entry.message, ModelResponse):
-                usage = _usage_of(entry.message)
+                response = entry.message
+                usage = usage_from_pydantic_ai(
+                    response.usage, model=response.model_name, at=response.timestamp
+                )
                 if usage is not None:
                     await store.record_usage(
                         record.conversation_id, usage, message_id=entry.id, call_id=entry.id

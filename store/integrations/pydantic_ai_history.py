@@ -57,9 +57,8 @@ from store.contract import DEFAULT_TENANT, RECORD_KEY, HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.formats.pydantic_ai import from_pydantic_ai, to_pydantic_ai
 from store.integrations._shared import StoreLease, adapter_options, provider_for
-from store.integrations.usage import record_call
+from store.integrations.usage import record_call, usage_from_pydantic_ai
 from store.provider import ContextWindow, SaveResult, message_identity
-from store.usage.models import Usage
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import Message, OtherContent, TextContent
@@ -79,7 +78,6 @@ try:
     from pydantic_ai.models import ModelRequestContext
     from pydantic_ai.run import AgentRunResult
     from pydantic_ai.toolsets import FunctionToolset
-    from pydantic_ai.usage import RequestUsage
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(
         "store.integrations.pydantic_ai_history needs Pydantic AI: "
@@ -118,31 +116,6 @@ _SUMMARY_OF_KEY = "summary_of_group_ids"
 """The metadata key of a summary message (:mod:`strategies.summarization`)."""
 _MAX_REASON, _MAX_FOCUS = 200, 2000
 """The longest reason and focus a compaction request takes."""
-
-
-def usage_from_pydantic_ai(usage: RequestUsage | None, *, model: str | None = None) -> Usage | None:
-    """The usage of one Pydantic AI model request (``ModelResponse.usage``); None when it
-    reports none (no tokens either way, or ``unmeasured_requests``).
-
-    Pydantic AI's meaning is ours: ``input_tokens`` includes the cache reads and writes,
-    ``output_tokens`` the reasoning (``details["reasoning_tokens"]`` when the provider
-    gives it).
-    """
-    if (
-        usage is None
-        or usage.unmeasured_requests
-        or not (usage.input_tokens or usage.output_tokens)
-    ):
-        return None
-    reasoning = (usage.details or {}).get("reasoning_tokens")
-    return Usage(
-        model=model or None,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        reasoning_tokens=reasoning if isinstance(reasoning, int) and reasoning >= 0 else None,
-    )
 
 
 def _to_stored(messages: Sequence[ModelMessage]) -> list[Message]:

@@ -28,12 +28,17 @@ stays 0). Each framework's own convention, and what is done with it:
   ``input_token_details`` gives ``cache_read`` and ``cache_creation``,
   ``output_token_details`` gives ``reasoning``. The model is the message's
   ``response_metadata["model_name"]`` (or ``["model"]``).
+- Pydantic AI (``ModelResponse.usage``, a ``RequestUsage``): its meaning is ours
+  (``input_tokens`` includes the cache reads and writes, ``output_tokens`` the
+  reasoning, ``details["reasoning_tokens"]`` when the provider gives it); a request it
+  reports as unmeasured, or with no tokens either way, reports no usage.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from store.errors import InvalidInput
@@ -46,6 +51,7 @@ __all__ = [
     "usage_from_agent_framework",
     "usage_from_langchain",
     "usage_from_openai_agents",
+    "usage_from_pydantic_ai",
 ]
 
 logger = logging.getLogger("chatledger.integrations")
@@ -149,6 +155,32 @@ def usage_from_langchain(
         cache_read_tokens=_count(inputs.get("cache_read")),
         cache_write_tokens=_count(inputs.get("cache_creation")),
         reasoning_tokens=_count(outputs.get("reasoning")),
+    )
+
+
+def usage_from_pydantic_ai(
+    usage: object, *, model: str | None = None, at: datetime | None = None
+) -> Usage | None:
+    """The usage of one Pydantic AI model request (``ModelResponse.usage``, a
+    ``RequestUsage``) made at ``at`` (None: now); None when it reports none (no tokens
+    either way, or ``unmeasured_requests``)."""
+    if usage is None or getattr(usage, "unmeasured_requests", None):
+        return None
+    input_tokens = _count(getattr(usage, "input_tokens", None))
+    output_tokens = _count(getattr(usage, "output_tokens", None))
+    if not (input_tokens or output_tokens):
+        return None
+    details = getattr(usage, "details", None) or {}
+    reasoning = details.get("reasoning_tokens") if isinstance(details, Mapping) else None
+    when = {} if at is None else {"at": at}
+    return Usage(
+        model=model or None,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=_count(getattr(usage, "cache_read_tokens", None)),
+        cache_write_tokens=_count(getattr(usage, "cache_write_tokens", None)),
+        reasoning_tokens=reasoning if isinstance(reasoning, int) and reasoning >= 0 else None,
+        **when,
     )
 
 

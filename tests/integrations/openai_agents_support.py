@@ -35,7 +35,7 @@ def lookup_result(query: str, rows: int = RESULT_ROWS) -> str:
     return " ".join(f"{query}-row{i}" for i in range(rows))
 
 
-def _text(item: Mapping[str, Any]) -> str:
+def item_text(item: Mapping[str, Any]) -> str:
     content = item.get("content")
     if isinstance(content, str):
         return content
@@ -48,7 +48,7 @@ def last_user_text(items: Sequence[Mapping[str, Any]]) -> str:
     """The text of the newest user message among ``items``."""
     for item in reversed(items):
         if item.get("role") == "user":
-            return _text(item)
+            return item_text(item)
     return ""
 
 

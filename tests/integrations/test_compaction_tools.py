@@ -11,7 +11,7 @@ consumed (the next compaction is back to the triggers).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +53,6 @@ async def _assert_compacted_as_asked(store: HistoryBackend, session_id: str) -> 
 # --------------------------------------------------------------------------- OpenAI Agents
 
 
-def _text_of(item: Mapping[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
-
-
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 async def test_openai_agents_model_asks_for_compaction(
     backend: str, tmp_path: Path, tokenizer: Tokenizer
@@ -73,7 +64,12 @@ async def test_openai_agents_model_asks_for_compaction(
 
     from store import HistoryStore
     from store.integrations.openai_agents import ChatledgerSession, compaction_tool
-    from tests.integrations.openai_agents_support import model_inputs, pairing_problems
+    from tests.integrations.openai_agents_support import (
+        item_text,
+        last_user_text,
+        model_inputs,
+        pairing_problems,
+    )
 
     store: HistoryBackend
     if backend == "memory":
@@ -86,11 +82,7 @@ async def test_openai_agents_model_asks_for_compaction(
         nonlocal counter
         counter += 1
         items = [dict(i) for i in call.input] if not isinstance(call.input, str) else []
-        asked = (
-            call.input
-            if isinstance(call.input, str)
-            else _text_of(next(i for i in reversed(items) if i.get("role") == "user"))
-        )
+        asked = call.input if isinstance(call.input, str) else last_user_text(items)
         answered = any(i.get("type") == "function_call_output" for i in items)
         if asked == ASK and not answered:
             args = {"reason": "the context is long", "focus": FOCUS}
@@ -114,9 +106,9 @@ async def test_openai_agents_model_asks_for_compaction(
         start = len(model.calls)
         await Runner.run(agent, ASK, session=session, run_config=config)
         asking, after_tool = model_inputs(model)[start:]
-        assert any(_turn(0) in _text_of(i) for i in asking)
+        assert any(_turn(0) in item_text(i) for i in asking)
         # the call that follows the tool's result is sent the compacted projection
-        assert all(_turn(n) not in _text_of(i) for i in after_tool for n in range(3))
+        assert all(_turn(n) not in item_text(i) for i in after_tool for n in range(3))
         assert [i.get("type") for i in after_tool][-2:] == ["function_call", "function_call_output"]
         assert pairing_problems(after_tool) == []
         await _assert_compacted_as_asked(store, "oa")
