@@ -6,6 +6,10 @@
     │   ├── StoreTimeout                  a call waited for a lock past the store's timeout
     │   └── RecordConflict                a conditional append found another record revision
     ├── CorruptRowError                   a stored row failed to validate (tenant, session, seq)
+    ├── EncryptionError                   a key or a tenant's encryption refuses the call
+    │   ├── KeyRequired                   an encrypted tenant, opened without a key
+    │   ├── WrongKey                      the key given cannot unwrap the tenant's data key
+    │   └── PlaintextRows                 an encrypted store, a tenant not yet encrypted
     ├── MigrationRequired                 the schema is behind: run ``chatledger db upgrade``
     ├── InvalidInput (ValueError)         the caller's input is invalid (ids, options, ...)
     │   ├── InvalidSource                 an import source cannot be read (file, line or row)
@@ -53,14 +57,18 @@ __all__ = [
     "ChatledgerError",
     "ConcurrentWriteError",
     "CorruptRowError",
+    "EncryptionError",
     "InvalidInput",
+    "KeyRequired",
     "InvalidSource",
     "MigrationRequired",
+    "PlaintextRows",
     "RecordConflict",
     "SessionNotFound",
     "StoreClosed",
     "StoreError",
     "StoreTimeout",
+    "WrongKey",
     "strategy_errors",
 ]
 
@@ -118,6 +126,26 @@ class CorruptRowError(ChatledgerError):
         self.tenant = tenant
         self.session_id = session_id
         self.seq = seq
+
+
+class EncryptionError(ChatledgerError):
+    """Encryption at rest refuses the call: a key is missing or wrong, or the tenant's
+    state does not allow it (``docs/encryption.md``)."""
+
+
+class KeyRequired(EncryptionError):
+    """The tenant is encrypted and the store was opened without a key
+    (``encryption=KeyRing(...)``, or ``--key-file`` on the command line)."""
+
+
+class WrongKey(EncryptionError):
+    """The key given cannot unwrap the tenant's data key (another key file, a key id the
+    provider does not hold, or a damaged wrapped key)."""
+
+
+class PlaintextRows(EncryptionError):
+    """A store opened with encryption on a tenant whose rows are still in clear: run
+    ``chatledger encrypt --tenant T`` first."""
 
 
 class MigrationRequired(ChatledgerError):
