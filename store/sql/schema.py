@@ -71,6 +71,8 @@ __all__ = [
     "EVENT_PHASES",
     "FIRST_SEQ",
     "GROUPS",
+    "KEYS",
+    "KEY_EVENTS",
     "LINEAGE",
     "MESSAGES",
     "OPEN_CALLS",
@@ -79,6 +81,7 @@ __all__ = [
     "SESSION_CHILD_TABLES",
     "SETTINGS",
     "TABLE_PREFIX",
+    "TENANT_KEYS",
     "USAGE",
     "Base",
     "BranchRowRow",
@@ -344,7 +347,9 @@ class MessageRow(Base):
     message_id: Mapped[str] = mapped_column(KEY)
     role: Mapped[str] = mapped_column(String(64))
     contents: Mapped[Any] = mapped_column(JSONType)
-    author_name: Mapped[str | None] = mapped_column(String(255))
+    author_name: Mapped[str | None] = mapped_column(String(255).with_variant(Text(), "postgresql"))
+    """Text on PostgreSQL since 0014 (a sealed name is longer than the name); SQLite
+    never enforced the length."""
     created_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     """When the message was written, as its source says."""
     stored_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -549,6 +554,58 @@ class UsageRow(Base):
     prefix_kept: Mapped[bool | None] = mapped_column(Boolean)
 
 
+class TenantKeyRow(Base):
+    """An encrypted tenant's mark (``docs/encryption.md``): while a row here names the
+    tenant, a store without its key refuses it. ``state`` is ``encrypting`` while
+    ``chatledger encrypt`` still has rows in clear to seal (a store opened with the key
+    refuses the tenant until then), ``encrypted`` after; ``current_key`` is the data key
+    new texts are sealed with."""
+
+    __tablename__ = "chatledger_tenant_keys"
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    current_key: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class KeyRow(Base):
+    """A tenant's key, wrapped by the key provider's key ``kek_id``: a data key (texts
+    name the one that sealed them) or the hash key (the keyed content hash)."""
+
+    __tablename__ = "chatledger_keys"
+
+    tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
+    key_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    purpose: Mapped[str] = mapped_column(String(8))
+    kek_id: Mapped[str] = mapped_column(KEY)
+    wrapped: Mapped[str] = mapped_column(Text)
+    """The wrapped key, base64."""
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class KeyEventRow(Base):
+    """What was done to a tenant's keys and rows, and how far (the audit of ``encrypt``
+    and both rotations, and the resume point of one that was interrupted)."""
+
+    __tablename__ = "chatledger_key_events"
+
+    event_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant: Mapped[str | None] = mapped_column(KEY)
+    """Null for a rotation of the provider's key (every tenant's keys)."""
+    kind: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    rows: Mapped[int] = mapped_column(BigInteger, server_default=text("0"))
+    total: Mapped[int | None] = mapped_column(BigInteger)
+    kek_id: Mapped[str | None] = mapped_column(KEY)
+    data_key_id: Mapped[str | None] = mapped_column(String(32))
+    cursor: Mapped[str | None] = mapped_column(Text)
+    """Where an interrupted run resumes (JSON)."""
+
+
 class SchemaRevisionRow(Base):
     """An applied schema revision and its ``backward_compatible`` marker."""
 
@@ -582,6 +639,9 @@ SETTINGS = cast(Table, SettingRow.__table__)
 LINEAGE = cast(Table, LineageRow.__table__)
 BRANCH_ROWS = cast(Table, BranchRowRow.__table__)
 USAGE = cast(Table, UsageRow.__table__)
+TENANT_KEYS = cast(Table, TenantKeyRow.__table__)
+KEYS = cast(Table, KeyRow.__table__)
+KEY_EVENTS = cast(Table, KeyEventRow.__table__)
 
 SESSION_CHILD_TABLES: tuple[Table, ...] = (
     USAGE,
