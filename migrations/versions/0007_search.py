@@ -52,7 +52,7 @@ def upgrade() -> None:
     )
     bind = op.get_bind()
     ensure_cursor_key(bind)
-    fill_search_text(bind)
+    fill_search_text(bind, encrypted_tenants=False)  # none before 0014
     set_search(bind, True)
 
 

@@ -20,7 +20,10 @@ alone identifies it, and the tombstone stays.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+import hmac
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from store.errors import InvalidInput
@@ -33,9 +36,11 @@ __all__ = [
     "Deduped",
     "content_hash",
     "dedupe",
+    "digest_bytes",
     "hashed_contents",
     "is_replay",
     "is_tombstone",
+    "keyed_hashing",
     "new_messages",
     "stored_hash",
 ]
@@ -80,9 +85,42 @@ _HASH_SLICE = 1 << 20
 """Characters of a long part of the canonical text encoded at a time for the hash."""
 
 
+_HASH_KEY: ContextVar[bytes | None] = ContextVar("chatledger_hash_key", default=None)
+"""The key of the running call's content hashes (an encrypted tenant's hash key)."""
+
+
+@contextmanager
+def keyed_hashing(key: bytes | None) -> Iterator[None]:
+    """Hash contents with HMAC-SHA256 under ``key`` (None: plain SHA-256) within the
+    block: an encrypted tenant's stored hashes confirm no guess of a text
+    (:mod:`store.encryption.sealing`)."""
+    token = _HASH_KEY.set(key)
+    try:
+        yield
+    finally:
+        _HASH_KEY.reset(token)
+
+
+def digest_bytes(data: bytes) -> bytes:
+    """SHA-256 of ``data``, keyed as :func:`content_hash` is (:func:`keyed_hashing`): for
+    the other digests a store keeps of contents (the usage ledger's context chain)."""
+    key = _HASH_KEY.get()
+    if key is None:
+        return hashlib.sha256(data).digest()
+    return hmac.new(key, data, hashlib.sha256).digest()
+
+
 def _sha256(parts: list[str]) -> str:
-    """SHA-256 of the concatenation of ``parts``, without writing the whole text: a long
-    part (a tool result) is encoded a slice at a time."""
+    """SHA-256 of the concatenation of ``parts`` (HMAC-SHA256 under the key of
+    :func:`keyed_hashing`), without writing the whole text: a long part (a tool result)
+    is encoded a slice at a time."""
+    key = _HASH_KEY.get()
+    if key is not None:
+        keyed = hmac.new(key, digestmod=hashlib.sha256)
+        for part in parts:
+            for start in range(0, len(part), _HASH_SLICE):
+                keyed.update(part[start : start + _HASH_SLICE].encode())
+        return keyed.hexdigest()
     if max(map(len, parts)) <= _HASH_SLICE:
         return hashlib.sha256("".join(parts).encode()).hexdigest()
     digest = hashlib.sha256()

@@ -11,12 +11,16 @@ state, timestamps) is not stored text: it stays in clear columns.
 
 Each function is given the place of its text: the tenant, the row within it (a message
 row's session and ``seq``, a session's id, an event's session and id) and, by the
-function's name, the column. None of them uses the place yet: a layer that seals the
-texts (encryption at rest, bound to that place and to
-:data:`~store.rules.storage_json.MESSAGE_FORMAT`) wraps these functions, and no caller
-changes. The read path's hot loop (:func:`~store.sql.mapping.page_mapper`) decodes a
-row's contents and metadata with the expressions of :data:`INLINE`, kept here beside
-the functions they stand for.
+function's name, the column. A store opened with encryption at rest runs each call in
+:func:`sealed` with its tenant's :class:`~store.encryption.sealing.Sealing`: then every
+``encode_*`` seals its text for that place and every ``decode_*`` opens it there, and
+refuses a text in clear (:class:`~store.errors.CorruptRowError`). Without one, a sealed
+text is refused too (:class:`~store.errors.KeyRequired`): nothing reads a sealed text as
+if it were clear, and nothing is written in clear by a store that seals. The author
+name, title and compaction request (text columns) go through here for that reason.
+The read path's hot loop (:func:`~store.sql.mapping.page_mapper`) decodes a row's
+contents and metadata with the expressions of :data:`INLINE`, kept here beside the
+functions they stand for, when nothing seals (:func:`sealing_now`).
 
 The JSON itself is written by :mod:`store.rules.storage_json`. This module belongs to the
 SQL backend, not to :mod:`store.rules`, because only the SQL backend stores text (the
@@ -27,36 +31,51 @@ in-memory one keeps the models) and the places are its rows; its functions are p
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import JsonValue
 from sqlalchemy import JSON
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+from store.errors import KeyRequired
+from store.rules.identity import keyed_hashing
 from store.rules.storage_json import contents_json, object_json, reduced_json
 from store.sql.drivers.allocator import LARGE_VALUE
 from strategies.messages import CONTENTS_ADAPTER, Content, Message
+
+if TYPE_CHECKING:
+    from store.encryption.sealing import Sealing
 
 __all__ = [
     "ENCODED",
     "INLINE",
     "EncodedJSON",
     "Inline",
+    "decode_author",
+    "decode_compaction_request",
     "decode_contents",
     "decode_event_note",
     "decode_event_params",
     "decode_metadata",
     "decode_reduced",
     "decode_session_metadata",
+    "decode_title",
+    "encode_author",
+    "encode_compaction_request",
     "encode_contents",
     "encode_event_note",
     "encode_event_params",
     "encode_metadata",
     "encode_reduced",
     "encode_session_metadata",
+    "encode_title",
+    "sealed",
+    "sealing_now",
 ]
 
 
@@ -83,6 +102,53 @@ _loads = json.loads
 _SURROGATE_ESCAPES = ("\\ud", "\\uD")
 """How a JSON text writes a surrogate (pydantic-core refuses a lone one; ``json`` does
 not). A text read from either database holds no raw surrogate: neither stores one."""
+
+
+_SEALING: ContextVar[Sealing | None] = ContextVar("chatledger_sealing", default=None)
+"""The sealing of the store whose call is running (None: texts are stored in clear)."""
+_SEALED_PREFIX = '"cl1.'
+""":data:`store.encryption.sealing.PREFIX` (not imported: that module loads the
+cipher)."""
+
+
+@contextmanager
+def sealed(sealing: Sealing | None) -> Iterator[None]:
+    """Run a store's call with ``sealing`` (None: in clear), its content hashes keyed
+    by the tenant's hash key (:func:`~store.rules.identity.keyed_hashing`)."""
+    token = _SEALING.set(sealing)
+    try:
+        with keyed_hashing(None if sealing is None else sealing.hash_key):
+            yield
+    finally:
+        _SEALING.reset(token)
+
+
+def sealing_now() -> Sealing | None:
+    """The sealing of the running call (None when texts are stored in clear)."""
+    return _SEALING.get()
+
+
+def _seal(text: str, table: str, session_id: str, row: object, column: str) -> str:
+    sealing = _SEALING.get()
+    return text if sealing is None else sealing.seal(text, table, session_id, row, column)
+
+
+def _open(tenant: str, text: str, table: str, session_id: str, row: object, column: str) -> str:
+    sealing = _SEALING.get()
+    if sealing is not None:
+        return sealing.open(text, table, session_id, row, column)
+    if text.startswith(_SEALED_PREFIX):
+        raise KeyRequired(
+            f"tenant {tenant!r} is encrypted: open the store with its key "
+            "(encryption=KeyRing(...), or --key-file)"
+        )
+    return text
+
+
+def _open_optional(
+    tenant: str, text: str | None, table: str, session_id: str, row: object, column: str
+) -> str | None:
+    return None if text is None else _open(tenant, text, table, session_id, row, column)
 
 
 def _validate_large_contents(text: str) -> list[Content]:
@@ -124,11 +190,13 @@ def encode_contents(
 ) -> str:
     """The ``contents`` column of message ``seq``: ``written`` when hashing wrote its
     JSON already (:func:`~store.rules.identity.hashed_contents`), else its JSON."""
-    return written if written is not None else contents_json(contents)
+    text = written if written is not None else contents_json(contents)
+    return _seal(text, "messages", session_id, seq, "contents")
 
 
 def decode_contents(tenant: str, session_id: str, seq: int, text: str) -> list[Content]:
     """The contents of message ``seq`` from its ``contents`` column, validated."""
+    text = _open(tenant, text, "messages", session_id, seq, "contents")
     if len(text) > LARGE_VALUE:
         return _validate_large_contents(text)
     return _validate_contents(text)
@@ -136,7 +204,7 @@ def decode_contents(tenant: str, session_id: str, seq: int, text: str) -> list[C
 
 def encode_metadata(tenant: str, session_id: str, seq: int, metadata: Mapping[str, Any]) -> str:
     """The ``metadata`` column of message ``seq``."""
-    return object_json(metadata)
+    return _seal(object_json(metadata), "messages", session_id, seq, "metadata")
 
 
 def decode_metadata(
@@ -144,7 +212,23 @@ def decode_metadata(
 ) -> dict[str, JsonValue]:
     """The metadata of message ``seq`` from its ``metadata`` column: a JSON object
     (``ValueError`` for anything else)."""
+    text = _open_optional(tenant, text, "messages", session_id, seq, "metadata")
     return _object(text, "metadata")
+
+
+def encode_author(tenant: str, session_id: str, seq: int, author_name: str | None) -> str | None:
+    """The ``author_name`` column of message ``seq`` (None stays None)."""
+    if author_name is None:
+        return None
+    return _seal(author_name, "messages", session_id, seq, "author_name")
+
+
+def decode_author(tenant: str, session_id: str, seq: int, text: str | None) -> str | None:
+    """The author name of message ``seq`` from its column (sealed only where the store
+    seals: a name in clear may start like a sealed text)."""
+    if text is None or _SEALING.get() is None:
+        return text
+    return _open(tenant, text, "messages", session_id, seq, "author_name")
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,14 +267,14 @@ replaces these with calls of its ``decode_*`` functions, as it wraps them."""
 
 def encode_reduced(tenant: str, session_id: str, seq: int, reduced: Message) -> str:
     """The ``reduced_contents`` column of message ``seq``: its reduced version."""
-    return reduced_json(reduced)
+    return _seal(reduced_json(reduced), "messages", session_id, seq, "reduced_contents")
 
 
 def decode_reduced(tenant: str, session_id: str, seq: int, text: str) -> dict[str, Any]:
     """What the reduced version of message ``seq`` holds instead of the message's own
     values: ``contents`` (validated), and ``metadata``, ``role`` and ``author_name`` where
     the column holds them (rows written before it held them overlay the contents only)."""
-    value = _loads(text)
+    value = _loads(_open(tenant, text, "messages", session_id, seq, "reduced_contents"))
     if isinstance(value, dict) and "contents" in value:
         fields = {k: value[k] for k in ("metadata", "role", "author_name") if k in value}
         value = value["contents"]
@@ -204,13 +288,39 @@ def decode_reduced(tenant: str, session_id: str, seq: int, text: str) -> dict[st
 
 def encode_session_metadata(tenant: str, session_id: str, metadata: Mapping[str, Any]) -> str:
     """The ``metadata`` column of session ``session_id``."""
-    return object_json(metadata)
+    return _seal(object_json(metadata), "sessions", session_id, "", "metadata")
 
 
 def decode_session_metadata(tenant: str, session_id: str, text: str | None) -> dict[str, Any]:
     """The metadata of session ``session_id`` from its column: a JSON object
     (``ValueError`` for anything else)."""
+    text = _open_optional(tenant, text, "sessions", session_id, "", "metadata")
     return _object(text, "metadata")
+
+
+def encode_title(tenant: str, session_id: str, title: str | None) -> str | None:
+    """The ``title`` column of session ``session_id`` (None stays None)."""
+    return None if title is None else _seal(title, "sessions", session_id, "", "title")
+
+
+def decode_title(tenant: str, session_id: str, text: str | None) -> str | None:
+    """The title of session ``session_id`` from its column."""
+    if text is None or _SEALING.get() is None:
+        return text
+    return _open(tenant, text, "sessions", session_id, "", "title")
+
+
+def encode_compaction_request(tenant: str, session_id: str, text: str | None) -> str | None:
+    """The ``compaction_request`` column of session ``session_id`` from the request's
+    JSON text (None stays None)."""
+    if text is None:
+        return None
+    return _seal(text, "sessions", session_id, "", "compaction_request")
+
+
+def decode_compaction_request(tenant: str, session_id: str, text: str | None) -> str | None:
+    """The JSON text of session ``session_id``'s waiting compaction request."""
+    return _open_optional(tenant, text, "sessions", session_id, "", "compaction_request")
 
 
 # --- an audit event -----------------------------------------------------------------
@@ -220,23 +330,25 @@ def encode_event_params(
     tenant: str, session_id: str, event_id: str, params: Mapping[str, Any]
 ) -> str:
     """The ``params`` column of event ``event_id``."""
-    return object_json(params)
+    return _seal(object_json(params), "events", session_id, event_id, "params")
 
 
 def decode_event_params(
     tenant: str, session_id: str, event_id: str, text: str | None
 ) -> dict[str, Any]:
     """The parameters of event ``event_id`` from its ``params`` column."""
+    text = _open_optional(tenant, text, "events", session_id, event_id, "params")
     return _object(text, "params")
 
 
 def encode_event_note(tenant: str, session_id: str, event_id: str, note: Mapping[str, Any]) -> str:
     """The ``note`` column of event ``event_id`` (its ordered group lists)."""
-    return object_json(note)
+    return _seal(object_json(note), "events", session_id, event_id, "note")
 
 
 def decode_event_note(
     tenant: str, session_id: str, event_id: str, text: str | None
 ) -> dict[str, Any]:
     """The note of event ``event_id`` (``{}`` when it has none)."""
-    return _object(text or None, "note")
+    text = _open_optional(tenant, text or None, "events", session_id, event_id, "note")
+    return _object(text, "note")

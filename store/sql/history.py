@@ -42,7 +42,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mappi
 from dataclasses import dataclass
 from datetime import datetime
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import String, bindparam, func, select, type_coerce
 from sqlalchemy.engine import Dialect
@@ -55,6 +55,7 @@ from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
 from store.sql import dialect
 from store.sql.branches.rows import Lineage, conversation, lineage_of
+from store.sql.codec import sealed
 from store.sql.dialect import kept_on
 from store.sql.drivers.allocator import any_large, give_back
 from store.sql.drivers.sqlite import rows_at_once, short_statements
@@ -70,6 +71,9 @@ from store.sql.mapping import (
 from store.sql.schema import FIRST_SEQ, GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import SESSION_COLUMNS, read_session
 from store.sql.statements import chunks
+
+if TYPE_CHECKING:
+    from store.encryption.sealing import Sealing
 
 __all__ = [
     "history_query",
@@ -464,12 +468,15 @@ async def stream_history(
     before: int | None = None,
     page_size: int = PAGE_SIZE,
     prepare: Callable[[], Awaitable[None]] | None = None,
+    sealing: Sealing | None = None,
 ) -> AsyncGenerator[StoredMessage, None]:
     """The session's stored messages, oldest first, read ``page_size`` at a time.
 
     ``after`` and ``before`` are exclusive ``seq`` bounds; excluded messages are left
     out unless ``include_excluded``; ``prepare``, when given, is awaited before the
-    first read (the store readies its connections). Raises only
+    first read (the store readies its connections); ``sealing`` opens the texts of an
+    encrypted tenant (set around each page's read and mapping, never across a yield).
+    Raises only
     :class:`~store.errors.ChatledgerError`:
     :class:`~store.errors.SessionNotFound` at the first step when the session is absent,
     :class:`~store.errors.CorruptRowError` at a row that does not validate.
@@ -482,15 +489,16 @@ async def stream_history(
     with translate_errors():
         async with engine.connect() as conn:
             short_transactions = not dialect.of(conn).snapshot_reads
-            mapped = page_mapper(tenant, session_id)
-            with on_loop():
+            with sealed(sealing):
+                mapped = page_mapper(tenant, session_id)
+            with on_loop(), sealed(sealing):
                 session = await read_session(conn, tenant, session_id)
                 lineage = None
                 if session["branch"] is not None:
                     lineage = await lineage_of(conn, tenant, session)
             cursor = after
             while True:
-                with on_loop():  # never across a yield: the caller's code is not ours
+                with on_loop(), sealed(sealing):  # never across a yield: see above
                     rows: Sequence[Any]
                     if lineage is not None:
                         rows = await branch_rows(
@@ -514,8 +522,10 @@ async def stream_history(
                         )
                 if short_transactions:
                     await conn.commit()
-                for row in rows:
-                    yield mapped(row)
+                with sealed(sealing):
+                    page = [mapped(row) for row in rows]
+                for message in page:
+                    yield message
                 if len(rows) < page_size:
                     return
                 cursor = rows[-1][_SEQ]

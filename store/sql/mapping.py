@@ -60,12 +60,16 @@ from store.search.text import search_text_of
 from store.sql.codec import (
     ENCODED,
     INLINE,
+    decode_author,
     decode_contents,
     decode_metadata,
     decode_reduced,
     decode_session_metadata,
+    decode_title,
+    encode_author,
     encode_contents,
     encode_metadata,
+    sealing_now,
 )
 from store.sql.schema import MESSAGES
 from strategies.groups import GROUP_KINDS
@@ -212,6 +216,13 @@ OPTIONAL_TEXT = Read(
     guard="{v} is not None and type({v}) is not str",
 )
 """Text, empty or None."""
+AUTHOR = Read(
+    "column",
+    lambda value, name, where: _text(decode_author(*where, value), name, optional=True),
+    guard="{v} is not None and type({v}) is not str",
+)
+"""An author name: :data:`OPTIONAL_TEXT`, opened where the store seals (the fast way,
+which reads it as it is, runs only where nothing seals)."""
 TIME = Read(
     "raw", lambda value, name, where: timestamp(value), fast="None if {v} is None else time({v})"
 )
@@ -287,7 +298,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("message_id", "message", "message_id", TEXT),
     Column("role", "message", "role", TEXT),
     Column("contents", "message", "contents", CONTENTS),
-    Column("author_name", "message", "author_name", OPTIONAL_TEXT),
+    Column("author_name", "message", "author_name", AUTHOR),
     Column("created_at", "message", "created_at", TIME),
     Column("stored_at", "stored", "stored_at", STAMP),
     Column("metadata", "message", "metadata", METADATA),
@@ -551,6 +562,8 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
     def general(row: Sequence[Any]) -> StoredMessage:
         return _general_stored(row[:-1], row[-1], tenant, session_id)
 
+    if sealing_now() is not None:  # sealed texts are opened the general way
+        return general
     return cast(
         Callable[[Sequence[Any]], StoredMessage], _make_page_mapper(tenant, session_id, general)
     )
@@ -559,6 +572,8 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
 def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
     """The message a projection shows for a row of :func:`message_columns` (reduction
     applied); :class:`~store.errors.CorruptRowError` when the row does not validate."""
+    if sealing_now() is not None:
+        return _general_message(row, tenant, session_id)
     return cast(Message, _row_message(row, tenant, session_id))
 
 
@@ -566,6 +581,8 @@ def original_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Mes
     """The message as appended (no reduction) of a row of :func:`message_columns`, the
     fast way (a search builds its hits from these); :class:`~store.errors.CorruptRowError`
     when the row does not validate."""
+    if sealing_now() is not None:
+        return _general_original(row, tenant, session_id)
     return cast(Message, _original_message(row, tenant, session_id))
 
 
@@ -643,11 +660,11 @@ def message_to_values(
         "message_id": message.message_id,
         "role": message.role,
         "contents_json": encode_contents(tenant, session_id, seq, message.contents, written),
-        "author_name": message.author_name,
+        "author_name": encode_author(tenant, session_id, seq, message.author_name),
         "created_at": message.created_at,
         "metadata_json": encode_metadata(tenant, session_id, seq, message.metadata),
         "content_hash": digest,
-        "search_text": search_text_of(message),
+        "search_text": search_text_of(message) if sealing_now() is None else None,
     }
 
 
@@ -680,7 +697,7 @@ def session_from_row(row: Mapping[Any, Any]) -> SessionInfo:
             active_tokens=row["active_tokens"],
             parent_session_id=row.get("parent_session_id"),
             fork_message_id=row.get("fork_message_id"),
-            title=row.get("title"),
+            title=decode_title(str(tenant), str(session_id), row.get("title")),
         )
     except (ValidationError, KeyError, TypeError, ValueError) as error:
         raise CorruptRowError(

@@ -25,7 +25,13 @@ from store.errors import CorruptRowError, SessionNotFound
 from store.models import CompactionRequest
 from store.rules.records import now
 from store.sql import dialect
-from store.sql.codec import ENCODED, encode_session_metadata
+from store.sql.codec import (
+    ENCODED,
+    decode_compaction_request,
+    encode_compaction_request,
+    encode_session_metadata,
+    sealing_now,
+)
 from store.sql.schema import SESSIONS
 
 __all__ = [
@@ -164,7 +170,9 @@ def compaction_request_of(session: Mapping[Any, Any]) -> CompactionRequest | Non
     """The compaction the session row says was asked for and not yet run (the one way
     from the ``compaction_request`` column to a value); a value that does not validate is
     a :class:`CorruptRowError`, never skipped."""
-    text = session.get("compaction_request")
+    text = decode_compaction_request(
+        session["tenant"], session["session_id"], session.get("compaction_request")
+    )
     if text is None:
         return None
     try:
@@ -178,8 +186,8 @@ def compaction_request_of(session: Mapping[Any, Any]) -> CompactionRequest | Non
         ) from error
 
 
-def _request_text(request: CompactionRequest) -> str:
-    return request.model_dump_json()
+def _request_text(tenant: str, session_id: str, request: CompactionRequest) -> str | None:
+    return encode_compaction_request(tenant, session_id, request.model_dump_json())
 
 
 async def set_compaction_request(
@@ -190,7 +198,7 @@ async def set_compaction_request(
     statement = (
         update(SESSIONS)
         .where(SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
-        .values(compaction_request=_request_text(request))
+        .values(compaction_request=_request_text(tenant, session_id, request))
     )
     return bool((await conn.execute(statement)).rowcount)
 
@@ -198,13 +206,18 @@ async def set_compaction_request(
 async def consume_compaction_request(
     conn: AsyncConnection, tenant: str, session_id: str, request: CompactionRequest
 ) -> None:
-    """Forget ``request``, unless a newer request replaced it since."""
-    await conn.execute(
-        update(SESSIONS)
-        .where(
-            SESSIONS.c.tenant == tenant,
-            SESSIONS.c.session_id == session_id,
-            SESSIONS.c.compaction_request == _request_text(request),
-        )
-        .values(compaction_request=None)
-    )
+    """Forget ``request``, unless a newer request replaced it since (sealed, the stored
+    text is read and compared in clear: each sealing of a text differs)."""
+    keys = (SESSIONS.c.tenant == tenant, SESSIONS.c.session_id == session_id)
+    if sealing_now() is None:
+        stored = SESSIONS.c.compaction_request == _request_text(tenant, session_id, request)
+        await conn.execute(update(SESSIONS).where(*keys, stored).values(compaction_request=None))
+        return
+    query = select(SESSIONS.c.compaction_request).where(*keys)
+    text = (await conn.execute(query)).scalar()
+    if text is None:
+        return
+    if decode_compaction_request(tenant, session_id, text) != request.model_dump_json():
+        return
+    stored = SESSIONS.c.compaction_request == text
+    await conn.execute(update(SESSIONS).where(*keys, stored).values(compaction_request=None))

@@ -114,6 +114,7 @@ from store.sql.branches.listing import read_branches
 from store.sql.branches.rewind import rewind_session
 from store.sql.branches.rows import Lineage, lineage_of, read_lineage, stored_hashes_of
 from store.sql.branches.sharing import holders_of, refuse_tail
+from store.sql.codec import encode_title, sealed
 from store.sql.compaction.compactor import Compactor
 from store.sql.compaction.imports import mark_imported, stored_rows
 from store.sql.compaction.restore import restore_groups, set_pinned
@@ -129,6 +130,7 @@ from store.sql.drivers.engine import (
 from store.sql.drivers.sqlite import short_statements
 from store.sql.errors import is_retryable, translate_errors
 from store.sql.history import read_history, read_sessions, stream_history
+from store.sql.keys import open_sealing
 from store.sql.mapping import session_from_row
 from store.sql.migrations import check_sqlite_file, ensure_schema
 from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, session_key
@@ -167,6 +169,7 @@ from strategies.view import MessageSource, View
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
+    from store.encryption.sealing import KeyRing, Sealing
 
 __all__ = ["HistoryStore", "StoreOpener"]
 
@@ -181,20 +184,34 @@ _RECORD_ATTEMPTS = 5
 Method = Callable[Concatenate["HistoryStore", P], Coroutine[Any, Any, T]]
 
 
+def _check_encryption(encryption: object) -> None:
+    if encryption is not None:
+        from store.encryption.sealing import KeyRing
+
+        if not isinstance(encryption, KeyRing):
+            raise InvalidInput(
+                f"encryption must be a KeyRing, got {type(encryption).__name__}: "
+                "encryption=KeyRing(LocalKeyProvider.from_file(path))"
+            )
+
+
 def _connected(method: Method[P, T]) -> Method[P, T]:
     """A primitive of :class:`HistoryStore` (run inside :class:`~store.contract.BackendBase`'s
-    front): given fresh connections in a new process or event loop, and run once more
-    when the server had dropped the connection it found in the pool."""
+    front): given fresh connections in a new process or event loop, run with the store's
+    sealing (:func:`store.sql.codec.sealed`: an encrypted tenant's texts sealed and
+    opened), and run once more when the server had dropped the connection it found in
+    the pool."""
 
     @functools.wraps(method)
     async def wrapper(store: HistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
         await store._adopt_connections()
-        try:
-            return await method(store, *args, **kwargs)
-        except DBAPIError as error:
-            if not error.connection_invalidated:
-                raise
-        return await method(store, *args, **kwargs)  # the pool holds live ones now
+        with sealed(store._sealing):
+            try:
+                return await method(store, *args, **kwargs)
+            except DBAPIError as error:
+                if not error.connection_invalidated:
+                    raise
+            return await method(store, *args, **kwargs)  # the pool holds live ones now
 
     return wrapper
 
@@ -319,6 +336,9 @@ class HistoryStore(BackendBase):
         self._cache = SessionCache(cache_messages)
         self._statistics = Statistics(engine)
         self._cursor_key: bytes | None = None
+        self._sealing: Sealing | None = None
+        """The tenant's sealing when the store was opened with encryption (see
+        :mod:`store.sql.keys`); None: texts are stored in clear."""
 
     # -- opening and closing -------------------------------------------------------
 
@@ -336,6 +356,7 @@ class HistoryStore(BackendBase):
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
         timeout: float = DEFAULT_TIMEOUT,
         limits: Limits | None = None,
+        encryption: KeyRing | None = None,
     ) -> StoreOpener:
         """Open a store on ``url`` (else ``$CHATLEDGER_URL``, else ``./chatledger.db``; a
         plain path names a SQLite file).
@@ -349,7 +370,11 @@ class HistoryStore(BackendBase):
         retries, not for a summarizer's model call: past it the call raises
         :class:`~store.errors.StoreTimeout` having written nothing. ``limits`` are the
         largest values the store accepts (:class:`~store.rules.limits.Limits`).
+        ``encryption`` (a :class:`~store.encryption.KeyRing`) seals the tenant's texts at
+        rest (``docs/encryption.md``); without it an encrypted tenant is refused
+        (:class:`~store.errors.KeyRequired`).
         """
+        _check_encryption(encryption)
 
         async def factory() -> HistoryStore:
             with translate_errors():
@@ -370,6 +395,8 @@ class HistoryStore(BackendBase):
                     limits=limits,
                 )
                 await ensure_schema(engine, upgrade=upgrade, create=create, schema=schema)
+                with translate_errors():
+                    store._sealing = await open_sealing(engine, tenant, encryption)
             except BaseException:
                 await engine.dispose()
                 raise
@@ -390,9 +417,11 @@ class HistoryStore(BackendBase):
         cache_messages: int = DEFAULT_CACHE_MESSAGES,
         timeout: float = DEFAULT_TIMEOUT,
         limits: Limits | None = None,
+        encryption: KeyRing | None = None,
     ) -> StoreOpener:
         """Open a store on an engine the application owns (never disposed by the store);
         the options as for :meth:`open`."""
+        _check_encryption(encryption)
 
         async def factory() -> HistoryStore:
             store = cls(
@@ -406,6 +435,7 @@ class HistoryStore(BackendBase):
             )
             with translate_errors():
                 await ensure_schema(engine, upgrade=upgrade, create=create)
+                store._sealing = await open_sealing(engine, tenant, encryption)
             return store
 
         return StoreOpener(factory)
@@ -676,6 +706,7 @@ class HistoryStore(BackendBase):
             before=before,
             page_size=page_size,
             prepare=self._ready,
+            sealing=self._sealing,
         )
 
     @_connected
@@ -729,7 +760,9 @@ class HistoryStore(BackendBase):
 
     @_connected
     async def _set_title(self, session_id: str, title: str | None) -> None:
-        await self._set_session_values(session_id, title=title)
+        await self._set_session_values(
+            session_id, title=encode_title(self._tenant, session_id, title)
+        )
 
     async def _set_session_values(self, session_id: str, **values: Any) -> None:
         """Write ``values`` to the session's row (created when absent; a tail refused),
@@ -795,7 +828,7 @@ class HistoryStore(BackendBase):
                     tokenizer=self.tokenizer,
                     policy=self._policy,
                 )
-        return replace(view, source=_TranslatedSource(view.source))
+        return replace(view, source=_TranslatedSource(view.source, self._sealing))
 
     @_connected
     async def _pending_view(self, session_id: str, batch: list[Message]) -> View:
@@ -1120,7 +1153,13 @@ class HistoryStore(BackendBase):
         """One read of the index and the rows it matches (:mod:`store.sql.search`), on a
         read connection that begins no transaction for it (one round trip for a tenant's
         or a root's page); the database's cursor key read once (it never changes), and
-        search found off by the missing index when another process turned it off since."""
+        search found off by the missing index when another process turned it off since.
+        An encrypted tenant keeps nothing searchable: refused in one line."""
+        if self._sealing is not None:
+            raise InvalidInput(
+                f"search is off for tenant {self._tenant!r}: it is encrypted, and nothing "
+                "searchable is kept of its texts (docs/encryption.md)"
+            )
         async with read_connection(self._engine, single=True) as conn:
             if self._cursor_key is None:
                 self._cursor_key = await cursor_key(conn)
@@ -1328,10 +1367,11 @@ class _TranslatedSource:
     """
 
     inner: MessageSource
+    sealing: Sealing | None = None
 
     async def load(self, group_ids: Sequence[str]) -> Mapping[str, list[Message]]:
         """The messages of each group, as the wrapped source loads them."""
-        with translate_errors():
+        with translate_errors(), sealed(self.sealing):
             return await self.inner.load(group_ids)
 
 

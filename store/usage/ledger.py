@@ -17,13 +17,13 @@ provider's prompt cache can reuse. A call whose context did not is a cache break
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from store.rules.identity import digest_bytes
 from store.usage.models import Usage, UsageCall
 from strategies.messages import Message
 
@@ -97,7 +97,7 @@ def _message_digest(message: Message) -> bytes:
     metadata), as canonical JSON."""
     contents = [c.model_dump(mode="json", exclude={"extra"}) for c in message.contents]
     text = json.dumps([message.role, contents], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).digest()
+    return digest_bytes(text.encode())
 
 
 def context_chain(messages: Sequence[Message]) -> tuple[str, ...]:
@@ -105,7 +105,7 @@ def context_chain(messages: Sequence[Message]) -> tuple[str, ...]:
     chain: list[str] = []
     state = b""
     for message in messages:
-        state = hashlib.sha256(state + _message_digest(message)).digest()
+        state = digest_bytes(state + _message_digest(message))
         chain.append(state.hex())
     return tuple(chain)
 

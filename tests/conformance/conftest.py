@@ -10,17 +10,20 @@ engine belongs in ``tests/store/``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from store import HistoryStore
 from store.contract import DEFAULT_TENANT, HistoryBackend
+from store.encryption import KeyRing
 from store.memory import InMemoryHistoryStore, MemoryDatabase
 from strategies.tokenizers import Tokenizer
 from tests.conformance.toy_strategies import TOKENIZER
-from tests.conftest import ALL_BACKENDS
+from tests.conftest import ALL_BACKENDS, PgServer
+from tests.sealing import keyring_for_tests
 
 
 @dataclass
@@ -28,9 +31,11 @@ class Stores:
     """Opens stores of one backend on one shared database; closes them at the end."""
 
     backend: str
-    """``memory``, ``sqlite`` or ``postgres``."""
+    """``memory``, ``sqlite``, ``postgres``, ``pgbouncer``, or a SQL one ``-sealed``."""
     url: str | None = None
     """The database URL of a SQL backend."""
+    encryption: KeyRing | None = None
+    """The key ring of a ``-sealed`` backend (every store opened with it)."""
     database: MemoryDatabase = field(default_factory=MemoryDatabase)
     """The records of the in-memory backend."""
     _opened: list[HistoryBackend] = field(default_factory=list)
@@ -43,7 +48,9 @@ class Stores:
         if self.url is None:
             opened = InMemoryHistoryStore(self.database, tenant=tenant, tokenizer=tokenizer)
         else:
-            opened = await HistoryStore.open(self.url, tenant=tenant, tokenizer=tokenizer)
+            opened = await HistoryStore.open(
+                self.url, tenant=tenant, tokenizer=tokenizer, encryption=self.encryption
+            )
         self._opened.append(opened)
         return opened
 
@@ -53,17 +60,42 @@ class Stores:
             await opened.aclose()
 
 
-@pytest.fixture(params=ALL_BACKENDS)
+SEALED_BACKENDS = [
+    "sqlite-sealed",
+    pytest.param("postgres-sealed", marks=pytest.mark.postgres),
+]
+"""The SQL backends with encryption at rest: every store opened with a key ring."""
+
+
+@pytest.fixture(params=[*ALL_BACKENDS, *SEALED_BACKENDS])
 def backend(request: pytest.FixtureRequest) -> str:
     """The backend under test (overrides the SQL-only fixture of ``tests/conftest.py``)."""
     return str(request.param)
 
 
 @pytest.fixture
+def sealed_url(backend: str, request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """The database of a ``-sealed`` backend (as ``db_url`` makes its backend's)."""
+    if backend == "sqlite-sealed":
+        yield f"sqlite:///{tmp_path}/chatledger.db"
+        return
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = server.clone()
+    try:
+        yield server.url_for(name)
+    finally:
+        server.drop_later(name)
+
+
+@pytest.fixture
 async def stores(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
     """Stores of the backend under test, all on one database private to the test."""
-    url = None if backend == "memory" else str(request.getfixturevalue("db_url"))
-    opened = Stores(backend, url)
+    if backend.endswith("-sealed"):
+        url = str(request.getfixturevalue("sealed_url"))
+        opened = Stores(backend, url, encryption=keyring_for_tests())
+    else:
+        url = None if backend == "memory" else str(request.getfixturevalue("db_url"))
+        opened = Stores(backend, url)
     try:
         yield opened
     finally:

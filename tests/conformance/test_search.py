@@ -20,6 +20,14 @@ from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults
 from tests.groups.conversations import assistant, call, reasoning, result, tool, user
 
 
+@pytest.fixture(autouse=True)
+def _searchable(backend: str) -> None:
+    """An encrypted tenant keeps nothing searchable: its refusal is tested in
+    ``tests/encryption/``."""
+    if backend.endswith("-sealed"):
+        pytest.skip("search is off for encrypted tenants (docs/encryption.md)")
+
+
 def _ids(page: object) -> list[tuple[str, str]]:
     return [(h.session_id, h.message_id) for h in page.hits]  # type: ignore[attr-defined]
 

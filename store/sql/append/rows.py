@@ -25,7 +25,7 @@ from store.models import Provenance
 from store.rules.records import now
 from store.search.text import search_text_of
 from store.sql.append.inserts import DriverInsert
-from store.sql.codec import encode_contents, encode_metadata
+from store.sql.codec import encode_author, encode_contents, encode_metadata, sealing_now
 from strategies.groups import GroupInfo
 from strategies.messages import Message
 from strategies.tokenizers import TokenCountPolicy, Tokenizer, count_message_tokens
@@ -113,6 +113,7 @@ class RowBuilder:
         created_at, groups = binds.processor("created_at"), self.groups
         hashes, per_group, written = self.hashes, totals.per_group, self.contents
         tokens_sum = active_messages = active_tokens = 0
+        searchable = sealing_now() is None  # an encrypted tenant keeps no searchable text
         seq = self.next_seq + start
         out: list[tuple[Any, ...]] = []
         known = counted if counted is not None else [None] * (stop - start)
@@ -156,7 +157,7 @@ class RowBuilder:
                     message_id,
                     message.role,
                     contents,
-                    message.author_name,
+                    encode_author(tenant, session_id, seq, message.author_name),
                     created_at(message.created_at),
                     stored_at,
                     metadata,
@@ -170,7 +171,7 @@ class RowBuilder:
                     source_ids.get(message_id),
                     imported_at,
                     kind,
-                    search_text_of(message),
+                    search_text_of(message) if searchable else None,
                 )
             )
             seq += 1

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, func, insert, literal, select, type_coerce, update
+from sqlalchemy import and_, func, insert, literal, select, update
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ColumnElement
@@ -27,7 +27,7 @@ from store.models import CompactionEvent, SessionInfo
 from store.rules.branching import FORK_STRATEGY, carried, check_cut, trimmed_group
 from store.sql.audit import write_event
 from store.sql.branches.rows import Filter, Lineage, conversation, read_lineage
-from store.sql.codec import ENCODED
+from store.sql.codec import decode_session_metadata, decode_title, encode_title
 from store.sql.mapping import COLUMN_INDEX, session_from_row, stored_message
 from store.sql.schema import (
     BRANCH_ROWS,
@@ -37,7 +37,7 @@ from store.sql.schema import (
     OPEN_CALLS,
     SESSIONS,
 )
-from store.sql.sessions import incarnation, read_session
+from store.sql.sessions import incarnation, metadata_value, read_session
 from store.sql.statements import chunks
 from strategies.groups import GroupInfo, Tail
 from strategies.messages import Message
@@ -156,13 +156,13 @@ async def resolve_cut(
         members = await _members(conn, tenant, lineage, group_id)
         before_rows = [r for r in members if r[_SEQ] <= seq]
         after_rows = [r for r in members if r[_SEQ] > seq]
-        before_messages = [_message(r, tenant, session_id) for r in before_rows]
+        before_messages = [_message(r, tenant, lineage.session_id) for r in before_rows]
         check_cut(
             verb,
             session_id,
             str(row[_MESSAGE_ID]),
             before_messages,
-            [_message(r, tenant, session_id) for r in after_rows],
+            [_message(r, tenant, lineage.session_id) for r in after_rows],
         )
         group = await _group(conn, tenant, lineage.session_id, group_id)
         info, tail = trimmed_group(
@@ -286,8 +286,16 @@ async def fork_session(
             created_at=now,
             updated_at=now,
             incarnation=incarnation(),
-            metadata=type_coerce(source["metadata"], ENCODED),
-            title=source["title"],
+            metadata=metadata_value(
+                tenant,
+                new_session_id,
+                decode_session_metadata(tenant, source["session_id"], source["metadata"]),
+            ),
+            title=encode_title(
+                tenant,
+                new_session_id,
+                decode_title(tenant, source["session_id"], source["title"]),
+            ),
             tokenizer=source["tokenizer"],
             branch="fork",
             parent_session_id=source["session_id"],

@@ -42,6 +42,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import ColumnElement, Select
 
+from store.sql.codec import sealing_now
 from store.sql.mapping import COLUMNS
 from store.sql.schema import BRANCH_ROWS, GROUPS, LINEAGE, MESSAGES, SESSIONS
 
@@ -282,6 +283,9 @@ def conversation(
     ``message_ids`` limit it to those groups or messages (each by an index). Unordered:
     order the union's subquery."""
     session_id = lineage.session_id
+    sealing = sealing_now()
+    if sealing is not None and lineage.segments:  # the rows it reads were sealed by others
+        sealing.note_lineage(session_id, frozenset(owner for owner, _, _ in lineage.segments))
     options: dict[str, Any] = {"extra": extra, "groups": groups, "message_ids": message_ids}
     parts = [
         _branch(

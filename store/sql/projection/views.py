@@ -9,9 +9,9 @@ through the store's cache of active views (:mod:`store.sql.projection.cache`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Table, and_, bindparam, select
 from sqlalchemy.engine import RowMapping
@@ -20,6 +20,7 @@ from sqlalchemy.sql import Select
 
 from store.sql import dialect
 from store.sql.branches.rows import Lineage, group_read
+from store.sql.codec import sealed, sealing_now
 from store.sql.drivers.allocator import any_large, give_back
 from store.sql.drivers.engine import read_connection
 from store.sql.mapping import COLUMN_INDEX, message_columns, row_message
@@ -38,6 +39,9 @@ from store.sql.statements import chunks
 from strategies.groups import in_call_order
 from strategies.messages import Message
 from strategies.view import GroupLinks, GroupView, Totals, View
+
+if TYPE_CHECKING:
+    from store.encryption.sealing import Sealing
 
 __all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "read_view"]
 
@@ -199,6 +203,8 @@ class SqlSource:
     lineage: Lineage | None = None
     """A fork's lineage: its groups' messages are read through it
     (:mod:`store.sql.branches.rows`); None for a root."""
+    sealing: Sealing | None = field(default_factory=sealing_now)
+    """The sealing of the call that made the source (its loads run later, outside it)."""
 
     async def load_rows(self, group_ids: Sequence[str]) -> dict[str, list[tuple[int, Message]]]:
         """Each group's ``(seq, message)`` pairs in ``seq`` order (a joined early result
@@ -208,7 +214,8 @@ class SqlSource:
         missing = sorted({gid for gid in group_ids if gid not in held})
         if missing:
             async with read_connection(self.engine) as conn:
-                out.update(await self._read(conn, missing))
+                with sealed(self.sealing):
+                    out.update(await self._read(conn, missing))
         return out
 
     async def prefetch(self, conn: AsyncConnection, group_ids: Sequence[str]) -> None:
@@ -221,7 +228,8 @@ class SqlSource:
             missing = sorted({gid for gid in group_ids if gid not in self.entry.messages})
             if missing:
                 snapshot = dialect.of(conn).snapshot_reads
-                await self._read(conn, missing, key=self.entry.key if snapshot else None)
+                with sealed(self.sealing):
+                    await self._read(conn, missing, key=self.entry.key if snapshot else None)
 
     async def _read(
         self, conn: AsyncConnection, group_ids: Sequence[str], *, key: Key | None = None

@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import logging
 import secrets
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import func, select, tuple_, update
+from sqlalchemy import and_, func, select, tuple_, update
 from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -46,7 +46,7 @@ from store.errors import InvalidInput
 from store.search.text import search_text_of
 from store.sql import dialect
 from store.sql.mapping import message_columns, original_message
-from store.sql.schema import MESSAGES, SETTINGS
+from store.sql.schema import MESSAGES, SETTINGS, TENANT_KEYS
 
 __all__ = [
     "FTS_TABLE",
@@ -238,21 +238,23 @@ async def cursor_key(conn: AsyncConnection) -> bytes:
     return bytes.fromhex(key)
 
 
-def fill_search_text(conn: Connection, *, batch: int = FILL_BATCH) -> int:
+def fill_search_text(
+    conn: Connection, *, batch: int = FILL_BATCH, encrypted_tenants: bool = True
+) -> int:
     """Fill ``search_text`` of the rows that have none (written before search, or by an
-    earlier release), ``batch`` rows a statement, logging progress; the rows filled."""
+    earlier release), ``batch`` rows a statement, logging progress; the rows filled.
+    An encrypted tenant's rows keep none (``encrypted_tenants``: the database may have
+    some, false before revision 0014 made them possible)."""
     m = MESSAGES.c
     key = (m.tenant, m.session_id, m.seq)
-    total = conn.execute(select(func.count()).where(m.search_text.is_(None))).scalar_one()
+    unfilled: Any = m.search_text.is_(None)
+    if encrypted_tenants:
+        unfilled = and_(unfilled, m.tenant.not_in(select(TENANT_KEYS.c.tenant)))
+    total = conn.execute(select(func.count()).where(unfilled)).scalar_one()
     done = filled = 0
     last: tuple[str, str, int] | None = None
     while True:
-        query = (
-            select(*key, *message_columns())
-            .where(m.search_text.is_(None))
-            .order_by(*key)
-            .limit(batch)
-        )
+        query = select(*key, *message_columns()).where(unfilled).order_by(*key).limit(batch)
         if last is not None:
             query = query.where(tuple_(*key) > tuple_(*last))
         rows = conn.execute(query).all()
