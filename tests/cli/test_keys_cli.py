@@ -9,8 +9,10 @@ line passes them and prints, not what they do to rows (their own tests say that)
 from __future__ import annotations
 
 import importlib
+import io
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -424,3 +426,30 @@ def test_keys_events_json_and_tenant(seeded: str, calls: list[tuple[str, dict[st
     assert calls == [("key_events", {"url": seeded, "tenant": "acme"})]
     assert [event["kind"] for event in done.json()] == ["encrypt", "rotate_kek"]
     assert done.json()[1]["tenant"] is None
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_drawn_on_a_terminal_and_remembered(monkeypatch: pytest.MonkeyPatch) -> None:
+    from store.cli._encryption import _progress
+
+    screen = _Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    with _progress("encrypting acme") as progress:
+        progress(600, 1200)
+        progress(1200, 1200)
+    assert progress.done == 1200
+    assert "encrypting acme" in screen.getvalue()
+
+
+def test_progress_off_a_terminal_draws_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from store.cli._encryption import _progress
+
+    screen = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", screen)
+    with _progress("encrypting acme") as progress:
+        progress(600, 1200)
+    assert progress.done == 600 and screen.getvalue() == ""
