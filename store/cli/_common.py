@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from store.contract import HistoryBackend, UpkeepBackend
-    from store.encryption import KeyRing  # type: ignore[attr-defined]
+    from store.encryption import KeyRing
     from store.usage import ModelPrice
     from strategies.tokenizers import Tokenizer
 
@@ -136,7 +136,7 @@ def _key_ring(path: str) -> KeyRing:
         provider = LocalKeyProvider.from_file(path)
     except InvalidKey as error:
         raise CliError(f"invalid --key-file: {error}", exit_code=2) from None
-    from store.encryption import KeyRing  # type: ignore[attr-defined]
+    from store.encryption import KeyRing
 
     ring: KeyRing = KeyRing(provider)
     return ring
