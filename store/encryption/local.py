@@ -245,7 +245,7 @@ def _write_private(path: Path, text: str, *, replace: bool) -> None:
     folder, so that a reader sees the old file or the new one, never a part. Without
     ``replace`` an existing file is refused, also one made meanwhile (a hard link, which
     never overwrites)."""
-    folder = path.parent if str(path.parent) else Path(".")
+    folder = path.parent
     try:
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as error:
