@@ -9,6 +9,7 @@
     ├── EncryptionError                   a key or a tenant's encryption refuses the call
     │   ├── KeyRequired                   an encrypted tenant, opened without a key
     │   ├── WrongKey                      the key given cannot unwrap the tenant's data key
+    │   ├── InvalidKey (ValueError)       a key file or key that cannot be used (names why)
     │   └── PlaintextRows                 an encrypted store, a tenant not yet encrypted
     ├── MigrationRequired                 the schema is behind: run ``chatledger db upgrade``
     ├── InvalidInput (ValueError)         the caller's input is invalid (ids, options, ...)
@@ -59,6 +60,7 @@ __all__ = [
     "CorruptRowError",
     "EncryptionError",
     "InvalidInput",
+    "InvalidKey",
     "InvalidSource",
     "KeyRequired",
     "MigrationRequired",
@@ -141,6 +143,11 @@ class KeyRequired(EncryptionError):
 class WrongKey(EncryptionError):
     """The key given cannot unwrap the tenant's data key (another key file, a key id the
     provider does not hold, or a damaged wrapped key)."""
+
+
+class InvalidKey(EncryptionError, ValueError):
+    """A key file or a key that cannot be used: unreadable, malformed, a key of the wrong
+    size, or a key file the group or others may read (the message says which)."""
 
 
 class PlaintextRows(EncryptionError):

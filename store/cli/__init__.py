@@ -28,9 +28,14 @@
     chatledger demo                           a long, tool-heavy scripted conversation
     chatledger import SOURCE...               chat logs of other systems, idempotently
     chatledger export SESSION... --format ID  sessions out, in the formats import reads
+    chatledger encrypt --tenant T             encrypt a tenant's rows (resumable)
+    chatledger keys new PATH [--add]          write a key file, or add a key to one
+    chatledger keys rotate --kek|--tenant T   rewrap the data keys, or rekey a tenant
+    chatledger keys events [--tenant T]       encryptions and rotations, running or done
 
 Commands take ``--url`` (a URL or a SQLite file's path; default ``$CHATLEDGER_URL``,
-else ``./chatledger.db``), those that read or change sessions ``--tenant``, and
+else ``./chatledger.db``) with ``--key-file`` (the key of encrypted tenants; default
+``$CHATLEDGER_KEY_FILE``), those that read or change sessions ``--tenant``, and
 ``--json``. Errors are one line on stderr; usage errors exit 2, other failures 1;
 ``CHATLEDGER_DEBUG=1`` adds the traceback of unexpected errors.
 
@@ -165,6 +170,16 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
         "store.cli._report",
         "report",
         "Write a session's visual audit: one self-contained HTML page.",
+    ),
+    "encrypt": (
+        "store.cli._encryption",
+        "encrypt",
+        "Encrypt a tenant's stored rows with a new data key (resumable).",
+    ),
+    "keys": (
+        "store.cli._encryption",
+        "keys",
+        "Make key files, rotate keys, list key events (encryption at rest).",
     ),
 }
 """Every command but ``version``, in the order people meet them: its module, the name of

@@ -27,16 +27,20 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from store.contract import HistoryBackend, UpkeepBackend
+    from store.encryption import KeyRing
     from store.usage import ModelPrice
     from strategies.tokenizers import Tokenizer
 
 __all__ = [
+    "KEY_FILE_ENV",
     "TENANT_ENV",
     "URL_ENV",
     "CliError",
     "DeferredTokenizer",
     "confirm",
     "emit_json",
+    "encryption_option_value",
+    "encryption_options",
     "json_option",
     "open_store",
     "parse_since",
@@ -57,6 +61,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 TENANT_ENV = "CHATLEDGER_TENANT"
 URL_ENV = "CHATLEDGER_URL"
+KEY_FILE_ENV = "CHATLEDGER_KEY_FILE"
+
+_KEY_FILE = "chatledger.key_file"
+_KEY_RING = "chatledger.key_ring"
+"""Where ``--key-file`` keeps its path, and the key ring read from it, in the command's
+``click.Context.meta`` (shared by a group and its commands)."""
 
 
 class CliError(ChatledgerError):
@@ -68,14 +78,75 @@ class CliError(ChatledgerError):
 
 
 def url_option(function: F) -> F:
-    """``--url``: the database (a URL or a SQLite file's path)."""
+    """``--url``: the database (a URL or a SQLite file's path), and ``--key-file``: the
+    key that opens its encrypted tenants. Every command that takes a database takes its
+    key with it, so that an encrypted tenant reads with every command; the key file is
+    kept in the context (:func:`encryption_option_value` reads it), not passed to the
+    command."""
+    with_key = click.option(
+        "--key-file",
+        envvar=KEY_FILE_ENV,
+        metavar="PATH",
+        expose_value=False,
+        callback=_remember_key_file,
+        help=f"Key file of the encrypted tenants (default ${KEY_FILE_ENV}; docs/encryption.md).",
+    )(function)
     return click.option(
         "--url",
         envvar=URL_ENV,
         metavar="URL",
         help="Database: sqlite:///PATH, postgresql://USER@HOST/DB, or a SQLite file's path "
         f"(default ${URL_ENV}, else ./chatledger.db).",
-    )(function)
+    )(with_key)
+
+
+def _remember_key_file(ctx: click.Context, _: click.Parameter, value: str | None) -> None:
+    if value:  # an empty $CHATLEDGER_KEY_FILE is no key file
+        ctx.meta[_KEY_FILE] = value
+
+
+def encryption_option_value(*, required: bool = False) -> KeyRing | None:
+    """The key ring of the command's ``--key-file`` (or ``$CHATLEDGER_KEY_FILE``), read
+    once a command: None without one, unless ``required`` (a usage error then). A key
+    file that cannot be used is a usage error, in one line, before any database opens."""
+    ctx = click.get_current_context(silent=True)
+    meta: dict[str, Any] = {} if ctx is None else ctx.meta
+    path = meta.get(_KEY_FILE)
+    if path is None:
+        if required:
+            raise CliError(
+                f"a key file is needed: pass --key-file PATH or set ${KEY_FILE_ENV}", exit_code=2
+            )
+        return None
+    if _KEY_RING not in meta:
+        meta[_KEY_RING] = _key_ring(path)
+    ring: KeyRing = meta[_KEY_RING]
+    return ring
+
+
+def _key_ring(path: str) -> KeyRing:
+    """The key ring of the local key file at ``path``."""
+    try:
+        from store.encryption.local import LocalKeyProvider
+    except ImportError as error:
+        raise CliError(str(error)) from None
+    from store.errors import InvalidKey
+
+    try:
+        provider = LocalKeyProvider.from_file(path)
+    except InvalidKey as error:
+        raise CliError(f"invalid --key-file: {error}", exit_code=2) from None
+    from store.encryption import KeyRing
+
+    ring: KeyRing = KeyRing(provider)
+    return ring
+
+
+def encryption_options() -> dict[str, Any]:
+    """The keywords that give ``HistoryStore.open`` the command's key ring: none without
+    a key file, so that a database is opened exactly as before."""
+    ring = encryption_option_value()
+    return {} if ring is None else {"encryption": ring}
 
 
 def tenant_option(function: F) -> F:
@@ -114,10 +185,12 @@ async def open_store(
     url: str | None, tenant: str, action: Callable[[HistoryBackend], Awaitable[T]], **options: Any
 ) -> T:
     """Open the store on an existing database (nothing is created or written by opening
-    it: a database without chatledger's schema is refused), run ``action``, close it."""
+    it: a database without chatledger's schema is refused), with the command's key ring
+    (:func:`encryption_options`), run ``action``, close it."""
     from store.sql.store import HistoryStore
 
-    async with HistoryStore.open(url, tenant=tenant, create=False, **options) as store:
+    keywords = {**encryption_options(), **options}
+    async with HistoryStore.open(url, tenant=tenant, create=False, **keywords) as store:
         return await action(store)
 
 

@@ -14,6 +14,7 @@ from store.cli._common import (
     URL_ENV,
     CliError,
     emit_json,
+    encryption_options,
     run,
     tenant_option,
     url_option,
@@ -85,7 +86,7 @@ async def _play(url: str | None, tenant: str, config: DemoConfig, quiet: bool) -
         if not quiet:
             echo(turn_line(record), style=None if record.within_budget else "bold red")
 
-    async with HistoryStore.open(url, tenant=tenant) as store:
+    async with HistoryStore.open(url, tenant=tenant, **encryption_options()) as store:
         if config.session_id is not None:
             try:
                 found = await store.session(config.session_id)

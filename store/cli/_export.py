@@ -14,7 +14,7 @@ from typing import Protocol
 
 import click
 
-from store.cli._common import CliError, run, tenant_option, url_option
+from store.cli._common import CliError, encryption_options, run, tenant_option, url_option
 from store.cli._files import OutputFile
 from store.cli._visible import json_safe
 
@@ -77,7 +77,8 @@ def export(
     async def write(stream: _Writable) -> None:
         from store.cli._ids import session_id
 
-        async with HistoryStore.open(url, tenant=tenant, create=False) as store:
+        keys = encryption_options()
+        async with HistoryStore.open(url, tenant=tenant, create=False, **keys) as store:
             chosen = [await session_id(store, typed) for typed in session_ids]
             chunks = export_sessions(
                 store,

@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from store.cli._common import CliError, emit_json, json_option, run, tenant_option, url_option
+from store.cli._common import (
+    CliError,
+    emit_json,
+    encryption_options,
+    json_option,
+    run,
+    tenant_option,
+    url_option,
+)
 from store.cli._output import echo, number, quantity
 
 if TYPE_CHECKING:
@@ -229,7 +237,8 @@ def import_(
 
     async def action(tracker: _Tracker) -> ImportReport:
         may_create = create or url is None  # the default file is chatledger's own
-        async with HistoryStore.open(url, tenant=tenant, create=may_create) as store:
+        keys = encryption_options()
+        async with HistoryStore.open(url, tenant=tenant, create=may_create, **keys) as store:
             return await import_sources(
                 store,
                 list(sources),

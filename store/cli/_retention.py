@@ -17,6 +17,7 @@ from store.cli._common import (
     CliError,
     confirm,
     emit_json,
+    encryption_options,
     json_option,
     parse_since,
     run,
@@ -41,7 +42,8 @@ _VACUUM_HELP = "Afterwards, rebuild the database file (VACUUM): returns the spac
 async def _open(url: str | None, tenant: str, tokenizer: Tokenizer | None = None) -> HistoryBackend:
     from store.sql.store import HistoryStore
 
-    return await HistoryStore.open(url, tenant=tenant, create=False, tokenizer=tokenizer)
+    keys = encryption_options()
+    return await HistoryStore.open(url, tenant=tenant, create=False, tokenizer=tokenizer, **keys)
 
 
 def _cutoff(value: str) -> datetime:

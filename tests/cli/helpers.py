@@ -22,7 +22,7 @@ T = TypeVar("T")
 
 SCRIPT = Path(sys.executable).with_name("chatledger")
 """The console script pip installed next to the interpreter."""
-CLEARED_ENV = ("CHATLEDGER_URL", "CHATLEDGER_TENANT", "CHATLEDGER_DEBUG")
+CLEARED_ENV = ("CHATLEDGER_URL", "CHATLEDGER_TENANT", "CHATLEDGER_DEBUG", "CHATLEDGER_KEY_FILE")
 
 
 @dataclass(frozen=True)
