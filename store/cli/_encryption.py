@@ -30,7 +30,7 @@ from store.cli._common import (
 from store.cli._output import Column, Table, echo, number, print_table, quantity, when
 
 if TYPE_CHECKING:
-    from store.encryption import KeyEvent  # type: ignore[attr-defined]
+    from store.encryption import KeyEvent, KeyRing
 
 __all__ = ["encrypt", "keys"]
 
@@ -145,13 +145,13 @@ def rotate(kek: bool, tenant: str | None, batch: int, url: str | None, as_json: 
     """
     if kek == (tenant is not None):
         raise CliError("pass exactly one of --kek and --tenant NAME", exit_code=2)
-    ring = encryption_option_value(required=True)
+    ring = _required_ring()
     if tenant is None:
-        from store.encryption import rotate_kek  # type: ignore[attr-defined]
+        from store.encryption import rotate_kek
 
         event = _rewrite("rewrapping", lambda p: rotate_kek(url, encryption=ring, progress=p))
     else:
-        from store.encryption import rotate_tenant_key  # type: ignore[attr-defined]
+        from store.encryption import rotate_tenant_key
 
         event = _rewrite(
             f"rotating {tenant}",
@@ -168,7 +168,7 @@ def rotate(kek: bool, tenant: str | None, batch: int, url: str | None, as_json: 
 @json_option
 def events(tenant: str | None, url: str | None, as_json: bool) -> None:
     """List key events: encryptions and rotations, running or done, oldest first."""
-    from store.encryption import key_events  # type: ignore[attr-defined]
+    from store.encryption import key_events
 
     found: list[KeyEvent] = run(key_events(url, tenant=tenant))
     if as_json:
@@ -188,14 +188,22 @@ def encrypt(tenant: str, batch: int, url: str | None, as_json: bool) -> None:
     Rows are rewritten in batches, each in its own transaction; interrupted, running
     the same command again continues where it stopped. Needs --key-file.
     """
-    ring = encryption_option_value(required=True)
-    from store.encryption import encrypt_tenant  # type: ignore[attr-defined]
+    ring = _required_ring()
+    from store.encryption import encrypt_tenant
 
     event = _rewrite(
         f"encrypting {tenant}",
         lambda p: encrypt_tenant(url, tenant=tenant, encryption=ring, batch_size=batch, progress=p),
     )
     _report(event, as_json)
+
+
+def _required_ring() -> KeyRing:
+    """The key ring of ``--key-file``, which the command needs (a usage error without)."""
+    ring = encryption_option_value(required=True)
+    if ring is None:  # pragma: no cover - required raises first
+        raise CliError("a key file is needed", exit_code=2)
+    return ring
 
 
 def _report(event: KeyEvent, as_json: bool) -> None:
