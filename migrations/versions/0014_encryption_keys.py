@@ -21,6 +21,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from store.sql import dialect
+
 revision: str = "0014"
 down_revision: str | None = "0013"
 branch_labels: str | Sequence[str] | None = None
@@ -70,14 +72,19 @@ def upgrade() -> None:
         sa.Column("cursor", sa.Text(), nullable=True),
         sa.PrimaryKeyConstraint("event_id", name="chatledger_key_events_pkey"),
     )
-    if op.get_bind().dialect.name == "postgresql":
+    if _enforced_lengths():
         op.alter_column(
             "chatledger_messages", "author_name", type_=sa.Text(), existing_type=sa.String(255)
         )
 
 
+def _enforced_lengths() -> bool:
+    """Whether the database refuses a text longer than its ``VARCHAR`` (PostgreSQL)."""
+    return dialect.capabilities(op.get_bind().dialect).enforced_lengths
+
+
 def downgrade() -> None:
-    if op.get_bind().dialect.name == "postgresql":
+    if _enforced_lengths():
         op.alter_column(
             "chatledger_messages", "author_name", type_=sa.String(255), existing_type=sa.Text()
         )

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any, Literal, Self
 from pydantic import JsonValue
 
 from store.contract import DEFAULT_TENANT, RECORD_KEY, BackendBase, Written
-from store.errors import InvalidInput, RecordConflict, SessionNotFound
+from store.errors import (
+    InvalidInput,
+    KeyRequired,
+    PlaintextRows,
+    RecordConflict,
+    SessionNotFound,
+    WrongKey,
+)
 from store.models import (
     BranchInfo,
     CompactionEvent,
@@ -98,6 +105,7 @@ from strategies.view import Totals, View
 
 if TYPE_CHECKING:
     from store.contract import HistoryBackend
+    from store.encryption.sealing import KeyRing
 
 __all__ = ["InMemoryHistoryStore", "MemoryDatabase"]
 
@@ -123,6 +131,9 @@ class MemoryDatabase:
     """The key that signs search cursors."""
     usage: dict[tuple[str, str], list[UsageEntry]] = field(default_factory=dict)
     """Recorded model calls, by ``(tenant, session_id)`` (the session need not exist)."""
+    encrypted: dict[str, str] = field(default_factory=dict)
+    """Encrypted tenants, each with the id of the provider's key that opened it first
+    (nothing is at rest here: the marks make the refusals the SQL store makes)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,27 @@ class _Snapshot:
     revision: int
     fingerprints: dict[str, Hashable]
     request: CompactionRequest | None = None
+
+
+def _check_encryption(db: MemoryDatabase, tenant: str, encryption: object) -> bool:
+    """Whether the store of ``tenant`` is encrypted, marking a new tenant, or the refusal
+    the SQL store would make (:mod:`store.sql.keys`)."""
+    mark = db.encrypted.get(tenant)
+    if encryption is None:
+        if mark is not None:
+            raise KeyRequired(f"tenant {tenant!r} is encrypted: open it with its key")
+        return False
+    from store.encryption.sealing import KeyRing
+
+    if not isinstance(encryption, KeyRing):
+        raise InvalidInput(f"encryption must be a KeyRing, got {type(encryption).__name__}")
+    if mark is None:
+        if any(key[0] == tenant for key in db.sessions):
+            raise PlaintextRows(f"tenant {tenant!r} is stored in clear")
+        db.encrypted[tenant] = encryption.key_id
+    elif mark != encryption.key_id:
+        raise WrongKey(f"tenant {tenant!r} was encrypted under key {mark!r}, not this one")
+    return True
 
 
 class InMemoryHistoryStore(BackendBase):
@@ -168,11 +200,17 @@ class InMemoryHistoryStore(BackendBase):
         policy: TokenCountPolicy = DEFAULT_POLICY,
         pending_cache_size: int = PENDING_CACHE_SIZE,
         limits: Limits | None = None,
+        encryption: KeyRing | None = None,
     ) -> None:
         """A store for ``tenant`` over ``database`` (a fresh, empty one when None).
 
         The default tokenizer is tiktoken's ``o200k_base``, as the SQL store's; ``limits``
         are what it accepts, as the SQL store's (:class:`~store.rules.limits.Limits`).
+        ``encryption`` is taken as the SQL store takes it, for tests: nothing here is at
+        rest, so nothing is sealed, but the tenant is marked and refused as the SQL store
+        refuses it (:class:`~store.errors.KeyRequired` without a key,
+        :class:`~store.errors.PlaintextRows` for a tenant stored in clear, and
+        :class:`~store.errors.WrongKey` for another provider key), and not searched.
         """
         if database is not None and not isinstance(database, MemoryDatabase):
             raise InvalidInput(
@@ -181,13 +219,21 @@ class InMemoryHistoryStore(BackendBase):
             )
         super().__init__(tenant=tenant, tokenizer=tokenizer, policy=policy, limits=limits)
         self._db = database if database is not None else MemoryDatabase()
+        self._encrypted = _check_encryption(self._db, tenant, encryption)
+        self._encryption = encryption
         self._pending = PendingCounts(
             self.count_tokens, lambda: (self.tokenizer, self._policy), size=pending_cache_size
         )
 
     def for_tenant(self, tenant: str) -> Self:
         """A store for another tenant over the same database (same tokenizer and policy)."""
-        return type(self)(self._db, tenant=tenant, tokenizer=self.tokenizer, policy=self._policy)
+        return type(self)(
+            self._db,
+            tenant=tenant,
+            tokenizer=self.tokenizer,
+            policy=self._policy,
+            encryption=self._encryption,
+        )
 
     @property
     def database(self) -> MemoryDatabase:
@@ -919,6 +965,11 @@ class InMemoryHistoryStore(BackendBase):
         return out.record(session, phase="restore", strategy="restore", params=params)
 
     async def _search(self, request: SearchRequest, *, session_id: str | None) -> SearchPage:
+        if self._encrypted:
+            raise InvalidInput(
+                f"search is off for tenant {self._tenant!r}: it is encrypted, and nothing "
+                "searchable is kept of its texts (docs/encryption.md)"
+            )
         if session_id is not None:
             rows = [(self._get(session_id), r) for r in self._get(session_id).rows.values()]
         else:

@@ -116,6 +116,9 @@ class Capabilities:
     """A statement's ``WITH`` may hold ``INSERT``s, each run to completion with it: a
     write of several tables is one round trip (PostgreSQL). SQLite has no round trips
     to save, and no such ``WITH``."""
+    enforced_lengths: bool
+    """A ``VARCHAR(n)`` column refuses a longer text (PostgreSQL); SQLite stores any
+    length whatever the declared type."""
     insert: Callable[[Table], Any]
     """The dialect's ``INSERT`` construct (it has ``on_conflict_do_nothing``)."""
 
@@ -140,6 +143,7 @@ SUPPORTED: dict[str, Capabilities] = {
         alter_constraints=False,
         full_text="fts5",
         data_modifying_ctes=False,
+        enforced_lengths=False,
         insert=sqlite_insert,
     ),
     "postgresql": Capabilities(
@@ -161,6 +165,7 @@ SUPPORTED: dict[str, Capabilities] = {
         alter_constraints=True,
         full_text="tsvector",
         data_modifying_ctes=True,
+        enforced_lengths=True,
         insert=postgresql_insert,
     ),
 }

@@ -78,9 +78,11 @@ class SyncHistoryStore:
         cache_messages: int | None = None,
         timeout: float | None = None,
         limits: Limits | None = None,
+        encryption: KeyRing | None = None,
     ) -> Self:
         """Open a :class:`~store.HistoryStore` on ``url`` with these options (see
-        :meth:`store.HistoryStore.open`), on a new private loop thread."""
+        :meth:`store.HistoryStore.open`; ``encryption`` seals the tenant's texts at rest),
+        on a new private loop thread."""
         from store.sql.store import HistoryStore
 
         options: dict[str, Any] = {{
@@ -100,6 +102,7 @@ class SyncHistoryStore:
                 create=create,
                 schema=schema,
                 limits=limits,
+                encryption=encryption,
                 **given,
             )
 
@@ -165,6 +168,7 @@ _EXTRA_IMPORTS = (
     "from collections.abc import Awaitable, Callable, Iterator\n"
     "from typing import TYPE_CHECKING, Any\n"
     "from store.contract import HistoryBackend\n"
+    "from store.encryption.sealing import KeyRing\n"
     "from store.rules.limits import Limits\n"
 )
 

@@ -33,6 +33,7 @@ from typing import (
 from pydantic import JsonValue
 
 from store.contract import DEFAULT_TENANT, PAGE_SIZE, HistoryBackend
+from store.encryption.sealing import KeyRing
 from store.models import (
     BranchInfo,
     CompactionEvent,
@@ -94,9 +95,11 @@ class SyncHistoryStore:
         cache_messages: int | None = None,
         timeout: float | None = None,
         limits: Limits | None = None,
+        encryption: KeyRing | None = None,
     ) -> Self:
         """Open a :class:`~store.HistoryStore` on ``url`` with these options (see
-        :meth:`store.HistoryStore.open`), on a new private loop thread."""
+        :meth:`store.HistoryStore.open`; ``encryption`` seals the tenant's texts at rest),
+        on a new private loop thread."""
         from store.sql.store import HistoryStore
 
         options: dict[str, Any] = {
@@ -116,6 +119,7 @@ class SyncHistoryStore:
                 create=create,
                 schema=schema,
                 limits=limits,
+                encryption=encryption,
                 **given,
             )
 

@@ -16,16 +16,16 @@ from strategies import SummarizationStrategy
 from strategies.messages import FunctionCallContent
 from strategies.summarizers import FakeSummarizer
 from tests.conformance.conftest import Stores
+from tests.conftest import ALL_BACKENDS
 from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults
 from tests.groups.conversations import assistant, call, reasoning, result, tool, user
 
 
-@pytest.fixture(autouse=True)
-def _searchable(backend: str) -> None:
-    """An encrypted tenant keeps nothing searchable: its refusal is tested in
-    ``tests/encryption/``."""
-    if backend.endswith("-sealed"):
-        pytest.skip("search is off for encrypted tenants (docs/encryption.md)")
+@pytest.fixture(params=ALL_BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The backends without encryption: an encrypted tenant keeps nothing searchable
+    (its refusal is tested in ``tests/encryption/``)."""
+    return str(request.param)
 
 
 def _ids(page: object) -> list[tuple[str, str]]:
