@@ -39,10 +39,11 @@ from collections.abc import (
     Callable,
     Coroutine,
     Generator,
+    Iterator,
     Mapping,
     Sequence,
 )
-from contextlib import AbstractContextManager
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -462,11 +463,15 @@ class HistoryStore(BackendBase):
 
     # -- connections, errors and transactions ------------------------------------------
 
-    def _translate_errors(self) -> AbstractContextManager[None]:
+    @contextmanager
+    def _translate_errors(self) -> Iterator[None]:
         """Driver errors become :class:`~store.errors.ChatledgerError` subclasses, and a
         strategy's errors :class:`~store.errors.InvalidInput`
-        (:func:`store.sql.errors.translate_errors`)."""
-        return translate_errors()
+        (:func:`store.sql.errors.translate_errors`); the front's own work (the usage
+        ledger's digests of what was sent) runs with the store's sealing, as its
+        primitives do (:func:`_connected`)."""
+        with translate_errors(), sealed(self._sealing):
+            yield
 
     async def _adopt_connections(self) -> None:
         """Give the store fresh connections in a new process (after a ``fork``) or a new
