@@ -12,7 +12,9 @@ only where another key sealed it), so nothing is done twice and nothing is misse
   rows, replaces its content hashes by keyed ones, drops what it kept searchable and
   the digests of its usage ledger, then checks that no text is left in clear (rows a
   process opened before the mark wrote meanwhile are sealed in another pass) and marks
-  it ``encrypted``.
+  it ``encrypted``. On SQLite its transactions zero what they free, the search index is
+  merged and the write-ahead log checkpointed, as an erasure's are
+  (:mod:`store.sql.upkeep.erasure`): no clear text is left in the file's pages.
 * :func:`rotate_tenant_key` makes a new data key current at once (new texts are sealed
   with it; reads of the others keep working, each text naming its key), then seals again
   under it every text another key sealed. The older keys stay in the database: a process
@@ -54,6 +56,7 @@ from store.sql.schema import (
     TENANT_KEYS,
     USAGE,
 )
+from store.sql.upkeep.erasure import checkpoint, erase_step, erase_words
 
 __all__ = [
     "KeyEvent",
@@ -84,7 +87,7 @@ class KeyEvent(BaseModel):
     rows: int
     """Rows (or keys, for ``rotate_kek``) rewritten so far."""
     total: int | None
-    """What there was to look at when the job started, when known."""
+    """The rows (or keys) there were to look at when the job started, when known."""
     key_id: str | None
     """The provider's key (KEK) the job wrapped under."""
     data_key_id: str | None
@@ -278,19 +281,22 @@ async def _pass(
                 query = query.where(tuple_(*texts.keys[1:]) > tuple_(*after))
             query = query.order_by(*texts.keys[1:]).limit(batch_size)
             async with write_connection(engine) as conn:
+                await erase_step(conn)  # SQLite zeroes the clear texts the batch frees
                 rows = (await conn.execute(query)).all()
                 if not rows:
                     break
+                rewritten = 0
                 for row in rows:
                     values = rewrite(texts, row)
                     if values:
                         bound = {k: _bound(texts, k, v) for k, v in values.items()}
                         where = [key == getattr(row, key.key) for key in texts.keys]
                         await conn.execute(update(texts.table).where(*where).values(**bound))
-                        changed += 1
+                        rewritten += 1
                 last = rows[-1]
                 after = [_plain(getattr(last, key.key)) for key in texts.keys[1:]]
-                await _advance(conn, event_id, len(rows), {"table": texts.name, "after": after})
+                await _advance(conn, event_id, rewritten, {"table": texts.name, "after": after})
+            changed += rewritten
             done += len(rows)
             if progress is not None:
                 progress(done, max(total, done))
@@ -403,32 +409,35 @@ async def encrypt_tenant(
             event_id, total = str(running.event_id), int(running.total or 0)
             cursor = None if running.cursor is None else json.loads(running.cursor)
             done = int(running.rows)
-    rewrite = _sealer(tenant, sealing)
-    while True:  # until a whole pass finds nothing in clear
+    rewrite, shown = _sealer(tenant, sealing), progress
+    while True:  # until a whole pass finds nothing in clear (the last one shows nothing)
         changed, done = await _pass(
             engine,
             tenant,
             event_id,
             rewrite,
             batch_size=batch_size,
-            progress=progress,
+            progress=shown,
             done=done,
             total=total,
             cursor=cursor,
         )
         if changed == 0 and cursor is None:
             break
-        cursor = None
+        cursor, shown = None, None
     async with write_connection(engine) as conn:
+        await erase_step(conn)
         await conn.execute(
             update(USAGE).where(USAGE.c.tenant == tenant).values(context_digest=None)
         )
+        await erase_words(conn)  # the words leave the search index's pages too
         await conn.execute(
             update(TENANT_KEYS)
             .where(TENANT_KEYS.c.tenant == tenant)
             .values(state=ENCRYPTED, updated_at=now())
         )
         await _finish(conn, event_id)
+    await checkpoint(engine)  # the old pages leave SQLite's write-ahead log
     return await _read_event(engine, event_id)
 
 
