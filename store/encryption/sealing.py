@@ -155,7 +155,7 @@ class Sealing:
                 f"{where}: {reason}", tenant=self.tenant, session_id=session_id, seq=seq
             )
 
-        if text is None or not text.startswith(PREFIX) or not text.endswith('"'):
+        if type(text) is not str or not text.startswith(PREFIX) or not text.endswith('"'):
             raise corrupt("not sealed, in an encrypted tenant (nothing falls back to plaintext)")
         parts = text[len(PREFIX) : -1].split(".")
         if len(parts) != 3:

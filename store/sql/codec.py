@@ -137,7 +137,7 @@ def _open(tenant: str, text: str, table: str, session_id: str, row: object, colu
     sealing = _SEALING.get()
     if sealing is not None:
         return sealing.open(text, table, session_id, row, column)
-    if text.startswith(_SEALED_PREFIX):
+    if type(text) is str and text.startswith(_SEALED_PREFIX):
         raise KeyRequired(
             f"tenant {tenant!r} is encrypted: open the store with its key "
             "(encryption=KeyRing(...), or --key-file)"

@@ -32,6 +32,7 @@ from store.models import (
     WhyResult,
 )
 from store.sql.upkeep.doctor import DoctorReport
+from store.sql.upkeep.encryption import KeyEvent
 from store.usage import UsageReport, UsageRow
 from strategies.messages import Message
 from tests.cli.helpers import chatledger
@@ -57,6 +58,7 @@ SHAPES = [
     PurgeReport,
     RedactReport,
     DoctorReport,
+    KeyEvent,
 ]
 
 
