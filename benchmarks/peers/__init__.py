@@ -194,6 +194,15 @@ REGISTRY: dict[str, SystemSpec] = {
             }
         ),
     ),
+    "chatledger_sealed": SystemSpec(
+        "benchmarks.peers.chatledger",
+        "SealedChatledgerSystem",
+        "sqlite",
+        peer=False,
+        description="chatledger on SQLite with encryption at rest (AES-GCM, a local key file)",
+        missing_reason="store not yet available",
+        workloads=frozenset({"per_turn", "bulk_import", "projection", "full_read"}),
+    ),
     "chatledger_unindexed": SystemSpec(
         "benchmarks.peers.chatledger",
         "UnindexedChatledgerSystem",

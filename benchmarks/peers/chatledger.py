@@ -14,8 +14,10 @@ import and the registry reports the system as skipped: "store not yet available"
 
 from __future__ import annotations
 
+import asyncio
 import time
 from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 from benchmarks.generator import ChatDict, to_message
@@ -26,7 +28,7 @@ from strategies import ContextWindowCompactionStrategy, TruncationStrategy
 from strategies.messages import Message
 from strategies.tokenizers import count_message_tokens
 
-__all__ = ["ChatledgerSystem"]
+__all__ = ["ChatledgerSystem", "SealedChatledgerSystem"]
 
 
 class ChatledgerSystem(System):
@@ -50,7 +52,7 @@ class ChatledgerSystem(System):
         url = self.target.sqlalchemy_url(
             driver="aiosqlite" if self.target.backend == "sqlite" else "asyncpg"
         )
-        kwargs: dict[str, Any] = {}
+        kwargs = await self._options()
         if self.tokenizer is not None:
             kwargs["tokenizer"] = self.tokenizer
         self._store = await self._stack.enter_async_context(HistoryStore.open(url, **kwargs))
@@ -58,6 +60,10 @@ class ChatledgerSystem(System):
             # the store loads its tokenizer on first use; load it here, untimed, as the
             # limit loads tiktoken when it opens (else a bulk import counts the loading)
             self._store.tokenizer.count_tokens("warm-up")
+
+    async def _options(self) -> dict[str, Any]:
+        """Keywords of ``HistoryStore.open`` beyond the URL and the tokenizer."""
+        return {}
 
     def prepare(self, items: list[ChatDict]) -> list[Message]:
         """Convert to chatledger messages."""
@@ -139,6 +145,31 @@ class UnindexedChatledgerSystem(ChatledgerSystem):
             from store.sql.search.index import switch_search
 
             await switch_search(self._store.engine, False)
+
+
+KEY_FILE = "chatledger-sealed.keys"
+"""The key file of :class:`SealedChatledgerSystem`, beside its database."""
+
+
+class SealedChatledgerSystem(ChatledgerSystem):
+    """chatledger with encryption at rest: every text sealed under the tenant's data key,
+    wrapped by a :class:`~store.encryption.local.LocalKeyProvider` whose key file
+    (:data:`KEY_FILE`) is made once beside the databases, by the first store opened there
+    (the template's build: its rows are sealed as they are stored), and read by every
+    run's store after."""
+
+    async def _options(self) -> dict[str, Any]:
+        """A key ring on the key file beside the database."""
+        try:
+            from store.encryption import KeyRing
+            from store.encryption.local import LocalKeyProvider, new_key_file
+        except ImportError as exc:
+            raise Unavailable(f"this store has no encryption at rest ({exc})") from exc
+        path = Path(self.target.location).parent / KEY_FILE
+        if not path.exists():
+            await asyncio.to_thread(new_key_file, path)
+        provider = await asyncio.to_thread(LocalKeyProvider.from_file, path)
+        return {"encryption": KeyRing(provider)}
 
 
 _DIRECT_INDEX = {
