@@ -27,9 +27,7 @@ the stored hashes must still compare (``docs/encryption.md``).
 
 from __future__ import annotations
 
-import base64
 import binascii
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -80,11 +78,17 @@ def is_sealed(text: str | None) -> bool:
 
 
 def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+    """Standard base64 (its alphabet holds no ``.``, the envelope's separator)."""
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
 
 def _unb64(text: str) -> bytes:
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    return binascii.a2b_base64(text, strict_mode=True)
+
+
+def _framed(part: str) -> bytes:
+    data = part.encode("utf-8", "surrogatepass")
+    return len(data).to_bytes(4, "big") + data
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +113,7 @@ class Sealing:
     hash_key: bytes
     _ciphers: dict[str, object] = field(default_factory=dict)
     _lineages: dict[str, frozenset[str]] = field(default_factory=dict)
+    _heads: dict[tuple[str, str, str], bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         aesgcm = _aesgcm()
@@ -119,8 +124,17 @@ class Sealing:
     # -- the place -------------------------------------------------------------------
 
     def _associated(self, table: str, session_id: str, row: object, column: str) -> bytes:
-        place = [SEAL_VERSION, MESSAGE_FORMAT, self.tenant, table, session_id, str(row), column]
-        return json.dumps(place, ensure_ascii=False, separators=(",", ":")).encode()
+        """The place as bytes: each part length-prefixed (no part can pass for two), the
+        parts but the row's made once a (table, session, column)."""
+        key = (table, session_id, column)
+        head = self._heads.get(key)
+        if head is None:
+            parts = (str(SEAL_VERSION), str(MESSAGE_FORMAT), self.tenant, table, column, session_id)
+            head = b"".join(_framed(part) for part in parts)
+            if len(self._heads) >= 65536:
+                self._heads.clear()
+            self._heads[key] = head
+        return head + _framed(str(row))
 
     def note_lineage(self, session_id: str, owners: frozenset[str]) -> None:
         """Let fork ``session_id`` read the rows ``owners`` sealed (its lineage)."""
@@ -234,7 +248,7 @@ class KeyRing:
         """A new random key for ``purpose``, wrapped, with a new id; and the key."""
         key = new_data_key()
         wrapped = await self.wrap(key)
-        key_id = _b64(os.urandom(6))
+        key_id = os.urandom(6).hex()
         return WrappedKey(key_id, purpose, wrapped.kek_id, wrapped.wrapped), key
 
     async def unwrap(self, key: WrappedKey) -> bytes:

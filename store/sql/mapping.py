@@ -466,7 +466,18 @@ def _items(model: type[BaseModel], exprs: Mapping[str, str]) -> str:
     return ", ".join(f'"{name}": {exprs[name]}' for name in model.model_fields)
 
 
-def _mapper_source(*, stored: bool, shown: tuple[Target, ...] = _SHOWN) -> str:
+_SEALED_FAST: Mapping[str, str] = {
+    "contents": "decode_contents(tenant, session_id, seq, {v})",
+    "metadata": "decode_metadata(tenant, session_id, seq, {v})",
+    "author_name": "decode_author(tenant, session_id, seq, {v})",
+}
+"""The fast way's expressions of the sealed columns where the store seals: the codec's
+functions, which open each text at its place (the others read as in clear)."""
+
+
+def _mapper_source(
+    *, stored: bool, shown: tuple[Target, ...] = _SHOWN, sealed: bool = False
+) -> str:
     """The fast way's code for a page row (``stored``: the columns, then the group's
     kind, to a :class:`StoredMessage`) or for a row of :func:`message_columns` to the
     :class:`Message` made of the columns of the targets ``shown`` (with ``reduced``:
@@ -484,7 +495,8 @@ def _mapper_source(*, stored: bool, shown: tuple[Target, ...] = _SHOWN) -> str:
     exprs: dict[Target, dict[str, str]] = {"message": {}, "stored": {}, "reduced": {}}
     for c in used:
         if c.field is not None:
-            exprs[c.target][c.field] = c.read.fast.format(v=c.name)
+            fast = _SEALED_FAST.get(c.name, c.read.fast) if sealed else c.read.fast
+            exprs[c.target][c.field] = fast.format(v=c.name)
     message = _BUILD.format(
         name="message",
         model="Message",
@@ -526,6 +538,9 @@ _NAMESPACE: dict[str, Any] = {
     "time": _read_time,
     **INLINE["contents"].names,
     **INLINE["metadata"].names,
+    "decode_contents": decode_contents,
+    "decode_metadata": decode_metadata,
+    "decode_author": decode_author,
 }
 """The names the fast way's code uses besides the columns."""
 _RESERVED = frozenset(
@@ -549,6 +564,11 @@ _make_page_mapper = _compiled(_PAGE_SOURCE)
 _row_message = _compiled(_SHOWN_SOURCE)(_general_message)
 _ORIGINAL_SOURCE = _mapper_source(stored=False, shown=("message", "row"))
 _original_message = _compiled(_ORIGINAL_SOURCE)(_general_original)
+_make_sealed_page_mapper = _compiled(_mapper_source(stored=True, sealed=True))
+_sealed_row_message = _compiled(_mapper_source(stored=False, sealed=True))(_general_message)
+_sealed_original_message = _compiled(
+    _mapper_source(stored=False, shown=("message", "row"), sealed=True)
+)(_general_original)
 
 
 def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], StoredMessage]:
@@ -562,28 +582,23 @@ def page_mapper(tenant: str, session_id: str) -> Callable[[Sequence[Any]], Store
     def general(row: Sequence[Any]) -> StoredMessage:
         return _general_stored(row[:-1], row[-1], tenant, session_id)
 
-    if sealing_now() is not None:  # sealed texts are opened the general way
-        return general
-    return cast(
-        Callable[[Sequence[Any]], StoredMessage], _make_page_mapper(tenant, session_id, general)
-    )
+    make = _make_page_mapper if sealing_now() is None else _make_sealed_page_mapper
+    return cast(Callable[[Sequence[Any]], StoredMessage], make(tenant, session_id, general))
 
 
 def row_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
     """The message a projection shows for a row of :func:`message_columns` (reduction
     applied); :class:`~store.errors.CorruptRowError` when the row does not validate."""
-    if sealing_now() is not None:
-        return _general_message(row, tenant, session_id)
-    return cast(Message, _row_message(row, tenant, session_id))
+    mapped = _row_message if sealing_now() is None else _sealed_row_message
+    return cast(Message, mapped(row, tenant, session_id))
 
 
 def original_message(row: Sequence[Any], *, tenant: str, session_id: str) -> Message:
     """The message as appended (no reduction) of a row of :func:`message_columns`, the
     fast way (a search builds its hits from these); :class:`~store.errors.CorruptRowError`
     when the row does not validate."""
-    if sealing_now() is not None:
-        return _general_original(row, tenant, session_id)
-    return cast(Message, _original_message(row, tenant, session_id))
+    mapped = _original_message if sealing_now() is None else _sealed_original_message
+    return cast(Message, mapped(row, tenant, session_id))
 
 
 def stored_message(
