@@ -522,9 +522,9 @@ async def stream_history(
                         )
                 if short_transactions:
                     await conn.commit()
-                with sealed(sealing):
-                    page = [mapped(row) for row in rows]
-                for message in page:
+                for row in rows:  # a row that does not map raises where it is reached
+                    with sealed(sealing):
+                        message = mapped(row)
                     yield message
                 if len(rows) < page_size:
                     return

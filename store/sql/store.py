@@ -206,6 +206,9 @@ def _connected(method: Method[P, T]) -> Method[P, T]:
     @functools.wraps(method)
     async def wrapper(store: HistoryStore, /, *args: P.args, **kwargs: P.kwargs) -> T:
         await store._adopt_connections()
+        if not store._sealing_read:  # a store made from an engine, not opened
+            store._sealing = await open_sealing(store._engine, store._tenant, None)
+            store._sealing_read = True
         with sealed(store._sealing):
             try:
                 return await method(store, *args, **kwargs)
@@ -340,6 +343,9 @@ class HistoryStore(BackendBase):
         self._sealing: Sealing | None = None
         """The tenant's sealing when the store was opened with encryption (see
         :mod:`store.sql.keys`); None: texts are stored in clear."""
+        self._sealing_read = False
+        """Whether the tenant's mark was read (by :meth:`open`, else by the first call:
+        a store made from an engine refuses an encrypted tenant as an opened one does)."""
 
     # -- opening and closing -------------------------------------------------------
 
@@ -398,6 +404,7 @@ class HistoryStore(BackendBase):
                 await ensure_schema(engine, upgrade=upgrade, create=create, schema=schema)
                 with translate_errors():
                     store._sealing = await open_sealing(engine, tenant, encryption)
+                    store._sealing_read = True
             except BaseException:
                 await engine.dispose()
                 raise
@@ -437,6 +444,7 @@ class HistoryStore(BackendBase):
             with translate_errors():
                 await ensure_schema(engine, upgrade=upgrade, create=create)
                 store._sealing = await open_sealing(engine, tenant, encryption)
+                store._sealing_read = True
             return store
 
         return StoreOpener(factory)

@@ -16,8 +16,8 @@ from strategies import SummarizationStrategy
 from strategies.messages import FunctionCallContent
 from strategies.summarizers import FakeSummarizer
 from tests.conformance.conftest import Stores
-from tests.conftest import ALL_BACKENDS
 from tests.conformance.toy_strategies import ExcludeOldest, ReduceResults
+from tests.conftest import ALL_BACKENDS
 from tests.groups.conversations import assistant, call, reasoning, result, tool, user
 
 

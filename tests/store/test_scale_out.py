@@ -26,9 +26,17 @@ ON_POSTGRES = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 KEYS = ["tenant", "session_id"]
-BOOKKEEPING = ("chatledger_alembic_version", "chatledger_schema_revisions", "chatledger_settings")
-"""The migrations' own tables and the database's settings, not a session's data
-(reference tables under Citus)."""
+BOOKKEEPING = (
+    "chatledger_alembic_version",
+    "chatledger_schema_revisions",
+    "chatledger_settings",
+    "chatledger_tenant_keys",
+    "chatledger_keys",
+    "chatledger_key_events",
+)
+"""The migrations' own tables, the database's settings and the tenants' keys, not a
+session's data (reference tables under Citus: read when a store opens, never by a
+turn)."""
 
 
 def _constraints(connection: Connection) -> dict[str, dict[str, Any]]:
