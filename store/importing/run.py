@@ -33,6 +33,7 @@ from store.importing.source import (
     source_location,
 )
 from store.importing.validate import Validation
+from store.rules.identity import hashing_of
 from store.rules.limits import DEFAULT_LIMITS
 
 __all__ = ["Progress", "import_sources", "message_id_for", "session_id_for"]
@@ -136,7 +137,7 @@ async def import_sources(
         timeout=getattr(store, "timeout", DEFAULT_READ_TIMEOUT),
         limits=getattr(store, "limits", DEFAULT_LIMITS),
     )
-    with read_with(options):
+    with read_with(options), hashing_of(store):  # ids made of texts keyed as the store keys
         ledger = Ledger(batch=write.BATCH)
         plans: list[Plan] = []
         for given in sources:

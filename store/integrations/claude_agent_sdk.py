@@ -67,7 +67,7 @@ from store.importing.usage import UnusableUsage, call_id_of, usage_of
 from store.integrations._shared import StoreLease
 from store.models import Provenance, SessionInfo
 from store.rules.erasure import REDACTED_TEXT
-from store.rules.identity import REDACTION_KEY
+from store.rules.identity import REDACTION_KEY, hashing_of
 from store.rules.limits import SQL_KEY_LENGTH
 from store.usage.models import Usage
 from strategies.messages import FunctionResultContent, Message, OtherContent
@@ -497,8 +497,9 @@ class ChatledgerSessionStore:
             raise InvalidInput(f"entries must be a list, got {type(entries).__name__}")
         if not entries:
             return
-        batch = _Batch.of(entries)
         store = await self.store()
+        with hashing_of(store):  # ids made of texts keyed as the store keys its hashes
+            batch = _Batch.of(entries)
         try:
             await self._write(store, session_id, batch.messages)
         except InvalidInput:

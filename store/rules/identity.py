@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -38,6 +38,7 @@ __all__ = [
     "dedupe",
     "digest_bytes",
     "hashed_contents",
+    "hashing_of",
     "is_replay",
     "is_tombstone",
     "keyed_hashing",
@@ -99,6 +100,15 @@ def keyed_hashing(key: bytes | None) -> Iterator[None]:
         yield
     finally:
         _HASH_KEY.reset(token)
+
+
+def hashing_of(store: object) -> AbstractContextManager[None]:
+    """The content hashing of ``store``'s tenant, for what is hashed before a call
+    reaches the store (ids an importer or an adapter derives from a text): keyed where
+    the store keys its hashes (an encrypted tenant's ``content_hashing()``), plain
+    elsewhere."""
+    hashing = getattr(store, "content_hashing", None)
+    return hashing() if callable(hashing) else nullcontext()
 
 
 def digest_bytes(data: bytes) -> bytes:

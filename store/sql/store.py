@@ -43,7 +43,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -95,7 +95,7 @@ from store.rules.checks import (
     check_tokenizer,
 )
 from store.rules.conflicts import plan_and_apply
-from store.rules.identity import dedupe, new_messages
+from store.rules.identity import dedupe, keyed_hashing, new_messages
 from store.rules.imported import import_changes, plan_import, source_ids
 from store.rules.limits import Limits
 from store.rules.pending import PendingCounts
@@ -462,6 +462,12 @@ class HistoryStore(BackendBase):
     def engine(self) -> AsyncEngine:
         """The SQLAlchemy engine."""
         return self._engine
+
+    def content_hashing(self) -> AbstractContextManager[None]:
+        """Hash contents as this store does within the block (keyed by the tenant's hash
+        key when it is encrypted, ``docs/encryption.md``): for ids a caller derives
+        from a text before it reaches the store (the importer's, an adapter's)."""
+        return keyed_hashing(None if self._sealing is None else self._sealing.hash_key)
 
     @property
     def timeout(self) -> float:

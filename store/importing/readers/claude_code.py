@@ -40,7 +40,6 @@ line is one entry. How they map:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -63,6 +62,7 @@ from store.importing.readers._compaction import kept_aside, summary_over
 from store.importing.readers._convert import named_after_file, own_id
 from store.importing.readers._folders import each_file
 from store.importing.source import Conversation, Located, iter_lines, parse_line, reading
+from store.rules.identity import digest_bytes
 from strategies.messages import Message, OtherContent
 
 __all__ = ["CLAUDE_CODE_KEY", "MERGED_KEY", "RECORD_TYPES", "is_entry", "read", "spoken_messages"]
@@ -126,7 +126,7 @@ def _record_id(entry: Entry) -> str:
     if isinstance(entry.value.get("uuid"), str) and entry.value["uuid"]:
         return entry.uuid
     text = json.dumps(entry.value, sort_keys=True, ensure_ascii=False)
-    return f"{entry.kind}-{hashlib.sha256(text.encode()).hexdigest()[:24]}"
+    return f"{entry.kind}-{digest_bytes(text.encode()).hex()[:24]}"
 
 
 def _verbatim(entry: Entry) -> Message:
