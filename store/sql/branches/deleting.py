@@ -17,7 +17,7 @@ from sqlalchemy import and_, delete, func, null, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.records import now
-from store.sql.branches.resealing import reseal_moved
+from store.sql.branches.resealing import reseal_in_place
 from store.sql.branches.rows import read_lineage
 from store.sql.branches.sharing import bump_lineage, readers_of
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
@@ -153,7 +153,7 @@ async def keep_rows(
     if not count:
         await conn.execute(delete(SESSIONS).where(s.tenant == tenant, s.session_id == holder))
         return None
-    await reseal_moved(conn, tenant, MESSAGES, MESSAGES.c.session_id == holder, session_id, holder)
+    await reseal_in_place(conn, tenant, MESSAGES, MESSAGES.c.session_id == holder)
     b = BRANCH_ROWS.c
     if whole:  # the session goes: everything that named it names the holder
         readers = select(LINEAGE.c.session_id).where(
@@ -166,8 +166,6 @@ async def keep_rows(
                 .where(table.c.tenant == tenant, table.c.owner_session_id == session_id)
                 .values(owner_session_id=holder)
             )
-        held = b.owner_session_id == holder
-        await reseal_moved(conn, tenant, BRANCH_ROWS, held, session_id, holder)
     else:  # some of its rows: the branch rows of those (members) follow them
         seqs = select(MESSAGES.c.seq).where(
             MESSAGES.c.tenant == tenant, MESSAGES.c.session_id == holder
@@ -177,8 +175,6 @@ async def keep_rows(
             .where(b.tenant == tenant, b.owner_session_id == session_id, b.seq.in_(seqs))
             .values(owner_session_id=holder)
         )
-        held = b.owner_session_id == holder
-        await reseal_moved(conn, tenant, BRANCH_ROWS, held, session_id, holder)
     return holder, count
 
 

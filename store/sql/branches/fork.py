@@ -26,6 +26,7 @@ from store.errors import InvalidInput
 from store.models import CompactionEvent, SessionInfo
 from store.rules.branching import FORK_STRATEGY, carried, check_cut, trimmed_group
 from store.sql.audit import write_event
+from store.sql.branches.resealing import reseal_in_place
 from store.sql.branches.rows import Filter, Lineage, conversation, read_lineage
 from store.sql.codec import decode_session_metadata, decode_title, encode_title
 from store.sql.mapping import COLUMN_INDEX, session_from_row, stored_message
@@ -364,6 +365,7 @@ async def fork_session(
                 ),
             )
         )
+    await reseal_in_place(conn, tenant, BRANCH_ROWS, b.session_id == new_session_id)
     members: dict[tuple[str, int], str] = {}
     if kept_summaries:
         held = select(b.owner_session_id, b.seq, b.group_id).where(

@@ -28,7 +28,7 @@ from store.sql.audit import record_event
 from store.sql.branches.deleting import keep_rows
 from store.sql.branches.erasure import rebuild_session_totals
 from store.sql.branches.fork import Cut, carried_summaries, fork_session, resolve_cut, shape_groups
-from store.sql.branches.resealing import reseal_moved
+from store.sql.branches.resealing import reseal_in_place
 from store.sql.branches.rows import conversation, read_lineage
 from store.sql.branches.sharing import bump_lineage, readers_of, refuse_tail
 from store.sql.mapping import COLUMN_INDEX
@@ -93,9 +93,7 @@ async def _set_aside(
         .where(*_keys(MESSAGES, tenant, session_id), MESSAGES.c.seq > seq)
         .values(session_id=tail_id)
     )
-    await reseal_moved(
-        conn, tenant, MESSAGES, MESSAGES.c.session_id == tail_id, session_id, tail_id
-    )
+    await reseal_in_place(conn, tenant, MESSAGES, MESSAGES.c.session_id == tail_id)
     await _follow(conn, tenant, session_id, tail_id, seq)
     b = BRANCH_ROWS.c  # the tail's own rows are no members of it
     await conn.execute(
@@ -139,8 +137,6 @@ async def _follow(conn: AsyncConnection, tenant: str, owner: str, holder: str, s
         .where(b.tenant == tenant, b.owner_session_id == owner, b.seq > seq)
         .values(owner_session_id=holder)
     )
-    moved = (b.owner_session_id == holder) & (b.seq > seq)
-    await reseal_moved(conn, tenant, BRANCH_ROWS, moved, owner, holder)
     await conn.execute(update(SESSIONS).where(*_keys(SESSIONS, tenant, holder)).values(shared=True))
 
 
@@ -414,8 +410,8 @@ async def _take_back(
     await conn.execute(
         update(MESSAGES).where(*_keys(MESSAGES, tenant, tail_id)).values(session_id=session_id)
     )
-    mine = MESSAGES.c.session_id == session_id
-    await reseal_moved(conn, tenant, MESSAGES, mine, tail_id, session_id)
+    taken = (MESSAGES.c.session_id == session_id) & (MESSAGES.c.seq > seq)
+    await reseal_in_place(conn, tenant, MESSAGES, taken)
     lin, b = LINEAGE.c, BRANCH_ROWS.c
     readers = (
         await conn.execute(
@@ -429,8 +425,6 @@ async def _take_back(
         .where(b.tenant == tenant, b.owner_session_id == tail_id)
         .values(owner_session_id=session_id)
     )
-    owned = b.owner_session_id == session_id
-    await reseal_moved(conn, tenant, BRANCH_ROWS, owned, tail_id, session_id)
     # the session's state is the tail's
     for table in (GROUPS, OPEN_CALLS, EARLY_RESULTS):
         await conn.execute(delete(table).where(*_keys(table, tenant, session_id)))
@@ -466,6 +460,10 @@ async def _take_back(
                 reduced_event_id=row["reduced_event_id"],
             )
         )
+    overlaid = [int(row["seq"]) for row in overlays]
+    if overlaid:
+        mine = (MESSAGES.c.session_id == session_id) & MESSAGES.c.seq.in_(overlaid)
+        await reseal_in_place(conn, tenant, MESSAGES, mine)
     await conn.execute(delete(BRANCH_ROWS).where(*_keys(BRANCH_ROWS, tenant, session_id)))
     copied = [c for c in BRANCH_ROWS.c if c.key not in ("tenant", "session_id")]
     await conn.execute(
@@ -476,6 +474,7 @@ async def _take_back(
             ),
         )
     )
+    await reseal_in_place(conn, tenant, BRANCH_ROWS, b.session_id == session_id)
     await conn.execute(delete(LINEAGE).where(*_keys(LINEAGE, tenant, session_id)))
     copied_lineage = [c for c in LINEAGE.c if c.key not in ("tenant", "session_id")]
     await conn.execute(

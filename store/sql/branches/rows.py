@@ -102,7 +102,17 @@ async def read_lineage(conn: AsyncConnection, tenant: str, session_id: str) -> L
     for owner, through in await conn.execute(_READ_LINEAGE, params):
         segments.append((owner, after, int(through)))
         after = int(through)
-    return Lineage(session_id, tuple(segments))
+    return _noted(Lineage(session_id, tuple(segments)))
+
+
+def _noted(lineage: Lineage) -> Lineage:
+    """``lineage``, which the running call's sealing now knows: the fork reads rows its
+    lineage sealed (:meth:`~store.encryption.sealing.Sealing.note_lineage`)."""
+    sealing = sealing_now()
+    if sealing is not None and lineage.segments:
+        owners = frozenset(owner for owner, _, _ in lineage.segments)
+        sealing.note_lineage(lineage.session_id, owners)
+    return lineage
 
 
 _KNOWN: dict[tuple[str, str, str, int], Lineage] = {}
@@ -127,7 +137,7 @@ async def lineage_of(conn: AsyncConnection, tenant: str, session: Mapping[Any, A
         if len(_KNOWN) >= _KNOWN_MAX:
             _KNOWN.clear()
         _KNOWN[key] = found
-    return found
+    return _noted(found)
 
 
 Filter = Callable[[Mapping[str, ColumnElement[Any]]], Sequence[ColumnElement[bool]]]
@@ -283,9 +293,7 @@ def conversation(
     ``message_ids`` limit it to those groups or messages (each by an index). Unordered:
     order the union's subquery."""
     session_id = lineage.session_id
-    sealing = sealing_now()
-    if sealing is not None and lineage.segments:  # the rows it reads were sealed by others
-        sealing.note_lineage(session_id, frozenset(owner for owner, _, _ in lineage.segments))
+    _noted(lineage)  # the rows it reads were sealed by others
     options: dict[str, Any] = {"extra": extra, "groups": groups, "message_ids": message_ids}
     parts = [
         _branch(

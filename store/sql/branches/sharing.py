@@ -21,8 +21,9 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.branching import shared_refusal, tail_refusal
 from store.sql import dialect
+from store.sql.branches.resealing import reseal_in_place, resealed
 from store.sql.branches.rows import conversation, read_lineage
-from store.sql.codec import ENCODED
+from store.sql.codec import ENCODED, sealing_now
 from store.sql.schema import BRANCH_ROWS, LINEAGE, MESSAGES, SESSIONS
 
 __all__ = [
@@ -89,6 +90,11 @@ async def keep_for_readers(
     insert = dialect.of(conn).insert(BRANCH_ROWS)
     names = ["tenant", "session_id", "owner_session_id", "seq", *_STATE]
     await conn.execute(insert.from_select(names, copied).on_conflict_do_nothing())
+    if sealing_now() is not None:  # the copies are sealed for the branches that read them
+        b = BRANCH_ROWS.c
+        rows = select(m.seq).where(m.tenant == tenant, m.session_id == session["session_id"])
+        kept = (b.owner_session_id == session["session_id"]) & b.seq.in_(rows.where(condition))
+        await reseal_in_place(conn, tenant, BRANCH_ROWS, kept)
 
 
 async def inherited_state(
@@ -138,8 +144,9 @@ async def set_own_state(
         }
         if params["reduced_contents"] is None:
             params["reduced_contents"] = null()  # SQL NULL, not JSON null
-        else:
-            params["reduced_contents"] = type_coerce(params["reduced_contents"], ENCODED)
+        else:  # sealed for the branch that reads it, whoever's sealing it was read from
+            text = resealed(params["reduced_contents"], session_id, seq, "reduced_contents")
+            params["reduced_contents"] = type_coerce(text, ENCODED)
         statement = insert.values(**params).on_conflict_do_update(
             index_elements=["tenant", "session_id", "owner_session_id", "seq"],
             set_={name: params[name] for name in _STATE},

@@ -14,7 +14,9 @@ only where another key sealed it), so nothing is done twice and nothing is misse
   process opened before the mark wrote meanwhile are sealed in another pass) and marks
   it ``encrypted``. On SQLite its transactions zero what they free, the search index is
   merged and the write-ahead log checkpointed, as an erasure's are
-  (:mod:`store.sql.upkeep.erasure`): no clear text is left in the file's pages.
+  (:mod:`store.sql.upkeep.erasure`): no clear text is left in the file's pages. Run
+  on a tenant encrypted already, it makes the same pass, as an event of its own, and
+  seals what a process opened without the key before the mark wrote since.
 * :func:`rotate_tenant_key` makes a new data key current at once (new texts are sealed
   with it; reads of the others keep working, each text naming its key), then seals again
   under it every text another key sealed. The older keys stay in the database: a process
@@ -241,8 +243,12 @@ async def _count(conn: AsyncConnection, tenant: str) -> int:
     return total
 
 
-def _bound(texts: _Texts, column: str, value: str | None) -> Any:
-    if value is None or column in texts.raw:
+_JSON_COLUMNS: Final = frozenset({"contents", "metadata", "reduced_contents", "params"})
+"""The sealed columns of JSON type (bound as the codec's texts); the others are text."""
+
+
+def _bound(column: str, value: str | None) -> Any:
+    if value is None or column not in _JSON_COLUMNS:
         return value
     return type_coerce(value, ENCODED)
 
@@ -289,7 +295,7 @@ async def _pass(
                 for row in rows:
                     values = rewrite(texts, row)
                     if values:
-                        bound = {k: _bound(texts, k, v) for k, v in values.items()}
+                        bound = {k: _bound(k, v) for k, v in values.items()}
                         where = [key == getattr(row, key.key) for key in texts.keys]
                         await conn.execute(update(texts.table).where(*where).values(**bound))
                         rewritten += 1
@@ -370,9 +376,6 @@ async def encrypt_tenant(
 ) -> KeyEvent:
     """Seal every text of ``tenant`` in place (see the module docstring)."""
     _check_batch(batch_size)
-    finished = await _already_encrypted(engine, tenant, encryption)
-    if finished is not None:
-        return await _read_event(engine, finished)
     async with write_connection(engine) as conn:
         mark = await read_mark(conn, tenant)
         if mark is None:
@@ -439,30 +442,6 @@ async def encrypt_tenant(
         await _finish(conn, event_id)
     await checkpoint(engine)  # the old pages leave SQLite's write-ahead log
     return await _read_event(engine, event_id)
-
-
-async def _already_encrypted(engine: AsyncEngine, tenant: str, encryption: KeyRing) -> str | None:
-    """The event to report when ``tenant`` is encrypted already: its last ``encrypt``, or
-    one recorded now, of no rows (a tenant a store with a key marked when it was empty)."""
-    async with write_connection(engine) as conn:
-        mark = await read_mark(conn, tenant)
-        if mark is None or mark["state"] != ENCRYPTED:
-            return None
-        e = KEY_EVENTS.c
-        last = select(e.event_id).where(e.tenant == tenant, e.kind == "encrypt")
-        found = (await conn.execute(last.order_by(e.started_at.desc()))).first()
-        if found is not None:
-            return str(found.event_id)
-        event_id = await _start(
-            conn,
-            tenant,
-            "encrypt",
-            total=0,
-            kek_id=encryption.key_id,
-            data_key_id=str(mark["current_key"]),
-        )
-        await _finish(conn, event_id)
-        return event_id
 
 
 async def rotate_tenant_key(
