@@ -154,7 +154,8 @@ async def build_corpus(store: HistoryBackend) -> None:
     """Write the marked corpus through ``store`` (see the module docstring).
 
     Sessions: ``main`` (compacted: a reduction, a summary requested with focus, then a
-    request left waiting), ``keep`` (a fork of ``parent`` whose parent is deleted),
+    request left waiting), ``keep`` (a fork of ``parent`` that reduces rows its parent
+    owns, then its parent is deleted),
     ``tails`` (rewound, a new tail appended, the rewind restored)."""
     m = _m
     await store.append("main", corpus_messages())
@@ -171,13 +172,14 @@ async def build_corpus(store: HistoryBackend) -> None:
     assert summarized is not None and summarized.summarized, summarized
     await store.request_compaction("main", reason="again", focus=f"{m('focus')} later")
 
-    await store.append("parent", corpus_messages()[:8])
+    await store.append("parent", corpus_messages()[:12])
     await store.set_title("parent", f"{m('title')} parent")
-    await store.compact("parent", reduction)
-    await store.fork("parent", at="a1b", new_session_id="keep")
+    await store.fork("parent", at="a2", new_session_id="keep")
     await store.append(
         "keep", Message(role="user", message_id="k1", contents=[TextContent(text=m("forktext"))])
     )
+    forked = await store.compact("keep", reduction)  # of rows the parent owns
+    assert forked is not None and forked.reduced, forked
     await store.delete_session("parent")
 
     await store.append("tails", corpus_messages()[:8])

@@ -29,6 +29,7 @@ from store.encryption import (
 )
 from store.encryption.local import LocalKeyProvider, new_key_file
 from store.errors import KeyRequired, PlaintextRows, StoreError, WrongKey
+from strategies.messages import Message, TextContent
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.encryption.support import (
     MARKERS,
@@ -183,21 +184,27 @@ async def test_after_encrypt_and_vacuum_the_sqlite_file_holds_no_plaintext(
     remains is named in the assertion's message."""
     if backend != "sqlite":
         pytest.skip("the bytes of a SQLite file")
-    await _plain_corpus(db_url)
+    words = [f"qzvword{n}mark" for n in range(3)]
+    async with _open(db_url, None) as store:  # one message a session, each its segment
+        for n, word in enumerate(words):
+            said = Message(role="user", message_id=f"m{n}", contents=[TextContent(text=word)])
+            await store.append(f"s{n}", [said])
     await encrypt_tenant(db_url, tenant=TENANT, encryption=KeyRing(MemoryKeyProvider()))
     path = _sqlite_path(db_url)
     wal = path.with_name(path.name + "-wal")
-    before = sorted(set(_found(path)) | set(_found(wal)))
+    before = [w for w in words if w.encode() in _bytes(path) + _bytes(wal)]
     with sqlite3.connect(path) as conn:
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        index = b"".join(
-            bytes(b) for (b,) in conn.execute("SELECT block FROM chatledger_search_data")
-        )
-    left = [m for m in MARKERS.values() if m.encode() in index]
-    assert (_found(path), _found(wal)) == ([], []), (
-        f"before VACUUM the file held {before}; after, the FTS5 index holds {left}"
-    )
+        blocks = conn.execute("SELECT block FROM chatledger_search_data").fetchall()
+    index = b"".join(bytes(block) for (block,) in blocks)
+    left = [w for w in words if w.encode() in index]
+    after = [w for w in words if w.encode() in _bytes(path) + _bytes(wal)]
+    assert after == [], f"before VACUUM the file held {before}; after, the FTS5 index {left}"
+
+
+def _bytes(path: Path) -> bytes:
+    return path.read_bytes() if path.exists() else b""
 
 
 # --- killed halfway, then resumed -----------------------------------------------------

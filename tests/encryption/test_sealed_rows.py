@@ -296,3 +296,73 @@ def test_marker_words_are_distinct() -> None:
     words = list(MARKERS.values())
     assert not [(a, b) for a in words for b in words if a != b and a in b]
     assert all(word.startswith("qzv") and word.endswith("mark") for word in words)
+
+
+# --- every sealed column of the corpus ------------------------------------------------
+
+
+async def _read_everything(store: Any) -> None:
+    """Every read that opens a sealed column of the corpus."""
+    from strategies.truncation import TruncationStrategy
+
+    for session_id in ("main", "keep", "tails"):
+        await store.session(session_id)
+        await store.history(session_id, include_excluded=True)
+        await store.context(session_id)
+        await store.audit(session_id)
+    await store.context("main", strategy=TruncationStrategy(max_n=100, compact_to=4))
+
+
+TAMPERED_COLUMNS: dict[str, tuple[str, str, str]] = {
+    # name: (table, column, the rows of the tenant it plants in)
+    "a reduction": ("chatledger_messages", "reduced_contents", "reduced_contents IS NOT NULL"),
+    "a fork's reduction": (
+        "chatledger_branch_rows",
+        "reduced_contents",
+        "reduced_contents IS NOT NULL",
+    ),
+    "a compaction request": (
+        "chatledger_sessions",
+        "compaction_request",
+        "compaction_request IS NOT NULL",
+    ),
+    "an event's params": ("chatledger_events", "params", "params IS NOT NULL"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TAMPERED_COLUMNS))
+@pytest.mark.parametrize("how", ["in clear", "swapped"])
+async def test_tampering_with_any_sealed_column_of_the_corpus_fails_closed(
+    db_url: str, name: str, how: str
+) -> None:
+    table, column, where = TAMPERED_COLUMNS[name]
+    ring = KeyRing(MemoryKeyProvider())
+    async with _open(db_url, ring) as store:
+        await build_corpus(store)
+        await _read_everything(store)
+    async with raw(db_url) as conn:
+        cast = f"CAST({column} AS TEXT)"
+        query = text(f"SELECT {cast} FROM {table} WHERE tenant = :t AND {where}")
+        found = [str(v) for (v,) in await conn.execute(query, {"t": TENANT})]
+        assert found, name
+        if how == "in clear":
+            planted = found[0] if column == "compaction_request" else None
+            value = '{"reason": "manual"}' if planted else '[{"type": "text", "text": "x"}]'
+            if column == "params":
+                value = "{}"
+        else:
+            others = [v for v in found if v != found[-1]]
+            if not others:  # one such row: move the sealed text of another column here
+                fallback = "metadata" if table != "chatledger_events" else "params"
+                query = text(f"SELECT CAST({fallback} AS TEXT) FROM chatledger_sessions")
+                others = [str(v) for (v,) in await conn.execute(query) if v is not None]
+            value = others[0]
+        bind = ":v" if column == "compaction_request" else json_param(conn)
+        await conn.execute(
+            text(f"UPDATE {table} SET {column} = {bind} WHERE tenant = :t AND {where}"),
+            {"v": value, "t": TENANT},
+        )
+    async with _open(db_url, ring) as store:
+        with pytest.raises(CorruptRowError) as caught:
+            await _read_everything(store)
+    assert caught.value.tenant == TENANT and column in str(caught.value)
