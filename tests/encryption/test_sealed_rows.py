@@ -366,3 +366,60 @@ async def test_tampering_with_any_sealed_column_of_the_corpus_fails_closed(
         with pytest.raises(CorruptRowError) as caught:
             await _read_everything(store)
     assert caught.value.tenant == TENANT and column in str(caught.value)
+
+
+# --- a fork of a fork whose middle is deleted -----------------------------------------
+
+FORK_REDUCTION_BUG = (
+    "a fork's reductions of rows its parent owns (chatledger_branch_rows.reduced_contents, "
+    "sealed for the fork F) are inherited by a fork G of F still sealed for F; when F is "
+    "deleted they are not sealed again for where they land, so every read of G raises "
+    "CorruptRowError 'messages.reduced_contents: sealed for a row of session 'F', not of "
+    "this one (moved here)' (a plain store reads G fine)"
+)
+
+
+def _tool_turn(n: int) -> list[Message]:
+    from strategies.messages import FunctionCallContent, FunctionResultContent
+
+    return [
+        Message(role="user", message_id=f"u{n}", contents=[TextContent(text=f"ask {n}")]),
+        Message(
+            role="assistant",
+            message_id=f"c{n}",
+            contents=[FunctionCallContent(call_id=f"k{n}", name="lookup", arguments="{}")],
+        ),
+        Message(
+            role="tool",
+            message_id=f"t{n}",
+            contents=[FunctionResultContent(call_id=f"k{n}", result="long " * 50)],
+        ),
+        Message(role="assistant", message_id=f"a{n}", contents=[TextContent(text=f"say {n}")]),
+    ]
+
+
+async def _fork_of_a_reducing_fork(store: Any) -> list[tuple[int, bool]]:
+    """P; F a fork of P that reduces rows P owns; G a fork of F; F deleted: G's rows."""
+    from strategies.reduction import ToolResultReductionStrategy
+
+    reduction = ToolResultReductionStrategy(
+        reducers={"lookup": lambda result: "short"}, minimum_preserved_groups=2
+    )
+    await store.append("P", _tool_turn(1) + _tool_turn(2))
+    await store.fork("P", new_session_id="F")
+    await store.append("F", _tool_turn(3))
+    reduced = await store.compact("F", reduction)
+    assert reduced is not None and reduced.reduced
+    await store.fork("F", new_session_id="G")
+    await store.delete_session("F")
+    return [(m.seq, m.reduced is not None) for m in await store.history("G")]
+
+
+@pytest.mark.xfail(strict=True, raises=CorruptRowError, reason=FORK_REDUCTION_BUG)
+async def test_a_fork_of_a_reducing_fork_reads_after_the_middle_is_deleted(db_url: str) -> None:
+    async with _open(db_url, None, tenant="plainco") as plain:
+        expected = await _fork_of_a_reducing_fork(plain)
+    assert (3, True) in expected  # the reduction G inherited
+    ring = KeyRing(MemoryKeyProvider())
+    async with _open(db_url, ring) as sealed:
+        assert await _fork_of_a_reducing_fork(sealed) == expected
