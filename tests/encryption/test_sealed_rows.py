@@ -423,3 +423,39 @@ async def test_a_fork_of_a_reducing_fork_reads_after_the_middle_is_deleted(db_ur
     ring = KeyRing(MemoryKeyProvider())
     async with _open(db_url, ring) as sealed:
         assert await _fork_of_a_reducing_fork(sealed) == expected
+
+
+FORK_CONTEXT_BUG = (
+    "context() as a new store's first read of a fork raises CorruptRowError "
+    "'messages.contents: sealed for a row of session 'P', not of this one (moved here)' on "
+    "the first row the fork shares with its parent: the context path does not note the "
+    "fork's lineage (Sealing.note_lineage) before it opens shared rows; a history() of "
+    "the fork first hides it (the lineage is noted then), a plain store reads it; so a "
+    "process restarted on a forked session fails on its first model call"
+)
+
+
+def _turn(n: int) -> list[Message]:
+    return [
+        Message(role="user", message_id=f"u{n}", contents=[TextContent(text=f"ask {n}")]),
+        Message(role="assistant", message_id=f"a{n}", contents=[TextContent(text=f"say {n}")]),
+    ]
+
+
+async def _fork_read_first_by_context(url: str, ring: KeyRing | None, tenant: str) -> Any:
+    """P and F a fork of P; then a new store reads F, context first."""
+    async with _open(url, ring, tenant=tenant) as store:
+        await store.append("P", _turn(1) + _turn(2))
+        await store.fork("P", new_session_id="F")
+    async with _open(url, ring, tenant=tenant) as store:
+        context = [m.message_id for m in await store.context("F")]  # the first read
+        history = [m.message.message_id for m in await store.history("F")]
+    return [context, history]
+
+
+@pytest.mark.xfail(strict=True, raises=CorruptRowError, reason=FORK_CONTEXT_BUG)
+async def test_a_new_store_reads_a_fork_s_context_first(db_url: str) -> None:
+    expected = await _fork_read_first_by_context(db_url, None, "plainco")
+    assert expected == [["u1", "a1", "u2", "a2"]] * 2
+    ring = KeyRing(MemoryKeyProvider())
+    assert await _fork_read_first_by_context(db_url, ring, TENANT) == expected
