@@ -28,7 +28,7 @@ from store.encryption import (
     rotate_tenant_key,
 )
 from store.encryption.local import LocalKeyProvider, new_key_file
-from store.errors import KeyRequired, PlaintextRows, StoreError, WrongKey
+from store.errors import InvalidInput, KeyRequired, PlaintextRows, StoreError, WrongKey
 from strategies.messages import Message, TextContent
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.encryption.support import (
@@ -283,6 +283,10 @@ async def test_a_data_key_rotation_killed_halfway_then_resumed(db_url: str, tmp_
     assert await _current_key(db_url) == new
     async with _open(db_url, _ring(key_file)) as store:
         assert await snapshot(store) == before
+        # the hash key is not rotated: a replayed append is still a no-op
+        stored = await store.history("main", include_excluded=True)
+        await store.append("main", corpus_messages())
+        assert await store.history("main", include_excluded=True) == stored
 
 
 def _only_current_key(key_file: Path) -> LocalKeyProvider:
@@ -319,3 +323,23 @@ async def test_after_a_kek_rotation_the_new_key_alone_opens_everything(
             pass
     # a store marked the empty tenant itself: no encrypt job, so no encrypt event
     assert [e.kind for e in await key_events(db_url, tenant=TENANT)] == ["rotate_kek"]
+
+
+async def test_the_jobs_refuse_or_repeat_in_one_line(backend: str, db_url: str) -> None:
+    """A rotation of a tenant in clear is refused naming the command that encrypts it;
+    encrypting an encrypted tenant again changes nothing and reports its event."""
+    async with _open(db_url, None) as store:
+        await store.append("s", corpus_messages()[:2])
+    ring = KeyRing(MemoryKeyProvider())
+    with pytest.raises(InvalidInput, match="chatledger encrypt --tenant acme"):
+        await rotate_tenant_key(db_url, tenant=TENANT, encryption=ring)
+    with pytest.raises(InvalidInput, match="batch_size"):
+        await encrypt_tenant(db_url, tenant=TENANT, encryption=ring, batch_size=0)
+    async with _open(db_url, None) as store:  # nothing was marked by the refusals
+        assert len(await store.history("s")) == 2
+    if backend == "postgres":
+        return  # encrypt fails on PostgreSQL (PG_ENCRYPT_BUG)
+    first = await encrypt_tenant(db_url, tenant=TENANT, encryption=ring)
+    texts = await sealed_texts(db_url)
+    again = await encrypt_tenant(db_url, tenant=TENANT, encryption=ring)
+    assert again == first and await sealed_texts(db_url) == texts
