@@ -8,13 +8,10 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-import pytest
-
 from store import HistoryStore
 from store.encryption.local import LocalKeyProvider
 from strategies.messages import Message, TextContent
 from tests.cli.helpers import Result, assert_one_line_error, invoke
-from tests.encryption.test_encrypt_rotate import PG_ENCRYPT_BUG
 
 TENANT = "acme"
 WORDS = "qzvclimark"
@@ -37,13 +34,7 @@ def _ok(done: Result) -> Result:
     return done
 
 
-def test_keys_new_encrypt_show_rotate_and_events(
-    backend: str, db_url: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    if backend == "postgres":
-        request.applymarker(
-            pytest.mark.xfail(strict=True, raises=AssertionError, reason=PG_ENCRYPT_BUG)
-        )
+def test_keys_new_encrypt_show_rotate_and_events(db_url: str, tmp_path: Path) -> None:
     asyncio.run(_seed(db_url))
     key_file = str(tmp_path / "chatledger.key")
     at = ("--url", db_url)

@@ -44,32 +44,6 @@ from tests.sealing import MemoryKeyProvider
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PG_ENCRYPT_BUG = (
-    "encrypt_tenant on PostgreSQL: store/sql/upkeep/encryption.py _pass binds the new "
-    "content_hash through _bound(), which type_coerces every column not in _Texts.raw "
-    "to ENCODED (JSON): UPDATE chatledger_messages SET ..., content_hash=$3::JSON fails "
-    "with 'invalid input syntax for type json' (StoreError) on the first message row"
-)
-FTS_BUG = (
-    "encrypt_tenant on SQLite leaves the tenant's words in the FTS5 index: nulling "
-    "search_text makes the trigger insert FTS5 'delete' records, but the old segments of "
-    "chatledger_search_data keep every token until the index is merged; redaction and "
-    "purge call store.sql.search.index.erase_from_index ('optimize'), encrypt does not, "
-    "so VACUUM and a checkpoint leave the texts in clear in the file"
-)
-ROWS_BUG = (
-    "encrypt's KeyEvent.rows counts the rows of its closing pass (which finds nothing in "
-    "clear) too: rows is twice total (90 of 45), though KeyEvent.rows is 'rows rewritten "
-    "so far', and `chatledger encrypt` prints 'encrypted 90 rows' for 45"
-)
-
-
-def _xfail_on_postgres(backend: str, request: pytest.FixtureRequest) -> None:
-    if backend == "postgres":
-        request.applymarker(
-            pytest.mark.xfail(strict=True, raises=StoreError, reason=PG_ENCRYPT_BUG)
-        )
-
 
 def _open(url: str, ring: KeyRing | None) -> Any:
     return HistoryStore.open(
@@ -130,9 +104,8 @@ async def test_a_store_without_the_key_refuses_an_encrypted_tenant(db_url: str) 
 
 
 async def test_encrypting_a_tenant_in_clear_in_place(
-    backend: str, db_url: str, request: pytest.FixtureRequest
+    db_url: str,
 ) -> None:
-    _xfail_on_postgres(backend, request)
     before = await _plain_corpus(db_url)
     ring = KeyRing(MemoryKeyProvider())
     with pytest.raises(PlaintextRows, match="chatledger encrypt --tenant acme"):
@@ -160,18 +133,13 @@ async def test_encrypting_a_tenant_in_clear_in_place(
             pass
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=ROWS_BUG)
-async def test_an_encrypt_event_counts_each_row_once(
-    backend: str, db_url: str, request: pytest.FixtureRequest
-) -> None:
-    if backend == "postgres":  # the PostgreSQL failure is PG_ENCRYPT_BUG's
-        pytest.skip("encrypt fails on PostgreSQL before it counts (PG_ENCRYPT_BUG)")
+async def test_an_encrypt_event_counts_each_row_once(db_url: str) -> None:
     await _plain_corpus(db_url)
     event = await encrypt_tenant(db_url, tenant=TENANT, encryption=KeyRing(MemoryKeyProvider()))
     assert event.total is not None and event.rows == event.total
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=FTS_BUG)
+@pytest.mark.parametrize("backend", ["sqlite"])
 async def test_after_encrypt_and_vacuum_the_sqlite_file_holds_no_plaintext(
     backend: str, db_url: str
 ) -> None:
@@ -182,8 +150,6 @@ async def test_after_encrypt_and_vacuum_the_sqlite_file_holds_no_plaintext(
     free pages keep what a row held until they are reused or zeroed (``secure_delete``),
     and the write-ahead log keeps the pages it was given until a checkpoint. What
     remains is named in the assertion's message."""
-    if backend != "sqlite":
-        pytest.skip("the bytes of a SQLite file")
     words = [f"qzvword{n}mark" for n in range(3)]
     async with _open(db_url, None) as store:  # one message a session, each its segment
         for n, word in enumerate(words):
@@ -230,10 +196,7 @@ async def _events(url: str, kind: str) -> list[KeyEvent]:
     return [e for e in await key_events(url, tenant=TENANT) if e.kind == kind]
 
 
-async def test_encrypt_killed_halfway_then_resumed(
-    backend: str, db_url: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    _xfail_on_postgres(backend, request)
+async def test_encrypt_killed_halfway_then_resumed(db_url: str, tmp_path: Path) -> None:
     before = await _plain_corpus(db_url)
     key_file = tmp_path / "chatledger.key"
     new_key_file(key_file)
@@ -327,7 +290,8 @@ async def test_after_a_kek_rotation_the_new_key_alone_opens_everything(
 
 async def test_the_jobs_refuse_or_repeat_in_one_line(backend: str, db_url: str) -> None:
     """A rotation of a tenant in clear is refused naming the command that encrypts it;
-    encrypting an encrypted tenant again changes nothing and reports its event."""
+    encrypting an encrypted tenant again is a pass of its own that finds nothing in
+    clear: a new event of no rows, and every sealed text as it was."""
     async with _open(db_url, None) as store:
         await store.append("s", corpus_messages()[:2])
     ring = KeyRing(MemoryKeyProvider())
@@ -337,9 +301,8 @@ async def test_the_jobs_refuse_or_repeat_in_one_line(backend: str, db_url: str) 
         await encrypt_tenant(db_url, tenant=TENANT, encryption=ring, batch_size=0)
     async with _open(db_url, None) as store:  # nothing was marked by the refusals
         assert len(await store.history("s")) == 2
-    if backend == "postgres":
-        return  # encrypt fails on PostgreSQL (PG_ENCRYPT_BUG)
     first = await encrypt_tenant(db_url, tenant=TENANT, encryption=ring)
     texts = await sealed_texts(db_url)
     again = await encrypt_tenant(db_url, tenant=TENANT, encryption=ring)
-    assert again == first and await sealed_texts(db_url) == texts
+    assert again.event_id != first.event_id and (again.state, again.rows) == ("done", 0)
+    assert await sealed_texts(db_url) == texts
