@@ -33,6 +33,7 @@ __all__ = [
     "ENCRYPTING",
     "add_key",
     "holds_rows",
+    "mark_tenant",
     "open_sealing",
     "read_keys",
     "read_mark",
@@ -95,29 +96,36 @@ async def sealing_of(
     return await keyring.sealing(tenant, keys, str(mark["current_key"]))
 
 
+async def mark_tenant(conn: AsyncConnection, tenant: str, keyring: KeyRing, state: str) -> None:
+    """Mark ``tenant`` (``state``: :data:`ENCRYPTED` for a tenant that holds nothing,
+    :data:`ENCRYPTING` for one ``encrypt`` seals), its first data key and hash key made
+    and wrapped."""
+    data, _ = await keyring.new_key("data")
+    hashing, _ = await keyring.new_key("hash")
+    stamp = now()
+    await conn.execute(
+        insert(TENANT_KEYS).values(
+            tenant=tenant,
+            state=state,
+            current_key=data.key_id,
+            created_at=stamp,
+            updated_at=stamp,
+        )
+    )
+    await add_key(conn, tenant, data)
+    await add_key(conn, tenant, hashing)
+
+
 async def _mark_new(engine: AsyncEngine, tenant: str, keyring: KeyRing) -> None:
     """Mark ``tenant`` encrypted with new keys, unless it holds rows in clear or another
     process marked it first."""
-    data, _ = await keyring.new_key("data")
-    hashing, _ = await keyring.new_key("hash")
     try:
         async with write_connection(engine) as conn:
             if await read_mark(conn, tenant) is not None:
                 return
             if await holds_rows(conn, tenant):
                 raise _plaintext(tenant)
-            stamp = now()
-            await conn.execute(
-                insert(TENANT_KEYS).values(
-                    tenant=tenant,
-                    state=ENCRYPTED,
-                    current_key=data.key_id,
-                    created_at=stamp,
-                    updated_at=stamp,
-                )
-            )
-            await add_key(conn, tenant, data)
-            await add_key(conn, tenant, hashing)
+            await mark_tenant(conn, tenant, keyring, ENCRYPTED)
     except IntegrityError:  # another process marked it meanwhile: use its keys
         return
 

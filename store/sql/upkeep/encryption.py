@@ -46,7 +46,15 @@ from store.rules.identity import keyed_hashing, stored_hash
 from store.rules.records import now
 from store.sql.codec import ENCODED
 from store.sql.drivers.engine import write_connection
-from store.sql.keys import ENCRYPTED, ENCRYPTING, add_key, read_keys, read_mark, sealing_of
+from store.sql.keys import (
+    ENCRYPTED,
+    ENCRYPTING,
+    add_key,
+    mark_tenant,
+    read_keys,
+    read_mark,
+    sealing_of,
+)
 from store.sql.mapping import message_columns, original_message
 from store.sql.schema import (
     BRANCH_ROWS,
@@ -164,6 +172,26 @@ async def _finish(conn: AsyncConnection, event_id: str) -> None:
         .where(KEY_EVENTS.c.event_id == event_id)
         .values(state="done", finished_at=now(), cursor=None)
     )
+
+
+async def _job(
+    conn: AsyncConnection,
+    tenant: str,
+    kind: str,
+    encryption: KeyRing,
+    data_key_id: str | None,
+) -> tuple[str, int, dict[str, Any] | None, int]:
+    """The tenant's running job of ``kind`` (an interrupted one: its event, total, resume
+    point and rows rewritten), or a new one started from the first row."""
+    running = await _running(conn, tenant, kind)
+    if running is not None:
+        cursor = None if running.cursor is None else json.loads(running.cursor)
+        return str(running.event_id), int(running.total or 0), cursor, int(running.rows)
+    total = await _count(conn, tenant)
+    event_id = await _start(
+        conn, tenant, kind, total=total, kek_id=encryption.key_id, data_key_id=data_key_id
+    )
+    return event_id, total, None, 0
 
 
 async def _read_event(engine: AsyncEngine, event_id: str) -> KeyEvent:
@@ -379,39 +407,12 @@ async def encrypt_tenant(
     async with write_connection(engine) as conn:
         mark = await read_mark(conn, tenant)
         if mark is None:
-            data, _ = await encryption.new_key("data")
-            hashing, _ = await encryption.new_key("hash")
-            stamp = now()
-            await conn.execute(
-                TENANT_KEYS.insert().values(
-                    tenant=tenant,
-                    state=ENCRYPTING,
-                    current_key=data.key_id,
-                    created_at=stamp,
-                    updated_at=stamp,
-                )
-            )
-            await add_key(conn, tenant, data)
-            await add_key(conn, tenant, hashing)
+            await mark_tenant(conn, tenant, encryption, ENCRYPTING)
             mark = await read_mark(conn, tenant)
         assert mark is not None
         sealing = await sealing_of(conn, tenant, encryption, mark)
-        running = await _running(conn, tenant, "encrypt")
-        if running is None:
-            total = await _count(conn, tenant)
-            event_id = await _start(
-                conn,
-                tenant,
-                "encrypt",
-                total=total,
-                kek_id=encryption.key_id,
-                data_key_id=sealing.current,
-            )
-            cursor, done = None, 0
-        else:
-            event_id, total = str(running.event_id), int(running.total or 0)
-            cursor = None if running.cursor is None else json.loads(running.cursor)
-            done = int(running.rows)
+        job = await _job(conn, tenant, "encrypt", encryption, sealing.current)
+    event_id, total, cursor, done = job
     rewrite, shown = _sealer(tenant, sealing), progress
     while True:  # until a whole pass finds nothing in clear (the last one shows nothing)
         changed, done = await _pass(
@@ -461,8 +462,7 @@ async def rotate_tenant_key(
             raise InvalidInput(
                 f"tenant {tenant!r} is not encrypted: `chatledger encrypt --tenant {tenant}` first"
             )
-        running = await _running(conn, tenant, "rotate_data_key")
-        if running is None:
+        if await _running(conn, tenant, "rotate_data_key") is None:
             data, _ = await encryption.new_key("data")
             await add_key(conn, tenant, data)
             await conn.execute(
@@ -470,20 +470,12 @@ async def rotate_tenant_key(
                 .where(TENANT_KEYS.c.tenant == tenant)
                 .values(current_key=data.key_id, updated_at=now())
             )
-            total = await _count(conn, tenant)
-            event_id = await _start(
-                conn,
-                tenant,
-                "rotate_data_key",
-                total=total,
-                kek_id=encryption.key_id,
-                data_key_id=data.key_id,
-            )
-            cursor, done = None, 0
+            current: str | None = data.key_id
         else:
-            event_id, total = str(running.event_id), int(running.total or 0)
-            cursor = None if running.cursor is None else json.loads(running.cursor)
-            done = int(running.rows)
+            current = None  # the running rotation's key is the tenant's current one
+        event_id, total, cursor, done = await _job(
+            conn, tenant, "rotate_data_key", encryption, current
+        )
         mark = await read_mark(conn, tenant)
         assert mark is not None
         sealing = await sealing_of(conn, tenant, encryption, mark)
