@@ -12,7 +12,8 @@ becomes ``text``: a sealed name is longer than 255 characters (``varchar`` to ``
 rewrites nothing); SQLite never enforced the length.
 
 Additive only: a process of the previous release never reads the new tables, and
-encrypts nothing (``docs/encryption.md``: upgrade every process before a tenant is
+encrypts nothing. The downgrade is refused while any tenant is encrypted (its keys would
+go with the tables) (``docs/encryption.md``: upgrade every process before a tenant is
 encrypted, or the old ones write that tenant in clear).
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
+from store.errors import EncryptionError
 from store.sql import dialect
 
 revision: str = "0014"
@@ -84,6 +86,13 @@ def _enforced_lengths() -> bool:
 
 
 def downgrade() -> None:
+    marked = op.get_bind().execute(sa.text("SELECT count(*) FROM chatledger_tenant_keys"))
+    if marked.scalar_one():
+        # the tenants' wrapped keys would go with the tables: their rows, for good
+        raise EncryptionError(
+            "cannot downgrade below revision 0014 while a tenant is encrypted: its keys "
+            "live in the tables the downgrade drops, and its rows could never be read again"
+        )
     if _enforced_lengths():
         op.alter_column(
             "chatledger_messages", "author_name", type_=sa.String(255), existing_type=sa.Text()

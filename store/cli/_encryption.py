@@ -217,7 +217,7 @@ def _sentence(event: KeyEvent) -> str:
     """What a finished rewrite did, in one line."""
     rows = quantity(event.rows, "row")
     if event.kind == "rotate_kek":
-        return f"rewrapped {quantity(event.rows, 'data key')} under key {event.key_id}"
+        return f"rewrapped {quantity(event.rows, 'key')} under key {event.key_id}"
     verb = "encrypted" if event.kind == "encrypt" else "rewrote"
     return (
         f"tenant {event.tenant}: {verb} {rows} under data key {event.data_key_id} "

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import binascii
 import os
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -42,6 +42,7 @@ __all__ = [
     "SEAL_VERSION",
     "KeyRing",
     "Sealing",
+    "UnknownDataKey",
     "WrappedKey",
     "is_sealed",
     "new_data_key",
@@ -102,24 +103,38 @@ class WrappedKey:
     wrapped: bytes
 
 
+class UnknownDataKey(CorruptRowError):
+    """A text sealed under a data key this process has not read: another process made
+    it since this one opened the tenant (a rotation), or the text is foreign. The store
+    reads the tenant's keys again (:attr:`Sealing.reload`) and tries once more; a key
+    still unknown then is a corrupt row."""
+
+
 @dataclass(slots=True)
 class Sealing:
-    """One tenant's sealing: its data keys by id (``current`` seals), its hash key, and
-    the lineages of the forks read (which sessions' rows a fork may read)."""
+    """One tenant's sealing: its data keys by id (``current`` seals), its hash key, the
+    lineages of the forks read (which sessions' rows a fork may read), and how to read
+    the tenant's keys again (``reload``: after a rotation another process made)."""
 
     tenant: str
     keys: Mapping[str, bytes]
     current: str
     hash_key: bytes
+    reload: Callable[[], Awaitable[None]] | None = None
     _ciphers: dict[str, object] = field(default_factory=dict)
     _lineages: dict[str, frozenset[str]] = field(default_factory=dict)
     _heads: dict[tuple[str, str, str], bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self.learn(self.keys, self.current)
+
+    def learn(self, keys: Mapping[str, bytes], current: str) -> None:
+        """Know ``keys`` too (by id), and seal with ``current`` from now on."""
         aesgcm = _aesgcm()
-        self._ciphers = {key_id: aesgcm(key) for key_id, key in self.keys.items()}
-        if self.current not in self._ciphers:
+        self._ciphers.update({key_id: aesgcm(key) for key_id, key in keys.items()})
+        if current not in self._ciphers:
             raise EncryptionError(f"tenant {self.tenant!r}: its current data key is missing")
+        self.current = current
 
     # -- the place -------------------------------------------------------------------
 
@@ -160,14 +175,12 @@ class Sealing:
         """The text ``text`` seals at its place; :class:`CorruptRowError` naming the
         place for anything else (a text in clear included)."""
 
-        def corrupt(reason: str) -> CorruptRowError:
+        def corrupt(reason: str, kind: type[CorruptRowError] = CorruptRowError) -> CorruptRowError:
             seq = row if isinstance(row, int) else None
             where = (
                 f"{table}.{column}" if seq is not None or not row else f"{table}.{column} of {row}"
             )
-            return CorruptRowError(
-                f"{where}: {reason}", tenant=self.tenant, session_id=session_id, seq=seq
-            )
+            return kind(f"{where}: {reason}", tenant=self.tenant, session_id=session_id, seq=seq)
 
         if type(text) is not str or not text.startswith(PREFIX) or not text.endswith('"'):
             raise corrupt("not sealed, in an encrypted tenant (nothing falls back to plaintext)")
@@ -177,7 +190,8 @@ class Sealing:
         key_id, owner_text, sealed = parts
         cipher = self._ciphers.get(key_id)
         if cipher is None:
-            raise corrupt(f"sealed under data key {key_id!r}, which the tenant does not have")
+            unknown = f"sealed under data key {key_id!r}, which the tenant does not have"
+            raise corrupt(unknown, UnknownDataKey)
         try:
             owner = _unb64(owner_text).decode("utf-8", "surrogatepass")
             blob = _unb64(sealed)

@@ -162,7 +162,7 @@ def _check_encryption(db: MemoryDatabase, tenant: str, encryption: object) -> bo
         if any(key[0] == tenant for key in db.sessions):
             raise PlaintextRows(f"tenant {tenant!r} is stored in clear")
         db.encrypted[tenant] = encryption.key_id
-    elif mark != encryption.key_id:
+    elif mark not in getattr(encryption.provider, "key_ids", (encryption.key_id,)):
         raise WrongKey(f"tenant {tenant!r} was encrypted under key {mark!r}, not this one")
     return True
 

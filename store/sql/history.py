@@ -50,6 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
 from store.contract import PAGE_SIZE
+from store.encryption.sealing import UnknownDataKey
 from store.errors import InvalidInput
 from store.models import SessionInfo, SessionOrder, StoredMessage
 from store.rules.checks import check_page_size, check_session_id
@@ -523,8 +524,15 @@ async def stream_history(
                 if short_transactions:
                     await conn.commit()
                 for row in rows:  # a row that does not map raises where it is reached
-                    with sealed(sealing):
-                        message = mapped(row)
+                    try:
+                        with sealed(sealing):
+                            message = mapped(row)
+                    except UnknownDataKey:  # a rotation made since: read the keys again
+                        if sealing is None or sealing.reload is None:
+                            raise
+                        await sealing.reload()
+                        with sealed(sealing):
+                            message = mapped(row)
                     yield message
                 if len(rows) < page_size:
                     return

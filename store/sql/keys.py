@@ -13,6 +13,7 @@ and returns the tenant's :class:`~store.encryption.sealing.Sealing`.
 from __future__ import annotations
 
 import base64
+from functools import partial
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy import insert, select
@@ -161,4 +162,17 @@ async def open_sealing(engine: AsyncEngine, tenant: str, keyring: KeyRing | None
             )
         raise _plaintext(tenant)  # pragma: no cover - marked just above
     async with engine.connect() as conn:
-        return await sealing_of(conn, tenant, keyring, mark)
+        sealing = await sealing_of(conn, tenant, keyring, mark)
+    sealing.reload = partial(_reload, engine, tenant, keyring, sealing)
+    return sealing
+
+
+async def _reload(engine: AsyncEngine, tenant: str, keyring: KeyRing, sealing: Sealing) -> None:
+    """Read the tenant's keys and current key again into ``sealing`` (after a rotation
+    another process made: texts sealed under a key this one has not read)."""
+    async with engine.connect() as conn:
+        mark = await read_mark(conn, tenant)
+        if mark is None:
+            return
+        fresh = await sealing_of(conn, tenant, keyring, mark)
+    sealing.learn(fresh.keys, fresh.current)

@@ -64,6 +64,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.contract import DEFAULT_TENANT, RECORD_KEY, BackendBase, Written
+from store.encryption.sealing import UnknownDataKey
 from store.errors import InvalidInput, RecordConflict, SessionNotFound, StoreTimeout
 from store.models import (
     BranchInfo,
@@ -215,6 +216,10 @@ def _connected(method: Method[P, T]) -> Method[P, T]:
             except DBAPIError as error:
                 if not error.connection_invalidated:
                     raise
+            except UnknownDataKey:  # a rotation made since: read the keys, once more
+                if store._sealing is None or store._sealing.reload is None:
+                    raise
+                await store._sealing.reload()
             return await method(store, *args, **kwargs)  # the pool holds live ones now
 
     return wrapper

@@ -379,7 +379,7 @@ def test_keys_rotate_kek_calls_rotate_kek(
     [(name, keywords)] = calls
     assert name == "rotate_kek" and keywords["url"] == seeded
     assert isinstance(keywords["encryption"], FakeKeyRing) and "tenant" not in keywords
-    assert done.stdout.strip() == "rewrapped 1,200 data keys under key lk-1"
+    assert done.stdout.strip() == "rewrapped 1,200 keys under key lk-1"
 
 
 def test_keys_rotate_tenant_calls_rotate_tenant_key(

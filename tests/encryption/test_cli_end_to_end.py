@@ -59,7 +59,7 @@ def test_keys_new_encrypt_show_rotate_and_events(db_url: str, tmp_path: Path) ->
     new_kek = _ok(invoke("keys", "new", key_file, "--add")).stdout.strip()
     rewrapped = _ok(invoke("keys", "rotate", "--kek", *at, "--key-file", key_file))
     # the old data key, the new one and the hash key
-    assert rewrapped.stdout.strip() == f"rewrapped 3 data keys under key {new_kek}"
+    assert rewrapped.stdout.strip() == f"rewrapped 3 keys under key {new_kek}"
 
     events = _ok(invoke("keys", "events", "--tenant", TENANT, *at, "--json")).json()
     assert [(e["kind"], e["state"]) for e in events] == [

@@ -49,7 +49,11 @@ async def test_a_store_open_across_a_rotation_writes_rows_that_stay_readable(
         await rotate_tenant_key(db_url, tenant=TENANT, encryption=KeyRing(provider))
         second = await _current_key(db_url)
         assert second != first
-        await early.append("s", _turn(2))  # sealed under the key it opened with
+        # the early store reads what the rotation sealed again under a key it had not
+        # read: it reads the tenant's keys again, and seals under the new one from then
+        assert [m.message_id for m in await early.context("s")] == ["u1", "a1"]
+        assert [m.message.message_id for m in await early.history("s")] == ["u1", "a1"]
+        await early.append("s", _turn(2))
         await early.set_title("s", "written by the early store")
     async with _open(db_url, KeyRing(provider)) as late:
         history = await late.history("s")

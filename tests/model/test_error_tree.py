@@ -23,6 +23,7 @@ from store.errors import InvalidInput, strategy_errors
 BUILT_IN_BASES: dict[str, type[BaseException]] = {
     "store.cli._common.CliError": Exception,
     "store.demo._script.MissingResult": RuntimeError,
+    "store.encryption.sealing.UnknownDataKey": Exception,
     "store.errors.ConcurrentWriteError": Exception,
     "store.errors.CorruptRowError": Exception,
     "store.errors.EncryptionError": Exception,

@@ -8,16 +8,17 @@ through the store's cache of active views (:mod:`store.sql.projection.cache`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Table, and_, bindparam, select
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
 
+from store.encryption.sealing import UnknownDataKey
 from store.sql import dialect
 from store.sql.branches.rows import Lineage, group_read
 from store.sql.codec import sealed, sealing_now
@@ -42,6 +43,8 @@ from strategies.view import GroupLinks, GroupView, Totals, View
 
 if TYPE_CHECKING:
     from store.encryption.sealing import Sealing
+
+_T = TypeVar("_T")
 
 __all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "read_view"]
 
@@ -214,9 +217,22 @@ class SqlSource:
         missing = sorted({gid for gid in group_ids if gid not in held})
         if missing:
             async with read_connection(self.engine) as conn:
-                with sealed(self.sealing):
-                    out.update(await self._read(conn, missing))
+                out.update(await self._opened(lambda: self._read(conn, missing)))
         return out
+
+    async def _opened(self, read: Callable[[], Awaitable[_T]]) -> _T:
+        """``read()`` (a read of rows) with the source's sealing; once more after the
+        tenant's keys are read again when a text names a data key this process has not
+        read (a rotation another process made)."""
+        with sealed(self.sealing):
+            try:
+                return await read()
+            except UnknownDataKey:
+                if self.sealing is None or self.sealing.reload is None:
+                    raise
+        await self.sealing.reload()
+        with sealed(self.sealing):
+            return await read()
 
     async def prefetch(self, conn: AsyncConnection, group_ids: Sequence[str]) -> None:
         """Read the groups the cache entry lacks on ``conn``, into the entry.
@@ -228,8 +244,8 @@ class SqlSource:
             missing = sorted({gid for gid in group_ids if gid not in self.entry.messages})
             if missing:
                 snapshot = dialect.of(conn).snapshot_reads
-                with sealed(self.sealing):
-                    await self._read(conn, missing, key=self.entry.key if snapshot else None)
+                key = self.entry.key if snapshot else None
+                await self._opened(lambda: self._read(conn, missing, key=key))
 
     async def _read(
         self, conn: AsyncConnection, group_ids: Sequence[str], *, key: Key | None = None

@@ -41,7 +41,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.encryption.sealing import KeyRing, Sealing, is_sealed
-from store.errors import InvalidInput
+from store.errors import CorruptRowError, InvalidInput
 from store.rules.identity import keyed_hashing, stored_hash
 from store.rules.records import now
 from store.sql.codec import ENCODED
@@ -357,7 +357,10 @@ def _sealer(tenant: str, sealing: Sealing) -> Rewrite:
         values: dict[str, Any] = {}
         for column in texts.columns:
             text = getattr(row, column)
-            if text is not None and not is_sealed(text):
+            here = text is not None and _sealed_here(
+                sealing, text, table, session_id, place, column
+            )
+            if text is not None and not here:
                 values[column] = sealing.seal(text, table, session_id, place, column)
         if texts.table is MESSAGES and "contents" in values:
             message_row = [getattr(row, f"m_{i}") for i in range(len(message_columns()))]
@@ -368,6 +371,26 @@ def _sealer(tenant: str, sealing: Sealing) -> Rewrite:
         return values
 
     return rewrite
+
+
+_FREE_TEXT: Final = frozenset({"title", "author_name"})
+"""Columns whose text in clear may start as a sealed text does (a JSON text cannot)."""
+
+
+def _sealed_here(
+    sealing: Sealing, text: str, table: str, session_id: str, place: object, column: str
+) -> bool:
+    """Whether ``text`` is sealed already: it looks sealed and, in a column of free
+    text, opens at its place (else it is a title or a name in clear that looks so)."""
+    if not is_sealed(text):
+        return False
+    if column not in _FREE_TEXT:
+        return True  # a damaged sealed text stays for the reader to report
+    try:
+        sealing.open(text, table, sealing.owner_of(text) or session_id, place, column)
+    except CorruptRowError:
+        return False
+    return True
 
 
 def _resealer(sealing: Sealing) -> Rewrite:
@@ -512,7 +535,30 @@ async def rotate_kek(
         else:
             event_id, done = str(running.event_id), int(running.rows)
             total += done
-        tenants = [str(t) for (t,) in await conn.execute(select(k.tenant).distinct())]
+    while True:  # until no key is left under another KEK (a process may wrap meanwhile)
+        async with engine.connect() as conn:
+            query = select(k.tenant).where(k.kek_id != encryption.key_id).distinct()
+            tenants = [str(t) for (t,) in await conn.execute(query)]
+        if not tenants:
+            break
+        done = await _rewrap(engine, encryption, tenants, event_id, done, total, progress)
+    async with write_connection(engine) as conn:
+        await _finish(conn, event_id)
+    return await _read_event(engine, event_id)
+
+
+async def _rewrap(
+    engine: AsyncEngine,
+    encryption: KeyRing,
+    tenants: list[str],
+    event_id: str,
+    done: int,
+    total: int,
+    progress: Progress | None,
+) -> int:
+    """Rewrap the keys of ``tenants`` not under the provider's current key, a tenant a
+    transaction; the keys rewrapped so far."""
+    k = KEYS.c
     for tenant in tenants:
         async with write_connection(engine) as conn:
             rewrapped = 0
@@ -531,9 +577,7 @@ async def rotate_kek(
         done += rewrapped
         if progress is not None:
             progress(done, max(total, done))
-    async with write_connection(engine) as conn:
-        await _finish(conn, event_id)
-    return await _read_event(engine, event_id)
+    return done
 
 
 def _b64(data: bytes) -> str:
