@@ -10,9 +10,8 @@ engine belongs in ``tests/store/``.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 
@@ -74,25 +73,16 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def sealed_url(backend: str, request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    """The database of a ``-sealed`` backend (as ``db_url`` makes its backend's)."""
-    if backend == "sqlite-sealed":
-        yield f"sqlite:///{tmp_path}/chatledger.db"
-        return
-    server: PgServer = request.getfixturevalue("pg_server")
-    name = server.clone()
-    try:
-        yield server.url_for(name)
-    finally:
-        server.drop_later(name)
-
-
-@pytest.fixture
 async def stores(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[Stores]:
     """Stores of the backend under test, all on one database private to the test."""
-    if backend.endswith("-sealed"):
-        url = str(request.getfixturevalue("sealed_url"))
-        opened = Stores(backend, url, encryption=keyring_for_tests())
+    server: PgServer | None = None
+    if backend == "sqlite-sealed":
+        tmp_path = request.getfixturevalue("tmp_path")
+        opened = Stores(backend, f"sqlite:///{tmp_path}/chatledger.db", keyring_for_tests())
+    elif backend == "postgres-sealed":  # a database of its own, as db_url makes one
+        server = request.getfixturevalue("pg_server")
+        name = server.clone()
+        opened = Stores(backend, server.url_for(name), keyring_for_tests())
     else:
         url = None if backend == "memory" else str(request.getfixturevalue("db_url"))
         opened = Stores(backend, url)
@@ -100,6 +90,8 @@ async def stores(backend: str, request: pytest.FixtureRequest) -> AsyncIterator[
         yield opened
     finally:
         await opened.aclose()
+        if server is not None:
+            server.drop_later(name)
 
 
 @pytest.fixture

@@ -410,8 +410,7 @@ async def _take_back(
     await conn.execute(
         update(MESSAGES).where(*_keys(MESSAGES, tenant, tail_id)).values(session_id=session_id)
     )
-    taken = (MESSAGES.c.session_id == session_id) & (MESSAGES.c.seq > seq)
-    await reseal_in_place(conn, tenant, MESSAGES, taken)
+    await reseal_in_place(conn, tenant, MESSAGES, MESSAGES.c.session_id == session_id)
     lin, b = LINEAGE.c, BRANCH_ROWS.c
     readers = (
         await conn.execute(
