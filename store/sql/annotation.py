@@ -25,7 +25,7 @@ from sqlalchemy.sql import FromClause, Select
 from store.sql import dialect
 from store.sql.branches.rows import lineage_of, stored_hashes_of
 from store.sql.schema import EARLY_RESULTS, FIRST_SEQ, MESSAGES, OPEN_CALLS, SESSIONS
-from store.sql.sessions import KEYS, SESSION_COLUMNS
+from store.sql.sessions import KEYS, SESSION_COLUMNS, locked_session_row
 from store.sql.statements import (
     among_params,
     in_key_list,
@@ -140,12 +140,15 @@ def _with_reads(capabilities: dialect.Capabilities, *, lock: bool) -> Select[Any
         select(seen_row.c[column]).scalar_subquery().label(label)
         for label, column in zip(_SEEN, ("incarnation", "revision"), strict=True)
     ]
-    joined = (
-        select(*SESSION_COLUMNS, *seen_key, *(found.c[name] for name in _PART))
+    parts = [found.c[name] for name in _PART]
+    if lock:
+        locked = locked_session_row()
+        return select(*locked.c, *seen_key, *parts).select_from(locked.outerjoin(found, true()))
+    return (
+        select(*SESSION_COLUMNS, *seen_key, *parts)
         .select_from(SESSIONS.outerjoin(found, true()))
         .where(*KEYS)
     )
-    return joined.with_for_update(of=SESSIONS) if lock else joined
 
 
 async def lock_and_prefetch(

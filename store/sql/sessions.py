@@ -20,6 +20,7 @@ from sqlalchemy import Text, bindparam, select, type_coerce, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.selectable import CTE
 
 from store.errors import CorruptRowError, SessionNotFound
 from store.models import CompactionRequest
@@ -68,6 +69,15 @@ SESSION_COLUMNS = tuple(
 def metadata_value(tenant: str, session_id: str, metadata: Mapping[str, Any]) -> Any:
     """The session's ``metadata`` as a statement sets it: the text the codec encodes."""
     return type_coerce(encode_session_metadata(tenant, session_id, metadata), ENCODED)
+
+
+def locked_session_row() -> CTE:
+    """The session row, locked ``FOR UPDATE``, as a ``WITH`` query of its own: a
+    statement that joins other rows to it locks one row once. Locked in the join, the
+    row would be locked again for every joined row and, after a wait, checked again
+    (PostgreSQL's recheck of an updated row) by running the join's other scans again
+    for each: the square of the rows joined, the lock held meanwhile."""
+    return select(*SESSION_COLUMNS).where(*KEYS).with_for_update(of=SESSIONS).cte("locked_session")
 
 
 _READ_SESSION = select(*SESSION_COLUMNS).where(*KEYS)

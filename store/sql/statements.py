@@ -23,6 +23,7 @@ from sqlalchemy import (
     ARRAY,
     String,
     Table,
+    Text,
     any_,
     bindparam,
     false,
@@ -125,7 +126,10 @@ def list_mode(capabilities: dialect.Capabilities) -> ListMode:
 
 def _in_list(column: Any, name: str, mode: ListMode) -> Any:
     if mode == "array":
-        return column == any_(bindparam(name, type_=ARRAY(column.type)))
+        # strings bound as text[]: an array of the column's own type (varchar(255)[])
+        # would be coerced to text[] element by element, for every row compared
+        element = Text() if isinstance(column.type, String) else column.type
+        return column == any_(bindparam(name, type_=ARRAY(element)))
     if mode == "json":
         keys = func.json_each(bindparam(name, type_=String()))
         return column.in_(select(literal_column("value")).select_from(keys).scalar_subquery())

@@ -44,8 +44,14 @@ def _recorded(store: HistoryStore, noted: Callable[[str], str | None]) -> Iterat
 
 
 def _selects(store: HistoryStore) -> AbstractContextManager[list[str]]:
-    """The ``SELECT`` statements run meanwhile, whole."""
-    return _recorded(store, lambda s: s if s.lstrip().upper().startswith("SELECT") else None)
+    """The ``SELECT`` statements run meanwhile, whole (a locking read among them: the
+    session row locked in a ``WITH`` query of its own)."""
+
+    def read(statement: str) -> str | None:
+        head = statement.lstrip().upper()
+        return statement if head.startswith(("SELECT", "WITH LOCKED_SESSION")) else None
+
+    return _recorded(store, read)
 
 
 def _first_table(statement: str) -> str:

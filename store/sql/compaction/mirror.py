@@ -26,7 +26,7 @@ from store.sql import dialect
 from store.sql.branches.rows import Filter, conversation, read_lineage
 from store.sql.mapping import timestamp
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
-from store.sql.sessions import KEYS, SESSION_COLUMNS
+from store.sql.sessions import KEYS, SESSION_COLUMNS, locked_session_row
 from store.sql.statements import (
     CHUNK,
     among_params,
@@ -203,12 +203,11 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
             GROUPS.c.anchor.in_(anchors),
         ),
     ).subquery("around")
-    taken = (
+    taken = (  # bound, not correlated: counted once, not once a joined row
         select(func.count())
         .select_from(MESSAGES)
         .where(
-            MESSAGES.c.tenant == SESSIONS.c.tenant,
-            MESSAGES.c.session_id == SESSIONS.c.session_id,
+            *_bound_keys(MESSAGES),
             in_key_list(MESSAGES.c.message_id, "taken", capabilities),
         )
         .scalar_subquery()
@@ -227,11 +226,9 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
         select(seen_row.c[column]).scalar_subquery().label(label)
         for label, column in zip(_SEEN_KEY, ("incarnation", "revision"), strict=True)
     ]
-    return (
-        select(*SESSION_COLUMNS, taken, *seen_key, *columns)
-        .select_from(SESSIONS.outerjoin(around, true()))
-        .where(*KEYS)
-        .with_for_update(of=SESSIONS)
+    locked = locked_session_row()
+    return select(*locked.c, taken, *seen_key, *columns).select_from(
+        locked.outerjoin(around, true())
     )
 
 
