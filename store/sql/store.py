@@ -681,6 +681,8 @@ class HistoryStore(BackendBase):
     def _advance(self, session_id: str, appended: Appended) -> None:
         """Tell the cache of views what an append wrote."""
         before = appended.before
+        if before is None:
+            return
         after = (before[0], before[1] + 1)
         self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
 

@@ -27,12 +27,13 @@ lock).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from sqlalchemy import JSON, Column, Table
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.rules.checks import check_tokenizer
@@ -56,6 +57,7 @@ from store.sql.append.writer import (
     session_params,
 )
 from store.sql.branches.sharing import refuse_tail
+from store.sql.codec import sealing_now
 from store.sql.dialect import kept_on
 from store.sql.projection.cache import session_key
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
@@ -87,19 +89,35 @@ def _array(column: Column[Any], dialect: Dialect) -> str:
 
 
 def _rows_of(
-    table: Table, columns: Sequence[str], prefix: str, bind: _Parameters, dialect: Dialect
+    table: Table,
+    columns: Sequence[str],
+    prefix: str,
+    bind: _Parameters,
+    dialect: Dialect,
+    shifts: Mapping[str, str] | None = None,
 ) -> str:
     """``SELECT`` of ``table``'s ``columns`` from one array parameter a column (named
-    ``prefix`` + column), each value cast to its column's type."""
+    ``prefix`` + column), each value cast to its column's type; with ``shifts``, joined
+    to the written session row ``w``, each column it names moved by that row's shift."""
     c = table.c
+    moved = shifts or {}
     arrays = ", ".join(bind(f"{prefix}{name}", _array(c[name], dialect)) for name in columns)
-    casts = ", ".join(f"CAST(u.{name} AS {_type(c[name], dialect)}) AS {name}" for name in columns)
-    return f"SELECT {casts} FROM unnest({arrays}) AS u({', '.join(columns)})"
+    casts = ", ".join(
+        f"CAST(u.{name} AS {_type(c[name], dialect)})"
+        + (f" + w.{moved[name]}" if name in moved else "")
+        + f" AS {name}"
+        for name in columns
+    )
+    joined = " CROSS JOIN written_session AS w" if shifts is not None else ""
+    return f"SELECT {casts} FROM unnest({arrays}) AS u({', '.join(columns)}){joined}"
 
 
 _CHANGED: Final = ("group_id", "message_count", "token_count", *GROUP_CHANGES)
 """The columns of a stored group's change (:attr:`~store.sql.append.writer.AppendPlan.changed`)."""
 _GATE: Final = "EXISTS (SELECT FROM written_session)"
+_ATTEMPTS: Final = 3
+"""How often the statement is sent while a commit after its snapshot is what stopped it
+(see :func:`_write`), before the transactional append takes over."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +136,44 @@ def _statement(dialect: Dialect) -> _Statement:
     return kept_on(dialect, "one_statement_append", lambda: _write(dialect))
 
 
+_SHIFTED: Final = ("next_seq", "position", "turn")
+"""The session row's counters an append moves on (by ``d_<column>``) from where the
+statement finds them: an append planned at an older revision lands after the writes
+since (see :func:`_write`)."""
+_MESSAGE_SHIFTS: Final = {"seq": "seq_shift", "anchor": "seq_shift"}
+_GROUP_SHIFTS: Final = {
+    "anchor": "seq_shift",
+    "first_seq": "seq_shift",
+    "first_position": "position_shift",
+    "turn": "turn_shift",
+}
+
+
 def _write(dialect: Dialect) -> _Statement:
-    """The append's one statement for ``dialect``, its parameters named."""
+    """The append's one statement for ``dialect``, its parameters named.
+
+    The session row's ``UPDATE`` is the gate. It writes when the session is as read
+    (its revision unchanged) or, for an append that ``rebase`` says only adds groups of
+    its own (no stored group touched, no stored call or early result named, the tail
+    closed, nothing sealed), when every write since was an append or a compaction
+    without reductions (the write chain), the tail is still closed and no call the
+    append names is open or answered early: annotation then gives the same groups
+    moved by as many ``seq``, positions and turns as the writes since added, and the
+    statement moves them (``w.seq_shift`` ...).
+
+    A statement that waited for another writer's lock sees the session row as that
+    writer left it, but other tables as its snapshot saw them: where the append names
+    calls, the snapshot's revision must be the row's. The statement gives the revision
+    it wrote (null when it wrote nothing) and ``again``: whether the gate held as its
+    snapshot saw the session, so that a commit after the snapshot is what stopped it
+    and the same statement sent again may write.
+    """
     bind = _Parameters()
     tenant, session_id = bind("tenant", "text"), bind("session_id", "text")
     s = SESSIONS.c
-    sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in SESSION_VALUES]
+    values = [name for name in SESSION_VALUES if name not in _SHIFTED]
+    sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in values]
+    sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in _SHIFTED]
     sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in SESSION_ADDED]
     sets += [f"{name} = {value}" for name, value in CHAINED.items()]
     message_binds = message_insert(dialect)
@@ -131,22 +181,38 @@ def _write(dialect: Dialect) -> _Statement:
     groups = group_insert(dialect).table_columns
     keyed = f"tenant = {tenant} AND session_id = {session_id}"
     calls = ("call_id", "group_id", "ambiguous")
-    message_rows = _rows_of(MESSAGES, messages, "m_", bind, dialect)
-    group_rows = _rows_of(GROUPS, groups, "g_", bind, dialect)
+    revision, named = bind("revision", "bigint"), bind("named_calls", "text[]")
+    shifts = ", ".join(
+        f"{name} - {bind('d_' + name, 'bigint')} - {bind('r_' + name, 'bigint')}"
+        f" AS {'seq' if name == 'next_seq' else name}_shift"
+        for name in _SHIFTED
+    )
+    message_rows = _rows_of(MESSAGES, messages, "m_", bind, dialect, _MESSAGE_SHIFTS)
+    group_rows = _rows_of(GROUPS, groups, "g_", bind, dialect, _GROUP_SHIFTS)
     changes = _rows_of(GROUPS, _CHANGED, "u_", bind, dialect)
     call_rows = _rows_of(OPEN_CALLS, calls, "c_", bind, dialect)
     early_rows = _rows_of(EARLY_RESULTS, calls[:2], "e_", bind, dialect)
+    gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
+    AND (revision = {revision} OR (
+      {bind("rebase", "boolean")} AND branch IS NULL AND tail_group_id IS NULL
+      AND chain_revision = revision AND chain_since <= {revision}
+      AND NOT EXISTS (SELECT FROM {OPEN_CALLS.name} WHERE {keyed} AND call_id = ANY({named}))
+      AND NOT EXISTS (SELECT FROM {EARLY_RESULTS.name} WHERE {keyed} AND call_id = ANY({named}))
+    ))"""
     sql = f"""WITH written_session AS (
   UPDATE {SESSIONS.name} SET {", ".join(sets)}, revision = revision + 1
-  WHERE {keyed} AND revision = {bind("revision", "bigint")}
-    AND incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
-  RETURNING 1
+  WHERE {keyed} AND {gate}
+    AND (revision = {revision} OR cardinality({named}) = 0 OR revision = (
+      SELECT seen.revision FROM {SESSIONS.name} AS seen
+      WHERE seen.tenant = {tenant} AND seen.session_id = {session_id}
+    ))
+  RETURNING revision, {shifts}
 ), written_messages AS (
   INSERT INTO {MESSAGES.name} ({", ".join(messages)})
-  {message_rows} WHERE {_GATE}
+  {message_rows}
 ), written_groups AS (
   INSERT INTO {GROUPS.name} ({", ".join(groups)})
-  {group_rows} WHERE {_GATE}
+  {group_rows}
 ), changed_groups AS (
   UPDATE {GROUPS.name} AS t SET
     message_count = t.message_count + c.message_count,
@@ -173,7 +239,8 @@ def _write(dialect: Dialect) -> _Statement:
   WHERE {_GATE}
   ON CONFLICT (tenant, session_id, call_id) DO UPDATE SET group_id = excluded.group_id
 )
-SELECT count(*) FROM written_session"""
+SELECT (SELECT revision FROM written_session) AS written,
+  EXISTS (SELECT FROM {SESSIONS.name} WHERE {keyed} AND {gate}) AS again"""
     return _Statement(sql, tuple(bind.names), messages, groups, message_binds.texts)
 
 
@@ -217,6 +284,7 @@ async def append_in_one_statement(
     if plan is None or holds_large_text(plan.messages, statement.texts):
         return None
     calls, early, gone_calls, gone_early = planned_calls(ctx, plan)
+    loaded = plan.loaded
     params: dict[str, Any] = {
         "tenant": ctx.tenant,
         "session_id": ctx.session_id,
@@ -224,15 +292,36 @@ async def append_in_one_statement(
         "incarnation": session["incarnation"],
         "gone_calls": gone_calls,
         "gone_early": gone_early,
+        "rebase": not (
+            plan.changed
+            or loaded.groups
+            or loaded.call_rows
+            or loaded.early_rows
+            or session["tail_group_id"] is not None
+            or sealing_now() is not None  # a sealed text names its seq
+        ),
+        "named_calls": sorted(loaded.wanted_calls),
         **session_params(ctx, session, plan.annotation.state, plan.totals),
     }
+    for name in _SHIFTED:
+        params["r_" + name] = session[name]
+        params["d_" + name] = params.pop("v_" + name) - session[name]
     params.update(_columns("m_", statement.messages, plan.messages))
     params.update(_columns("g_", statement.groups, plan.groups))
     params.update(_columns("u_", _CHANGED, plan.changed))
     params.update(_columns("c_", ("call_id", "group_id", "ambiguous"), calls))
     params.update(_columns("e_", ("call_id", "group_id"), early))
     bound = tuple(params[name] for name in statement.names)
-    written = (await conn.exec_driver_sql(statement.sql, bound)).scalar_one()
-    if not written:
+    for _attempt in range(_ATTEMPTS):
+        try:
+            row = (await conn.exec_driver_sql(statement.sql, bound)).one()
+        except IntegrityError:
+            return None  # another writer stored one of these ids: dedupe under the lock
+        revision, again = row._mapping["written"], row._mapping["again"]
+        if revision is not None or not again:
+            break
+    if revision is None:
         return None  # another writer moved the session: read again under the lock
+    if revision != session["revision"] + 1:
+        return replace(plan.appended, before=None)  # landed after other writes
     return plan.appended

@@ -320,8 +320,10 @@ class Appended:
 
     count: int
     """Messages stored (the others were stored already)."""
-    before: Key
-    """The session's cache key when the transaction began (the write adds one revision)."""
+    before: Key | None
+    """The session's cache key when the transaction began (the write adds one revision);
+    None when the write landed after others this store has not read (the cache catches
+    up through the session's write chain)."""
     touched: frozenset[str]
     """Groups whose messages changed: those that gained messages or absorbed others."""
     tokens: int = 0
