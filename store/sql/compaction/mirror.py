@@ -15,7 +15,18 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
-from sqlalchemy import Table, bindparam, false, func, select, true, union_all
+from sqlalchemy import (
+    ARRAY,
+    Table,
+    any_,
+    bindparam,
+    cast,
+    false,
+    func,
+    select,
+    true,
+    union_all,
+)
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql import FromClause, Select
@@ -186,11 +197,20 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
     left-joined to it, its groups whose id is in ``ids`` and every group at one of
     their anchors (a group may come twice)."""
     touched = GROUPS.alias("touched")
-    anchors = select(touched.c.anchor).where(
+    of_touched = (
         touched.c.tenant == bindparam("tenant"),
         touched.c.session_id == bindparam("session_id"),
         in_key_list(touched.c.group_id, "ids", capabilities),
     )
+    if capabilities.array_parameters:
+        # their anchors gathered once, into one array: as a semi-join, planned on
+        # guesses (a new table, one session in it), the session's groups were scanned
+        # again for each group of the session, the session's row locked meanwhile
+        gathered = select(func.array_agg(touched.c.anchor)).where(*of_touched)
+        as_array = cast(gathered.scalar_subquery(), ARRAY(GROUPS.c.anchor.type))  # one value
+        at_anchor = GROUPS.c.anchor == any_(as_array)
+    else:
+        at_anchor = GROUPS.c.anchor.in_(select(touched.c.anchor).where(*of_touched))
     around = union_all(
         select(GROUPS).where(
             *_bound_keys(GROUPS), in_key_list(GROUPS.c.group_id, "ids", capabilities)
@@ -200,7 +220,7 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
             # both values, written out (no parameter to render): lets SQLite use the
             # (excluded, anchor) index
             GROUPS.c.excluded.in_([false(), true()]),
-            GROUPS.c.anchor.in_(anchors),
+            at_anchor,
         ),
     ).subquery("around")
     taken = (  # bound, not correlated: counted once, not once a joined row
