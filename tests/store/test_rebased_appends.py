@@ -185,43 +185,35 @@ async def test_an_append_lands_after_another_writers_in_one_statement(
         await _as_one_writer(first, shared)
 
 
-async def test_an_open_tail_left_by_the_other_writer_is_read_under_the_lock(
-    db_url: str,
-) -> None:
-    async with _open(db_url) as first, _open(db_url) as second:
-        await first.append("s", [system("s0sys", "be brief"), *_turn("a0")])
-        thinking = [user("a1u", "think"), assistant("a1r", reasoning("hmm"))]
-        assert await _outcome(first, second, thinking, [assistant("b1a", "answer")]) == "locked"
-        shared = await _rows(first, "s")
-        assert (await first.doctor("s")).findings == ()
-        await _as_one_writer(first, shared)
-
-
-async def test_a_call_id_the_other_writer_left_open_is_read_under_the_lock(
-    db_url: str,
-) -> None:
-    async with _open(db_url) as first, _open(db_url) as second:
-        await first.append("s", [system("s0sys", "be brief"), *_turn("a0")])
-        # the first leaves call "k" open; the second's append declares "k" and answers it
-        opened = [user("a1u", "look"), assistant("a1c", call("k", "lookup"))]
-        answered = [
+_READ_UNDER_THE_LOCK = {
+    # the first leaves the tail open (reasoning alone): the answer joins its group
+    "open tail": (
+        [user("a1u", "think"), assistant("a1r", reasoning("hmm"))],
+        [assistant("b1a", "answer")],
+    ),
+    # the first leaves call "k" open; the second's append declares "k" and answers it
+    "same call id": (
+        [user("a1u", "look"), assistant("a1c", call("k", "lookup"))],
+        [
             assistant("b1c", call("k", "lookup")),
             tool("b1t", result("k", "found")),
             assistant("b1a", "done"),
-        ]
-        assert await _outcome(first, second, opened, answered) == "locked"
-        await _as_one_writer(first, await _rows(first, "s"))
+        ],
+    ),
+    # planned as an early result (no call "k" stored); the first then stores "k"
+    "call stored meanwhile": (
+        [user("a1u", "look"), assistant("a1c", call("k", "lookup"))],
+        [tool("b1t", result("k", "found"))],
+    ),
+}
 
 
-async def test_a_result_for_a_call_the_other_writer_stored_is_read_under_the_lock(
-    db_url: str,
+@pytest.mark.parametrize("case", list(_READ_UNDER_THE_LOCK))
+async def test_what_the_other_writer_left_that_annotation_reads_is_read_under_the_lock(
+    db_url: str, case: str
 ) -> None:
+    before, after = _READ_UNDER_THE_LOCK[case]
     async with _open(db_url) as first, _open(db_url) as second:
         await first.append("s", [system("s0sys", "be brief"), *_turn("a0")])
-        # planned as an early result (no call "k" stored); the first then stores "k"
-        declared = [user("a1u", "look"), assistant("a1c", call("k", "lookup"))]
-        late = [tool("b1t", result("k", "found"))]
-        assert await _outcome(first, second, declared, late) == "locked"
-        shared = await _rows(first, "s")
-        assert (await first.doctor("s")).findings == ()
-        await _as_one_writer(first, shared)
+        assert await _outcome(first, second, before, after) == "locked"
+        await _as_one_writer(first, await _rows(first, "s"))
