@@ -431,7 +431,10 @@ def test_a_real_80_column_terminal(seeded: tuple[str, list[int]], tmp_path: Path
     for args in (("usage",), ("usage", "--by", "session"), ("usage", "alpha", "--by", "day")):
         screen = on_terminal(*args, "--prices", str(prices), "--url", url, columns=80)
         assert screen.returncode == 0, screen.text
-        assert all(width(line) <= 80 for line in screen.lines), screen.text
+        # a path is never split: one longer than the terminal has a line of its own
+        assert all(width(line) <= 80 or len(line.split()) == 1 for line in screen.lines), (
+            screen.text
+        )
         assert screen.lines[1].split()[-1] == "cost", screen.text
         assert "5,000" in screen.text or args[1] == "alpha"
 
