@@ -24,6 +24,10 @@ AF_TESTS := tests/groups/test_groups_reference.py tests/strategies \
 	tests/integrations/test_bounded_tools_e2e.py tests/integrations/test_deferred_compaction.py \
 	tests/integrations/test_provider.py
 
+# pytest runs in this many processes (pytest-xdist): one a core, at most 4 (each has its
+# own PostgreSQL template database and PgBouncers). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= $(shell $(PYTHON) -c "import os; print(min(4, len(os.sched_getaffinity(0))))")
+
 .PHONY: venv demo test lint typecheck pytest test-af123 bench clean
 
 $(BIN)/python:
@@ -61,11 +65,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 pytest: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n $(TEST_WORKERS)
 
 # The Agent Framework tests again, against agent-framework-core $(AF_OLDEST).
 test-af123: $(AF_STAMP)
-	$(AF_BIN)/pytest -q -p no:cacheprovider $(AF_TESTS)
+	$(AF_BIN)/pytest -q -p no:cacheprovider -n $(TEST_WORKERS) $(AF_TESTS)
 
 test: lint typecheck pytest test-af123
 
