@@ -71,17 +71,19 @@ def metadata_value(tenant: str, session_id: str, metadata: Mapping[str, Any]) ->
     return type_coerce(encode_session_metadata(tenant, session_id, metadata), ENCODED)
 
 
-def locked_session_row() -> CTE:
-    """The session row, locked ``FOR UPDATE``, as a ``WITH`` query of its own: a
-    statement that joins other rows to it locks one row once. Locked in the join, the
-    row would be locked again for every joined row and, after a wait, checked again
-    (PostgreSQL's recheck of an updated row) by running the join's other scans again
-    for each: the square of the rows joined, the lock held meanwhile."""
-    return select(*SESSION_COLUMNS).where(*KEYS).with_for_update(of=SESSIONS).cte("locked_session")
-
-
 _READ_SESSION = select(*SESSION_COLUMNS).where(*KEYS)
 _LOCK_SESSION = _READ_SESSION.with_for_update()
+_LOCKED_SESSION = _LOCK_SESSION.cte("locked_session")
+
+
+def locked_session_row() -> CTE:
+    """The session row, locked ``FOR UPDATE`` (the read of :func:`lock_session`), as a
+    ``WITH`` query of its own: a statement that joins other rows to it locks one row
+    once. Locked in the join, the row would be locked again for every joined row and,
+    after a wait, checked again (PostgreSQL's recheck of an updated row) by running the
+    join's other scans again for each: the square of the rows joined, the lock held
+    meanwhile."""
+    return _LOCKED_SESSION
 
 
 async def read_session(conn: AsyncConnection, tenant: str, session_id: str) -> RowMapping:

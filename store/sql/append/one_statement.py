@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from sqlalchemy import JSON, Column, Table
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -52,6 +52,7 @@ from store.sql.append.writer import (
     SESSION_ADDED,
     SESSION_VALUES,
     Appended,
+    AppendPlan,
     plan_append,
     planned_calls,
     session_params,
@@ -153,13 +154,13 @@ def _write(dialect: Dialect) -> _Statement:
     """The append's one statement for ``dialect``, its parameters named.
 
     The session row's ``UPDATE`` is the gate. It writes when the session is as read
-    (its revision unchanged) or, for an append that ``rebase`` says only adds groups of
-    its own (no stored group touched, no stored call or early result named, the tail
-    closed, nothing sealed), when every write since was an append or a compaction
-    without reductions (the write chain), the tail is still closed and no call the
-    append names is open or answered early: annotation then gives the same groups
-    moved by as many ``seq``, positions and turns as the writes since added, and the
-    statement moves them (``w.seq_shift`` ...).
+    (its revision unchanged) or, for an append that only adds groups of its own
+    (``rebase``, :func:`_adds_only_its_own`: no stored group touched, no stored call or
+    early result named, the tail closed, nothing sealed), when every write since was an
+    append or a compaction without reductions (the write chain), the tail is still
+    closed and no call the append names is open or answered early: annotation then
+    gives the same groups moved by as many ``seq``, positions and turns as the writes
+    since added, and the statement moves them (``w.seq_shift`` ...).
 
     A statement that waited for another writer's lock sees the session row as that
     writer left it, but other tables as its snapshot saw them: where the append names
@@ -182,9 +183,10 @@ def _write(dialect: Dialect) -> _Statement:
     keyed = f"tenant = {tenant} AND session_id = {session_id}"
     calls = ("call_id", "group_id", "ambiguous")
     revision, named = bind("revision", "bigint"), bind("named_calls", "text[]")
+    # the counter as written less where the plan would have set it: how far the writes
+    # since the read moved it (zero when there were none)
     shifts = ", ".join(
-        f"{name} - {bind('d_' + name, 'bigint')} - {bind('r_' + name, 'bigint')}"
-        f" AS {'seq' if name == 'next_seq' else name}_shift"
+        f"{name} - {bind('v_' + name, 'bigint')} AS {'seq' if name == 'next_seq' else name}_shift"
         for name in _SHIFTED
     )
     message_rows = _rows_of(MESSAGES, messages, "m_", bind, dialect, _MESSAGE_SHIFTS)
@@ -244,6 +246,23 @@ SELECT (SELECT revision FROM written_session) AS written,
     return _Statement(sql, tuple(bind.names), messages, groups, message_binds.texts)
 
 
+def _adds_only_its_own(plan: AppendPlan, session: RowMapping) -> bool:
+    """The half of the conditions for landing after other writers' appends that the
+    plan alone can tell: it touches no stored group, found none of the calls or early
+    results it names stored, was made with the tail closed, and seals nothing (a sealed
+    text binds its ``seq``). The other half, that the writes since the read leave those
+    true, is the statement's gate (:func:`_write`)."""
+    loaded = plan.loaded
+    return not (
+        plan.changed
+        or loaded.groups
+        or loaded.call_rows
+        or loaded.early_rows
+        or session["tail_group_id"] is not None
+        or sealing_now() is not None
+    )
+
+
 def _columns(
     prefix: str, names: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> dict[str, Sequence[Any]]:
@@ -284,7 +303,6 @@ async def append_in_one_statement(
     if plan is None or holds_large_text(plan.messages, statement.texts):
         return None
     calls, early, gone_calls, gone_early = planned_calls(ctx, plan)
-    loaded = plan.loaded
     params: dict[str, Any] = {
         "tenant": ctx.tenant,
         "session_id": ctx.session_id,
@@ -292,20 +310,12 @@ async def append_in_one_statement(
         "incarnation": session["incarnation"],
         "gone_calls": gone_calls,
         "gone_early": gone_early,
-        "rebase": not (
-            plan.changed
-            or loaded.groups
-            or loaded.call_rows
-            or loaded.early_rows
-            or session["tail_group_id"] is not None
-            or sealing_now() is not None  # a sealed text names its seq
-        ),
-        "named_calls": sorted(loaded.wanted_calls),
+        "rebase": _adds_only_its_own(plan, session),
+        "named_calls": sorted(plan.loaded.wanted_calls),
         **session_params(ctx, session, plan.annotation.state, plan.totals),
     }
-    for name in _SHIFTED:
-        params["r_" + name] = session[name]
-        params["d_" + name] = params.pop("v_" + name) - session[name]
+    for name in _SHIFTED:  # added to the counters as found, not set (see _write)
+        params["d_" + name] = params["v_" + name] - session[name]
     params.update(_columns("m_", statement.messages, plan.messages))
     params.update(_columns("g_", statement.groups, plan.groups))
     params.update(_columns("u_", _CHANGED, plan.changed))
