@@ -243,6 +243,7 @@ def select_groups_around(conn: AsyncConnection) -> CompoundSelect[Any]:
     return _select_groups_around(list_mode(dialect.of(conn)))
 
 
+@cache
 def _update_among(
     table: str, column: str, mode: ListMode, values: tuple[str, ...], nulls: tuple[str, ...]
 ) -> Update:
