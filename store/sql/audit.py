@@ -43,9 +43,12 @@ from store.sql.statements import chunks, insert_rows
 from strategies.changeset import Diagnostic
 
 __all__ = [
+    "INSERT_EVENT",
     "event_from_row",
     "event_note",
+    "event_values",
     "excluded_groups",
+    "link_rows",
     "read_events",
     "record_event",
     "stats",
@@ -315,7 +318,8 @@ def event_note(event: CompactionEvent) -> dict[str, Any]:
     }
 
 
-def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
+def link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
+    """The event's links to groups: ``(group_id, action)``, each once."""
     links: list[tuple[str, str]] = [(g, "excluded") for g in event.excluded]
     for summary, replaced in event.summarized.items():
         links.append((summary, "summary_inserted"))
@@ -325,14 +329,14 @@ def _link_rows(event: CompactionEvent) -> list[tuple[str, str]]:
     return list(dict.fromkeys(links))
 
 
-_INSERT_EVENT = insert(EVENTS).values(params=bindparam("params_json", type_=ENCODED))
+INSERT_EVENT = insert(EVENTS).values(params=bindparam("params_json", type_=ENCODED))
 """``INSERT`` of an event row, its ``params`` encoded and bound as ``params_json``."""
 
 
-def _event_values(
+def event_values(
     tenant: str, session_id: str, event: CompactionEvent, *, number: int, revision: int
 ) -> dict[str, Any]:
-    """The parameters of :data:`_INSERT_EVENT` for ``event``: every column of the
+    """The parameters of :data:`INSERT_EVENT` for ``event``: every column of the
     event row, ``params`` as ``params_json``."""
     place = (tenant, session_id, event.id)
     return {
@@ -370,8 +374,8 @@ async def write_event(
     revision: int,
 ) -> None:
     """Insert the event row (its ``number`` in the session) and its links to groups."""
-    values = _event_values(tenant, session_id, event, number=number, revision=revision)
-    await conn.execute(_INSERT_EVENT, values)
+    values = event_values(tenant, session_id, event, number=number, revision=revision)
+    await conn.execute(INSERT_EVENT, values)
     rows = [
         {
             "tenant": tenant,
@@ -380,7 +384,7 @@ async def write_event(
             "group_id": group_id,
             "action": action,
         }
-        for group_id, action in _link_rows(event)
+        for group_id, action in link_rows(event)
     ]
     for part in chunks(rows):
         await conn.execute(insert_rows("event_groups"), list(part))
@@ -401,7 +405,7 @@ def _with_event(session_update: Update, also: tuple[UpdateBase, ...]) -> Update:
         column.key: bindparam(
             _EVENT_PREFIX + column.key, type_=ENCODED if column.key == "params" else column.type
         )
-        for column in EVENTS.c  # every one: :func:`_event_values` gives them all
+        for column in EVENTS.c  # every one: :func:`event_values` gives them all
     }
     event = insert(EVENTS).values(values).cte("written_event")
     links = (
@@ -450,9 +454,9 @@ async def write_event_and_session(
         await write_event(conn, tenant, session_id, event, number=number, revision=revision)
         await conn.execute(session_update, session_params)
         return
-    values = _event_values(tenant, session_id, event, number=number, revision=revision)
+    values = event_values(tenant, session_id, event, number=number, revision=revision)
     values["params"] = values.pop("params_json")
-    links = _link_rows(event)
+    links = link_rows(event)
     params = {_EVENT_PREFIX + name: value for name, value in values.items()}
     params.update(
         session_params,

@@ -153,10 +153,10 @@ async def test_a_turn_whose_compaction_writes(db_url: str) -> None:
         counts, results = await _turn(store, _steps(store, "t", strategy))
     assert results["compact"] is not None  # an event: the compaction wrote
     sizes = {step: len(seen) for step, seen in counts.items()}
-    # compact: its snapshot (one read, outside the write), BEGIN, the session row locked
-    # with the groups it touches, one statement for the groups' rows, the event, its
-    # links, the messages' exclusion and the session row, COMMIT
-    assert sizes == {"append": 2, "compact": 5, "context": 1}, counts
+    # compact: its snapshot (one read), the session row with the groups it touches
+    # (without a lock), then one statement for the event, its links, the messages'
+    # exclusion, the groups' rows and the session row, gated by the session's revision
+    assert sizes == {"append": 2, "compact": 3, "context": 1}, counts
     assert sum(sizes.values()) <= 8
 
 
@@ -214,9 +214,13 @@ async def test_a_write_that_waited_for_the_lock_reads_again_under_it(db_url: str
         compacted = await _after_a_writer(
             store, db_url, lambda: store.compact("s", ExcludeOldest(1), phase="after_run")
         )
-        # the groups, read again once the lock is held (the groups' rows go with the
-        # event's statement)
-        assert len(compacted) == 6, "\n".join(compacted)
+        # the snapshot, the groups read without a lock, the one statement, which waited
+        # for the row and then wrote nothing (the revision had moved); then the write
+        # transaction: BEGIN, the session row locked with the groups (read once: the
+        # other writer was gone), one statement for the rest, COMMIT
+        assert len(compacted) == 7, "\n".join(compacted)
+        assert compacted[2].startswith("bind_execute: WITH written_session"), compacted
+        assert compacted[3].startswith("query: BEGIN"), compacted
         context = await store.context("s")
     async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as fresh:
         assert await fresh.context("s") == context

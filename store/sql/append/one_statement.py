@@ -27,11 +27,10 @@ lock).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from sqlalchemy import JSON, Column, Table
 from sqlalchemy.engine import Dialect, RowMapping
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
@@ -60,57 +59,13 @@ from store.sql.append.writer import (
 from store.sql.branches.sharing import refuse_tail
 from store.sql.codec import sealing_now
 from store.sql.dialect import kept_on
+from store.sql.driver_sql import Parameters, rows_of, sql_type
 from store.sql.projection.cache import session_key
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.statements import CHAINED
 from strategies.messages import Message
 
 __all__ = ["append_in_one_statement"]
-
-
-class _Parameters:
-    """Numbered parameters (``$1``, ``$2``...) of a statement being written, by name."""
-
-    def __init__(self) -> None:
-        self.names: list[str] = []
-
-    def __call__(self, name: str, cast: str) -> str:
-        self.names.append(name)
-        return f"${len(self.names)}::{cast}"
-
-
-def _type(column: Column[Any], dialect: Dialect) -> str:
-    return column.type.compile(dialect=dialect)
-
-
-def _array(column: Column[Any], dialect: Dialect) -> str:
-    """The type of an array parameter of ``column``'s values as the driver binds them: a
-    JSON column's are the texts :mod:`store.sql.codec` encoded."""
-    return "text[]" if isinstance(column.type, JSON) else f"{_type(column, dialect)}[]"
-
-
-def _rows_of(
-    table: Table,
-    columns: Sequence[str],
-    prefix: str,
-    bind: _Parameters,
-    dialect: Dialect,
-    shifts: Mapping[str, str] | None = None,
-) -> str:
-    """``SELECT`` of ``table``'s ``columns`` from one array parameter a column (named
-    ``prefix`` + column), each value cast to its column's type; with ``shifts``, joined
-    to the written session row ``w``, each column it names moved by that row's shift."""
-    c = table.c
-    moved = shifts or {}
-    arrays = ", ".join(bind(f"{prefix}{name}", _array(c[name], dialect)) for name in columns)
-    casts = ", ".join(
-        f"CAST(u.{name} AS {_type(c[name], dialect)})"
-        + (f" + w.{moved[name]}" if name in moved else "")
-        + f" AS {name}"
-        for name in columns
-    )
-    joined = " CROSS JOIN written_session AS w" if shifts is not None else ""
-    return f"SELECT {casts} FROM unnest({arrays}) AS u({', '.join(columns)}){joined}"
 
 
 _CHANGED: Final = ("group_id", "message_count", "token_count", *GROUP_CHANGES)
@@ -169,11 +124,11 @@ def _write(dialect: Dialect) -> _Statement:
     snapshot saw the session, so that a commit after the snapshot is what stopped it
     and the same statement sent again may write.
     """
-    bind = _Parameters()
+    bind = Parameters()
     tenant, session_id = bind("tenant", "text"), bind("session_id", "text")
     s = SESSIONS.c
     values = [name for name in SESSION_VALUES if name not in _SHIFTED]
-    sets = [f"{name} = {bind('v_' + name, _type(s[name], dialect))}" for name in values]
+    sets = [f"{name} = {bind('v_' + name, sql_type(s[name], dialect))}" for name in values]
     sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in _SHIFTED]
     sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in SESSION_ADDED]
     sets += [f"{name} = {value}" for name, value in CHAINED.items()]
@@ -189,11 +144,11 @@ def _write(dialect: Dialect) -> _Statement:
         f"{name} - {bind('v_' + name, 'bigint')} AS {'seq' if name == 'next_seq' else name}_shift"
         for name in _SHIFTED
     )
-    message_rows = _rows_of(MESSAGES, messages, "m_", bind, dialect, _MESSAGE_SHIFTS)
-    group_rows = _rows_of(GROUPS, groups, "g_", bind, dialect, _GROUP_SHIFTS)
-    changes = _rows_of(GROUPS, _CHANGED, "u_", bind, dialect)
-    call_rows = _rows_of(OPEN_CALLS, calls, "c_", bind, dialect)
-    early_rows = _rows_of(EARLY_RESULTS, calls[:2], "e_", bind, dialect)
+    message_rows = rows_of(MESSAGES, messages, "m_", bind, dialect, _MESSAGE_SHIFTS)
+    group_rows = rows_of(GROUPS, groups, "g_", bind, dialect, _GROUP_SHIFTS)
+    changes = rows_of(GROUPS, _CHANGED, "u_", bind, dialect)
+    call_rows = rows_of(OPEN_CALLS, calls, "c_", bind, dialect)
+    early_rows = rows_of(EARLY_RESULTS, calls[:2], "e_", bind, dialect)
     gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
     AND (revision = {revision} OR (
       {bind("rebase", "boolean")} AND branch IS NULL AND tail_group_id IS NULL

@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -50,6 +50,7 @@ from store.sql.compaction.mirror import (
     lock_with_groups,
     mirror_of,
 )
+from store.sql.compaction.one_statement import write_back_in_one_statement
 from store.sql.compaction.write_back import write_back, write_outcome
 from store.sql.drivers.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
@@ -68,6 +69,7 @@ __all__ = ["Applied", "Compactor", "Snapshot", "fingerprint"]
 
 Fingerprint = tuple[int, int, bool, bool, int]
 Write = Callable[[Callable[[AsyncConnection], Any]], Any]
+AtOnce = Callable[[Callable[[AsyncConnection], Any]], Awaitable[Any]]
 
 
 def fingerprint(row: Mapping[Any, Any]) -> Fingerprint:
@@ -127,6 +129,10 @@ class Compactor:
     counter: Callable[[str], Callable[[Message], int]]
     """The store's counter for a session (consuming the pending cache)."""
     cache: SessionCache | None = None
+    at_once: AtOnce | None = None
+    """The store's way to write in one statement on a connection in autocommit (gives
+    None, having written nothing, where the database has none, or when the operation
+    gives None); None: every apply is a write transaction."""
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
@@ -168,27 +174,7 @@ class Compactor:
         async def apply(
             snapshot: Snapshot, changes: ChangeSet, attempt: Attempt
         ) -> CompactionEvent | Conflict | None:
-            if snapshot.moved:
-                # writers sharing a session plan alike: what another already did (or
-                # changed) is seen without taking the session's lock for nothing
-                async with read_connection(self.engine, single=True) as conn:
-                    left = await self._still_valid(conn, session_id, snapshot, changes, None)
-                if isinstance(left, Conflict):
-                    return CONFLICT
-                if left.is_empty:
-                    return None
-            seen = Applied()
-
-            async def operation(conn: AsyncConnection) -> CompactionEvent | Conflict | None:
-                seen.key = seen.written = None
-                return await self.apply(
-                    conn, session_id, changes, phase, strategy, snapshot, seen, attempt
-                )
-
-            result: CompactionEvent | Conflict | None = await self.write(operation)
-            if isinstance(result, CompactionEvent) and seen.key is not None:
-                self._advance(session_id, seen, changes, result)
-            return result
+            return await self._apply(session_id, strategy, phase, snapshot, changes, attempt)
 
         async def record(
             changes: ChangeSet, attempt: Attempt, outcome: EventOutcome
@@ -208,6 +194,49 @@ class Compactor:
             await self.write(operation)
 
         return Compaction(snapshot=snapshot, apply=apply, record=record, consume=consume)
+
+    async def _apply(
+        self,
+        session_id: str,
+        strategy: CompactionStrategy,
+        phase: Phase,
+        snapshot: Snapshot,
+        changes: ChangeSet,
+        attempt: Attempt,
+    ) -> CompactionEvent | Conflict | None:
+        """Apply a plan made on ``snapshot``: in one statement where the store can
+        (:meth:`apply_at_once`), else in a write transaction (:meth:`apply`)."""
+        if snapshot.moved:
+            # writers sharing a session plan alike: what another already did (or
+            # changed) is seen without taking the session's lock for nothing
+            async with read_connection(self.engine, single=True) as conn:
+                left = await self._still_valid(conn, session_id, snapshot, changes, None)
+            if isinstance(left, Conflict):
+                return CONFLICT
+            if left.is_empty:
+                return None
+        seen = Applied()
+
+        async def at_once(conn: AsyncConnection) -> CompactionEvent | None:
+            seen.key = seen.written = None
+            return await self.apply_at_once(
+                conn, session_id, changes, phase, strategy, snapshot, seen, attempt
+            )
+
+        async def operation(conn: AsyncConnection) -> CompactionEvent | Conflict | None:
+            seen.key = seen.written = None
+            return await self.apply(
+                conn, session_id, changes, phase, strategy, snapshot, seen, attempt
+            )
+
+        result: CompactionEvent | Conflict | None = None
+        if self.at_once is not None:
+            result = await self.at_once(at_once)
+        if result is None:
+            result = await self.write(operation)
+        if isinstance(result, CompactionEvent) and seen.key is not None:
+            self._advance(session_id, seen, changes, result)
+        return result
 
     async def record(
         self,
@@ -280,6 +309,52 @@ class Compactor:
                 rows.extend((await conn.execute(query)).mappings())
         current = {r["group_id"]: GroupState(bool(r["excluded"]), fingerprint(r)) for r in rows}
         return still_valid(changes, snapshot.groups, current)
+
+    async def apply_at_once(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        changes: ChangeSet,
+        phase: Phase,
+        strategy: CompactionStrategy,
+        snapshot: Snapshot,
+        seen: Applied,
+        attempt: Attempt,
+    ) -> CompactionEvent | None:
+        """Apply ``changes`` in one statement on ``conn``, a connection in autocommit
+        (:mod:`~store.sql.compaction.one_statement`); the event, or None, having written
+        nothing, when :meth:`apply` in a write transaction should: a change set that
+        reduces messages, a session that moved since the snapshot, a summary's id taken,
+        a change that changes nothing, a gate that did not hold."""
+        if changes.reductions or snapshot.next_seq is None:
+            return None
+        touched = changes.touched_group_ids
+        taken = summary_id_candidates(changes, snapshot.next_seq)
+        read = await lock_with_groups(conn, self.tenant, session_id, touched, taken, lock=False)
+        if read is None or read.taken or session_key(read.session) != snapshot.key:
+            return None
+        session = read.session
+        check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
+        refuse_tail(session)
+        mirror = mirror_of(session)
+        add_groups(mirror, read.groups, set(touched))
+        out = Outcome(
+            event_id=new_event_id(),
+            now=now(),
+            before=before_totals(session),
+            attempt=attempt,
+            changes=changes,
+        )
+        apply_changes(mirror.session, changes, self.counter(session_id), out)
+        if not out.changed:
+            return None
+        name, params = event_label(changes, strategy)
+        event = await write_back_in_one_statement(
+            conn, mirror, out, phase=phase, strategy=name, params=params
+        )
+        if event is not None:
+            seen.key, seen.written = session_key(session), mirror.written
+        return event
 
     async def apply(
         self,

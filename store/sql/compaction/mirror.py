@@ -269,6 +269,8 @@ async def lock_with_groups(
     session_id: str,
     group_ids: Collection[str],
     taken: Collection[str],
+    *,
+    lock: bool = True,
 ) -> Locked | None:
     """Lock the session row as :func:`~store.sql.sessions.lock_session` does and read
     the groups :func:`load_groups_around` loads and how many of the ``taken`` ids are
@@ -284,10 +286,15 @@ async def lock_with_groups(
     messages moves its cache key (incarnation, revision), so the statement also reads
     the key its snapshot saw; when the two differ the groups are read again, now that
     the lock is held (a second statement, as every write did before).
+
+    Without ``lock`` it is the same read, as of its statement's snapshot, locking
+    nothing (for a write in one statement that is gated by the session's revision).
     """
     if len(group_ids) > CHUNK or len(taken) > CHUNK:
         return None
     capabilities = dialect.of(conn)
+    if not lock:
+        capabilities = replace(capabilities, row_locks=False)
     query = _session_with_groups(capabilities)
     params = {
         "tenant": tenant,

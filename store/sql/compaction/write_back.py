@@ -60,7 +60,7 @@ from store.sql.statements import (
 from strategies.messages import Message
 from strategies.view import Totals
 
-__all__ = ["write_back", "write_outcome"]
+__all__ = ["GROUP_SETS", "Planned", "plan_write_back", "rows_json", "write_back", "write_outcome"]
 
 
 @dataclass
@@ -104,6 +104,8 @@ class _Plan:
     """Groups whose token count changed."""
     summary_groups: list[dict[str, Any]] = field(default_factory=list)
     summary_messages: list[dict[str, Any]] = field(default_factory=list)
+    group_rows: list[dict[str, Any]] = field(default_factory=list)
+    """The whole rows of the groups upserted (see :func:`_group_rows`)."""
     also: list[tuple[UpdateBase, dict[str, Any]]] = field(default_factory=list)
     """Writes, with their parameters, left to the statement that writes the event and
     the session row (:func:`~store.sql.audit.write_event_and_session`): the one
@@ -310,7 +312,7 @@ async def _write(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
         for state, ids in plan.exclusions.items():
             values = dict(zip(_LINK_COLUMNS[:3], state, strict=True))
             await _update_among(conn, mirror, "messages", "group_id", ids, values)
-    await _write_groups(conn, mirror, plan)
+    await _write_groups(conn, plan)
     for part in chunks(plan.summary_messages):
         await conn.execute(INSERT_MESSAGE, list(part))
 
@@ -323,17 +325,17 @@ its token count and event: one statement, run once per row."""
 
 
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
-_GROUP_SETS = (*_LINK_COLUMNS, "token_count")
+GROUP_SETS = (*_LINK_COLUMNS, "token_count")
 """What a write-back changes in a stored group row."""
 
 
 @cache
 def _group_upsert(insert: Callable[[Table], Any]) -> Any:
-    """An ``INSERT`` of whole group rows that, for a stored group, sets :data:`_GROUP_SETS`."""
+    """An ``INSERT`` of whole group rows that, for a stored group, sets :data:`GROUP_SETS`."""
     statement = insert(GROUPS)
     return statement.on_conflict_do_update(
         index_elements=[GROUPS.c.tenant, GROUPS.c.session_id, GROUPS.c.group_id],
-        set_={name: statement.excluded[name] for name in _GROUP_SETS},
+        set_={name: statement.excluded[name] for name in GROUP_SETS},
     )
 
 
@@ -349,7 +351,7 @@ def _groups_from_json(insert: Callable[[Table], Any]) -> Any:
     statement = insert(GROUPS).from_select(names, select(*(rows.c[name] for name in names)))
     return statement.on_conflict_do_update(
         index_elements=[GROUPS.c.tenant, GROUPS.c.session_id, GROUPS.c.group_id],
-        set_={name: statement.excluded[name] for name in _GROUP_SETS},
+        set_={name: statement.excluded[name] for name in GROUP_SETS},
     )
 
 
@@ -360,8 +362,9 @@ def _json_value(value: Any) -> Any:
     raise TypeError(f"no JSON for a {type(value).__name__}")  # pragma: no cover
 
 
-def _rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """The parameter of :func:`_groups_from_json` for whole group ``rows``."""
+def rows_json(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """The parameter of :func:`_groups_from_json` for whole group ``rows`` (``group_rows``:
+    one JSON array, read by ``json_populate_recordset`` as rows of the groups' table)."""
     return {"group_rows": json.dumps(rows, default=_json_value, separators=(",", ":"))}
 
 
@@ -370,12 +373,9 @@ def _whole(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]
     return {name: values[name] if name in values else base[name] for name in _GROUP_COLUMNS}
 
 
-async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> None:
-    """The groups whose links or token count changed and the summaries inserted, in
-    one statement: an upsert of whole rows (a stored group's row as loaded, with its
-    new values), whatever the number of distinct values. Where the database runs
-    data-modifying ``WITH`` queries, the upsert takes its rows from one JSON parameter
-    and goes with the event's statement (``plan.also``)."""
+def _group_rows(mirror: Mirror, plan: _Plan) -> list[dict[str, Any]]:
+    """The whole rows of the groups whose links or token count changed (each stored
+    group's row as loaded, with its new values), then the summaries'."""
     loaded = mirror.loaded
     rows: list[dict[str, Any]] = []
     for links, ids in plan.links.items():
@@ -383,8 +383,18 @@ async def _write_groups(conn: AsyncConnection, mirror: Mirror, plan: _Plan) -> N
         rows.extend(_whole(loaded[group_id], values) for group_id in sorted(ids))
     rows.extend(_whole(loaded[r[_KEY]], r) for r in plan.recounted)
     rows.extend(_whole(_GROUP_DEFAULTS, values) for values in plan.summary_groups)
+    return rows
+
+
+async def _write_groups(conn: AsyncConnection, plan: _Plan) -> None:
+    """The groups whose links or token count changed and the summaries inserted, in
+    one statement: an upsert of whole rows (:func:`_group_rows`), whatever the number
+    of distinct values. Where the database runs data-modifying ``WITH`` queries, the
+    upsert takes its rows from one JSON parameter and goes with the event's statement
+    (``plan.also``)."""
+    rows = plan.group_rows
     if rows and dialect.of(conn).data_modifying_ctes:
-        plan.also.append((_groups_from_json(dialect.of(conn).insert), _rows_json(rows)))
+        plan.also.append((_groups_from_json(dialect.of(conn).insert), rows_json(rows)))
         return
     statement = _group_upsert(dialect.of(conn).insert)
     for part in chunks(rows):
@@ -405,20 +415,25 @@ write that leaves every group's messages as they were unless it changes its row,
 session's write chain)."""
 
 
-async def write_back(
-    conn: AsyncConnection,
-    mirror: Mirror,
-    out: Outcome,
-    *,
-    phase: Phase,
-    strategy: str,
-    params: dict[str, Any],
-    chained: bool = False,
-) -> CompactionEvent:
-    """Write what ``out`` changed in the mirror, with its audit event; return the event.
-    ``chained``: the change left every group's messages as they were unless it changed
-    the group's row (no reductions, no restore), and extends the session's write chain
-    (:data:`~store.sql.statements.CHAINED`)."""
+@dataclass(frozen=True)
+class Planned:
+    """What a write-back writes, planned from the mirror before any statement runs."""
+
+    plan: _Plan
+    event: CompactionEvent
+    session_params: dict[str, Any]
+    """The parameters of the session row's update (:data:`_SESSION_AFTER_WRITE`)."""
+    number: int
+    """The event's number in the session."""
+    revision: int
+    """The session's revision after the write."""
+
+
+def plan_write_back(
+    mirror: Mirror, out: Outcome, *, phase: Phase, strategy: str, params: dict[str, Any]
+) -> Planned:
+    """Plan the write of what ``out`` changed in the mirror, with its audit event (and
+    set ``mirror.written``, the rows the write leaves); nothing is written."""
     delta = _Delta()
     plan = _Plan()
     _plan_rows(mirror, out, plan, delta)
@@ -427,7 +442,7 @@ async def write_back(
             _plan_group(mirror, group, plan, delta)
         else:
             _plan_summary(mirror, group, out.now, plan, delta)
-    await _write(conn, mirror, plan)
+    plan.group_rows = _group_rows(mirror, plan)
     row = mirror.row
     after = Totals(
         messages=row["active_messages"] + delta.messages,
@@ -448,29 +463,51 @@ async def write_back(
     )
     event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
     s = mirror.session
+    session_params = {
+        **key_params(s.tenant, s.session_id),
+        "v_next_seq": s.next_seq,
+        "v_updated_at": out.now,
+        "d_stored_messages": delta.stored_messages,
+        "d_stored_groups": delta.stored_groups,
+        "d_stored_tokens": delta.stored_tokens,
+        "v_active_messages": after.messages,
+        "v_active_groups": after.groups,
+        "v_active_tokens": after.tokens,
+    }
+    return Planned(plan, event, session_params, row["event_count"] + 1, row["revision"] + 1)
+
+
+async def write_back(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    out: Outcome,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+    chained: bool = False,
+) -> CompactionEvent:
+    """Write what ``out`` changed in the mirror, with its audit event; return the event.
+    ``chained``: the change left every group's messages as they were unless it changed
+    the group's row (no reductions, no restore), and extends the session's write chain
+    (:data:`~store.sql.statements.CHAINED`)."""
+    planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
+    plan = planned.plan
+    await _write(conn, mirror, plan)
+    s = mirror.session
     await write_event_and_session(
         conn,
-        event,
+        planned.event,
         _SESSION_AFTER_CHAINED_WRITE if chained else _SESSION_AFTER_WRITE,
-        {
-            **key_params(s.tenant, s.session_id),
-            "v_next_seq": s.next_seq,
-            "v_updated_at": out.now,
-            "d_stored_messages": delta.stored_messages,
-            "d_stored_groups": delta.stored_groups,
-            "d_stored_tokens": delta.stored_tokens,
-            "v_active_messages": after.messages,
-            "v_active_groups": after.groups,
-            "v_active_tokens": after.tokens,
-        },
+        planned.session_params,
         tenant=s.tenant,
         session_id=s.session_id,
-        number=row["event_count"] + 1,
-        revision=row["revision"] + 1,
+        number=planned.number,
+        revision=planned.revision,
         also=plan.also,
     )
-    log_event(event)
-    return event
+    log_event(planned.event)
+    return planned.event
 
 
 _EVENT_COUNTED = session_update((), (), counters=("event_count",), revision=False)

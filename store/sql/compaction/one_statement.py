@@ -1,0 +1,231 @@
+"""A compaction's write-back in one statement, where the database runs data-modifying
+``WITH`` queries (PostgreSQL), on a connection in autocommit.
+
+The transactional write-back (:meth:`~store.sql.compaction.compactor.Compactor.apply`)
+is ``BEGIN``, the session row locked with the groups the change set touches, one
+statement for the event, the groups and the session row, a second for a summary's
+message, ``COMMIT``: five round trips, the session locked across four of them. Here:
+
+1. one statement reads what the locked read reads (the session row, the touched groups
+   and every group at their anchors, how many of the summaries' ids are taken), as of
+   its own snapshot, locking nothing
+   (:func:`~store.sql.compaction.mirror.lock_with_groups` with ``lock=False``);
+2. the shared rules apply the change set to the mirror and the write is planned
+   (:func:`~store.sql.compaction.write_back.plan_write_back`), as under the lock;
+3. one statement writes it all, every part a ``WITH`` query gated by the first: the
+   session row's ``UPDATE`` where its cache key (incarnation, revision) is still the
+   one the plan was made on. Every write of a session's messages or groups moves that
+   key, so an unchanged key means the plan was made from the state it is written over;
+   the ``UPDATE`` holds the row lock for that statement alone, and every other writer
+   takes that row first.
+
+:func:`write_back_in_one_statement` gives None, having written nothing, when the
+transactional write-back should do the work: a change set that reduces messages (their
+rows are loaded and kept for the forks that read them), a stored text too large for
+one statement, or a gate that did not hold (another writer got there first: the
+transactional apply reads again under the lock, and keeps what of the plan still
+applies).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from sqlalchemy import JSON, Column
+from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from store.models import CompactionEvent, Phase
+from store.rules.changes import Outcome, log_event
+from store.sql.append.inserts import DriverInsert, holds_large_text, message_insert
+from store.sql.audit import INSERT_EVENT, event_values, link_rows
+from store.sql.compaction.mirror import Mirror
+from store.sql.compaction.write_back import GROUP_SETS, plan_write_back, rows_json
+from store.sql.dialect import kept_on
+from store.sql.driver_sql import Parameters, rows_of, sql_type
+from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, SESSIONS
+from store.sql.statements import CHAINED
+
+__all__ = ["write_back_in_one_statement"]
+
+_GATE: Final = "EXISTS (SELECT FROM written_session)"
+_SET: Final = ("next_seq", "updated_at", "active_messages", "active_groups", "active_tokens")
+"""The session row's columns the write sets (``v_<column>``)."""
+_ADDED: Final = ("stored_messages", "stored_groups", "stored_tokens")
+"""The session row's columns the write adds to (``d_<column>``)."""
+_EXCLUSION: Final = ("group_id", "excluded", "excluded_reason", "excluded_event_id")
+_EVENT_COLUMN: Final = {"params_json": "params"}
+"""The event table's column of each event parameter named otherwise."""
+_MESSAGE_DEFAULTS: Final = {"source_system": None, "source_id": None, "imported_at": None}
+"""The message parameters a summary's row leaves empty."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    sql: str
+    names: tuple[str, ...]
+    event: DriverInsert
+    """The event's parameters, in order, and their bind processors."""
+    messages: DriverInsert
+    """A summary message's parameters, in order, and their bind processors."""
+
+
+def _statement(dialect: Dialect) -> _Statement:
+    return kept_on(dialect, "one_statement_compaction", lambda: _write(dialect))
+
+
+def _scalar(bind: Parameters, name: str, column: Column[Any], dialect: Dialect) -> str:
+    """One parameter of ``column``'s type (a JSON column's is the encoded text)."""
+    target = sql_type(column, dialect)
+    if isinstance(column.type, JSON):
+        return f"CAST({bind(name, 'text')} AS {target})"
+    return bind(name, target)
+
+
+def _write(dialect: Dialect) -> _Statement:
+    """The write-back's one statement for ``dialect``, its parameters named.
+
+    The session row's ``UPDATE`` is the gate: it writes only where the session's
+    incarnation and revision are those the plan was made on, and every other part
+    writes only where it did (a statement that waited for another writer's lock sees
+    the row as that writer left it, its revision moved: nothing is written). The
+    statement gives the revision it wrote, null when it wrote nothing.
+    """
+    bind = Parameters()
+    tenant, session_id = bind("w_tenant", "text"), bind("w_session_id", "text")
+    keyed = f"tenant = {tenant} AND session_id = {session_id}"
+    s = SESSIONS.c
+    sets = [f"{name} = {bind('v_' + name, sql_type(s[name], dialect))}" for name in _SET]
+    sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in _ADDED]
+    sets += [f"{name} = {value}" for name, value in CHAINED.items()]
+    gate = (
+        f"incarnation IS NOT DISTINCT FROM {bind('incarnation', 'text')}"
+        f" AND revision = {bind('revision', 'bigint')}"
+    )
+    event = DriverInsert.compile(INSERT_EVENT, _event_parameters(), dialect)
+    event_columns = [_EVENT_COLUMN.get(name, name) for name in event.columns]
+    event_values = [
+        _scalar(bind, "e_" + name, EVENTS.c[column], dialect)
+        for name, column in zip(event.columns, event_columns, strict=True)
+    ]
+    event_id = event_values[event.columns.index("event_id")]
+    links = f"unnest({bind('link_groups', 'text[]')}, {bind('link_actions', 'text[]')})"
+    excluded_groups = bind("x_group_id", "text[]")
+    exclusions = (
+        f"unnest({excluded_groups}, {bind('x_excluded', 'boolean[]')},"
+        f" {bind('x_excluded_reason', 'text[]')}, {bind('x_excluded_event_id', 'text[]')})"
+    )
+    group_columns = [c.key for c in GROUPS.c]
+    messages = message_insert(dialect)
+    message_rows = rows_of(MESSAGES, messages.table_columns, "m_", bind, dialect)
+    sql = f"""WITH written_session AS (
+  UPDATE {SESSIONS.name} SET {", ".join(sets)},
+    event_count = event_count + 1, revision = revision + 1
+  WHERE {keyed} AND {gate}
+  RETURNING revision
+), written_event AS (
+  INSERT INTO {EVENTS.name} ({", ".join(event_columns)})
+  SELECT {", ".join(event_values)} WHERE {_GATE}
+), written_links AS (
+  INSERT INTO {EVENT_GROUPS.name} (tenant, session_id, event_id, group_id, action)
+  SELECT {tenant}, {session_id}, {event_id}, u.group_id, u.action
+  FROM {links} AS u(group_id, action) WHERE {_GATE}
+), excluded_messages AS (
+  UPDATE {MESSAGES.name} AS m SET
+    {", ".join(f"{name} = u.{name}" for name in _EXCLUSION[1:])}
+  FROM {exclusions} AS u({", ".join(_EXCLUSION)})
+  WHERE m.tenant = {tenant} AND m.session_id = {session_id}
+    AND m.group_id = ANY({excluded_groups}) AND m.group_id = u.group_id AND {_GATE}
+), written_groups AS (
+  INSERT INTO {GROUPS.name} ({", ".join(group_columns)})
+  SELECT {", ".join(f"r.{name}" for name in group_columns)}
+  FROM json_populate_recordset(NULL::{GROUPS.name}, {bind("group_rows", "json")}) AS r
+  WHERE {_GATE}
+  ON CONFLICT (tenant, session_id, group_id)
+  DO UPDATE SET {", ".join(f"{name} = excluded.{name}" for name in GROUP_SETS)}
+), written_messages AS (
+  INSERT INTO {MESSAGES.name} ({", ".join(messages.table_columns)})
+  {message_rows} WHERE {_GATE}
+)
+SELECT (SELECT revision FROM written_session) AS written"""
+    return _Statement(sql, tuple(bind.names), event, messages)
+
+
+def _event_parameters() -> tuple[str, ...]:
+    """The parameters of :data:`~store.sql.audit.INSERT_EVENT`, in the table's order."""
+    return tuple("params_json" if c.key == "params" else c.key for c in EVENTS.c)
+
+
+def _columns(
+    prefix: str, names: Sequence[str], rows: Sequence[Sequence[Any]]
+) -> dict[str, list[Any]]:
+    """One array parameter a column of ``rows`` (named ``prefix`` + column)."""
+    columns: list[list[Any]] = [[] for _ in names]
+    for row in rows:
+        for column, value in zip(columns, row, strict=True):
+            column.append(value)
+    return {prefix + name: column for name, column in zip(names, columns, strict=True)}
+
+
+async def write_back_in_one_statement(
+    conn: AsyncConnection,
+    mirror: Mirror,
+    out: Outcome,
+    *,
+    phase: Phase,
+    strategy: str,
+    params: dict[str, Any],
+) -> CompactionEvent | None:
+    """Write what ``out`` changed in ``mirror`` (read without a lock, at the revision
+    the plan was made on), with its audit event, in one statement on ``conn``, a
+    connection in autocommit; the event, or None, having written nothing, when the
+    transactional write-back should write (see the module). The write extends the
+    session's write chain (:data:`~store.sql.statements.CHAINED`): it reduces nothing."""
+    planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
+    plan = planned.plan
+    if plan.unreduced or plan.reduced:
+        return None
+    statement = _statement(conn.dialect)
+    messages = [
+        statement.messages.row({**_MESSAGE_DEFAULTS, **values}) for values in plan.summary_messages
+    ]
+    if messages and holds_large_text(messages, statement.messages.texts):
+        return None
+    s, event = mirror.session, planned.event
+    values = event_values(
+        s.tenant, s.session_id, event, number=planned.number, revision=planned.revision
+    )
+    links = link_rows(event)
+    exclusions = [
+        (group_id, *state) for state, ids in plan.exclusions.items() for group_id in sorted(ids)
+    ]
+    bound: dict[str, Any] = {
+        **planned.session_params,
+        "incarnation": mirror.row["incarnation"],
+        "revision": mirror.row["revision"],
+        "link_groups": [group_id for group_id, _ in links],
+        "link_actions": [action for _, action in links],
+        **rows_json(plan.group_rows),
+        **_columns("x_", _EXCLUSION, exclusions),
+        **_columns("m_", statement.messages.table_columns, messages),
+    }
+    bound.update(("e_" + name, value) for name, value in _event_row(statement, values).items())
+    try:
+        row = (
+            await conn.exec_driver_sql(statement.sql, tuple(bound[n] for n in statement.names))
+        ).one()
+    except IntegrityError:
+        return None  # another writer stored a summary's id: the transactional write sees it
+    if row[0] is None:
+        return None
+    log_event(event)
+    return event
+
+
+def _event_row(statement: _Statement, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The event's parameters as the driver takes them (bind processors applied)."""
+    event = statement.event
+    return dict(zip(event.columns, event.row(values), strict=True))
