@@ -42,6 +42,7 @@ from store.rules.records import now
 from store.sql.branches.sharing import refuse_tail
 from store.sql.compaction.mirror import (
     Locked,
+    Mirror,
     Written,
     add_groups,
     before_totals,
@@ -310,6 +311,29 @@ class Compactor:
         current = {r["group_id"]: GroupState(bool(r["excluded"]), fingerprint(r)) for r in rows}
         return still_valid(changes, snapshot.groups, current)
 
+    def _applied(
+        self,
+        session_id: str,
+        mirror: Mirror,
+        changes: ChangeSet,
+        strategy: CompactionStrategy | None,
+        attempt: Attempt | None,
+    ) -> tuple[Outcome, str, dict[str, Any]] | None:
+        """``changes`` applied to ``mirror`` by the shared rules: the outcome and the
+        event's strategy and parameters; None when nothing changed."""
+        out = Outcome(
+            event_id=new_event_id(),
+            now=now(),
+            before=before_totals(mirror.row),
+            attempt=attempt,
+            changes=changes,
+        )
+        apply_changes(mirror.session, changes, self.counter(session_id), out)
+        if not out.changed:
+            return None
+        name, params = event_label(changes, strategy)
+        return out, name, params
+
     async def apply_at_once(
         self,
         conn: AsyncConnection,
@@ -338,17 +362,10 @@ class Compactor:
         refuse_tail(session)
         mirror = mirror_of(session)
         add_groups(mirror, read.groups, set(touched))
-        out = Outcome(
-            event_id=new_event_id(),
-            now=now(),
-            before=before_totals(session),
-            attempt=attempt,
-            changes=changes,
-        )
-        apply_changes(mirror.session, changes, self.counter(session_id), out)
-        if not out.changed:
+        applied = self._applied(session_id, mirror, changes, strategy, attempt)
+        if applied is None:
             return None
-        name, params = event_label(changes, strategy)
+        out, name, params = applied
         event = await write_back_in_one_statement(
             conn, mirror, out, phase=phase, strategy=name, params=params
         )
@@ -397,17 +414,10 @@ class Compactor:
         if locked is None or guessed != session["next_seq"] or locked.taken:
             wanted += summary_id_candidates(changes, session["next_seq"])
         await load_rows_by_id(conn, mirror, set(wanted))
-        out = Outcome(
-            event_id=new_event_id(),
-            now=now(),
-            before=before_totals(session),
-            attempt=attempt,
-            changes=changes,
-        )
-        apply_changes(mirror.session, changes, self.counter(session_id), out)
-        if not out.changed:
+        applied = self._applied(session_id, mirror, changes, strategy, attempt)
+        if applied is None:
             return None
-        name, params = event_label(changes, strategy)
+        out, name, params = applied
         event = await write_back(
             conn,
             mirror,

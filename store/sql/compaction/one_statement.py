@@ -214,12 +214,11 @@ async def write_back_in_one_statement(
     }
     bound.update(("e_" + name, value) for name, value in _event_row(statement, values).items())
     try:
-        row = (
-            await conn.exec_driver_sql(statement.sql, tuple(bound[n] for n in statement.names))
-        ).one()
+        result = await conn.exec_driver_sql(statement.sql, tuple(bound[n] for n in statement.names))
+        (revision,) = result.one()
     except IntegrityError:
         return None  # another writer stored a summary's id: the transactional write sees it
-    if row[0] is None:
+    if revision is None:
         return None
     log_event(event)
     return event

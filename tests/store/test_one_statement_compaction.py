@@ -1,0 +1,126 @@
+"""A compaction's write-back in one statement (PostgreSQL), against the write transaction.
+
+The same turns are appended and compacted in two sessions, with a context-window
+strategy small enough that most turns' compactions exclude groups and insert summaries
+of tool results. One session's write-backs go in one statement; the other's are made to
+fall back (the one statement gives None) and go through the write transaction. The two
+sessions must then be the same, row by row (messages, groups, the session's counters
+and totals, the events and their links), and the one statement must have been used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy import event, text
+
+import store.sql.compaction.compactor as compactor
+from store import HistoryStore
+from strategies import ContextWindowCompactionStrategy
+from strategies.messages import Message
+from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests.groups.support import assistant, call, result, tool, user
+
+pytestmark = pytest.mark.parametrize(
+    "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+
+_MESSAGE_COLUMNS = (
+    "seq, anchor, slot, message_id, role, CAST(contents AS text) AS contents, group_id, "
+    "group_kind, token_count, excluded, excluded_reason"
+)
+_GROUP_COLUMNS = (
+    "group_id, kind, turn, anchor, slot, first_seq, first_position, message_count, "
+    "token_count, pinned, excluded, excluded_reason, summarized_by, summary_of"
+)
+_SESSION_COLUMNS = (
+    "next_seq, revision, event_count, stored_messages, stored_groups, stored_tokens, "
+    "active_messages, active_groups, active_tokens"
+)
+_EVENT_COLUMNS = (
+    "number, phase, strategy, messages_before, messages_after, groups_before, "
+    "groups_after, tokens_before, tokens_after, revision, outcome"
+)
+
+
+def _turn(n: int) -> list[Message]:
+    found = " ".join(f"line {i} of what the search found for turn {n}" for i in range(150))
+    return [
+        user(f"u{n}", f"question {n}: " + "why " * 30),
+        assistant(f"c{n}", call(f"k{n}", "search")),
+        tool(f"t{n}", result(f"k{n}", found)),
+        assistant(f"a{n}", f"answer {n}: " + "because " * 30),
+    ]
+
+
+async def _rows(store: HistoryStore, session_id: str) -> dict[str, Any]:
+    """The session's rows, event ids left out (each write-back draws its own)."""
+    queries = {
+        "messages": f"SELECT {_MESSAGE_COLUMNS} FROM chatledger_messages"
+        " WHERE session_id = :s ORDER BY seq",
+        "groups": f"SELECT {_GROUP_COLUMNS} FROM chatledger_groups"
+        " WHERE session_id = :s ORDER BY group_id",
+        "session": f"SELECT {_SESSION_COLUMNS} FROM chatledger_sessions WHERE session_id = :s",
+        "events": f"SELECT {_EVENT_COLUMNS} FROM chatledger_events"
+        " WHERE session_id = :s ORDER BY number",
+        "links": "SELECT e.number, l.group_id, l.action FROM chatledger_event_groups AS l"
+        " JOIN chatledger_events AS e ON e.tenant = l.tenant"
+        " AND e.session_id = l.session_id AND e.event_id = l.event_id"
+        " WHERE l.session_id = :s ORDER BY e.number, l.group_id, l.action",
+    }
+    async with store.engine.connect() as conn:
+        return {
+            name: [tuple(r) for r in await conn.execute(text(sql), {"s": session_id})]
+            for name, sql in queries.items()
+        }
+
+
+async def _compacted(store: HistoryStore, session_id: str, turns: int) -> int:
+    """Append and compact ``turns`` turns; how many compactions wrote."""
+    strategy = ContextWindowCompactionStrategy(
+        max_context_window_tokens=8_000, max_output_tokens=500, keep_last_tool_call_groups=1
+    )
+    wrote = 0
+    for n in range(turns):
+        await store.append(session_id, _turn(n))
+        wrote += await store.compact(session_id, strategy, phase="after_run") is not None
+        await store.context(session_id)
+    return wrote
+
+
+async def test_one_statement_writes_what_the_transaction_writes(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "INSERT INTO chatledger_events" in statement:
+            statements.append(statement.split()[1])  # the first WITH query's name
+
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        wrote = await _compacted(store, "one", 12)
+        at_once = list(statements)
+
+        async def never(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        monkeypatch.setattr(f"{compactor.__name__}.write_back_in_one_statement", never)
+        statements.clear()
+        assert await _compacted(store, "two", 12) == wrote
+        in_transactions = list(statements)
+        monkeypatch.undo()
+        one, two = await _rows(store, "one"), await _rows(store, "two")
+        assert (await store.doctor("one")).findings == ()
+        assert (await store.doctor("two")).findings == ()
+    assert wrote >= 8, "the strategy should have compacted in most turns"
+    # every write-back of the first session in its one statement, which begins with
+    # the session row's gate; the second's in the write transaction's event statement
+    assert at_once == ["written_session"] * wrote, at_once
+    assert in_transactions == ["written_event"] * wrote, in_transactions
+    summaries = [m for m in one["messages"] if m[7] == "summary"]
+    assert summaries, "the strategy should have summarized tool results"
+    assert any(m[9] for m in one["messages"]), "the strategy should have excluded groups"
+    for name in one:
+        assert one[name] == two[name], name
