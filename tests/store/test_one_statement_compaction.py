@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import event, text
 
 import store.sql.compaction.compactor as compactor
+import store.sql.compaction.mirror as mirror
 from store import HistoryStore
 from strategies import ContextWindowCompactionStrategy
 from strategies.messages import Message
@@ -122,5 +123,75 @@ async def test_one_statement_writes_what_the_transaction_writes(
     summaries = [m for m in one["messages"] if m[7] == "summary"]
     assert summaries, "the strategy should have summarized tool results"
     assert any(m[9] for m in one["messages"]), "the strategy should have excluded groups"
+    for name in one:
+        assert one[name] == two[name], name
+
+
+async def _interleaved(
+    store: HistoryStore, other: HistoryStore, session_id: str, turns: int
+) -> int:
+    """:func:`_compacted`, with ``other`` appending a turn of its own to the session
+    each time a compaction has planned and reads the groups it touches (after its
+    snapshot: the plan was made before that append); how many compactions wrote."""
+    read = mirror.lock_with_groups
+    appended: list[int] = []
+
+    async def after_another_append(*args: Any, **kwargs: Any) -> Any:
+        if not appended or appended[-1] != len(pending):
+            appended.append(len(pending))
+            await other.append(session_id, _turn(1_000 + len(pending)))
+        return await read(*args, **kwargs)
+
+    pending: list[int] = []
+    strategy = ContextWindowCompactionStrategy(
+        max_context_window_tokens=8_000, max_output_tokens=500, keep_last_tool_call_groups=1
+    )
+    wrote = 0
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(f"{compactor.__name__}.lock_with_groups", after_another_append)
+        for n in range(turns):
+            await store.append(session_id, _turn(n))
+            pending.append(n)  # one append of the other writer during this compaction
+            wrote += await store.compact(session_id, strategy, phase="after_run") is not None
+    return wrote
+
+
+async def test_a_plan_lands_after_another_writers_append(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another store appends between a compaction's snapshot and its read without a
+    lock: what of the plan still applies to the groups as read (all of it: the append
+    adds groups of its own) is written in one statement, and the session is what the
+    write transaction makes of the same interleaving."""
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "INSERT INTO chatledger_events" in statement:
+            statements.append(statement.split()[1])
+
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as store,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        wrote = await _interleaved(store, other, "one", 10)
+        at_once = list(statements)
+
+        async def never(*args: Any, **kwargs: Any) -> None:
+            return None
+
+        monkeypatch.setattr(f"{compactor.__name__}.write_back_in_one_statement", never)
+        statements.clear()
+        assert await _interleaved(store, other, "two", 10) == wrote
+        in_transactions = list(statements)
+        monkeypatch.undo()
+        one, two = await _rows(store, "one"), await _rows(store, "two")
+        assert (await store.doctor("one")).findings == ()
+    assert wrote >= 6, "the strategy should have compacted in most turns"
+    assert at_once == ["written_session"] * wrote, at_once
+    assert in_transactions == ["written_event"] * wrote, in_transactions
+    ids = [m[3] for m in one["messages"]]
+    assert ids.index("u4") < ids.index("u1005") < ids.index("u5")  # during the 5th compaction
     for name in one:
         assert one[name] == two[name], name

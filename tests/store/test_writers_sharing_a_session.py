@@ -33,8 +33,9 @@ async def _stores(db_url: str) -> AsyncIterator[tuple[HistoryStore, HistoryStore
 
 @asynccontextmanager
 async def _two_writers(db_url: str) -> AsyncIterator[tuple[HistoryStore, HistoryStore, list[str]]]:
-    """Two stores on one database, the first one's write transactions counted; the
-    second has written the session since the first did."""
+    """Two stores on one database, the first one's writes counted (its write
+    transactions, and its writes in one statement that wrote); the second has written
+    the session since the first did."""
     async with _stores(db_url) as (mine, other):
         await mine.append("s", _chat())
         await mine.context("s")
@@ -46,7 +47,16 @@ async def _two_writers(db_url: str) -> AsyncIterator[tuple[HistoryStore, History
             writes.append(getattr(operation, "__qualname__", "write"))
             return await write(operation)
 
+        at_once = mine._in_one_statement
+
+        async def counted_at_once(operation: Callable[[Any], Awaitable[Any]]) -> Any:
+            done = await at_once(operation)
+            if done is not None:
+                writes.append("one statement")
+            return done
+
         mine._write = counted  # type: ignore[method-assign]
+        mine._in_one_statement = counted_at_once  # type: ignore[method-assign]
         yield mine, other, writes
 
 

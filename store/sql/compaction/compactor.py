@@ -348,16 +348,28 @@ class Compactor:
         """Apply ``changes`` in one statement on ``conn``, a connection in autocommit
         (:mod:`~store.sql.compaction.one_statement`); the event, or None, having written
         nothing, when :meth:`apply` in a write transaction should: a change set that
-        reduces messages, a session that moved since the snapshot, a summary's id taken,
-        a change that changes nothing, a gate that did not hold."""
+        reduces messages, a summary's id taken, a plan that conflicts with another
+        writer's write since the snapshot, a change that changes nothing, a gate that
+        did not hold.
+
+        When another writer wrote since the snapshot, what of the plan still applies to
+        the groups as this read found them is applied, as :meth:`apply` does under the
+        lock; the statement's gate is then the revision this read found."""
         if changes.reductions or snapshot.next_seq is None:
             return None
         touched = changes.touched_group_ids
         taken = summary_id_candidates(changes, snapshot.next_seq)
         read = await lock_with_groups(conn, self.tenant, session_id, touched, taken, lock=False)
-        if read is None or read.taken or session_key(read.session) != snapshot.key:
+        if read is None or read.taken:
             return None
         session = read.session
+        if session_key(session) != snapshot.key:
+            if session["incarnation"] != snapshot.key[0]:
+                return None
+            valid = await self._still_valid(conn, session_id, snapshot, changes, read)
+            if isinstance(valid, Conflict):
+                return None  # the write transaction finds it again and reports it
+            changes, touched = valid, valid.touched_group_ids
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         refuse_tail(session)
         mirror = mirror_of(session)

@@ -10,21 +10,23 @@ message, ``COMMIT``: five round trips, the session locked across four of them. H
    and every group at their anchors, how many of the summaries' ids are taken), as of
    its own snapshot, locking nothing
    (:func:`~store.sql.compaction.mirror.lock_with_groups` with ``lock=False``);
-2. the shared rules apply the change set to the mirror and the write is planned
+2. when another writer wrote since the plan's snapshot, what of the plan still applies
+   to the groups as read is kept (:func:`~store.rules.conflicts.still_valid`, as under
+   the lock); the shared rules apply it to the mirror and the write is planned
    (:func:`~store.sql.compaction.write_back.plan_write_back`), as under the lock;
 3. one statement writes it all, every part a ``WITH`` query gated by the first: the
    session row's ``UPDATE`` where its cache key (incarnation, revision) is still the
-   one the plan was made on. Every write of a session's messages or groups moves that
-   key, so an unchanged key means the plan was made from the state it is written over;
-   the ``UPDATE`` holds the row lock for that statement alone, and every other writer
+   one read. Every write of a session's messages or groups moves that key, so an
+   unchanged key means the write was planned from the state it is written over; the
+   ``UPDATE`` holds the row lock for that statement alone, and every other writer
    takes that row first.
 
 :func:`write_back_in_one_statement` gives None, having written nothing, when the
 transactional write-back should do the work: a change set that reduces messages (their
 rows are loaded and kept for the forks that read them), a stored text too large for
-one statement, or a gate that did not hold (another writer got there first: the
-transactional apply reads again under the lock, and keeps what of the plan still
-applies).
+one statement, or a gate that did not hold (another writer wrote between the read and
+the statement: the transactional apply reads again under the lock, and keeps what of
+the plan still applies).
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def _write(dialect: Dialect) -> _Statement:
     """The write-back's one statement for ``dialect``, its parameters named.
 
     The session row's ``UPDATE`` is the gate: it writes only where the session's
-    incarnation and revision are those the plan was made on, and every other part
+    incarnation and revision are those the read found, and every other part
     writes only where it did (a statement that waited for another writer's lock sees
     the row as that writer left it, its revision moved: nothing is written). The
     statement gives the revision it wrote, null when it wrote nothing.
@@ -179,8 +181,8 @@ async def write_back_in_one_statement(
     strategy: str,
     params: dict[str, Any],
 ) -> CompactionEvent | None:
-    """Write what ``out`` changed in ``mirror`` (read without a lock, at the revision
-    the plan was made on), with its audit event, in one statement on ``conn``, a
+    """Write what ``out`` changed in ``mirror`` (read without a lock), with its audit
+    event, in one statement on ``conn``, a
     connection in autocommit; the event, or None, having written nothing, when the
     transactional write-back should write (see the module). The write extends the
     session's write chain (:data:`~store.sql.statements.CHAINED`): it reduces nothing."""
