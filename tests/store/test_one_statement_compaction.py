@@ -21,6 +21,7 @@ from store import HistoryStore
 from strategies import ContextWindowCompactionStrategy
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
+from tests.conformance.toy_strategies import ExcludeOldest
 from tests.groups.support import assistant, call, result, tool, user
 
 pytestmark = pytest.mark.parametrize(
@@ -195,3 +196,43 @@ async def test_a_plan_lands_after_another_writers_append(
     assert ids.index("u4") < ids.index("u1005") < ids.index("u5")  # during the 5th compaction
     for name in one:
         assert one[name] == two[name], name
+
+
+async def test_a_plan_another_writer_carried_out_meanwhile_ends_without_a_write(
+    db_url: str,
+) -> None:
+    """Another store carries the same plan out between a compaction's snapshot and its
+    read without a lock: the read shows it done, and the compaction ends there, with no
+    write transaction (which would queue for the session's row to find the same)."""
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as store,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        for n in range(3):
+            await store.append("s", _turn(n))
+        await store.context("s")
+        read = mirror.lock_with_groups
+        transactions: list[object] = []
+        write = store._write
+
+        async def counted(operation: Any) -> Any:
+            transactions.append(operation)
+            return await write(operation)
+
+        compacted: list[object] = []
+
+        async def after_the_other_compacts(*args: Any, **kwargs: Any) -> Any:
+            if not compacted:  # the other store's own compaction reads through here too
+                compacted.append(None)
+                compacted.append(await other.compact("s", ExcludeOldest(2)))
+            return await read(*args, **kwargs)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "_write", counted)
+            patch.setattr(f"{compactor.__name__}.lock_with_groups", after_the_other_compacts)
+            assert await store.compact("s", ExcludeOldest(2)) is None
+        assert transactions == [] and compacted[1] is not None
+        events = await store.audit("s")
+        assert [e.outcome for e in events] == ["applied"]  # the other's, once
+        assert {g.group_id for g in await store.excluded("s")} == set(events[0].excluded)

@@ -84,6 +84,13 @@ def fingerprint(row: Mapping[Any, Any]) -> Fingerprint:
     )
 
 
+class Done:
+    """What a write in one statement gives when another writer carried the plan out."""
+
+
+DONE = Done()
+
+
 @dataclass
 class Applied:
     """What an apply reports besides its result, for the cache."""
@@ -218,7 +225,7 @@ class Compactor:
                 return None
         seen = Applied()
 
-        async def at_once(conn: AsyncConnection) -> CompactionEvent | None:
+        async def at_once(conn: AsyncConnection) -> CompactionEvent | Done | None:
             seen.key = seen.written = None
             return await self.apply_at_once(
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
@@ -230,9 +237,10 @@ class Compactor:
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
             )
 
-        result: CompactionEvent | Conflict | None = None
-        if self.at_once is not None:
-            result = await self.at_once(at_once)
+        found = await self.at_once(at_once) if self.at_once is not None else None
+        if isinstance(found, Done):
+            return None
+        result: CompactionEvent | Conflict | None = found
         if result is None:
             result = await self.write(operation)
         if isinstance(result, CompactionEvent) and seen.key is not None:
@@ -344,10 +352,12 @@ class Compactor:
         snapshot: Snapshot,
         seen: Applied,
         attempt: Attempt,
-    ) -> CompactionEvent | None:
+    ) -> CompactionEvent | Done | None:
         """Apply ``changes`` in one statement on ``conn``, a connection in autocommit
-        (:mod:`~store.sql.compaction.one_statement`); the event, or None, having written
-        nothing, when :meth:`apply` in a write transaction should: a change set that
+        (:mod:`~store.sql.compaction.one_statement`); the event, :data:`DONE` when
+        another writer carried the plan out already (read without a lock, as the write
+        transaction would find it under the lock), or None, having written nothing,
+        when :meth:`apply` in a write transaction should: a change set that
         reduces messages, a summary's id taken, a plan that conflicts with another
         writer's write since the snapshot, a change that changes nothing, a gate that
         did not hold.
@@ -360,7 +370,7 @@ class Compactor:
         touched = changes.touched_group_ids
         taken = summary_id_candidates(changes, snapshot.next_seq)
         read = await lock_with_groups(conn, self.tenant, session_id, touched, taken, lock=False)
-        if read is None or read.taken:
+        if read is None:
             return None
         session = read.session
         if session_key(session) != snapshot.key:
@@ -369,7 +379,11 @@ class Compactor:
             valid = await self._still_valid(conn, session_id, snapshot, changes, read)
             if isinstance(valid, Conflict):
                 return None  # the write transaction finds it again and reports it
+            if valid.is_empty:
+                return DONE  # another writer carried the plan out: nothing to write
             changes, touched = valid, valid.touched_group_ids
+        if read.taken:
+            return None  # a summary's id is stored: the write transaction renames it
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         refuse_tail(session)
         mirror = mirror_of(session)
