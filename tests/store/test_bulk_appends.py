@@ -287,3 +287,37 @@ async def test_blank_sessions_are_written_in_as_many_statements_whatever_their_n
             others = [s for s in statements if s not in inserts]
             counts.append(len([s for s in others if not _statistics_statement(s)]))
         assert counts[0] == counts[1] <= 7, statements
+
+
+@ON_POSTGRES
+async def test_tables_whose_counters_were_reset_are_not_taken_for_never_analyzed(
+    db_url: str,
+) -> None:
+    # a database created from a template, or a server after a crash: the times of
+    # analysis are gone, the catalog still counts the rows; analyzing a large table
+    # inside a turn would cost that turn seconds
+    per_turn = len(_turns(1, "x"))
+    turns = CHECK_EVERY_ROWS // per_turn + 1  # each append crosses the check's interval
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
+        await store.append("s", _turns(turns, "a"))
+        async with store.engine.connect() as conn:
+            await conn.execute(text("ANALYZE"))
+            await conn.execute(text("SELECT pg_stat_reset()"))
+            await conn.commit()
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as fresh:
+
+        async def analyzes() -> int:
+            query = text(
+                "SELECT analyze_count FROM pg_stat_user_tables "
+                "WHERE relname = 'chatledger_messages'"
+            )
+            async with fresh.engine.connect() as conn:
+                return int((await conn.execute(query)).scalar_one())
+
+        for n in range(3):
+            await fresh.append("s", _turns(turns, f"b{n}"))
+            await asyncio.sleep(1.2)  # a backend publishes its counts at most once a second
+        written = 3 * turns * per_turn
+        # past the rule for tables never analyzed, short of the one for analyzed ones
+        assert UNANALYZED_ROWS * 2 <= written < FIRST_ANALYZE_ROWS
+        assert await analyzes() == 0
