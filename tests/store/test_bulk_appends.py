@@ -170,11 +170,7 @@ async def test_tables_never_analyzed_are_analyzed_after_a_hundred_changed_rows(
     async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
 
         async def groups_table() -> int:
-            query = text(
-                "SELECT analyze_count FROM pg_stat_user_tables WHERE relname = 'chatledger_groups'"
-            )
-            async with store.engine.connect() as conn:
-                return int((await conn.execute(query)).scalar_one())
+            return await _analyses(store, "chatledger_groups")
 
         assert await groups_table() == 0
         written = 0
@@ -185,6 +181,13 @@ async def test_tables_never_analyzed_are_analyzed_after_a_hundred_changed_rows(
             await asyncio.sleep(0.5)  # a backend publishes its counts at most once a second
         assert await groups_table() == 1
         assert UNANALYZED_ROWS <= written < FIRST_ANALYZE_ROWS
+
+
+async def _analyses(store: HistoryStore, table: str) -> int:
+    """How often the server says ``table`` was analyzed (by anyone)."""
+    query = text("SELECT analyze_count FROM pg_stat_user_tables WHERE relname = :table")
+    async with store.engine.connect() as conn:
+        return int((await conn.execute(query, {"table": table})).scalar_one())
 
 
 def _statistics_statement(statement: str) -> bool:
@@ -305,19 +308,10 @@ async def test_tables_whose_counters_were_reset_are_not_taken_for_never_analyzed
             await conn.execute(text("SELECT pg_stat_reset()"))
             await conn.commit()
     async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as fresh:
-
-        async def analyzes() -> int:
-            query = text(
-                "SELECT analyze_count FROM pg_stat_user_tables "
-                "WHERE relname = 'chatledger_messages'"
-            )
-            async with fresh.engine.connect() as conn:
-                return int((await conn.execute(query)).scalar_one())
-
         for n in range(3):
             await fresh.append("s", _turns(turns, f"b{n}"))
             await asyncio.sleep(1.2)  # a backend publishes its counts at most once a second
         written = 3 * turns * per_turn
         # past the rule for tables never analyzed, short of the one for analyzed ones
         assert UNANALYZED_ROWS * 2 <= written < FIRST_ANALYZE_ROWS
-        assert await analyzes() == 0
+        assert await _analyses(fresh, "chatledger_messages") == 0
