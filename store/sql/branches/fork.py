@@ -24,7 +24,7 @@ from sqlalchemy.sql import ColumnElement
 
 from store.errors import InvalidInput
 from store.models import CompactionEvent, SessionInfo
-from store.rules.branching import FORK_STRATEGY, carried, check_cut, trimmed_group
+from store.rules.branching import FORK_STRATEGY, check_cut, summary_fates, trimmed_group
 from store.sql.audit import write_event
 from store.sql.branches.resealing import reseal_in_place
 from store.sql.branches.rows import Filter, Lineage, conversation, read_lineage
@@ -224,17 +224,27 @@ async def carried_summaries(
     conn: AsyncConnection, tenant: str, cut: Cut
 ) -> tuple[list[str], list[str]]:
     """The summary groups of the cut conversation that the prefix keeps, and those it
-    drops (:func:`~store.rules.branching.carried`)."""
+    drops (:func:`~store.rules.branching.summary_fates`, the summaries in the order
+    they were stored): the prefix's groups are those begun at or before the cut, whole
+    unless the cut splits them. A summary's own row lies after the cut, yet a summary
+    of carried summaries is carried too."""
     g = GROUPS.c
-    query = select(g.group_id, g.summary_of).where(
+    query = select(g.first_seq, g.group_id, g.summary_of).where(
         g.tenant == tenant, g.session_id == cut.lineage.session_id, g.kind == "summary"
     )
-    whole = _Whole({r[_GROUP] for r in cut.after})
-    kept: list[str] = []
-    dropped: list[str] = []
-    for group_id, summary_of in sorted(await conn.execute(query)):
-        (kept if carried(list(summary_of or ()), whole, whole) else dropped).append(group_id)
-    return kept, dropped
+    summaries = sorted(
+        (int(first), str(group_id), [str(r) for r in summary_of or ()])
+        for first, group_id, summary_of in await conn.execute(query)
+    )
+    ids = {group_id for _, group_id, _ in summaries}
+    after = {r[_GROUP] for r in cut.after}
+    replaced = {r for _, _, some in summaries for r in some}
+    # of the groups a summary replaced, those begun at or before the cut: wholly
+    # before it, or split by it
+    prefix = {r for r in replaced if r not in ids and (r not in after or r in cut.split)}
+    return summary_fates(
+        ((group_id, some) for _, group_id, some in summaries), prefix, prefix - set(cut.split)
+    )
 
 
 async def shape_groups(
@@ -471,17 +481,6 @@ async def fork_session(
     )
     await write_event(conn, tenant, new_session_id, event, number=1, revision=1)
     return session_from_row(await read_session(conn, tenant, new_session_id))
-
-
-class _Whole(set[str]):
-    """Every group id but those given (membership by exclusion)."""
-
-    def __init__(self, excluded: set[str]) -> None:
-        super().__init__()
-        self._excluded = excluded
-
-    def __contains__(self, item: object) -> bool:
-        return item not in self._excluded
 
 
 async def _totals(conn: AsyncConnection, tenant: str, session_id: str) -> dict[str, int]:
