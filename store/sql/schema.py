@@ -388,6 +388,7 @@ class GroupRow(Base):
         _session_fk(),
         Index("chatledger_groups_active_idx", "tenant", "session_id", "excluded", "anchor", "slot"),
         Index("chatledger_groups_summarized_by_idx", "tenant", "session_id", "summarized_by"),
+        Index("chatledger_groups_written_idx", "tenant", "session_id", "written_revision"),
     )
 
     tenant: Mapped[str] = mapped_column(KEY, primary_key=True)
@@ -414,6 +415,13 @@ class GroupRow(Base):
     summary_of: Mapped[Any | None] = mapped_column(JSONType)
     """For a summary group: the ids of the groups it replaced, in order."""
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    written_revision: Mapped[int | None] = mapped_column(BigInteger)
+    """The session's revision that last wrote the row, set by every write of the
+    session's write chain (appends and compactions without reductions, see
+    :attr:`SessionRow.chain_since`); other writes may leave it as it was, as they break
+    the chain. A store whose cache holds the rows as of revision ``r`` reads only the
+    rows written after ``r`` when the chain reaches the session's revision from ``r``
+    (:mod:`store.sql.projection.catch_up`). Null for rows written before revision 0015."""
 
 
 class OpenCallRow(Base):

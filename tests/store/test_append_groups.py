@@ -56,6 +56,7 @@ def _groups() -> NewGroups:
         last={"g1": 0, "g2": 4, "g3": 2},  # g2's result comes after g3
         totals=totals,
         gains={"g3": [2, 7, 1]},
+        revision=8,
         stamp=STAMP,
     )
 
@@ -88,6 +89,7 @@ def _expected(dialect: Dialect) -> list[tuple[Any, ...]]:
             "pending_calls": pending,
             "orphan": orphan,
             "created_at": STAMP,
+            "written_revision": 8,
         }
         for gid, kind, turn, seq, position, count, tokens, reasoning, pending, orphan in rows
     ]

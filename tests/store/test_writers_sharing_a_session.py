@@ -18,6 +18,7 @@ from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.conformance.test_compaction import _chat
 from tests.conformance.toy_strategies import ExcludeOldest, Interfering, ReduceResults
 from tests.groups.conversations import assistant, call, result, tool, user
+from tests.store.test_cache import Statements
 
 
 @asynccontextmanager
@@ -168,3 +169,43 @@ async def test_writes_off_the_chain_make_a_store_read_everything_again(db_url: s
         await mine.context("s")
         again = _cached(mine)
         assert not [g for g in again if g in reduced and again[g] is reduced[g]]
+
+
+async def _sent_by_a_new_store(db_url: str) -> list[str]:
+    async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as fresh:
+        return [m.message_id for m in await fresh.context("s")]
+
+
+async def test_a_store_reads_only_the_group_rows_written_since_it_read(db_url: str) -> None:
+    """Another writer's appends and compaction (writes of the chain): the store reads the
+    group rows they wrote, in one statement with the session row, not every active
+    group again, and sends what a new store would."""
+    async with _stores(db_url) as (mine, other):
+        await mine.append("s", _chat())
+        await mine.context("s")
+        await other.append("s", [assistant("a4", "Sun again."), user("u4", "great")])
+        await other.compact("s", ExcludeOldest(1))
+        await other.append("s", [assistant("a5", "Rain later.")])
+        statements = Statements(mine)
+        sent = [m.message_id for m in await mine.context("s")]
+        assert sent == await _sent_by_a_new_store(db_url)
+        assert "u1" not in sent and sent[-3:] == ["a4", "u4", "a5"]
+        reads = statements.group_reads()
+        assert len(reads) == 1 and "written_revision >" in reads[0]
+
+
+async def test_an_append_that_absorbs_a_stored_group_breaks_the_chain(db_url: str) -> None:
+    """A result stored before its call has a group of its own, which the call's append
+    absorbs and deletes: no row tells a reader of the rows written since, so that append
+    is off the chain and the store reads every group again."""
+    async with _stores(db_url) as (mine, other):
+        await mine.append("s", [user("u1", "weather?"), tool("t1", result("c1", "sunny"))])
+        await mine.context("s")
+        await other.append("s", [assistant("a1", call("c1", "w")), user("u2", "thanks")])
+        statements = Statements(mine)
+        sent = [m.message_id for m in await mine.context("s")]
+        assert sent == await _sent_by_a_new_store(db_url)
+        assert not [s for s in statements.group_reads() if "written_revision >" in s]
+        entry = mine._cache.peek("s")
+        assert entry is not None and entry.views is not None
+        assert [view.group_id for view in entry.views] == ["group_u1", "group_a1", "group_u2"]

@@ -219,6 +219,7 @@ GROUP_COLUMNS: Final = (
     "pending_calls",
     "orphan",
     "created_at",
+    "written_revision",
 )
 """The bound parameters of a new group's row, in the order of the compiled ``INSERT``."""
 

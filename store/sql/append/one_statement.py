@@ -102,6 +102,7 @@ _GROUP_SHIFTS: Final = {
     "first_seq": "seq_shift",
     "first_position": "position_shift",
     "turn": "turn_shift",
+    "written_revision": "revision_shift",
 }
 
 
@@ -163,7 +164,7 @@ def _write(dialect: Dialect) -> _Statement:
       SELECT seen.revision FROM {SESSIONS.name} AS seen
       WHERE seen.tenant = {tenant} AND seen.session_id = {session_id}
     ))
-  RETURNING revision, {shifts}
+  RETURNING revision, {shifts}, revision - {revision} - 1 AS revision_shift
 ), written_messages AS (
   INSERT INTO {MESSAGES.name} ({", ".join(messages)})
   {message_rows}
@@ -174,6 +175,7 @@ def _write(dialect: Dialect) -> _Statement:
   UPDATE {GROUPS.name} AS t SET
     message_count = t.message_count + c.message_count,
     token_count = t.token_count + c.token_count,
+    written_revision = (SELECT revision FROM written_session),
     {", ".join(f"{name} = c.{name}" for name in GROUP_CHANGES)}
   FROM ({changes}) AS c
   WHERE t.tenant = {tenant} AND t.session_id = {session_id} AND t.group_id = c.group_id

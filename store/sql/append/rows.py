@@ -199,6 +199,8 @@ class NewGroups:
     totals: AppendTotals
     gains: Mapping[str, Sequence[int]]
     """What each group gains from stored groups merged into it (messages, tokens)."""
+    revision: int
+    """The session's revision the append writes (``written_revision``)."""
     stamp: datetime = field(default_factory=now)
     written: int = 0
 
@@ -247,6 +249,7 @@ class NewGroups:
                     info.pending_calls,
                     orphan_flags[bool(info.orphan)],
                     created_at,
+                    self.revision,
                 )
             )
         self.written = end

@@ -100,7 +100,7 @@ async def _apply_merges(
             await conn.execute(
                 update(GROUPS)
                 .where(*_keys(GROUPS, ctx), GROUPS.c.group_id == target)
-                .values(pinned=True)
+                .values(pinned=True, written_revision=session["revision"] + 1)
             )
         if hidden != bool(row["excluded"]):
             # the absorbed messages take the target's state (a group is sent whole)
@@ -138,6 +138,7 @@ def _new_groups(
         last=last,
         totals=totals,
         gains=gains,
+        revision=session["revision"] + 1,
     )
 
 
@@ -200,8 +201,10 @@ async def _update_groups(
     totals: AppendTotals,
     gains: dict[str, list[int]],
     created: int,
+    revision: int,
 ) -> None:
-    """Update the stored groups the append changed; count the groups it created."""
+    """Update the stored groups the append changed (written at ``revision``); count the
+    groups it created."""
     for group_id, count, tokens, *values in _group_changes(annotation, loaded, totals, gains):
         await conn.execute(
             update(GROUPS)
@@ -209,6 +212,7 @@ async def _update_groups(
             .values(
                 message_count=GROUPS.c.message_count + count,
                 token_count=GROUPS.c.token_count + tokens,
+                written_revision=revision,
                 **dict(zip(GROUP_CHANGES, values, strict=True)),
             )
         )
@@ -288,6 +292,8 @@ SESSION_ADDED: Final = (
 )
 """The session row's columns an append (or taking one back) adds to (``d_<column>``)."""
 _WRITE_SESSION = session_update(SESSION_VALUES, SESSION_ADDED, counters=(), chained=True)
+_WRITE_MERGED = session_update(SESSION_VALUES, SESSION_ADDED, counters=())
+"""The session's update after an append that absorbed stored groups (outside the chain)."""
 
 
 def session_params(
@@ -416,15 +422,20 @@ async def _store_fresh(
     gains = await _apply_merges(conn, ctx, annotation, loaded, totals, pins, session)
     created = _new_groups(ctx, session, annotation, loaded, totals, gains)
     await insert_messages(conn, builder, created, counts)
+    revision = created.revision
     if pins:
         await conn.execute(
             update(GROUPS)
             .where(*_keys(GROUPS, ctx), GROUPS.c.group_id.in_(sorted(pins)))
-            .values(pinned=True)
+            .values(pinned=True, written_revision=revision)
         )
-    await _update_groups(conn, ctx, annotation, loaded, totals, gains, len(created.groups))
+    created_count = len(created.groups)
+    await _update_groups(conn, ctx, annotation, loaded, totals, gains, created_count, revision)
     await _write_calls(conn, ctx, annotation.state, loaded)
-    await conn.execute(_WRITE_SESSION, session_params(ctx, session, annotation.state, totals))
+    # an append that absorbed stored groups deleted their rows, which no later read of
+    # the rows written since can tell: it breaks the write chain
+    write = _WRITE_MERGED if annotation.merged else _WRITE_SESSION
+    await conn.execute(write, session_params(ctx, session, annotation.state, totals))
     touched = {*group_ids, *annotation.groups, *annotation.merged, *annotation.merged.values()}
     return Appended(len(fresh), session_key(session), frozenset(touched), totals.tokens)
 

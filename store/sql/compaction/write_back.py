@@ -325,7 +325,7 @@ its token count and event: one statement, run once per row."""
 
 
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
-GROUP_SETS = (*_LINK_COLUMNS, "token_count")
+GROUP_SETS = (*_LINK_COLUMNS, "token_count", "written_revision")
 """What a write-back changes in a stored group row."""
 
 
@@ -373,16 +373,18 @@ def _whole(base: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]
     return {name: values[name] if name in values else base[name] for name in _GROUP_COLUMNS}
 
 
-def _group_rows(mirror: Mirror, plan: _Plan) -> list[dict[str, Any]]:
+def _group_rows(mirror: Mirror, plan: _Plan, revision: int) -> list[dict[str, Any]]:
     """The whole rows of the groups whose links or token count changed (each stored
-    group's row as loaded, with its new values), then the summaries'."""
+    group's row as loaded, with its new values), then the summaries', each written at
+    ``revision``."""
     loaded = mirror.loaded
     rows: list[dict[str, Any]] = []
+    stamp = {"written_revision": revision}
     for links, ids in plan.links.items():
-        values = dict(zip(_LINK_COLUMNS, links, strict=True))
+        values = {**dict(zip(_LINK_COLUMNS, links, strict=True)), **stamp}
         rows.extend(_whole(loaded[group_id], values) for group_id in sorted(ids))
-    rows.extend(_whole(loaded[r[_KEY]], r) for r in plan.recounted)
-    rows.extend(_whole(_GROUP_DEFAULTS, values) for values in plan.summary_groups)
+    rows.extend(_whole(loaded[r[_KEY]], {**r, **stamp}) for r in plan.recounted)
+    rows.extend(_whole(_GROUP_DEFAULTS, {**values, **stamp}) for values in plan.summary_groups)
     return rows
 
 
@@ -442,8 +444,8 @@ def plan_write_back(
             _plan_group(mirror, group, plan, delta)
         else:
             _plan_summary(mirror, group, out.now, plan, delta)
-    plan.group_rows = _group_rows(mirror, plan)
     row = mirror.row
+    plan.group_rows = _group_rows(mirror, plan, row["revision"] + 1)
     after = Totals(
         messages=row["active_messages"] + delta.messages,
         groups=row["active_groups"] + delta.groups,
@@ -461,6 +463,10 @@ def plan_write_back(
             tokens=row["stored_tokens"] + delta.stored_tokens - after.tokens,
         ),
     )
+    rows_after = mirror.written.groups
+    for written_row in plan.group_rows:  # their rows as a read would return them now
+        group_id = written_row["group_id"]
+        rows_after[group_id] = {**rows_after[group_id], "written_revision": row["revision"] + 1}
     event = build_event(mirror.session, out, after, phase=phase, strategy=strategy, params=params)
     s = mirror.session
     session_params = {

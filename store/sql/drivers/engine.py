@@ -58,6 +58,7 @@ __all__ = [
     "check_sqlite_path",
     "create_engine",
     "describe_url",
+    "hold_snapshot",
     "normalize_url",
     "one_statement_writer",
     "read_connection",
@@ -362,12 +363,18 @@ async def read_connection(
     reader = _reader(engine, single=single)
     if reader is not None:
         async with reader.connect() as conn:
-            yield conn
+            try:
+                yield conn
+            finally:
+                await _let_go(conn)
         return
     async with engine.connect() as conn:  # the first connection tells how to read
         if pooling_of(engine.dialect) is not Pooling.TRANSACTION:
             await conn.execution_options(isolation_level="AUTOCOMMIT")
-        yield conn
+        try:
+            yield conn
+        finally:
+            await _let_go(conn)
 
 
 async def begin_snapshot(conn: AsyncConnection) -> bool:
@@ -379,6 +386,41 @@ async def begin_snapshot(conn: AsyncConnection) -> bool:
         return False
     await conn.exec_driver_sql("BEGIN")
     return True
+
+
+_HELD = "chatledger_held_snapshot"
+"""Connection info flag: :func:`hold_snapshot` began a transaction that
+:func:`read_connection` ends."""
+
+
+async def hold_snapshot(conn: AsyncConnection) -> bool:
+    """Begin, on a read connection where each statement sees the latest commit
+    (PostgreSQL in autocommit: see :func:`read_connection`), a read-only transaction at
+    ``REPEATABLE READ``, so that its next statements see one snapshot; ended when
+    :func:`read_connection` gives the connection back. For a read that finds its session
+    moved by another writer: the reads after it then agree with the session row read
+    first, and what they load can be cached at its key. False (nothing done) where
+    reads are one snapshot already (SQLite), or on a connection in a transaction of its
+    own (behind a transaction pooler)."""
+    sync = conn.sync_connection
+    if sync is None or dialect.of(conn).snapshot_reads or conn.info.get(_HELD):
+        return False
+    if sync.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+        return False
+    await conn.exec_driver_sql("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    conn.info[_HELD] = True
+    return True
+
+
+async def _let_go(conn: AsyncConnection) -> None:
+    """End the transaction :func:`hold_snapshot` began on ``conn``, if it did (a
+    connection that cannot end it is not given back to the pool)."""
+    if conn.info.pop(_HELD, False):
+        try:
+            await conn.exec_driver_sql("ROLLBACK")
+        except BaseException:
+            await conn.invalidate()
+            raise
 
 
 @asynccontextmanager

@@ -17,11 +17,16 @@ append knows which groups it touched, so those groups' messages are dropped and 
 others stay (the group rows are read again); a compaction hands over the rows it wrote
 (:meth:`SessionCache.write_rows`), so nothing is read again. A write from anywhere else
 shows as a key that does not match, and the entry is replaced. When the session row says
-every write since the entry's revision was of its write chain (appends and compactions
-without reductions, which change no group's messages without changing its row: see
-``chain_since`` in :mod:`store.sql.schema`), the new entry carries the old one's
-messages, and keeps those of each group whose row, read again, is unchanged: writers
+every write since the entry's rows were read was of its write chain (appends and
+compactions without reductions, which change no group's messages without changing its
+row: see ``chain_since`` in :mod:`store.sql.schema`), the entry is caught up
+(:meth:`SessionCache.catch_up`): every such write sets the rows it writes'
+``written_revision``, so the rows written since are read with the session row in one
+statement and put in place, and the messages of the other groups are kept. Writers
 sharing a session read the groups the others wrote, not the whole view, at each turn.
+When the chain does not reach that far back but does reach the entry's revision, the
+new entry carries the old one's messages, and keeps those of each group whose row, read
+again, is unchanged.
 
 Bounded: at most ``max_messages`` parsed messages over all sessions; the least recently
 used sessions are dropped first. ``max_messages=0`` turns the cache off.
@@ -99,6 +104,11 @@ class CachedView:
     """The entry this one replaced, at an earlier revision of the session's write chain:
     its messages are kept for each group whose row :meth:`SessionCache.set_rows` finds
     unchanged (until then, none of them is used)."""
+    rows_at: int | None = None
+    """The session's revision as of which :attr:`rows` hold every active group's row,
+    except the :attr:`dirty` ones (each written after it): every group row written
+    since carries a later ``written_revision`` (see :meth:`SessionCache.catch_up`).
+    None: not known."""
 
 
 _GROUP_VALUES = itemgetter(*(column.key for column in GROUPS.c))
@@ -196,7 +206,7 @@ class SessionCache:
         if not self._current(session_id, entry):
             return
         entry.rows, entry.views, entry.excluded = tuple(rows), tuple(views), excluded
-        entry.dirty = frozenset()
+        entry.dirty, entry.rows_at = frozenset(), entry.key[1]
         active = {v.group_id for v in entry.views}
         for group_id in [g for g in entry.messages if g not in active]:
             self._drop_group(entry, group_id)
@@ -223,6 +233,48 @@ class SessionCache:
         self._evict(keep=session_id)
         if self._size > self._max:
             self.discard(session_id)
+
+    def catch_up(
+        self,
+        session_id: str,
+        held: CachedView,
+        key: Key,
+        written: Sequence[tuple[Mapping[Any, Any], GroupView]],
+        excluded: Totals,
+    ) -> CachedView:
+        """The session's entry at ``key``, made from ``held`` (an entry whose rows are
+        known as of :attr:`CachedView.rows_at`) and ``written``: every group row written
+        since then, with its view (excluded ones too), read in one statement with the
+        session row at ``key``. Only when the session's write chain reaches ``key``
+        from ``held.rows_at``: every write since changed a group's messages only with
+        its row, so the messages of the groups not written stay ``held``'s."""
+        assert held.rows is not None and held.views is not None
+        changed = {row["group_id"] for row, _ in written}
+        pairs = [
+            (r, v) for r, v in zip(held.rows, held.views, strict=True) if v.group_id not in changed
+        ]
+        place(pairs, [(r, v) for r, v in written if not r["excluded"]])
+        rows, views = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
+        active = {v.group_id for v in views}
+        kept = {g: p for g, p in held.messages.items() if g not in changed and g in active}
+        self.discard(session_id)  # whichever entry is there now (``held`` or its successor)
+        caught = CachedView(
+            key,
+            rows=rows,
+            views=views,
+            excluded=excluded,
+            messages=kept,
+            shown={g: held.shown[g] for g in kept},
+            links={g: v for g, v in held.links.items() if g in kept},
+            size=sum(len(p) for p in kept.values()),
+            rows_at=key[1],
+        )
+        self._entries[session_id] = caught
+        self._size += caught.size
+        self._evict(keep=session_id)
+        if self._size > self._max:
+            self.discard(session_id)
+        return caught
 
     def add_messages(self, session_id: str, entry: CachedView, loaded: Mapping[str, Pairs]) -> None:
         """Record groups' messages read at ``entry.key``, within the bound."""
@@ -276,6 +328,7 @@ class SessionCache:
         if rows_touched and entry.rows is not None and entry.views is not None:
             advanced.rows, advanced.views = entry.rows, entry.views
             advanced.dirty = entry.dirty | frozenset(touched)
+            advanced.rows_at = entry.rows_at
         self._entries[session_id] = advanced
         self._size += size
 
@@ -329,11 +382,13 @@ class SessionCache:
             shown[group_id] = tuple(p[1] for p in inserted)
             links.pop(group_id, None)
         rows, kept = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
+        dirty = entry.dirty - changed.keys()
         advanced = CachedView(
             after,
             rows=rows,
             views=kept,
-            dirty=entry.dirty - changed.keys(),
+            dirty=dirty,
+            rows_at=entry.rows_at if dirty else after[1],
             excluded=written.excluded,
             messages=messages,
             shown=shown,

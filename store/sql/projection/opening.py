@@ -10,6 +10,15 @@ row's key is the entry's, as a separate read after the key check would. Otherwis
 when nothing is known to be missing, it reads as :func:`~store.sql.projection.views.read_view`
 and :meth:`~store.sql.projection.views.SqlSource.prefetch` do. Both parts come from one
 statement, so they are one snapshot on every database.
+
+When the row's key is not the entry's (another writer wrote), the reads that follow make
+one snapshot (a read transaction; on PostgreSQL a ``REPEATABLE READ`` one, see
+:func:`~store.sql.drivers.engine.hold_snapshot`), so that what they load is cached at
+the row's key. If every write since the entry's rows were read was of the session's
+write chain, the row is read again joined to the group rows written since (their
+``written_revision``), and the entry is caught up with them
+(:meth:`~store.sql.projection.cache.SessionCache.catch_up`): a writer sharing a session
+reads what the others wrote, not every active group.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
-from sqlalchemy import and_, select
+from sqlalchemy import and_, bindparam, select
 from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.sql import Select
@@ -27,10 +36,10 @@ from sqlalchemy.sql import Select
 from store.errors import SessionNotFound
 from store.sql import dialect
 from store.sql.branches.rows import lineage_of
-from store.sql.drivers.engine import begin_snapshot
+from store.sql.drivers.engine import begin_snapshot, hold_snapshot
 from store.sql.mapping import message_columns
 from store.sql.projection.cache import CachedView, SessionCache, session_key
-from store.sql.projection.views import SqlSource, read_view
+from store.sql.projection.views import SqlSource, excluded_of, group_view, read_view
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
 from store.sql.sessions import KEYS, read_session
 from store.sql.statements import CHUNK, in_key_list, key_list
@@ -38,7 +47,7 @@ from strategies.view import InMemorySource, View
 
 __all__ = ["Opened", "open_view"]
 
-_Part = Literal["groups", "messages"]
+_Part = Literal["groups", "messages", "written"]
 
 _NO_SOURCE = InMemorySource({})
 """The source of a view made only to tell which groups it sends."""
@@ -53,14 +62,15 @@ _GROUP_EXCLUDED = _SESSION_WIDTH + _GROUP_COLUMNS.index("excluded")
 @cache
 def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]:
     """The session row (its columns first, by their names), left-joined to the groups
-    ``ids`` or to the messages of the groups ``ids`` (their columns after it)."""
-    table = GROUPS if part == "groups" else MESSAGES
-    on = [
-        table.c.tenant == SESSIONS.c.tenant,
-        table.c.session_id == SESSIONS.c.session_id,
-        in_key_list(table.c.group_id, "ids", capabilities),
-    ]
-    if part == "groups":
+    ``ids``, to the messages of the groups ``ids``, or to the groups written after the
+    revision ``since`` (their columns after it)."""
+    table = MESSAGES if part == "messages" else GROUPS
+    on = [table.c.tenant == SESSIONS.c.tenant, table.c.session_id == SESSIONS.c.session_id]
+    if part == "written":
+        on.append(GROUPS.c.written_revision > bindparam("since"))
+    else:
+        on.append(in_key_list(table.c.group_id, "ids", capabilities))
+    if part != "messages":
         # every dirty group, excluded or not (the caller keeps the active ones): a test of
         # ``excluded`` here made SQLite walk all the session's active groups by their
         # index ``(tenant, session_id, excluded, ...)`` instead of looking the few ids up
@@ -122,6 +132,44 @@ async def _read_session_and(
     return found[0]._mapping, found
 
 
+async def _read_session_and_written(
+    conn: AsyncConnection, tenant: str, session_id: str, since: int
+) -> tuple[RowMapping, list[Mapping[str, Any]]]:
+    """The session row, and the rows of the groups written after revision ``since``
+    (excluded ones too), in one statement."""
+    query = _session_and("written", dialect.of(conn))
+    found = list(
+        (
+            await conn.execute(query, {"tenant": tenant, "session_id": session_id, "since": since})
+        ).all()
+    )
+    if not found:
+        raise SessionNotFound(session_id, tenant=tenant)
+    written: list[Mapping[str, Any]] = [
+        dict(zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:], strict=True))
+        for row in found
+        if row[_GROUP_ID] is not None
+    ]
+    return found[0]._mapping, written
+
+
+def _catches_up(held: CachedView | None, session: RowMapping) -> bool:
+    """Whether ``held`` can move to the ``session`` row's key by reading only the
+    group rows written since its rows were known: the row's write chain (a root's)
+    reaches its revision from there."""
+    return (
+        held is not None
+        and held.rows is not None
+        and held.views is not None
+        and held.rows_at is not None
+        and session["branch"] is None
+        and held.key[0] == session["incarnation"]
+        and session["chain_revision"] == session["revision"]
+        and session["chain_since"] is not None
+        and session["chain_since"] <= held.rows_at
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Opened:
     """A session's row and active view, as one read saw them."""
@@ -178,11 +226,30 @@ async def open_view(
     session, found = await _read_session_and(conn, tenant, session_id, known)
     entry = _entry(cache, session_id, session)
     current = entry is not None and entry is guess
-    if known.alone and not current and await begin_snapshot(conn):
-        # the entry moved on: the reads it needs now make one snapshot with the row
-        known = _Known()
-        session, found = await _read_session_and(conn, tenant, session_id, known)
-        entry = _entry(cache, session_id, session)
+    if not current and entry is not None and guess is not None:
+        # the entry moved on (another writer wrote): the reads it needs now make one
+        # snapshot with the row, so that what they load is cached at its key
+        began = known.alone and await begin_snapshot(conn)
+        began = await hold_snapshot(conn) or began
+        if _catches_up(guess, session):
+            # the rows written since the entry's, with the row: one statement
+            assert cache is not None and guess.rows_at is not None
+            known, found = _Known(), []
+            session, written = await _read_session_and_written(
+                conn, tenant, session_id, guess.rows_at
+            )
+            if _catches_up(guess, session):
+                views = [(row, group_view(row)) for row in written]
+                entry = cache.catch_up(
+                    session_id, guess, session_key(session), views, excluded_of(session)
+                )
+                current = True
+            else:
+                entry = _entry(cache, session_id, session)
+        elif began:
+            known = _Known()
+            session, found = await _read_session_and(conn, tenant, session_id, known)
+            entry = _entry(cache, session_id, session)
     check(session)
     lineage = None
     if session["branch"] is not None:  # a fork reads its groups' rows through its lineage

@@ -46,7 +46,14 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-__all__ = ["SqlSource", "active_group_rows", "excluded_totals", "group_view", "read_view"]
+__all__ = [
+    "SqlSource",
+    "active_group_rows",
+    "excluded_of",
+    "excluded_totals",
+    "group_view",
+    "read_view",
+]
 
 _SEQ = COLUMN_INDEX["seq"]
 _GROUP = COLUMN_INDEX["group_id"]
@@ -356,7 +363,7 @@ class SqlSource:
         return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
 
 
-def _excluded_of(session: RowMapping) -> Totals:
+def excluded_of(session: RowMapping) -> Totals:
     """The excluded totals in the session's aggregates."""
     return Totals(
         messages=int(session["stored_messages"] - session["active_messages"]),
@@ -406,7 +413,7 @@ async def read_view(
         and entry.views is not None
     ):
         rows, views = _placed(entry.rows, entry.views, entry.dirty, fresh)
-        excluded = _excluded_of(session)
+        excluded = excluded_of(session)
         if source.cache is not None:
             source.cache.set_rows(source.session_id, entry, rows, views, excluded)
     else:
@@ -419,7 +426,7 @@ async def read_view(
             views = [group_view(r) for r in rows]
         key: Key | None
         if seen is None:
-            excluded, key = _excluded_of(session), session_key(session)
+            excluded, key = excluded_of(session), session_key(session)
         else:
             agreed = seen.agreed()
             if agreed is None:
