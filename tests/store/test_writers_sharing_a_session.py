@@ -13,7 +13,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import pytest
+
 from store import HistoryStore
+from store.sql.projection.views import SqlSource
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.conformance.test_compaction import _chat
 from tests.conformance.toy_strategies import ExcludeOldest, Interfering, ReduceResults
@@ -209,3 +212,31 @@ async def test_an_append_that_absorbs_a_stored_group_breaks_the_chain(db_url: st
         entry = mine._cache.peek("s")
         assert entry is not None and entry.views is not None
         assert [view.group_id for view in entry.views] == ["group_u1", "group_a1", "group_u2"]
+
+
+async def test_what_a_moved_view_loads_is_cached_though_another_writer_commits_meanwhile(
+    db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reads after a moved session row are one snapshot (on PostgreSQL, where each
+    statement sees the latest commit, a read-only ``REPEATABLE READ`` transaction): a
+    commit between the row's read and the messages' leaves what they load cacheable."""
+    async with _stores(db_url) as (mine, other):
+        await mine.append("s", _chat())
+        await mine.context("s")
+        await other.append("s", [user("u4", "and the day after?")])
+        prefetch = SqlSource.prefetch
+        commits = [[assistant("a4", "Rain.")]]
+
+        async def committed_meanwhile(source: SqlSource, conn: Any, ids: Any) -> None:
+            if commits:
+                await other.append("s", commits.pop())
+            await prefetch(source, conn, ids)
+
+        monkeypatch.setattr(SqlSource, "prefetch", committed_meanwhile)
+        sent = await mine.context("s")
+        assert not commits and [m.message_id for m in sent][-1] == "u4"
+        entry = mine._cache.peek("s")
+        assert entry is not None and entry.views is not None
+        assert {view.group_id for view in entry.views} <= set(entry.messages)
+        monkeypatch.undo()
+        assert [m.message_id for m in await mine.context("s")] == await _sent_by_a_new_store(db_url)
