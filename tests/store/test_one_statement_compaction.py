@@ -236,3 +236,100 @@ async def test_a_plan_another_writer_carried_out_meanwhile_ends_without_a_write(
         events = await store.audit("s")
         assert [e.outcome for e in events] == ["applied"]  # the other's, once
         assert {g.group_id for g in await store.excluded("s")} == set(events[0].excluded)
+
+
+async def _appended_before_each_statement(
+    store: HistoryStore, other: HistoryStore, session_id: str, turns: int, *, at_once: bool
+) -> int:
+    """:func:`_compacted`, with ``other`` appending a turn of its own to the session
+    after each compaction's read without a lock and before its one statement (with
+    ``at_once``; else the write transaction takes over there); how many compactions
+    wrote."""
+    write = compactor.write_back_in_one_statement
+    appended: list[int] = []
+
+    async def after_another_append(*args: Any, **kwargs: Any) -> Any:
+        appended.append(len(appended))
+        await other.append(session_id, _turn(2_000 + len(appended)))
+        return await write(*args, **kwargs) if at_once else None
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(f"{compactor.__name__}.write_back_in_one_statement", after_another_append)
+        return await _compacted(store, session_id, turns)
+
+
+async def test_a_statement_lands_after_an_append_made_since_its_read(db_url: str) -> None:
+    """Another store appends between a compaction's read and its one statement: the
+    statement lands after that append (every write since was of the write chain and
+    wrote no group the plan read), its summary's message after the appended ones, its
+    event numbered and totalled as the row is written; the session is what the write
+    transaction makes of the same interleaving, row by row."""
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "INSERT INTO chatledger_events" in statement:
+            statements.append(statement.split()[1])
+
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as store,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        wrote = await _appended_before_each_statement(store, other, "one", 10, at_once=True)
+        at_once = list(statements)
+        statements.clear()
+        again = await _appended_before_each_statement(store, other, "two", 10, at_once=False)
+        in_transactions = list(statements)
+        one, two = await _rows(store, "one"), await _rows(store, "two")
+        assert (await store.doctor("one")).findings == ()
+        events = await store.audit("one")
+        context = [m.message_id for m in await store.context("one")]
+    async with HistoryStore.open(db_url, tokenizer=tokenizer) as fresh:
+        assert context == [m.message_id for m in await fresh.context("one")]
+    assert wrote == again and wrote >= 6, "the strategy should have compacted in most turns"
+    assert at_once == ["written_session"] * wrote, at_once
+    assert in_transactions == ["written_event"] * wrote, in_transactions
+    summaries = [m for m in one["messages"] if m[7] == "summary"]
+    assert summaries, "the strategy should have summarized tool results"
+    assert all(e.messages_before >= e.messages_after for e in events)
+    for name in one:
+        assert one[name] == two[name], name
+
+
+async def test_a_statement_does_not_land_after_a_write_of_a_group_it_read(
+    db_url: str,
+) -> None:
+    """Another store excludes the same groups between a compaction's read and its one
+    statement: those rows were written since the read, so the statement writes
+    nothing, and the write transaction finds the plan carried out."""
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as store,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
+    ):
+        for n in range(3):
+            await store.append("s", _turn(n))
+        await store.context("s")
+        write = compactor.write_back_in_one_statement
+        written: list[object] = []
+
+        async def after_the_other_compacts(*args: Any, **kwargs: Any) -> Any:
+            if not written:  # the other store's own compaction writes through here too
+                written.append(None)
+                written.append(await other.compact("s", ExcludeOldest(2)))
+            done = await write(*args, **kwargs)
+            written.append(done)
+            return done
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(
+                f"{compactor.__name__}.write_back_in_one_statement", after_the_other_compacts
+            )
+            assert await store.compact("s", ExcludeOldest(2)) is None
+        # the other's compaction wrote (in its own one statement); this store's
+        # statement, sent after it, wrote nothing
+        assert written[1] is not None and written[2] is not None and written[3:] == [None]
+        events = await store.audit("s")
+        assert [e.outcome for e in events] == ["applied"]  # the other's, once
+        assert (await store.doctor("s")).findings == ()

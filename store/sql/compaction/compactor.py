@@ -392,10 +392,13 @@ class Compactor:
         if applied is None:
             return None
         out, name, params = applied
-        event = await write_back_in_one_statement(
+        written = await write_back_in_one_statement(
             conn, mirror, out, phase=phase, strategy=name, params=params
         )
-        if event is not None:
+        if written is None:
+            return None
+        event, landed_after = written
+        if not landed_after:  # else the cache catches up through the write chain
             seen.key, seen.written = session_key(session), mirror.written
         return event
 

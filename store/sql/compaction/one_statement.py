@@ -16,17 +16,20 @@ message, ``COMMIT``: five round trips, the session locked across four of them. H
    (:func:`~store.sql.compaction.write_back.plan_write_back`), as under the lock;
 3. one statement writes it all, every part a ``WITH`` query gated by the first: the
    session row's ``UPDATE`` where its cache key (incarnation, revision) is still the
-   one read. Every write of a session's messages or groups moves that key, so an
-   unchanged key means the write was planned from the state it is written over; the
-   ``UPDATE`` holds the row lock for that statement alone, and every other writer
-   takes that row first.
+   one read, or where every write since was of the session's write chain and none of
+   them wrote a group the plan read (each sets the ``written_revision`` of the group
+   rows it writes): the plan then applies to the groups as they are, and lands after
+   those writes, as an append does (its summaries' messages after theirs, its counts
+   added to the row as found, its event numbered and totalled from the row as
+   written). The ``UPDATE`` holds the row lock for that statement alone, and every
+   other writer takes that row first.
 
 :func:`write_back_in_one_statement` gives None, having written nothing, when the
 transactional write-back should do the work: a change set that reduces messages (their
 rows are loaded and kept for the forks that read them), a stored text too large for
-one statement, or a gate that did not hold (another writer wrote between the read and
-the statement: the transactional apply reads again under the lock, and keeps what of
-the plan still applies).
+one statement, or a gate that did not hold (another writer wrote a group the plan read,
+or wrote off the chain, between the read and the statement: the transactional apply
+reads again under the lock, and keeps what of the plan still applies).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from store.models import CompactionEvent, Phase
 from store.rules.changes import Outcome, log_event
 from store.sql.append.inserts import DriverInsert, holds_large_text, message_insert
 from store.sql.audit import INSERT_EVENT, event_values, link_rows
+from store.sql.codec import sealing_now
 from store.sql.compaction.mirror import Mirror
 from store.sql.compaction.write_back import GROUP_SETS, plan_write_back, rows_json
 from store.sql.dialect import kept_on
@@ -54,10 +58,18 @@ from store.sql.statements import CHAINED
 __all__ = ["write_back_in_one_statement"]
 
 _GATE: Final = "EXISTS (SELECT FROM written_session)"
-_SET: Final = ("next_seq", "updated_at", "active_messages", "active_groups", "active_tokens")
+_SET: Final = ("updated_at",)
 """The session row's columns the write sets (``v_<column>``)."""
 _ADDED: Final = ("stored_messages", "stored_groups", "stored_tokens")
 """The session row's columns the write adds to (``d_<column>``)."""
+_MOVED: Final = ("next_seq", "active_messages", "active_groups", "active_tokens")
+"""The session row's columns the plan sets (``v_<column>``), written as what it adds
+to the row as read (``d_<column>``), so that a write landing after others' adds to
+theirs."""
+_TOTALS: Final = ("messages", "groups", "tokens")
+_ATTEMPTS: Final = 3
+"""How often the statement is sent while a commit after its snapshot is what stopped it
+(see :func:`_write`), before the transactional write-back takes over."""
 _EXCLUSION: Final = ("group_id", "excluded", "excluded_reason", "excluded_event_id")
 _EVENT_COLUMN: Final = {"params_json": "params"}
 """The event table's column of each event parameter named otherwise."""
@@ -90,27 +102,52 @@ def _scalar(bind: Parameters, name: str, column: Column[Any], dialect: Dialect) 
 def _write(dialect: Dialect) -> _Statement:
     """The write-back's one statement for ``dialect``, its parameters named.
 
-    The session row's ``UPDATE`` is the gate: it writes only where the session's
-    incarnation and revision are those the read found, and every other part
-    writes only where it did (a statement that waited for another writer's lock sees
-    the row as that writer left it, its revision moved: nothing is written). The
-    statement gives the revision it wrote, null when it wrote nothing.
+    The session row's ``UPDATE`` is the gate, and every other part writes only where it
+    did. It writes where the session's incarnation and revision are those the read
+    found or, for a plan that may land after other writers' writes (``rebase``: a
+    root, nothing sealed at a ``seq``), where every write since was of the session's
+    write chain and none wrote a group the plan read (its ``written_revision``, by id or
+    at the anchors of the groups read: the summaries' places). What the plan adds to
+    the session's counters is added to the row as found; its summaries' messages take
+    their ``seq`` after the messages appended since (``w.seq_shift``), the event its
+    number, revision and totals from the row as written.
+
+    A statement that waited for another writer's lock sees the session row as that
+    writer left it, but the groups as its snapshot saw them: landing after needs the
+    snapshot's revision to be the row's. The statement gives the revision it wrote
+    (null when it wrote nothing), the event's number and totals, and ``again``:
+    whether the gate held as its snapshot saw the session, so that a commit after the
+    snapshot is what stopped it and the same statement sent again may write.
     """
     bind = Parameters()
     tenant, session_id = bind("w_tenant", "text"), bind("w_session_id", "text")
     keyed = f"tenant = {tenant} AND session_id = {session_id}"
     s = SESSIONS.c
+    moved = {name: bind("d_" + name, "bigint") for name in _MOVED}
     sets = [f"{name} = {bind('v_' + name, sql_type(s[name], dialect))}" for name in _SET]
     sets += [f"{name} = {name} + {bind('d_' + name, 'bigint')}" for name in _ADDED]
+    sets += [f"{name} = {name} + {value}" for name, value in moved.items()]
     sets += [f"{name} = {value}" for name, value in CHAINED.items()]
-    gate = (
-        f"incarnation IS NOT DISTINCT FROM {bind('incarnation', 'text')}"
-        f" AND revision = {bind('revision', 'bigint')}"
-    )
+    revision = bind("revision", "bigint")
+    read_groups, read_anchors = bind("read_groups", "text[]"), bind("read_anchors", "bigint[]")
+    gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
+    AND (revision = {revision} OR (
+      {bind("rebase", "boolean")} AND branch IS NULL
+      AND chain_revision = revision AND chain_since <= {revision}
+      AND NOT EXISTS (SELECT FROM {GROUPS.name} AS g
+        WHERE g.tenant = {tenant} AND g.session_id = {session_id}
+          AND g.written_revision > {revision}
+          AND (g.group_id = ANY({read_groups}) OR g.anchor = ANY({read_anchors})))
+    ))"""
     event = DriverInsert.compile(INSERT_EVENT, _event_parameters(), dialect)
     event_columns = [_EVENT_COLUMN.get(name, name) for name in event.columns]
+    # the event's number, revision and totals as the row is written
+    written = {"number": "w.event_count", "revision": "w.revision"}
+    for total in _TOTALS:
+        written[f"{total}_after"] = f"w.active_{total}"
+        written[f"{total}_before"] = f"w.active_{total} - {moved['active_' + total]}"
     event_values = [
-        _scalar(bind, "e_" + name, EVENTS.c[column], dialect)
+        written[name] if name in written else _scalar(bind, "e_" + name, EVENTS.c[column], dialect)
         for name, column in zip(event.columns, event_columns, strict=True)
     ]
     event_id = event_values[event.columns.index("event_id")]
@@ -121,16 +158,30 @@ def _write(dialect: Dialect) -> _Statement:
         f" {bind('x_excluded_reason', 'text[]')}, {bind('x_excluded_event_id', 'text[]')})"
     )
     group_columns = [c.key for c in GROUPS.c]
+    group_values = {
+        # a summary's first message is its own, moved as its seq is
+        "first_seq": "CASE WHEN r.kind = 'summary' THEN r.first_seq + w.seq_shift"
+        " ELSE r.first_seq END",
+        "written_revision": "w.revision",
+    }
     messages = message_insert(dialect)
-    message_rows = rows_of(MESSAGES, messages.table_columns, "m_", bind, dialect)
+    message_rows = rows_of(
+        MESSAGES, messages.table_columns, "m_", bind, dialect, {"seq": "seq_shift"}
+    )
+    read_next_seq = bind("read_next_seq", "bigint")
     sql = f"""WITH written_session AS (
   UPDATE {SESSIONS.name} SET {", ".join(sets)},
     event_count = event_count + 1, revision = revision + 1
   WHERE {keyed} AND {gate}
-  RETURNING revision
+    AND (revision = {revision} OR revision = (
+      SELECT seen.revision FROM {SESSIONS.name} AS seen
+      WHERE seen.tenant = {tenant} AND seen.session_id = {session_id}
+    ))
+  RETURNING revision, event_count, active_messages, active_groups, active_tokens,
+    next_seq - {moved["next_seq"]} - {read_next_seq} AS seq_shift
 ), written_event AS (
   INSERT INTO {EVENTS.name} ({", ".join(event_columns)})
-  SELECT {", ".join(event_values)} WHERE {_GATE}
+  SELECT {", ".join(event_values)} FROM written_session AS w
 ), written_links AS (
   INSERT INTO {EVENT_GROUPS.name} (tenant, session_id, event_id, group_id, action)
   SELECT {tenant}, {session_id}, {event_id}, u.group_id, u.action
@@ -143,16 +194,19 @@ def _write(dialect: Dialect) -> _Statement:
     AND m.group_id = ANY({excluded_groups}) AND m.group_id = u.group_id AND {_GATE}
 ), written_groups AS (
   INSERT INTO {GROUPS.name} ({", ".join(group_columns)})
-  SELECT {", ".join(f"r.{name}" for name in group_columns)}
+  SELECT {", ".join(group_values.get(name, f"r.{name}") for name in group_columns)}
   FROM json_populate_recordset(NULL::{GROUPS.name}, {bind("group_rows", "json")}) AS r
-  WHERE {_GATE}
+  CROSS JOIN written_session AS w
   ON CONFLICT (tenant, session_id, group_id)
   DO UPDATE SET {", ".join(f"{name} = excluded.{name}" for name in GROUP_SETS)}
 ), written_messages AS (
   INSERT INTO {MESSAGES.name} ({", ".join(messages.table_columns)})
-  {message_rows} WHERE {_GATE}
+  {message_rows}
 )
-SELECT (SELECT revision FROM written_session) AS written"""
+SELECT w.revision AS written, w.event_count AS number, w.active_messages,
+  w.active_groups, w.active_tokens,
+  EXISTS (SELECT FROM {SESSIONS.name} WHERE {keyed} AND {gate}) AS again
+FROM (SELECT 1) AS one LEFT JOIN written_session AS w ON true"""
     return _Statement(sql, tuple(bind.names), event, messages)
 
 
@@ -180,12 +234,14 @@ async def write_back_in_one_statement(
     phase: Phase,
     strategy: str,
     params: dict[str, Any],
-) -> CompactionEvent | None:
+) -> tuple[CompactionEvent, bool] | None:
     """Write what ``out`` changed in ``mirror`` (read without a lock), with its audit
-    event, in one statement on ``conn``, a
-    connection in autocommit; the event, or None, having written nothing, when the
-    transactional write-back should write (see the module). The write extends the
-    session's write chain (:data:`~store.sql.statements.CHAINED`): it reduces nothing."""
+    event, in one statement on ``conn``, a connection in autocommit: the event as
+    written and whether the write landed after other writers' (the rows ``mirror``
+    holds as written are then not the session's at the revision after the one read),
+    or None, having written nothing, when the transactional write-back should write
+    (see the module). The write extends the session's write chain
+    (:data:`~store.sql.statements.CHAINED`): it reduces nothing."""
     planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
     plan = planned.plan
     if plan.unreduced or plan.reduced:
@@ -196,7 +252,7 @@ async def write_back_in_one_statement(
     ]
     if messages and holds_large_text(messages, statement.messages.texts):
         return None
-    s, event = mirror.session, planned.event
+    s, event, row = mirror.session, planned.event, mirror.row
     values = event_values(
         s.tenant, s.session_id, event, number=planned.number, revision=planned.revision
     )
@@ -204,10 +260,17 @@ async def write_back_in_one_statement(
     exclusions = [
         (group_id, *state) for state, ids in plan.exclusions.items() for group_id in sorted(ids)
     ]
+    session_params = planned.session_params
     bound: dict[str, Any] = {
-        **planned.session_params,
-        "incarnation": mirror.row["incarnation"],
-        "revision": mirror.row["revision"],
+        **session_params,
+        **{"d_" + name: session_params["v_" + name] - row[name] for name in _MOVED},
+        "incarnation": row["incarnation"],
+        "revision": row["revision"],
+        "read_next_seq": row["next_seq"],
+        # a sealed summary binds its seq: it lands only where it was planned
+        "rebase": row["branch"] is None and not (messages and sealing_now() is not None),
+        "read_groups": sorted(mirror.loaded),
+        "read_anchors": sorted({int(group["anchor"]) for group in mirror.loaded.values()}),
         "link_groups": [group_id for group_id, _ in links],
         "link_actions": [action for _, action in links],
         **rows_json(plan.group_rows),
@@ -215,15 +278,29 @@ async def write_back_in_one_statement(
         **_columns("m_", statement.messages.table_columns, messages),
     }
     bound.update(("e_" + name, value) for name, value in _event_row(statement, values).items())
+    parameters = tuple(bound[n] for n in statement.names)
+    found = None
     try:
-        result = await conn.exec_driver_sql(statement.sql, tuple(bound[n] for n in statement.names))
-        (revision,) = result.one()
+        for _attempt in range(_ATTEMPTS):
+            found = (await conn.exec_driver_sql(statement.sql, parameters)).one()._mapping
+            if found["written"] is not None or not found["again"]:
+                break
     except IntegrityError:
         return None  # another writer stored a summary's id: the transactional write sees it
-    if revision is None:
+    if found is None or found["written"] is None:
         return None
-    log_event(event)
-    return event
+    after = {total: found[f"active_{total}"] for total in _TOTALS}
+    written = event.model_copy(
+        update={
+            **{f"{total}_after": value for total, value in after.items()},
+            **{
+                f"{total}_before": value - bound[f"d_active_{total}"]
+                for total, value in after.items()
+            },
+        }
+    )
+    log_event(written)
+    return written, found["written"] != planned.revision
 
 
 def _event_row(statement: _Statement, values: Mapping[str, Any]) -> dict[str, Any]:
