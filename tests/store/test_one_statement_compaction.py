@@ -18,6 +18,7 @@ from sqlalchemy import event, text
 import store.sql.compaction.compactor as compactor
 import store.sql.compaction.mirror as mirror
 from store import HistoryStore
+from store.sql.compaction.one_statement import MOVED
 from strategies import ContextWindowCompactionStrategy
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
@@ -302,7 +303,8 @@ async def test_a_statement_does_not_land_after_a_write_of_a_group_it_read(
 ) -> None:
     """Another store excludes the same groups between a compaction's read and its one
     statement: those rows were written since the read, so the statement writes
-    nothing, and the write transaction finds the plan carried out."""
+    nothing; the groups read again without a lock show the plan carried out, and the
+    compaction ends there, without a write transaction."""
     tokenizer = CharacterEstimatorTokenizer()
     async with (
         HistoryStore.open(db_url, tokenizer=tokenizer) as store,
@@ -322,14 +324,23 @@ async def test_a_statement_does_not_land_after_a_write_of_a_group_it_read(
             written.append(done)
             return done
 
+        transactions: list[object] = []
+        write_transaction = store._write
+
+        async def counted(operation: Any) -> Any:
+            transactions.append(operation)
+            return await write_transaction(operation)
+
         with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(store, "_write", counted)
             patch.setattr(
                 f"{compactor.__name__}.write_back_in_one_statement", after_the_other_compacts
             )
             assert await store.compact("s", ExcludeOldest(2)) is None
+        assert transactions == []
         # the other's compaction wrote (in its own one statement); this store's
         # statement, sent after it, wrote nothing
-        assert written[1] is not None and written[2] is not None and written[3:] == [None]
+        assert written[1] is not None and written[2] is not None and written[3:] == [MOVED]
         events = await store.audit("s")
         assert [e.outcome for e in events] == ["applied"]  # the other's, once
         assert (await store.doctor("s")).findings == ()

@@ -51,7 +51,7 @@ from store.sql.compaction.mirror import (
     lock_with_groups,
     mirror_of,
 )
-from store.sql.compaction.one_statement import write_back_in_one_statement
+from store.sql.compaction.one_statement import Moved, write_back_in_one_statement
 from store.sql.compaction.write_back import write_back, write_outcome
 from store.sql.drivers.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
@@ -82,6 +82,11 @@ def fingerprint(row: Mapping[Any, Any]) -> Fingerprint:
         row["pinned"],
         row["pending_calls"],
     )
+
+
+_READS_AGAIN = 2
+"""How often a plan whose one statement found a group it read written since is read
+again without a lock, before the write transaction takes over."""
 
 
 class Done:
@@ -225,7 +230,7 @@ class Compactor:
                 return None
         seen = Applied()
 
-        async def at_once(conn: AsyncConnection) -> CompactionEvent | Done | None:
+        async def at_once(conn: AsyncConnection) -> CompactionEvent | Done | Moved | None:
             seen.key = seen.written = None
             return await self.apply_at_once(
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
@@ -237,10 +242,19 @@ class Compactor:
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
             )
 
-        found = await self.at_once(at_once) if self.at_once is not None else None
+        write_at_once = self.at_once
+        found = await write_at_once(at_once) if write_at_once is not None else None
+        for _again in range(_READS_AGAIN):
+            if write_at_once is None or not isinstance(found, Moved):
+                break
+            # another writer wrote a group the plan read since the read (writers
+            # sharing a session plan alike): read again without a lock, which tells
+            # what of the plan is left (often nothing), rather than queue for the
+            # session's row to find the same
+            found = await write_at_once(at_once)
         if isinstance(found, Done):
             return None
-        result: CompactionEvent | Conflict | None = found
+        result: CompactionEvent | Conflict | None = None if isinstance(found, Moved) else found
         if result is None:
             result = await self.write(operation)
         if isinstance(result, CompactionEvent) and seen.key is not None:
@@ -352,7 +366,7 @@ class Compactor:
         snapshot: Snapshot,
         seen: Applied,
         attempt: Attempt,
-    ) -> CompactionEvent | Done | None:
+    ) -> CompactionEvent | Done | Moved | None:
         """Apply ``changes`` in one statement on ``conn``, a connection in autocommit
         (:mod:`~store.sql.compaction.one_statement`); the event, :data:`DONE` when
         another writer carried the plan out already (read without a lock, as the write
@@ -395,8 +409,8 @@ class Compactor:
         written = await write_back_in_one_statement(
             conn, mirror, out, phase=phase, strategy=name, params=params
         )
-        if written is None:
-            return None
+        if written is None or isinstance(written, Moved):
+            return written
         event, landed_after = written
         if not landed_after:  # else the cache catches up through the write chain
             seen.key, seen.written = session_key(session), mirror.written

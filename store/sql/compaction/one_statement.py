@@ -55,7 +55,15 @@ from store.sql.driver_sql import Parameters, rows_of, sql_type
 from store.sql.schema import EVENT_GROUPS, EVENTS, GROUPS, MESSAGES, SESSIONS
 from store.sql.statements import CHAINED
 
-__all__ = ["write_back_in_one_statement"]
+__all__ = ["MOVED", "Moved", "write_back_in_one_statement"]
+
+
+class Moved:
+    """What the one statement gives when its gate did not hold: another writer wrote a
+    group the plan read, or wrote off the write chain, since the read."""
+
+
+MOVED = Moved()
 
 _GATE: Final = "EXISTS (SELECT FROM written_session)"
 _SET: Final = ("updated_at",)
@@ -234,14 +242,15 @@ async def write_back_in_one_statement(
     phase: Phase,
     strategy: str,
     params: dict[str, Any],
-) -> tuple[CompactionEvent, bool] | None:
+) -> tuple[CompactionEvent, bool] | Moved | None:
     """Write what ``out`` changed in ``mirror`` (read without a lock), with its audit
     event, in one statement on ``conn``, a connection in autocommit: the event as
     written and whether the write landed after other writers' (the rows ``mirror``
-    holds as written are then not the session's at the revision after the one read),
-    or None, having written nothing, when the transactional write-back should write
-    (see the module). The write extends the session's write chain
-    (:data:`~store.sql.statements.CHAINED`): it reduces nothing."""
+    holds as written are then not the session's at the revision after the one read);
+    :data:`MOVED`, having written nothing, when the gate did not hold; None, having
+    written nothing, when the transactional write-back should write (see the module).
+    The write extends the session's write chain (:data:`~store.sql.statements.CHAINED`):
+    it reduces nothing."""
     planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
     plan = planned.plan
     if plan.unreduced or plan.reduced:
@@ -287,8 +296,10 @@ async def write_back_in_one_statement(
                 break
     except IntegrityError:
         return None  # another writer stored a summary's id: the transactional write sees it
-    if found is None or found["written"] is None:
+    if found is None:
         return None
+    if found["written"] is None:
+        return MOVED
     after = {total: found[f"active_{total}"] for total in _TOTALS}
     written = event.model_copy(
         update={
