@@ -10,6 +10,8 @@ and totals, the events and their links), and the one statement must have been us
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -79,6 +81,20 @@ async def _rows(store: HistoryStore, session_id: str) -> dict[str, Any]:
         }
 
 
+def _event_statements(store: HistoryStore) -> list[str]:
+    """The statements of ``store`` that write an event, from now on, each named by its
+    first ``WITH`` query (``written_session``: the one statement; ``written_event``:
+    the write transaction's)."""
+    statements: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "INSERT INTO chatledger_events" in statement:
+            statements.append(statement.split()[1])
+
+    event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+    return statements
+
+
 async def _compacted(store: HistoryStore, session_id: str, turns: int) -> int:
     """Append and compact ``turns`` turns; how many compactions wrote."""
     strategy = ContextWindowCompactionStrategy(
@@ -95,14 +111,8 @@ async def _compacted(store: HistoryStore, session_id: str, turns: int) -> int:
 async def test_one_statement_writes_what_the_transaction_writes(
     db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    statements: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "INSERT INTO chatledger_events" in statement:
-            statements.append(statement.split()[1])  # the first WITH query's name
-
     async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as store:
-        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        statements = _event_statements(store)
         wrote = await _compacted(store, "one", 12)
         at_once = list(statements)
 
@@ -165,18 +175,12 @@ async def test_a_plan_lands_after_another_writers_append(
     lock: what of the plan still applies to the groups as read (all of it: the append
     adds groups of its own) is written in one statement, and the session is what the
     write transaction makes of the same interleaving."""
-    statements: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "INSERT INTO chatledger_events" in statement:
-            statements.append(statement.split()[1])
-
     tokenizer = CharacterEstimatorTokenizer()
     async with (
         HistoryStore.open(db_url, tokenizer=tokenizer) as store,
         HistoryStore.open(db_url, tokenizer=tokenizer) as other,
     ):
-        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        statements = _event_statements(store)
         wrote = await _interleaved(store, other, "one", 10)
         at_once = list(statements)
 
@@ -199,12 +203,10 @@ async def test_a_plan_lands_after_another_writers_append(
         assert one[name] == two[name], name
 
 
-async def test_a_plan_another_writer_carried_out_meanwhile_ends_without_a_write(
-    db_url: str,
-) -> None:
-    """Another store carries the same plan out between a compaction's snapshot and its
-    read without a lock: the read shows it done, and the compaction ends there, with no
-    write transaction (which would queue for the session's row to find the same)."""
+@asynccontextmanager
+async def _three_turns(db_url: str) -> AsyncIterator[tuple[HistoryStore, HistoryStore]]:
+    """Two stores on one database, the first having appended three turns to ``s`` and
+    projected them."""
     tokenizer = CharacterEstimatorTokenizer()
     async with (
         HistoryStore.open(db_url, tokenizer=tokenizer) as store,
@@ -213,27 +215,57 @@ async def test_a_plan_another_writer_carried_out_meanwhile_ends_without_a_write(
         for n in range(3):
             await store.append("s", _turn(n))
         await store.context("s")
-        read = mirror.lock_with_groups
-        transactions: list[object] = []
-        write = store._write
+        yield store, other
 
-        async def counted(operation: Any) -> Any:
-            transactions.append(operation)
-            return await write(operation)
 
+def _once_the_other_compacts(
+    other: HistoryStore,
+    through: Callable[..., Awaitable[Any]],
+    compacted: list[object],
+    results: list[object],
+) -> Callable[..., Awaitable[Any]]:
+    """``through`` (a step of the compaction), first letting ``other`` exclude the two
+    oldest groups of ``s`` (once: its event in ``compacted``); each call's result goes
+    in ``results`` (the other's own compaction goes through it too, first)."""
+
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if not compacted:
+            compacted.append(None)  # the other store's own call comes through here
+            compacted[0] = await other.compact("s", ExcludeOldest(2))
+        result = await through(*args, **kwargs)
+        results.append(result)
+        return result
+
+    return wrapped
+
+
+def _transactions(store: HistoryStore, patch: pytest.MonkeyPatch) -> list[object]:
+    """The write transactions ``store`` runs from now on (while ``patch`` lasts)."""
+    transactions: list[object] = []
+    write = store._write
+
+    async def counted(operation: Any) -> Any:
+        transactions.append(operation)
+        return await write(operation)
+
+    patch.setattr(store, "_write", counted)
+    return transactions
+
+
+async def test_a_plan_another_writer_carried_out_meanwhile_ends_without_a_write(
+    db_url: str,
+) -> None:
+    """Another store carries the same plan out between a compaction's snapshot and its
+    read without a lock: the read shows it done, and the compaction ends there, with no
+    write transaction (which would queue for the session's row to find the same)."""
+    async with _three_turns(db_url) as (store, other):
         compacted: list[object] = []
-
-        async def after_the_other_compacts(*args: Any, **kwargs: Any) -> Any:
-            if not compacted:  # the other store's own compaction reads through here too
-                compacted.append(None)
-                compacted.append(await other.compact("s", ExcludeOldest(2)))
-            return await read(*args, **kwargs)
-
+        read = _once_the_other_compacts(other, mirror.lock_with_groups, compacted, [])
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(store, "_write", counted)
-            patch.setattr(f"{compactor.__name__}.lock_with_groups", after_the_other_compacts)
+            transactions = _transactions(store, patch)
+            patch.setattr(f"{compactor.__name__}.lock_with_groups", read)
             assert await store.compact("s", ExcludeOldest(2)) is None
-        assert transactions == [] and compacted[1] is not None
+        assert transactions == [] and compacted[0] is not None
         events = await store.audit("s")
         assert [e.outcome for e in events] == ["applied"]  # the other's, once
         assert {g.group_id for g in await store.excluded("s")} == set(events[0].excluded)
@@ -265,18 +297,12 @@ async def test_a_statement_lands_after_an_append_made_since_its_read(db_url: str
     wrote no group the plan read), its summary's message after the appended ones, its
     event numbered and totalled as the row is written; the session is what the write
     transaction makes of the same interleaving, row by row."""
-    statements: list[str] = []
-
-    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
-        if "INSERT INTO chatledger_events" in statement:
-            statements.append(statement.split()[1])
-
     tokenizer = CharacterEstimatorTokenizer()
     async with (
         HistoryStore.open(db_url, tokenizer=tokenizer) as store,
         HistoryStore.open(db_url, tokenizer=tokenizer) as other,
     ):
-        event.listen(store.engine.sync_engine, "before_cursor_execute", record)
+        statements = _event_statements(store)
         wrote = await _appended_before_each_statement(store, other, "one", 10, at_once=True)
         at_once = list(statements)
         statements.clear()
@@ -305,42 +331,21 @@ async def test_a_statement_does_not_land_after_a_write_of_a_group_it_read(
     statement: those rows were written since the read, so the statement writes
     nothing; the groups read again without a lock show the plan carried out, and the
     compaction ends there, without a write transaction."""
-    tokenizer = CharacterEstimatorTokenizer()
-    async with (
-        HistoryStore.open(db_url, tokenizer=tokenizer) as store,
-        HistoryStore.open(db_url, tokenizer=tokenizer) as other,
-    ):
-        for n in range(3):
-            await store.append("s", _turn(n))
-        await store.context("s")
-        write = compactor.write_back_in_one_statement
+    async with _three_turns(db_url) as (store, other):
+        compacted: list[object] = []
         written: list[object] = []
-
-        async def after_the_other_compacts(*args: Any, **kwargs: Any) -> Any:
-            if not written:  # the other store's own compaction writes through here too
-                written.append(None)
-                written.append(await other.compact("s", ExcludeOldest(2)))
-            done = await write(*args, **kwargs)
-            written.append(done)
-            return done
-
-        transactions: list[object] = []
-        write_transaction = store._write
-
-        async def counted(operation: Any) -> Any:
-            transactions.append(operation)
-            return await write_transaction(operation)
+        write = _once_the_other_compacts(
+            other, compactor.write_back_in_one_statement, compacted, written
+        )
 
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(store, "_write", counted)
-            patch.setattr(
-                f"{compactor.__name__}.write_back_in_one_statement", after_the_other_compacts
-            )
+            transactions = _transactions(store, patch)
+            patch.setattr(f"{compactor.__name__}.write_back_in_one_statement", write)
             assert await store.compact("s", ExcludeOldest(2)) is None
         assert transactions == []
         # the other's compaction wrote (in its own one statement); this store's
         # statement, sent after it, wrote nothing
-        assert written[1] is not None and written[2] is not None and written[3:] == [MOVED]
+        assert compacted[0] is not None and written[0] is not None and written[1:] == [MOVED]
         events = await store.audit("s")
         assert [e.outcome for e in events] == ["applied"]  # the other's, once
         assert (await store.doctor("s")).findings == ()
