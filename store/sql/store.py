@@ -585,7 +585,7 @@ class HistoryStore(BackendBase):
             write=self._write,
             counter=lambda sid: self._pending.counter(self._tenant, sid, keep=False),
             cache=self._cache,
-            at_once=self._in_one_statement,
+            at_once=None if one_statement_writer(self._engine) is None else self._in_one_statement,
         )
 
     def _source(

@@ -22,9 +22,10 @@ import store.sql.compaction.mirror as mirror
 from store import HistoryStore
 from store.sql.compaction.one_statement import MOVED
 from strategies import ContextWindowCompactionStrategy
+from strategies.changeset import ChangeSet, SummaryInsert
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
-from tests.conformance.toy_strategies import ExcludeOldest
+from tests.conformance.toy_strategies import ExcludeOldest, Fixed
 from tests.groups.support import assistant, call, result, tool, user
 
 pytestmark = pytest.mark.parametrize(
@@ -218,25 +219,42 @@ async def _three_turns(db_url: str) -> AsyncIterator[tuple[HistoryStore, History
         yield store, other
 
 
+def _once_first(
+    meanwhile: Callable[[], Awaitable[Any]],
+    through: Callable[..., Awaitable[Any]],
+    done: list[object],
+    results: list[object],
+) -> Callable[..., Awaitable[Any]]:
+    """``through`` (a step of the compaction), first running ``meanwhile`` (once: what
+    it gives in ``done``); each call's result goes in ``results`` (a compaction run by
+    ``meanwhile`` goes through it too, first)."""
+
+    async def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if not done:
+            done.append(None)  # a call made by ``meanwhile`` comes through here
+            done[0] = await meanwhile()
+        result = await through(*args, **kwargs)
+        results.append(result)
+        return result
+
+    return wrapped
+
+
 def _once_the_other_compacts(
     other: HistoryStore,
     through: Callable[..., Awaitable[Any]],
     compacted: list[object],
     results: list[object],
 ) -> Callable[..., Awaitable[Any]]:
-    """``through`` (a step of the compaction), first letting ``other`` exclude the two
-    oldest groups of ``s`` (once: its event in ``compacted``); each call's result goes
-    in ``results`` (the other's own compaction goes through it too, first)."""
+    """:func:`_once_first`, ``other`` excluding the two oldest groups of ``s``."""
+    return _once_first(lambda: other.compact("s", ExcludeOldest(2)), through, compacted, results)
 
-    async def wrapped(*args: Any, **kwargs: Any) -> Any:
-        if not compacted:
-            compacted.append(None)  # the other store's own call comes through here
-            compacted[0] = await other.compact("s", ExcludeOldest(2))
-        result = await through(*args, **kwargs)
-        results.append(result)
-        return result
 
-    return wrapped
+async def _group_ids(store: HistoryStore, session_id: str) -> list[str]:
+    """The session's group ids in stored order."""
+    query = "SELECT group_id FROM chatledger_groups WHERE session_id = :s ORDER BY first_seq"
+    async with store.engine.connect() as conn:
+        return list((await conn.execute(text(query), {"s": session_id})).scalars())
 
 
 def _transactions(store: HistoryStore, patch: pytest.MonkeyPatch) -> list[object]:
@@ -348,4 +366,62 @@ async def test_a_statement_does_not_land_after_a_write_of_a_group_it_read(
         assert compacted[0] is not None and written[0] is not None and written[1:] == [MOVED]
         events = await store.audit("s")
         assert [e.outcome for e in events] == ["applied"]  # the other's, once
+        assert (await store.doctor("s")).findings == ()
+
+
+def _summary(message_id: str, *replaces: str) -> SummaryInsert:
+    text = "summary of " + ", ".join(replaces)
+    return SummaryInsert(Message.text_message("assistant", text, message_id=message_id), replaces)
+
+
+async def test_what_is_left_of_a_plan_another_writer_partly_wrote_is_one_statement(
+    db_url: str,
+) -> None:
+    """Another store writes one of a plan's two summaries (the same id) between the
+    plan's snapshot and its read without a lock: the read counts that id stored, but
+    what is left of the plan is the other summary, whose ids are not; it is written in
+    the one statement, with no write transaction."""
+    async with _three_turns(db_url) as (store, other):
+        groups = await _group_ids(store, "s")
+        first = _summary("sum_first", groups[0], groups[1])
+        second = _summary("sum_second", groups[3], groups[4])
+        done: list[object] = []
+        read = _once_first(
+            lambda: other.compact("s", Fixed(ChangeSet(summaries=(first,)))),
+            mirror.lock_with_groups,
+            done,
+            [],
+        )
+        statements = _event_statements(store)
+        with pytest.MonkeyPatch.context() as patch:
+            transactions = _transactions(store, patch)
+            patch.setattr(f"{compactor.__name__}.lock_with_groups", read)
+            event = await store.compact("s", Fixed(ChangeSet(summaries=(first, second))))
+        assert transactions == [] and done[0] is not None
+        assert statements == ["written_session"]  # its one statement (the other has its own)
+        assert event is not None
+        assert [sorted(replaced) for replaced in event.summarized.values()] == [sorted(groups[3:5])]
+        assert [e.outcome for e in await store.audit("s")] == ["applied", "applied"]
+        stored = [s.message.message_id async for s in store.aiter_history("s")]
+        assert stored.count("sum_first") == stored.count("sum_second") == 1
+        assert (await store.doctor("s")).findings == ()
+
+
+async def test_a_plan_that_conflicts_with_a_write_since_is_made_again_without_a_lock(
+    db_url: str,
+) -> None:
+    """Another store pins a group a plan excludes between the plan's snapshot and its
+    read without a lock: the read finds the conflict, and the plan is made again and
+    written in one statement, no write transaction taken to find the same."""
+    async with _three_turns(db_url) as (store, other):
+        groups = await _group_ids(store, "s")
+        done: list[object] = []
+        read = _once_first(lambda: other.pin("s", [groups[0]]), mirror.lock_with_groups, done, [])
+        with pytest.MonkeyPatch.context() as patch:
+            transactions = _transactions(store, patch)
+            patch.setattr(f"{compactor.__name__}.lock_with_groups", read)
+            event = await store.compact("s", ExcludeOldest(2))
+        assert transactions == [] and done[0] == [groups[0]]
+        assert event is not None and event.attempts == 2
+        assert sorted(event.excluded) == sorted(groups[1:3])  # the pinned one kept
         assert (await store.doctor("s")).findings == ()

@@ -9,8 +9,11 @@
    unchanged, or else what of it still applies to the groups it touches
    (:mod:`store.rules.conflicts`, which also runs the plan-at-most-twice loop). When
    another writer wrote the session since this store last did, the groups are first
-   read without a lock: a plan another writer carried out already, or one that
-   conflicts, ends there, without the write lock. The touched records are loaded into
+   read without a lock (where the database writes in one statement, by that
+   statement's own read, :mod:`~store.sql.compaction.one_statement`): a plan another
+   writer carried out already, or one that conflicts, ends there, without the write
+   lock; so does a plan's summary id counted stored when the summaries left of the
+   plan are other ones. The touched records are loaded into
    a mirror, the shared rules (:mod:`store.rules.changes`) apply the change set to it,
    and what changed is written back with the audit event; the rows the write left go to
    the cache.
@@ -46,6 +49,7 @@ from store.sql.compaction.mirror import (
     Written,
     add_groups,
     before_totals,
+    count_stored,
     load_groups_around,
     load_rows_by_id,
     lock_with_groups,
@@ -144,8 +148,8 @@ class Compactor:
     cache: SessionCache | None = None
     at_once: AtOnce | None = None
     """The store's way to write in one statement on a connection in autocommit (gives
-    None, having written nothing, where the database has none, or when the operation
-    gives None); None: every apply is a write transaction."""
+    None, having written nothing, when the operation gives None); None where the
+    database has none: every apply is a write transaction."""
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
@@ -219,9 +223,11 @@ class Compactor:
     ) -> CompactionEvent | Conflict | None:
         """Apply a plan made on ``snapshot``: in one statement where the store can
         (:meth:`apply_at_once`), else in a write transaction (:meth:`apply`)."""
-        if snapshot.moved:
+        write_at_once = self.at_once
+        if snapshot.moved and write_at_once is None:
             # writers sharing a session plan alike: what another already did (or
-            # changed) is seen without taking the session's lock for nothing
+            # changed) is seen without taking the session's lock for nothing (the one
+            # statement's own read tells the same, where there is one)
             async with read_connection(self.engine, single=True) as conn:
                 left = await self._still_valid(conn, session_id, snapshot, changes, None)
             if isinstance(left, Conflict):
@@ -230,7 +236,9 @@ class Compactor:
                 return None
         seen = Applied()
 
-        async def at_once(conn: AsyncConnection) -> CompactionEvent | Done | Moved | None:
+        async def at_once(
+            conn: AsyncConnection,
+        ) -> CompactionEvent | Done | Moved | Conflict | None:
             seen.key = seen.written = None
             return await self.apply_at_once(
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
@@ -242,7 +250,6 @@ class Compactor:
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
             )
 
-        write_at_once = self.at_once
         found = await write_at_once(at_once) if write_at_once is not None else None
         for _again in range(_READS_AGAIN):
             if write_at_once is None or not isinstance(found, Moved):
@@ -254,6 +261,8 @@ class Compactor:
             found = await write_at_once(at_once)
         if isinstance(found, Done):
             return None
+        if isinstance(found, Conflict):
+            return CONFLICT
         result: CompactionEvent | Conflict | None = None if isinstance(found, Moved) else found
         if result is None:
             result = await self.write(operation)
@@ -366,15 +375,15 @@ class Compactor:
         snapshot: Snapshot,
         seen: Applied,
         attempt: Attempt,
-    ) -> CompactionEvent | Done | Moved | None:
+    ) -> CompactionEvent | Done | Moved | Conflict | None:
         """Apply ``changes`` in one statement on ``conn``, a connection in autocommit
         (:mod:`~store.sql.compaction.one_statement`); the event, :data:`DONE` when
         another writer carried the plan out already (read without a lock, as the write
-        transaction would find it under the lock), or None, having written nothing,
-        when :meth:`apply` in a write transaction should: a change set that
-        reduces messages, a summary's id taken, a plan that conflicts with another
-        writer's write since the snapshot, a change that changes nothing, a gate that
-        did not hold.
+        transaction would find it under the lock), :data:`CONFLICT` when the plan
+        conflicts with another writer's write since the snapshot (it is made again),
+        or None, having written nothing, when :meth:`apply` in a write transaction
+        should: a change set that reduces messages, a summary's id taken, a change that
+        changes nothing, a gate that did not hold.
 
         When another writer wrote since the snapshot, what of the plan still applies to
         the groups as this read found them is applied, as :meth:`apply` does under the
@@ -387,16 +396,22 @@ class Compactor:
         if read is None:
             return None
         session = read.session
+        taken_count = read.taken
         if session_key(session) != snapshot.key:
             if session["incarnation"] != snapshot.key[0]:
                 return None
             valid = await self._still_valid(conn, session_id, snapshot, changes, read)
             if isinstance(valid, Conflict):
-                return None  # the write transaction finds it again and reports it
+                return CONFLICT  # planned again, without taking the lock for it
             if valid.is_empty:
                 return DONE  # another writer carried the plan out: nothing to write
+            if taken_count and valid != changes:
+                # the ids counted were the plan's as made: often another writer's write
+                # of the same summaries took them, and what is left has others
+                left = summary_id_candidates(valid, session["next_seq"])
+                taken_count = await count_stored(conn, self.tenant, session_id, left)
             changes, touched = valid, valid.touched_group_ids
-        if read.taken:
+        if taken_count:
             return None  # a summary's id is stored: the write transaction renames it
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         refuse_tail(session)

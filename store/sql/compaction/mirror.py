@@ -55,6 +55,7 @@ __all__ = [
     "Mirror",
     "Written",
     "before_totals",
+    "count_stored",
     "load_groups",
     "load_groups_around",
     "load_rows",
@@ -316,6 +317,31 @@ async def lock_with_groups(
         if row[group_id] is not None
     ]
     return Locked(first, groups, int(first["taken_count"]))
+
+
+@cache
+def _stored_count(capabilities: dialect.Capabilities) -> Select[Any]:
+    return (
+        select(func.count())
+        .select_from(MESSAGES)
+        .where(*_bound_keys(MESSAGES), in_key_list(MESSAGES.c.message_id, "ids", capabilities))
+    )
+
+
+async def count_stored(
+    conn: AsyncConnection, tenant: str, session_id: str, message_ids: Collection[str]
+) -> int:
+    """How many of ``message_ids`` are stored message ids of the session (as
+    :func:`lock_with_groups` counts its ``taken`` ids)."""
+    if not message_ids:
+        return 0
+    capabilities = dialect.of(conn)
+    params = {
+        "tenant": tenant,
+        "session_id": session_id,
+        "ids": key_list(message_ids, capabilities),
+    }
+    return int((await conn.execute(_stored_count(capabilities), params)).scalar_one())
 
 
 def _saw_locked(row: Mapping[str, Any]) -> bool:
