@@ -52,6 +52,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tool-sizes", type=_sizes, help="sizes of the tool-heavy data set")
     parser.add_argument("--session-counts", type=_sizes, help="sessions of many_sessions")
     parser.add_argument("--writer-counts", type=_sizes, help="writer processes of many_writers")
+    parser.add_argument(
+        "--writer-history",
+        type=int,
+        help="turns each writers' session holds before the writers start (default 0)",
+    )
     parser.add_argument("--runs", type=int, help="fresh-process runs per figure")
     parser.add_argument("--turns", type=int, help="timed turns per per-turn run")
     parser.add_argument("--repeats", type=int, help="timed calls per projection or full read")
@@ -80,6 +85,7 @@ def config_from(args: argparse.Namespace) -> Config:
         "tool_sizes": args.tool_sizes,
         "session_counts": args.session_counts,
         "writer_counts": args.writer_counts,
+        "writer_history": args.writer_history,
         "runs": args.runs,
         "turns": args.turns,
         "repeats": args.repeats,

@@ -72,6 +72,9 @@ class ChildSpec:
     """``writer``: which writer this is."""
     session_id: str = ""
     """``writer``: the session written ('': the writer's own)."""
+    history: int = 0
+    """``many_writers``, ``shared_session``: turns each written session holds, settled,
+    before the writers start."""
 
     def target(self) -> Target:
         """The storage target."""
@@ -534,16 +537,37 @@ async def _accounted(system: System, spec: ChildSpec, *, shared: bool) -> Metric
     return {"appended": len(appended), "lost": lost, "duplicated": duplicated}
 
 
+_HISTORY_BATCH = 50
+"""Turns of a written session's history loaded at once."""
+
+
+async def _before_writers(system: System, spec: ChildSpec, *, shared: bool) -> None:
+    """The schema, made once before the writers start, and each session they write
+    holding ``spec.history`` turns of its own, loaded and settled (untimed)."""
+    await system.open(create=True)
+    try:
+        sessions = [SESSION_ID] if shared else [f"writer-{i}" for i in range(spec.size)]
+        for index, session in enumerate(sessions if spec.history else ()):
+            system.session_id = session
+            seed = spec.seed + 1_000 + index
+            generator = ConversationGenerator(seed, id_prefix=f"h{index}")
+            turns = list(islice(generator.turns(), spec.history))
+            for start in range(0, len(turns), _HISTORY_BATCH):
+                batch = [item for turn in turns[start : start + _HISTORY_BATCH] for item in turn]
+                await system.load(system.prepare(batch))
+            await system.settle()
+    finally:
+        await system.close()
+
+
 async def _many_writers(system: System, spec: ChildSpec) -> Metrics:
-    await system.open(create=True)  # the schema, made once before the writers start
-    await system.close()
+    await _before_writers(system, spec, shared=False)
     metrics = await asyncio.to_thread(_writers, spec, shared=False)
     return {**metrics, **await _accounted(system, spec, shared=False)}
 
 
 async def _shared_session(system: System, spec: ChildSpec) -> Metrics:
-    await system.open(create=True)
-    await system.close()
+    await _before_writers(system, spec, shared=True)
     metrics = await asyncio.to_thread(_writers, spec, shared=True)
     return {**metrics, **await _accounted(system, spec, shared=True)}
 

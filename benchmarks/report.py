@@ -469,6 +469,7 @@ def _header(report: dict[str, Any], stamp: str) -> list[str]:
         f"- versions: {versions}",
         f"- runs per figure: {report['config']['runs']} (fresh process each, systems "
         "interleaved); spread shown as IQR and min to max",
+        *_writer_history(report["config"]),
         "- ratios: a system's median divided by chatledger's (÷ chatledger) and by the "
         "limit's (÷ limit) at the same size; growth = median / own median at the smallest size",
     ]
@@ -485,6 +486,14 @@ def _header(report: dict[str, Any], stamp: str) -> list[str]:
         lines += [f"- {name}: {reason}" for name, reason in report["skipped_systems"].items()]
         lines.append("")
     return lines
+
+
+def _writer_history(config: dict[str, Any]) -> list[str]:
+    """What the writers' sessions held before they started, where it was not nothing."""
+    held = config.get("writer_history", 0)
+    if not held or not {"many_writers", "shared_session"} & set(config["workloads"]):
+        return []
+    return [f"- writers: each session they write holds {held:,} turns, settled, before they start"]
 
 
 def _failures(report: dict[str, Any]) -> list[str]:

@@ -112,6 +112,10 @@ class Config:
     ``many_writers``, so that the two tables compare row by row)."""
     writer_turns: int = 50
     """Timed turns of each writer."""
+    writer_history: int = 0
+    """Turns each written session holds before the writers start (0: they start empty,
+    and a writer on its own session stays short of the 128k window, so its compactions
+    plan nothing; at 400 every session is past the window, where every turn compacts)."""
     deferred_turns: int = 5
     """Turns of ``deferred_compaction`` in each mode."""
     summarizer_delay: float = 2.0
@@ -435,7 +439,7 @@ class Runner:
         if workload == "token_counting":
             spec = replace(spec, turns=size, size=0)
         if workload in ("many_writers", "shared_session"):
-            spec = replace(spec, turns=config.writer_turns)
+            spec = replace(spec, turns=config.writer_turns, history=config.writer_history)
         if workload == "deferred_compaction":
             spec = replace(spec, delay=config.summarizer_delay)
         if workload in ("build_sessions", "many_sessions"):

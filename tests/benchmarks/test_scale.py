@@ -15,6 +15,7 @@ from benchmarks.child import ChildSpec, run_spec
 from benchmarks.generator import ConversationGenerator
 from benchmarks.report import _memory_table, _scale_table
 from benchmarks.runner import PRESETS, Case, Runner
+from store import HistoryStore
 
 
 def test_tool_heavy_turns_have_five_messages_and_results_of_one_to_two_kilobytes() -> None:
@@ -47,6 +48,25 @@ async def test_writers_run_every_turn_without_an_error(workload: str, tmp_path: 
     assert metrics["turns"] == 6
     assert metrics["errors"] == 0
     assert 0 < metrics["p50_s"] <= metrics["p99_s"]
+
+
+@pytest.mark.parametrize(("workload", "sessions"), [("many_writers", 2), ("shared_session", 1)])
+async def test_writers_start_on_sessions_holding_their_history(
+    workload: str, sessions: int, tmp_path: Path
+) -> None:
+    location = str(tmp_path / "writers.sqlite")
+    spec = ChildSpec(workload, "chatledger", "sqlite", location, 2, turns=2, history=6)
+    answer = await run_spec(spec)
+    assert answer["status"] == "ok", answer
+    assert answer["metrics"]["lost"] == answer["metrics"]["duplicated"] == 0
+    async with HistoryStore.open(f"sqlite+aiosqlite:///{location}") as store:
+        held: dict[str, set[str]] = {}
+        for session in await store.sessions():
+            stored = store.aiter_history(session.session_id, include_excluded=True)
+            ids = {s.message.message_id async for s in stored}
+            held[session.session_id] = {i.split("_")[0] for i in ids if i.startswith("h")}
+    # each written session holds one history of its own, loaded before the writers
+    assert sorted(held.values(), key=sorted) == [{f"h{i}"} for i in range(sessions)]
 
 
 async def test_deferred_compaction_compacts_in_both_modes(tmp_path: Path) -> None:
