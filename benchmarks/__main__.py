@@ -41,6 +41,17 @@ def _sizes(text: str) -> tuple[int, ...]:
     return tuple(int(part.replace("_", "")) for part in text.split(",") if part)
 
 
+def _turns(text: str) -> int:
+    """A count of turns: a whole number, 0 or more."""
+    try:
+        turns = int(text.replace("_", ""))
+    except ValueError:
+        turns = -1
+    if turns < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {text!r}")
+    return turns
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     preset = parser.add_mutually_exclusive_group()
@@ -54,8 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--writer-counts", type=_sizes, help="writer processes of many_writers")
     parser.add_argument(
         "--writer-history",
-        type=int,
-        help="turns each writers' session holds before the writers start (default 0)",
+        type=_turns,
+        help="turns each session the writers write holds before they start (default 0)",
     )
     parser.add_argument("--runs", type=int, help="fresh-process runs per figure")
     parser.add_argument("--turns", type=int, help="timed turns per per-turn run")

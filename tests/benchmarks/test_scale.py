@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.__main__ import _parser, config_from
 from benchmarks.child import ChildSpec, run_spec
 from benchmarks.generator import ConversationGenerator
 from benchmarks.report import _memory_table, _scale_table
@@ -91,6 +92,18 @@ async def test_many_sessions_builds_then_measures_within_the_cache_bound(tmp_pat
     assert metrics["sessions"] == 40
     assert metrics["cache_within_bound"] == 1.0
     assert 0 < metrics["cache_max_messages"] <= metrics["cache_bound"]
+
+
+def test_writer_history_reaches_the_writers_specs_and_refuses_a_negative_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = _parser().parse_args(["--smoke", "--writer-history", "400"])
+    runner = Runner(config_from(args), work_dir=tmp_path)
+    assert runner._spec("shared_session", "chatledger", "x", 2).history == 400
+    assert runner._spec("per_turn", "chatledger", "x", 200).history == 0
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["--writer-history", "-1"])
+    assert "0 or more, got '-1'" in capsys.readouterr().err
 
 
 def test_runner_plans_the_scale_sizes_and_keys_the_cache_by_the_build(tmp_path: Path) -> None:
