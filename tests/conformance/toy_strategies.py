@@ -171,7 +171,7 @@ class Gated:
 class Interfering:
     """Plans with ``inner``, then runs ``hook`` (a concurrent writer) before returning."""
 
-    inner: ExcludeOldest | Fixed | SummarizeOldest
+    inner: ExcludeOldest | Fixed | SummarizeOldest | ReduceResults
     hook: Callable[[], Awaitable[None]]
     plans: int = 0
 

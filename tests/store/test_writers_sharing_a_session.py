@@ -82,6 +82,25 @@ async def test_a_plan_another_writer_carried_out_takes_no_write_transaction(db_u
         assert excluded == {"group_u1", "group_a1"}
 
 
+async def test_a_reduction_another_writer_made_moot_takes_no_write_transaction(
+    db_url: str,
+) -> None:
+    """A plan that reduces messages never goes in one statement; another writer excluded
+    its group meanwhile: the read without a lock shows nothing left, and it ends there."""
+    async with _two_writers(db_url) as (mine, other, writes):
+        excluded: list[object] = []
+
+        async def the_other_excludes_it() -> None:
+            if not excluded:
+                excluded.append(await other.compact("s", ExcludeOldest(2)))
+
+        strategy = Interfering(ReduceResults(), the_other_excludes_it)
+        assert await mine.compact("s", strategy) is None
+        assert strategy.plans == 1 and writes == []
+        assert [e.outcome for e in await mine.audit("s")] == ["applied"]  # the other's
+        assert {g.group_id for g in await mine.excluded("s")} == {"group_u1", "group_a1"}
+
+
 async def test_what_is_left_of_a_plan_applies_in_one_write(db_url: str) -> None:
     async with _two_writers(db_url) as (mine, other, writes):
 

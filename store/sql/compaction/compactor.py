@@ -12,8 +12,9 @@
    read without a lock (where the database writes in one statement, by that
    statement's own read, :mod:`~store.sql.compaction.one_statement`): a plan another
    writer carried out already, or one that conflicts, ends there, without the write
-   lock; so does a plan's summary id counted stored when the summaries left of the
-   plan are other ones. The touched records are loaded into
+   lock, and what is left of a plan another writer carried out in part is written in
+   one statement where its summaries' ids are free (the read first counted the ids of
+   the plan as made). The touched records are loaded into
    a mirror, the shared rules (:mod:`store.rules.changes`) apply the change set to it,
    and what changed is written back with the audit event; the rows the write left go to
    the cache.
@@ -93,6 +94,12 @@ _READS_AGAIN = 2
 again without a lock, before the write transaction takes over."""
 
 
+def _read_at_once(snapshot: Snapshot, changes: ChangeSet) -> bool:
+    """Whether :meth:`Compactor.apply_at_once` reads the touched groups without a lock
+    (else it gives the write transaction the plan before any read)."""
+    return not changes.reductions and snapshot.next_seq is not None
+
+
 class Done:
     """What a write in one statement gives when another writer carried the plan out."""
 
@@ -115,15 +122,15 @@ class Snapshot:
     """The active view a plan was made on, and what it was made from."""
 
     view: View
-    revision: int
     rows: Sequence[Mapping[Any, Any]]
     """The active group rows the view was built from."""
     key: Key
+    """The session row's cache key (incarnation, revision) at the snapshot."""
     next_seq: int | None = None
     """The session's next ``seq`` at the snapshot."""
     moved: bool = False
     """Whether another writer wrote the session since this store last did (it is shared:
-    the apply first looks, without a lock, at what is left of the plan)."""
+    the apply looks, without a lock, at what is left of the plan first)."""
     request: CompactionRequest | None = None
     """The compaction asked for and not yet run, as the session row said."""
 
@@ -148,8 +155,9 @@ class Compactor:
     cache: SessionCache | None = None
     at_once: AtOnce | None = None
     """The store's way to write in one statement on a connection in autocommit (gives
-    None, having written nothing, when the operation gives None); None where the
-    database has none: every apply is a write transaction."""
+    None, having written nothing, when the operation gives None or its statement waited
+    too long for a lock); None where the database has none: every apply is a write
+    transaction."""
 
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
@@ -172,7 +180,6 @@ class Compactor:
         session = opened.session
         return Snapshot(
             opened.view,
-            session["revision"],
             opened.rows,
             session_key(session),
             session["next_seq"],
@@ -224,10 +231,10 @@ class Compactor:
         """Apply a plan made on ``snapshot``: in one statement where the store can
         (:meth:`apply_at_once`), else in a write transaction (:meth:`apply`)."""
         write_at_once = self.at_once
-        if snapshot.moved and write_at_once is None:
+        if snapshot.moved and not (write_at_once is not None and _read_at_once(snapshot, changes)):
             # writers sharing a session plan alike: what another already did (or
             # changed) is seen without taking the session's lock for nothing (the one
-            # statement's own read tells the same, where there is one)
+            # statement's own read tells the same, where it reads)
             async with read_connection(self.engine, single=True) as conn:
                 left = await self._still_valid(conn, session_id, snapshot, changes, None)
             if isinstance(left, Conflict):
@@ -381,15 +388,19 @@ class Compactor:
         another writer carried the plan out already (read without a lock, as the write
         transaction would find it under the lock), :data:`CONFLICT` when the plan
         conflicts with another writer's write since the snapshot (it is made again),
-        or None, having written nothing, when :meth:`apply` in a write transaction
-        should: a change set that reduces messages, a summary's id taken, a change that
-        changes nothing, a gate that did not hold.
+        :data:`~store.sql.compaction.one_statement.MOVED` when the statement's gate did
+        not hold, or None, having written nothing, when :meth:`apply` in a write
+        transaction should: a change set that reduces messages, too many ids for one
+        statement, a session deleted and made again, a summary's id taken, a change
+        that changes nothing, a text too large for one statement, a summary's id stored
+        meanwhile.
 
         When another writer wrote since the snapshot, what of the plan still applies to
         the groups as this read found them is applied, as :meth:`apply` does under the
         lock; the statement's gate is then the revision this read found."""
-        if changes.reductions or snapshot.next_seq is None:
+        if not _read_at_once(snapshot, changes):
             return None
+        assert snapshot.next_seq is not None
         touched = changes.touched_group_ids
         taken = summary_id_candidates(changes, snapshot.next_seq)
         read = await lock_with_groups(conn, self.tenant, session_id, touched, taken, lock=False)
@@ -458,7 +469,7 @@ class Compactor:
             seen.key = session_key(session)
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         refuse_tail(session)
-        if snapshot is not None and session["revision"] != snapshot.revision:
+        if snapshot is not None and session_key(session) != snapshot.key:
             valid = await self._still_valid(conn, session_id, snapshot, changes, locked)
             if isinstance(valid, Conflict):
                 return CONFLICT
