@@ -17,7 +17,7 @@ import pytest
 from store.contract import HistoryBackend
 from store.errors import InvalidInput, SessionNotFound
 from store.exporting import export_sessions
-from strategies.changeset import ChangeSet, Exclusion
+from strategies.changeset import ChangeSet, Exclusion, SummaryInsert
 from strategies.messages import Message
 from tests.conformance.conftest import Stores
 from tests.conformance.toy_strategies import ExcludeOldest, Fixed, ReduceResults, SummarizeOldest
@@ -285,6 +285,29 @@ async def test_compacting_a_fork_leaves_the_parent_as_it_was(chat_store: History
     fork_context = await store.context("f")
     assert await store.compact("s", ExcludeOldest(2)) is not None
     assert await store.context("f") == fork_context
+
+
+async def test_a_fork_summary_named_as_an_inherited_message_takes_a_fresh_id(
+    chat_store: HistoryBackend,
+) -> None:
+    """A summary whose planned id is a message id the fork inherits (a tool result's, then
+    a group's first message's, whose group id it would take too) is renamed, as in a
+    session of its own: the fork's ids stay unique and the inherited message stays."""
+    store = chat_store
+    await store.fork("s", new_session_id="f")
+    await store.append("f", [user("u4", "and then?"), assistant("a4", "more rain")])
+    for planned, replaces in (("t1", ("group_u2", "group_a3")), ("a2", ("group_u3",))):
+        summary = SummaryInsert(
+            Message.text_message("assistant", "so far", message_id=planned), replaces
+        )
+        assert await store.compact("f", Fixed(ChangeSet(summaries=(summary,)))) is not None
+    stored = await _ids(store, "f")
+    assert len(stored) == len(set(stored)), stored
+    assert [i.split("@")[0] for i in stored if "@" in i] == ["t1", "a2"]
+    sent = await store.context("f")
+    assert len({m.message_id for m in sent}) == len(sent)
+    assert [m.text for m in sent if m.message_id == "a2"] == ["sunny"]
+    assert await _ids(store, "s") == IDS  # the parent as it was
 
 
 async def test_an_inherited_exclusion_restored_in_the_fork_only(

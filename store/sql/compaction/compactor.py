@@ -391,9 +391,9 @@ class Compactor:
         :data:`~store.sql.compaction.one_statement.MOVED` when the statement's gate did
         not hold, or None, having written nothing, when :meth:`apply` in a write
         transaction should: a change set that reduces messages, too many ids for one
-        statement, a session deleted and made again, a summary's id taken, a change
-        that changes nothing, a text too large for one statement, a summary's id stored
-        meanwhile.
+        statement, a session deleted and made again, a summary's id taken, a fork's
+        summary (its inherited ids are not read here), a change that changes nothing,
+        a text too large for one statement, a summary's id stored meanwhile.
 
         When another writer wrote since the snapshot, what of the plan still applies to
         the groups as this read found them is applied, as :meth:`apply` does under the
@@ -407,23 +407,12 @@ class Compactor:
         if read is None:
             return None
         session = read.session
-        taken_count = read.taken
-        if session_key(session) != snapshot.key:
-            if session["incarnation"] != snapshot.key[0]:
-                return None
-            valid = await self._still_valid(conn, session_id, snapshot, changes, read)
-            if isinstance(valid, Conflict):
-                return CONFLICT  # planned again, without taking the lock for it
-            if valid.is_empty:
-                return DONE  # another writer carried the plan out: nothing to write
-            if taken_count and valid != changes:
-                # the ids counted were the plan's as made: often another writer's write
-                # of the same summaries took them, and what is left has others
-                left = summary_id_candidates(valid, session["next_seq"])
-                taken_count = await count_stored(conn, self.tenant, session_id, left)
-            changes, touched = valid, valid.touched_group_ids
-        if taken_count:
-            return None  # a summary's id is stored: the write transaction renames it
+        left = await self._left_at_once(conn, session_id, snapshot, changes, read)
+        if not isinstance(left, ChangeSet):
+            return left
+        changes, touched = left, left.touched_group_ids
+        if changes.summaries and session["branch"] is not None:
+            return None  # a fork inherits ids in its owners' rows: the transaction reads them
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
         refuse_tail(session)
         mirror = mirror_of(session)
@@ -441,6 +430,37 @@ class Compactor:
         if not landed_after:  # else the cache catches up through the write chain
             seen.key, seen.written = session_key(session), mirror.written
         return event
+
+    async def _left_at_once(
+        self,
+        conn: AsyncConnection,
+        session_id: str,
+        snapshot: Snapshot,
+        changes: ChangeSet,
+        read: Locked,
+    ) -> ChangeSet | Done | Conflict | None:
+        """What of ``changes`` :meth:`apply_at_once` writes, given its ``read``: the
+        plan, or what of it still applies when another writer wrote since the snapshot;
+        :data:`DONE`, :data:`CONFLICT`, or None for the write transaction (a session
+        made again, a summary's id stored)."""
+        session, taken = read.session, read.taken
+        if session_key(session) != snapshot.key:
+            if session["incarnation"] != snapshot.key[0]:
+                return None
+            valid = await self._still_valid(conn, session_id, snapshot, changes, read)
+            if isinstance(valid, Conflict):
+                return CONFLICT  # planned again, without taking the lock for it
+            if valid.is_empty:
+                return DONE  # another writer carried the plan out: nothing to write
+            if taken and valid != changes:
+                # the ids counted were the plan's as made: often another writer's write
+                # of the same summaries took them, and what is left has others
+                left = summary_id_candidates(valid, session["next_seq"])
+                taken = await count_stored(conn, self.tenant, session_id, left)
+            changes = valid
+        if taken:
+            return None  # a summary's id is stored: the write transaction renames it
+        return changes
 
     async def apply(
         self,
@@ -480,7 +500,10 @@ class Compactor:
         else:
             add_groups(mirror, locked.groups, set(touched))
         wanted = [r.message_id for r in changes.reductions]
-        if locked is None or guessed != session["next_seq"] or locked.taken:
+        # the ids the summaries may take, loaded when one is stored or may be: a fork's
+        # inherited messages are its owners' rows, which the locked read does not count
+        forked = session["branch"] is not None
+        if locked is None or guessed != session["next_seq"] or locked.taken or forked:
             wanted += summary_id_candidates(changes, session["next_seq"])
         await load_rows_by_id(conn, mirror, set(wanted))
         applied = self._applied(session_id, mirror, changes, strategy, attempt)
