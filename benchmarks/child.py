@@ -431,10 +431,20 @@ async def _many_sessions(system: System, spec: ChildSpec) -> Metrics:
     return metrics
 
 
+def _own_session(index: int) -> str:
+    """The session of writer ``index`` when each writer has its own."""
+    return f"writer-{index}"
+
+
+def _written_sessions(spec: ChildSpec, *, shared: bool) -> list[str]:
+    """The sessions ``spec.size`` writers write: one, or one each."""
+    return [SESSION_ID] if shared else [_own_session(index) for index in range(spec.size)]
+
+
 async def _writer(system: System, spec: ChildSpec) -> Metrics:
     """One writer process: a warm-up turn, then (once the parent says go) ``spec.turns``
     turns, each timed; an error is counted and the writer goes on."""
-    system.session_id = spec.session_id or f"writer-{spec.index}"
+    system.session_id = spec.session_id or _own_session(spec.index)
     generator = ConversationGenerator(spec.seed + spec.index, id_prefix=f"w{spec.index}")
     turns = [system.prepare(t) for t in islice(generator.turns(), spec.turns + 1)]
     await system.open(create=False)
@@ -524,7 +534,7 @@ async def _accounted(system: System, spec: ChildSpec, *, shared: bool) -> Metric
         generator = ConversationGenerator(spec.seed + index, id_prefix=f"w{index}")
         for turn in islice(generator.turns(), spec.turns + 1):
             appended.update(m.message_id for m in system.prepare(turn))
-    sessions = [SESSION_ID] if shared else [f"writer-{index}" for index in range(spec.size)]
+    sessions = _written_sessions(spec, shared=shared)
     await system.open(create=False)
     try:
         found = await _stored_ids(system, sessions)
@@ -546,7 +556,7 @@ async def _before_writers(system: System, spec: ChildSpec, *, shared: bool) -> N
     holding ``spec.history`` turns of its own, loaded and settled (untimed)."""
     await system.open(create=True)
     try:
-        sessions = [SESSION_ID] if shared else [f"writer-{i}" for i in range(spec.size)]
+        sessions = _written_sessions(spec, shared=shared)
         for index, session in enumerate(sessions if spec.history else ()):
             system.session_id = session
             seed = spec.seed + 1_000 + index

@@ -14,10 +14,9 @@
    writer carried out already, or one that conflicts, ends there, without the write
    lock, and what is left of a plan another writer carried out in part is written in
    one statement where its summaries' ids are free (the read first counted the ids of
-   the plan as made). The touched records are loaded into
-   a mirror, the shared rules (:mod:`store.rules.changes`) apply the change set to it,
-   and what changed is written back with the audit event; the rows the write left go to
-   the cache.
+   the plan as made). The touched records are loaded into a mirror, the shared rules
+   (:mod:`store.rules.changes`) apply the change set to it, and what changed is written
+   back with the audit event; the rows the write left go to the cache.
 """
 
 from __future__ import annotations

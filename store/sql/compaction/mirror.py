@@ -192,6 +192,20 @@ def _groups_at(capabilities: dialect.Capabilities) -> int:
     return len(SESSIONS.c) + 1 + (len(_SEEN_KEY) if capabilities.row_locks else 0)
 
 
+def _stored_count(capabilities: dialect.Capabilities, ids: str) -> Select[Any]:
+    """How many of the session's message ids are in the key list ``ids`` (a parameter)."""
+    return (
+        select(func.count())
+        .select_from(MESSAGES)
+        .where(*_bound_keys(MESSAGES), in_key_list(MESSAGES.c.message_id, ids, capabilities))
+    )
+
+
+@cache
+def _count_stored(capabilities: dialect.Capabilities) -> Select[Any]:
+    return _stored_count(capabilities, "ids")
+
+
 @cache
 def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
     """The session row, the count of its messages whose id is in ``taken``, and,
@@ -224,16 +238,8 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
             at_anchor,
         ),
     ).subquery("around")
-    taken = (  # bound, not correlated: counted once, not once a joined row
-        select(func.count())
-        .select_from(MESSAGES)
-        .where(
-            *_bound_keys(MESSAGES),
-            in_key_list(MESSAGES.c.message_id, "taken", capabilities),
-        )
-        .scalar_subquery()
-        .label("taken_count")
-    )
+    # bound, not correlated: counted once, not once a joined row
+    taken = _stored_count(capabilities, "taken").scalar_subquery().label("taken_count")
     columns = [around.c[name].label(label) for label, name in _GROUP_LABELS]
     if not capabilities.row_locks:
         return (
@@ -319,15 +325,6 @@ async def lock_with_groups(
     return Locked(first, groups, int(first["taken_count"]))
 
 
-@cache
-def _stored_count(capabilities: dialect.Capabilities) -> Select[Any]:
-    return (
-        select(func.count())
-        .select_from(MESSAGES)
-        .where(*_bound_keys(MESSAGES), in_key_list(MESSAGES.c.message_id, "ids", capabilities))
-    )
-
-
 async def count_stored(
     conn: AsyncConnection, tenant: str, session_id: str, message_ids: Collection[str]
 ) -> int:
@@ -341,7 +338,7 @@ async def count_stored(
         "session_id": session_id,
         "ids": key_list(message_ids, capabilities),
     }
-    return int((await conn.execute(_stored_count(capabilities), params)).scalar_one())
+    return int((await conn.execute(_count_stored(capabilities), params)).scalar_one())
 
 
 def _saw_locked(row: Mapping[str, Any]) -> bool:
