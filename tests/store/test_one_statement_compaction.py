@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 
 import pytest
@@ -144,16 +145,19 @@ async def _interleaved(
     store: HistoryStore, other: HistoryStore, session_id: str, turns: int
 ) -> int:
     """:func:`_compacted`, with ``other`` appending a turn of its own to the session
-    each time a compaction has planned and reads the groups it touches (after its
-    snapshot: the plan was made before that append); how many compactions wrote."""
-    read = mirror.lock_with_groups
+    each time a compaction has planned, before its apply's first step (the read of the
+    groups it touches or, made from the snapshot, its one statement): the plan was made
+    before that append; how many compactions wrote."""
     appended: list[int] = []
 
-    async def after_another_append(*args: Any, **kwargs: Any) -> Any:
-        if not appended or appended[-1] != len(pending):
-            appended.append(len(pending))
-            await other.append(session_id, _turn(1_000 + len(pending)))
-        return await read(*args, **kwargs)
+    def after_another_append(through: Callable[..., Awaitable[Any]]) -> Any:
+        async def step(*args: Any, **kwargs: Any) -> Any:
+            if not appended or appended[-1] != len(pending):
+                appended.append(len(pending))
+                await other.append(session_id, _turn(1_000 + len(pending)))
+            return await through(*args, **kwargs)
+
+        return step
 
     pending: list[int] = []
     strategy = ContextWindowCompactionStrategy(
@@ -161,7 +165,9 @@ async def _interleaved(
     )
     wrote = 0
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(f"{compactor.__name__}.lock_with_groups", after_another_append)
+        for name in ("lock_with_groups", "write_back_in_one_statement"):
+            step = after_another_append(getattr(compactor, name))
+            patch.setattr(f"{compactor.__name__}.{name}", step)
         for n in range(turns):
             await store.append(session_id, _turn(n))
             pending.append(n)  # one append of the other writer during this compaction
@@ -250,6 +256,29 @@ def _once_the_other_compacts(
     return _once_first(lambda: other.compact("s", ExcludeOldest(2)), through, compacted, results)
 
 
+def _first_in_the_apply(
+    patch: pytest.MonkeyPatch,
+    meanwhile: Callable[[], Awaitable[Any]],
+    done: list[object],
+    written: list[object] | None = None,
+) -> None:
+    """Run ``meanwhile`` once (what it gives in ``done``), before the first step of a
+    compaction's apply after its plan: its read without a lock or, where its snapshot
+    holds what that read reads (this store wrote the session last), its one statement
+    (whose results go in ``written``)."""
+    steps = {
+        "lock_with_groups": (mirror.lock_with_groups, []),
+        "write_back_in_one_statement": (
+            compactor.write_back_in_one_statement,
+            [] if written is None else written,
+        ),
+    }
+    for name, (through, results) in steps.items():
+        patch.setattr(
+            f"{compactor.__name__}.{name}", _once_first(meanwhile, through, done, results)
+        )
+
+
 async def _group_ids(store: HistoryStore, session_id: str) -> list[str]:
     """The session's group ids in stored order."""
     query = "SELECT group_id FROM chatledger_groups WHERE session_id = :s ORDER BY first_seq"
@@ -274,16 +303,20 @@ async def test_a_plan_another_writer_carried_out_meanwhile_ends_without_a_write(
     db_url: str,
 ) -> None:
     """Another store carries the same plan out between a compaction's snapshot and its
-    read without a lock: the read shows it done, and the compaction ends there, with no
-    write transaction (which would queue for the session's row to find the same)."""
+    apply: the one statement made from the snapshot writes nothing (its groups were
+    written since), the read without a lock shows the plan done, and the compaction
+    ends there, with no write transaction (which would queue for the session's row to
+    find the same)."""
     async with _three_turns(db_url) as (store, other):
         compacted: list[object] = []
-        read = _once_the_other_compacts(other, mirror.lock_with_groups, compacted, [])
+        written: list[object] = []
         with pytest.MonkeyPatch.context() as patch:
             transactions = _transactions(store, patch)
-            patch.setattr(f"{compactor.__name__}.lock_with_groups", read)
+            meanwhile = partial(other.compact, "s", ExcludeOldest(2))
+            _first_in_the_apply(patch, meanwhile, compacted, written)
             assert await store.compact("s", ExcludeOldest(2)) is None
         assert transactions == [] and compacted[0] is not None
+        assert written[1:] == [MOVED]  # the other's statement, then this store's
         events = await store.audit("s")
         assert [e.outcome for e in events] == ["applied"]  # the other's, once
         assert {g.group_id for g in await store.excluded("s")} == set(events[0].excluded)
@@ -378,27 +411,25 @@ async def test_what_is_left_of_a_plan_another_writer_partly_wrote_is_one_stateme
     db_url: str,
 ) -> None:
     """Another store writes one of a plan's two summaries (the same id) between the
-    plan's snapshot and its read without a lock: the read counts that id stored, but
-    what is left of the plan is the other summary, whose ids are not; it is written in
-    the one statement, with no write transaction."""
+    plan's snapshot and its apply: the one statement made from the snapshot writes
+    nothing (the summarized groups were written since); the read without a lock counts
+    that id stored, but what is left of the plan is the other summary, whose ids are
+    not; it is written in the one statement, with no write transaction."""
     async with _three_turns(db_url) as (store, other):
         groups = await _group_ids(store, "s")
         first = _summary("sum_first", groups[0], groups[1])
         second = _summary("sum_second", groups[3], groups[4])
         done: list[object] = []
-        read = _once_first(
-            lambda: other.compact("s", Fixed(ChangeSet(summaries=(first,)))),
-            mirror.lock_with_groups,
-            done,
-            [],
-        )
+        written: list[object] = []
         statements = _event_statements(store)
         with pytest.MonkeyPatch.context() as patch:
             transactions = _transactions(store, patch)
-            patch.setattr(f"{compactor.__name__}.lock_with_groups", read)
+            meanwhile = partial(other.compact, "s", Fixed(ChangeSet(summaries=(first,))))
+            _first_in_the_apply(patch, meanwhile, done, written)
             event = await store.compact("s", Fixed(ChangeSet(summaries=(first, second))))
         assert transactions == [] and done[0] is not None
-        assert statements == ["written_session"]  # its one statement (the other has its own)
+        # its two one statements (the other has its own), the first writing nothing
+        assert statements == ["written_session"] * 2 and written[1] is MOVED
         assert event is not None
         assert [sorted(replaced) for replaced in event.summarized.values()] == [sorted(groups[3:5])]
         assert [e.outcome for e in await store.audit("s")] == ["applied", "applied"]
@@ -411,17 +442,59 @@ async def test_a_plan_that_conflicts_with_a_write_since_is_made_again_without_a_
     db_url: str,
 ) -> None:
     """Another store pins a group a plan excludes between the plan's snapshot and its
-    read without a lock: the read finds the conflict, and the plan is made again and
-    written in one statement, no write transaction taken to find the same."""
+    apply: the one statement made from the snapshot writes nothing, the read without a
+    lock finds the conflict, and the plan is made again and written in one statement,
+    no write transaction taken to find the same."""
     async with _three_turns(db_url) as (store, other):
         groups = await _group_ids(store, "s")
         done: list[object] = []
-        read = _once_first(lambda: other.pin("s", [groups[0]]), mirror.lock_with_groups, done, [])
         with pytest.MonkeyPatch.context() as patch:
             transactions = _transactions(store, patch)
-            patch.setattr(f"{compactor.__name__}.lock_with_groups", read)
+            _first_in_the_apply(patch, partial(other.pin, "s", [groups[0]]), done)
             event = await store.compact("s", ExcludeOldest(2))
         assert transactions == [] and done[0] == [groups[0]]
         assert event is not None and event.attempts == 2
         assert sorted(event.excluded) == sorted(groups[1:3])  # the pinned one kept
+        assert (await store.doctor("s")).findings == ()
+
+
+async def test_a_summary_made_from_the_snapshot_goes_after_an_excluded_group_at_its_place(
+    db_url: str,
+) -> None:
+    """A plan made on the snapshot of a session this store wrote last is written in one
+    statement without a read first; the snapshot holds only the active groups, so where
+    a summary goes after a group it lacks (an earlier summary at the same place, since
+    restored away), that statement writes nothing, and the read without a lock finds
+    the group: the summary takes the slot after it."""
+    async with _three_turns(db_url) as (store, _other):
+        groups = await _group_ids(store, "s")
+        first = await store.compact(
+            "s", Fixed(ChangeSet(summaries=(_summary("sum_1", *groups[:2]),)))
+        )
+        assert first is not None
+        await store.restore("s", event_id=first.id)  # sum_1 excluded, at its place
+        await store.unpin("s", groups[:2])
+        await store.context("s")
+        written: list[object] = []
+        with pytest.MonkeyPatch.context() as patch:
+            transactions = _transactions(store, patch)
+            write = compactor.write_back_in_one_statement
+
+            async def through(*args: Any, **kwargs: Any) -> Any:
+                written.append(await write(*args, **kwargs))
+                return written[-1]
+
+            patch.setattr(f"{compactor.__name__}.write_back_in_one_statement", through)
+            again = await store.compact(
+                "s", Fixed(ChangeSet(summaries=(_summary("sum_2", *groups[:2]),)))
+            )
+        assert again is not None and transactions == []
+        assert written[0] is MOVED and isinstance(written[1], tuple)
+        query = (
+            "SELECT group_id, anchor, slot, excluded FROM chatledger_groups WHERE session_id = 's'"
+        )
+        async with store.engine.connect() as conn:
+            rows = {r[0]: r[1:] for r in await conn.execute(text(query))}
+        assert rows["group_sum_1"][2] is True and rows["group_sum_2"][2] is False
+        assert rows["group_sum_2"][:2] == (rows["group_sum_1"][0], rows["group_sum_1"][1] + 1)
         assert (await store.doctor("s")).findings == ()

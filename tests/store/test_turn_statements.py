@@ -3,7 +3,8 @@ in as few statements as the backend allows, since on a server each is a round tr
 
 - an append looks up the open calls and the early results of its call ids at once;
 - a compaction's write-back loads the touched groups and their anchors' neighbours at
-  once;
+  once (PostgreSQL's one statement takes them from the snapshot where no writer moved
+  the session since);
 - a projection reads the session row once: on PostgreSQL the key and the excluded
   totals come with the group and message rows, not from a read after them;
 - after the store's own writes, a view reads what its cache entry lacks with the session
@@ -73,15 +74,17 @@ async def test_an_append_looks_calls_and_early_results_up_in_one_statement(db_ur
         assert "chatledger_open_calls" in lookups[0] and "chatledger_early_results" in lookups[0]
 
 
-async def test_a_compaction_loads_its_groups_in_one_statement(db_url: str) -> None:
+async def test_a_compaction_loads_its_groups_in_one_statement(db_url: str, backend: str) -> None:
     async with HistoryStore.open(db_url) as store:
         for n in range(3):
             await store.append("s", _chat(f"c{n}"))
     async with HistoryStore.open(db_url) as fresh:  # nothing cached: the view is read
         with _selects(fresh) as seen:
             assert await fresh.compact("s", ExcludeOldest(2)) is not None
-        # the snapshot's active groups, then the write-back's groups and neighbours
-        assert len(_reading(seen, "groups")) == 2
+        # the snapshot's active groups, then the write transaction's groups and
+        # neighbours; where the write-back is one statement (PostgreSQL) it is made from
+        # the snapshot's (no writer moved the session since that read), read before it
+        assert len(_reading(seen, "groups")) == (1 if backend == "postgres" else 2)
 
 
 async def test_a_projection_reads_the_session_row_once(db_url: str) -> None:

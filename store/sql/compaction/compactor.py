@@ -16,14 +16,17 @@
    one statement where its summaries' ids are free (the read first counted the ids of
    the plan as made). The touched records are loaded into a mirror, the shared rules
    (:mod:`store.rules.changes`) apply the change set to it, and what changed is written
-   back with the audit event; the rows the write left go to the cache.
+   back with the audit event; the rows the write left go to the cache. Where the
+   database writes in one statement and no other writer moved the session since this
+   store last read it, the statement is made from the snapshot's rows, without a read
+   before it, and gated on the snapshot's revision (:meth:`Snapshot.around`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from sqlalchemy import select
@@ -63,7 +66,7 @@ from store.sql.projection.opening import open_view
 from store.sql.projection.views import group_view
 from store.sql.schema import GROUPS
 from store.sql.sessions import compaction_request_of, consume_compaction_request, lock_session
-from store.sql.statements import chunks
+from store.sql.statements import CHUNK, chunks
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
 from strategies.messages import Message
@@ -105,6 +108,37 @@ class Done:
 
 DONE = Done()
 
+Found = CompactionEvent | Done | Moved | Conflict | None
+"""What a write in one statement gives (see :meth:`Compactor.apply_at_once`)."""
+
+
+async def _at_once(
+    write_at_once: AtOnce,
+    at_once: Callable[..., Awaitable[Found]],
+    snapshot: Snapshot,
+    changes: ChangeSet,
+) -> Found:
+    """Write ``changes`` in one statement (``at_once`` on a connection in autocommit):
+    without a read first where the snapshot holds what the statement reads
+    (:meth:`Snapshot.around`), else, or when its gate did not hold, after a read
+    without a lock; read again at most :data:`_READS_AGAIN` times while another
+    writer wrote a group the plan read since the read."""
+    around = snapshot.around(changes) if _read_at_once(snapshot, changes) else None
+    found = None
+    if around is not None:
+        found = await write_at_once(partial(at_once, around=around))
+    if around is None or isinstance(found, Moved):
+        found = await write_at_once(at_once)
+    for _again in range(_READS_AGAIN):
+        if not isinstance(found, Moved):
+            break
+        # another writer wrote a group the plan read since the read (writers sharing a
+        # session plan alike): read again without a lock, which tells what of the plan
+        # is left (often nothing), rather than queue for the session's row to find the
+        # same
+        found = await write_at_once(at_once)
+    return found
+
 
 @dataclass
 class Applied:
@@ -132,11 +166,30 @@ class Snapshot:
     the apply looks, without a lock, at what is left of the plan first)."""
     request: CompactionRequest | None = None
     """The compaction asked for and not yet run, as the session row said."""
+    session: RowMapping | None = None
+    """The session row the snapshot read."""
 
     @cached_property
     def groups(self) -> dict[str, Fingerprint]:
         """Each active group's fingerprint (needed only when the session moved on)."""
         return {r["group_id"]: fingerprint(r) for r in self.rows}
+
+    def around(self, changes: ChangeSet) -> Sequence[Mapping[Any, Any]] | None:
+        """The rows a write of ``changes`` in one statement reads, as this snapshot holds
+        them, where it holds them: the session is a root no other writer moved since
+        this store last read or wrote it (not :attr:`moved`: writers sharing a session
+        read first), and every group ``changes`` touches is active in it. They are the
+        touched groups and the active groups at their anchors; an excluded group at one
+        of those anchors is not known here (the statement's gate checks that none is
+        where a summary goes). None: read them."""
+        session = self.session
+        if session is None or self.moved or session["branch"] is not None:
+            return None
+        touched = changes.touched_group_ids
+        anchors = {r["anchor"] for r in self.rows if r["group_id"] in touched}
+        if len(anchors) > CHUNK or not touched <= self.groups.keys():
+            return None
+        return [r for r in self.rows if r["anchor"] in anchors]
 
 
 @dataclass(frozen=True)
@@ -184,6 +237,7 @@ class Compactor:
             session["next_seq"],
             opened.moved,
             compaction_request_of(session),
+            session,
         )
 
     def compaction(
@@ -243,11 +297,11 @@ class Compactor:
         seen = Applied()
 
         async def at_once(
-            conn: AsyncConnection,
+            conn: AsyncConnection, around: Sequence[Mapping[Any, Any]] | None = None
         ) -> CompactionEvent | Done | Moved | Conflict | None:
             seen.key = seen.written = None
             return await self.apply_at_once(
-                conn, session_id, changes, phase, strategy, snapshot, seen, attempt
+                conn, session_id, changes, phase, strategy, snapshot, seen, attempt, around
             )
 
         async def operation(conn: AsyncConnection) -> CompactionEvent | Conflict | None:
@@ -256,15 +310,9 @@ class Compactor:
                 conn, session_id, changes, phase, strategy, snapshot, seen, attempt
             )
 
-        found = await write_at_once(at_once) if write_at_once is not None else None
-        for _again in range(_READS_AGAIN):
-            if write_at_once is None or not isinstance(found, Moved):
-                break
-            # another writer wrote a group the plan read since the read (writers
-            # sharing a session plan alike): read again without a lock, which tells
-            # what of the plan is left (often nothing), rather than queue for the
-            # session's row to find the same
-            found = await write_at_once(at_once)
+        found = None
+        if write_at_once is not None:
+            found = await _at_once(write_at_once, at_once, snapshot, changes)
         if isinstance(found, Done):
             return None
         if isinstance(found, Conflict):
@@ -381,6 +429,7 @@ class Compactor:
         snapshot: Snapshot,
         seen: Applied,
         attempt: Attempt,
+        around: Sequence[Mapping[Any, Any]] | None = None,
     ) -> CompactionEvent | Done | Moved | Conflict | None:
         """Apply ``changes`` in one statement on ``conn``, a connection in autocommit
         (:mod:`~store.sql.compaction.one_statement`); the event, :data:`DONE` when
@@ -396,20 +445,22 @@ class Compactor:
 
         When another writer wrote since the snapshot, what of the plan still applies to
         the groups as this read found them is applied, as :meth:`apply` does under the
-        lock; the statement's gate is then the revision this read found."""
+        lock; the statement's gate is then the revision this read found.
+
+        With ``around`` (:meth:`Snapshot.around`), nothing is read: the groups are the
+        snapshot's, and the statement's gate is the snapshot's revision and, for a
+        summary, that no group the snapshot lacks (an excluded one) is at its anchor;
+        :data:`MOVED` when it did not hold."""
         if not _read_at_once(snapshot, changes):
             return None
-        assert snapshot.next_seq is not None
-        touched = changes.touched_group_ids
-        taken = summary_id_candidates(changes, snapshot.next_seq)
-        read = await lock_with_groups(conn, self.tenant, session_id, touched, taken, lock=False)
-        if read is None:
-            return None
-        session = read.session
-        left = await self._left_at_once(conn, session_id, snapshot, changes, read)
-        if not isinstance(left, ChangeSet):
-            return left
-        changes, touched = left, left.touched_group_ids
+        if around is not None and snapshot.session is not None:
+            read = Locked(snapshot.session, around, 0)
+        else:
+            found = await self._read_for_at_once(conn, session_id, snapshot, changes)
+            if not isinstance(found, tuple):
+                return found
+            read, changes = found
+        session, touched = read.session, changes.touched_group_ids
         if changes.summaries and session["branch"] is not None:
             return None  # a fork inherits ids in its owners' rows: the transaction reads them
         check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
@@ -421,7 +472,7 @@ class Compactor:
             return None
         out, name, params = applied
         written = await write_back_in_one_statement(
-            conn, mirror, out, phase=phase, strategy=name, params=params
+            conn, mirror, out, phase=phase, strategy=name, params=params, unseen=around is not None
         )
         if written is None or isinstance(written, Moved):
             return written
@@ -429,6 +480,20 @@ class Compactor:
         if not landed_after:  # else the cache catches up through the write chain
             seen.key, seen.written = session_key(session), mirror.written
         return event
+
+    async def _read_for_at_once(
+        self, conn: AsyncConnection, session_id: str, snapshot: Snapshot, changes: ChangeSet
+    ) -> tuple[Locked, ChangeSet] | Done | Conflict | None:
+        """The read of :meth:`apply_at_once` (without a lock) and what of ``changes`` it
+        writes (see :meth:`_left_at_once`)."""
+        assert snapshot.next_seq is not None
+        touched = changes.touched_group_ids
+        taken = summary_id_candidates(changes, snapshot.next_seq)
+        read = await lock_with_groups(conn, self.tenant, session_id, touched, taken, lock=False)
+        if read is None:
+            return None
+        left = await self._left_at_once(conn, session_id, snapshot, changes, read)
+        return (read, left) if isinstance(left, ChangeSet) else left
 
     async def _left_at_once(
         self,

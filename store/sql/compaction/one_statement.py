@@ -9,7 +9,10 @@ message, ``COMMIT``: five round trips, the session locked across four of them. H
 1. one statement reads what the locked read reads (the session row, the touched groups
    and every group at their anchors, how many of the summaries' ids are taken), as of
    its own snapshot, locking nothing
-   (:func:`~store.sql.compaction.mirror.lock_with_groups` with ``lock=False``);
+   (:func:`~store.sql.compaction.mirror.lock_with_groups` with ``lock=False``), or,
+   where no other writer moved the session since the plan's snapshot, nothing is read:
+   the snapshot's rows are the mirror's (its active groups only: the gate then also
+   asks that no group it lacks be at a summary's anchor);
 2. when another writer wrote since the plan's snapshot, what of the plan still applies
    to the groups as read is kept (:func:`~store.rules.conflicts.still_valid`, as under
    the lock); the shared rules apply it to the mirror and the write is planned
@@ -138,7 +141,12 @@ def _write(dialect: Dialect) -> _Statement:
     sets += [f"{name} = {value}" for name, value in CHAINED.items()]
     revision = bind("revision", "bigint")
     read_groups, read_anchors = bind("read_groups", "text[]"), bind("read_anchors", "bigint[]")
+    # both values of excluded written out: the groups' (excluded, anchor) index serves it
     gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
+    AND NOT EXISTS (SELECT FROM {GROUPS.name} AS g
+      WHERE g.tenant = {tenant} AND g.session_id = {session_id}
+        AND g.excluded IN (false, true) AND g.anchor = ANY({bind("unseen_anchors", "bigint[]")})
+        AND g.group_id <> ALL({read_groups}))
     AND (revision = {revision} OR (
       {bind("rebase", "boolean")} AND branch IS NULL
       AND chain_revision = revision AND chain_since <= {revision}
@@ -242,6 +250,7 @@ async def write_back_in_one_statement(
     phase: Phase,
     strategy: str,
     params: dict[str, Any],
+    unseen: bool = False,
 ) -> tuple[CompactionEvent, bool] | Moved | None:
     """Write what ``out`` changed in ``mirror`` (read without a lock), with its audit
     event, in one statement on ``conn``, a connection in autocommit: the event as
@@ -250,7 +259,12 @@ async def write_back_in_one_statement(
     :data:`MOVED`, having written nothing, when the gate did not hold; None, having
     written nothing, when the transactional write-back should write (see the module).
     The write extends the session's write chain (:data:`~store.sql.statements.CHAINED`):
-    it reduces nothing."""
+    it reduces nothing.
+
+    ``unseen``: ``mirror`` may lack groups at the anchors of the groups it holds (it
+    was made from a snapshot of the active view, not read): the gate then also asks
+    that no group it lacks be at a summary's anchor (where the summary's slot follows
+    every group's)."""
     planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
     plan = planned.plan
     if plan.unreduced or plan.reduced:
@@ -280,6 +294,7 @@ async def write_back_in_one_statement(
         "rebase": row["branch"] is None and not (messages and sealing_now() is not None),
         "read_groups": sorted(mirror.loaded),
         "read_anchors": sorted({int(group["anchor"]) for group in mirror.loaded.values()}),
+        "unseen_anchors": sorted({int(g["anchor"]) for g in plan.summary_groups}) if unseen else [],
         "link_groups": [group_id for group_id, _ in links],
         "link_actions": [action for _, action in links],
         **rows_json(plan.group_rows),
