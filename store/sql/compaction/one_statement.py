@@ -141,12 +141,18 @@ def _write(dialect: Dialect) -> _Statement:
     sets += [f"{name} = {value}" for name, value in CHAINED.items()]
     revision = bind("revision", "bigint")
     read_groups, read_anchors = bind("read_groups", "text[]"), bind("read_anchors", "bigint[]")
-    # both values of excluded written out: the groups' (excluded, anchor) index serves it
+    # an excluded group at a summary's anchor, where the mirror holds the active groups
+    # alone (an active group it lacks was written since: the revision tells): one look
+    # into the groups' (excluded, anchor) index an anchor (as a filter over the array,
+    # planned on guesses, it read every excluded group of the session); first the
+    # array's size, so that without one the groups are not looked at
+    unseen = bind("unseen_anchors", "bigint[]")
     gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
-    AND NOT EXISTS (SELECT FROM {GROUPS.name} AS g
-      WHERE g.tenant = {tenant} AND g.session_id = {session_id}
-        AND g.excluded IN (false, true) AND g.anchor = ANY({bind("unseen_anchors", "bigint[]")})
-        AND g.group_id <> ALL({read_groups}))
+    AND (cardinality({unseen}) = 0 OR NOT EXISTS (
+      SELECT FROM unnest({unseen}) AS u(anchor), LATERAL (
+        SELECT FROM {GROUPS.name} AS g
+        WHERE g.tenant = {tenant} AND g.session_id = {session_id}
+          AND g.excluded AND g.anchor = u.anchor LIMIT 1) AS found))
     AND (revision = {revision} OR (
       {bind("rebase", "boolean")} AND branch IS NULL
       AND chain_revision = revision AND chain_since <= {revision}
@@ -261,10 +267,10 @@ async def write_back_in_one_statement(
     The write extends the session's write chain (:data:`~store.sql.statements.CHAINED`):
     it reduces nothing.
 
-    ``unseen``: ``mirror`` may lack groups at the anchors of the groups it holds (it
-    was made from a snapshot of the active view, not read): the gate then also asks
-    that no group it lacks be at a summary's anchor (where the summary's slot follows
-    every group's)."""
+    ``unseen``: ``mirror`` holds the active groups alone at the anchors of the groups
+    it holds (it was made from a snapshot of the active view, not read): the gate then
+    also asks that no excluded group be at a summary's anchor (where the summary's slot
+    follows every group's)."""
     planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
     plan = planned.plan
     if plan.unreduced or plan.reduced:
