@@ -21,9 +21,10 @@ from store.rules.conflicts import Conflict
 from store.sql.compaction.compactor import Done
 from store.sql.compaction.one_statement import Moved
 from store.sql.projection.views import SqlSource
+from strategies.changeset import ChangeSet
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.conformance.test_compaction import _chat
-from tests.conformance.toy_strategies import ExcludeOldest, Interfering, ReduceResults
+from tests.conformance.toy_strategies import ExcludeOldest, Fixed, Interfering, ReduceResults
 from tests.groups.conversations import assistant, call, result, tool, user
 from tests.store.test_cache import Statements
 
@@ -263,3 +264,39 @@ async def test_what_a_moved_view_loads_is_cached_though_another_writer_commits_m
         assert {view.group_id for view in entry.views} <= set(entry.messages)
         monkeypatch.undo()
         assert [m.message_id for m in await mine.context("s")] == await _sent_by_a_new_store(db_url)
+
+
+async def test_a_session_others_keep_writing_is_read_from_what_was_written_first(
+    db_url: str, backend: str
+) -> None:
+    """Once a view found the session moved by another writer, the next views read the
+    group rows written since with the session row first, not after a read of the row
+    that finds it moved again: a compaction's snapshot is that one statement (no
+    snapshot begun for it), a projection that statement and the messages it lacks, in
+    one snapshot; and they send what a new store would."""
+    async with _stores(db_url) as (mine, other):
+        await mine.append("s", _chat())
+        await mine.context("s")
+        await other.append("s", [user("u4", "and the day after?")])
+        await mine.context("s")  # found moved
+        await other.append("s", [assistant("a4", "Rain.")])
+        statements = Statements(mine)
+        assert await mine.compact("s", Fixed(ChangeSet())) is None
+        assert len(statements.seen) == 1 and "written_revision >" in statements.seen[0]
+        await other.append("s", [user("u5", "and then?")])
+        statements.seen.clear()
+        sent = [m.message_id for m in await mine.context("s")]
+        assert sent == await _sent_by_a_new_store(db_url) and sent[-2:] == ["a4", "u5"]
+        reads = [s for s in statements.seen if s.startswith("SELECT")]
+        assert "written_revision >" in reads[0]
+        assert len([s for s in reads if "FROM chatledger_sessions" in s]) == 1
+        began = "BEGIN ISOLATION LEVEL REPEATABLE READ" if backend == "postgres" else "BEGIN"
+        assert statements.seen[0].startswith(began), statements.seen
+        # once a view finds the session as this store left it, the views after it read
+        # as a single writer's do
+        await mine.append("s", [assistant("a5", "Sun.")])
+        await mine.context("s")
+        await mine.append("s", [user("u6", "and now?")])
+        statements.seen.clear()
+        await mine.context("s")
+        assert not [s for s in statements.seen if "written_revision >" in s]

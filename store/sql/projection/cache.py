@@ -23,7 +23,9 @@ row: see ``chain_since`` in :mod:`store.sql.schema`), the entry is caught up
 (:meth:`SessionCache.catch_up`): every such write sets the rows it writes'
 ``written_revision``, so the rows written since are read with the session row in one
 statement and put in place, and the messages of the other groups are kept. Writers
-sharing a session read the groups the others wrote, not the whole view, at each turn.
+sharing a session read the groups the others wrote, not the whole view, at each turn;
+and once a view found the session moved (:meth:`SessionCache.moving`), the next one
+reads them with the session row first, not after a read that finds it moved again.
 When the chain does not reach that far back but does reach the entry's revision, the
 new entry carries the old one's messages, and keeps those of each group whose row, read
 again, is unchanged.
@@ -57,6 +59,8 @@ __all__ = ["DEFAULT_CACHE_MESSAGES", "CachedView", "Key", "SessionCache", "read_
 
 DEFAULT_CACHE_MESSAGES = 20_000
 """Parsed messages a store keeps by default (a few tens of MB at about 1 kB each)."""
+MOVING_SESSIONS = 1_024
+"""Sessions a cache remembers other writers moving (see :meth:`SessionCache.moving`)."""
 
 Key = tuple[str | None, int]
 """A session row's ``(incarnation, revision)``."""
@@ -150,11 +154,29 @@ class SessionCache:
         self._max = max(0, max_messages)
         self._entries: OrderedDict[str, CachedView] = OrderedDict()
         self._size = 0
+        self._moving: OrderedDict[str, None] = OrderedDict()
+        """Sessions the last view of found moved by another writer (most recent last)."""
 
     @property
     def size(self) -> int:
         """Messages held over all sessions."""
         return self._size
+
+    def note_moved(self, session_id: str, moved: bool) -> None:
+        """Record whether a view of the session found it moved by another writer since
+        this store last read or wrote it (at most :data:`MOVING_SESSIONS` are kept)."""
+        if not moved:
+            self._moving.pop(session_id, None)
+            return
+        self._moving[session_id] = None
+        self._moving.move_to_end(session_id)
+        if len(self._moving) > MOVING_SESSIONS:
+            self._moving.popitem(last=False)
+
+    def moving(self, session_id: str) -> bool:
+        """Whether the last view of the session found it moved: other writers share it,
+        and the next view likely finds it moved too."""
+        return session_id in self._moving
 
     def peek(self, session_id: str) -> CachedView | None:
         """The session's entry at whatever key it holds (not checked, not refreshed)."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from sqlalchemy import and_, bindparam, select
 from sqlalchemy.engine import Row, RowMapping
@@ -213,7 +213,9 @@ async def open_view(
     :class:`~store.errors.SessionNotFound` when the session does not exist. On a
     ``single`` read connection (:func:`~store.sql.drivers.engine.read_connection`) a read the
     cache entry says is one statement begins no transaction; when the entry turns out
-    to have moved on, one is begun and the session row read again in it.
+    to have moved on, one is begun and the session row read again in it. Where the
+    last view of the session found it moved (writers share it), the group rows written
+    since the entry's are read with the session row first (:func:`_caught_up_first`).
     """
     guess = cache.peek(session_id) if cache is not None else None
 
@@ -221,35 +223,17 @@ async def open_view(
         return View(groups=tuple(entry.views or ()), source=_NO_SOURCE, **kwargs)
 
     known = _known(guess, send=send, view_of=view_of)
-    if not known.alone:
-        await begin_snapshot(conn)
-    session, found = await _read_session_and(conn, tenant, session_id, known)
-    entry = _entry(cache, session_id, session)
-    current = entry is not None and entry is guess
-    if not current and entry is not None and guess is not None:
-        # the entry moved on (another writer wrote): the reads it needs now make one
-        # snapshot with the row, so that what they load is cached at its key
-        began = known.alone and await begin_snapshot(conn)
-        began = await hold_snapshot(conn) or began
-        if _catches_up(guess, session):
-            # the rows written since the entry's, with the row: one statement
-            assert cache is not None and guess.rows_at is not None
-            known, found = _Known(), []
-            session, written = await _read_session_and_written(
-                conn, tenant, session_id, guess.rows_at
-            )
-            if _catches_up(guess, session):
-                views = [(row, group_view(row)) for row in written]
-                entry = cache.catch_up(
-                    session_id, guess, session_key(session), views, excluded_of(session)
-                )
-                current = True
-            else:
-                entry = _entry(cache, session_id, session)
-        elif began:
-            known = _Known()
-            session, found = await _read_session_and(conn, tenant, session_id, known)
-            entry = _entry(cache, session_id, session)
+    caught, begun = None, False
+    if cache is not None and guess is not None and cache.moving(session_id):
+        caught, begun = await _caught_up_first(conn, cache, tenant, session_id, guess, send=send)
+    entry: CachedView | None
+    found: list[Row[Any]]
+    if caught is not None:
+        session, entry = caught
+        known, found, current = _Known(), [], True
+    else:
+        read = await _read_and_catch_up(conn, cache, tenant, session_id, guess, known, begun)
+        session, found, entry, current, known = read
     check(session)
     lineage = None
     if session["branch"] is not None:  # a fork reads its groups' rows through its lineage
@@ -271,4 +255,89 @@ async def open_view(
     if send and not (current and known.sends_held):
         await source.prefetch(conn, [g.group_id for g in view.sendable()])
     moved = guess is not None and guess.key != session_key(session)
+    if cache is not None:
+        cache.note_moved(session_id, moved)
     return Opened(session, source, view, rows, moved)
+
+
+async def _caught_up_first(
+    conn: AsyncConnection,
+    cache: SessionCache,
+    tenant: str,
+    session_id: str,
+    guess: CachedView,
+    *,
+    send: bool,
+) -> tuple[tuple[RowMapping, CachedView] | None, bool]:
+    """For a session the last view found moved by another writer (writers share it),
+    the group rows written since ``guess``'s, read with the session row first, rather
+    than after a read that finds it moved again: the session row and the entry caught
+    up, and whether a snapshot was begun. With ``send`` that read is in one snapshot
+    with the reads after it (the messages). None when the entry cannot catch up that
+    way: read as usual (in that snapshot, if begun)."""
+    if guess.rows is None or guess.views is None or guess.rows_at is None:
+        return None, False
+    began = send and (await begin_snapshot(conn) or await hold_snapshot(conn))
+    session, written = await _read_session_and_written(conn, tenant, session_id, guess.rows_at)
+    if not _catches_up(guess, session):
+        return None, began
+    views = [(row, group_view(row)) for row in written]
+    key = session_key(session)
+    return (session, cache.catch_up(session_id, guess, key, views, excluded_of(session))), began
+
+
+class _Read(NamedTuple):
+    """What :func:`_read_and_catch_up` read."""
+
+    session: RowMapping
+    found: list[Row[Any]]
+    """The rows read with the session row (see :class:`_Known`)."""
+    entry: CachedView | None
+    current: bool
+    """Whether :attr:`entry` holds the session at the row's key."""
+    known: _Known
+    """What the rows read with the session row are."""
+
+
+async def _read_and_catch_up(
+    conn: AsyncConnection,
+    cache: SessionCache | None,
+    tenant: str,
+    session_id: str,
+    guess: CachedView | None,
+    known: _Known,
+    begun: bool,
+) -> _Read:
+    """The session row, with what ``known`` says ``guess`` lacks; when the row shows the
+    entry moved on, the reads again in one snapshot (caught up where the write chain
+    reaches back). ``begun``: the reads are in one snapshot already."""
+    if not known.alone and not begun:
+        await begin_snapshot(conn)
+    session, found = await _read_session_and(conn, tenant, session_id, known)
+    entry = _entry(cache, session_id, session)
+    current = entry is not None and entry is guess
+    if not current and entry is not None and guess is not None:
+        # the entry moved on (another writer wrote): the reads it needs now make one
+        # snapshot with the row, so that what they load is cached at its key
+        began = known.alone and not begun and await begin_snapshot(conn)
+        began = await hold_snapshot(conn) or began
+        if _catches_up(guess, session):
+            # the rows written since the entry's, with the row: one statement
+            assert cache is not None and guess.rows_at is not None
+            known, found = _Known(), []
+            session, written = await _read_session_and_written(
+                conn, tenant, session_id, guess.rows_at
+            )
+            if _catches_up(guess, session):
+                views = [(row, group_view(row)) for row in written]
+                entry = cache.catch_up(
+                    session_id, guess, session_key(session), views, excluded_of(session)
+                )
+                current = True
+            else:
+                entry = _entry(cache, session_id, session)
+        elif began:
+            known = _Known()
+            session, found = await _read_session_and(conn, tenant, session_id, known)
+            entry = _entry(cache, session_id, session)
+    return _Read(session, found, entry, current, known)
