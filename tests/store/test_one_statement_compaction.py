@@ -478,13 +478,7 @@ async def test_a_summary_made_from_the_snapshot_goes_after_an_excluded_group_at_
         written: list[object] = []
         with pytest.MonkeyPatch.context() as patch:
             transactions = _transactions(store, patch)
-            write = compactor.write_back_in_one_statement
-
-            async def through(*args: Any, **kwargs: Any) -> Any:
-                written.append(await write(*args, **kwargs))
-                return written[-1]
-
-            patch.setattr(f"{compactor.__name__}.write_back_in_one_statement", through)
+            _recorded_statements(patch, written)
             again = await store.compact(
                 "s", Fixed(ChangeSet(summaries=(_summary("sum_2", *groups[:2]),)))
             )
@@ -498,3 +492,47 @@ async def test_a_summary_made_from_the_snapshot_goes_after_an_excluded_group_at_
         assert rows["group_sum_1"][2] is True and rows["group_sum_2"][2] is False
         assert rows["group_sum_2"][:2] == (rows["group_sum_1"][0], rows["group_sum_1"][1] + 1)
         assert (await store.doctor("s")).findings == ()
+
+
+async def test_a_summary_of_a_summary_made_from_the_snapshot_is_one_statement(
+    db_url: str,
+) -> None:
+    """A summary that replaces an earlier summary goes at that summary's place, after
+    it; the groups the earlier one replaced, excluded there before it, do not stop the
+    statement made from the snapshot: it writes at once, at the slot after the earlier
+    summary's."""
+    async with _three_turns(db_url) as (store, _other):
+        groups = await _group_ids(store, "s")
+        first = await store.compact(
+            "s", Fixed(ChangeSet(summaries=(_summary("sum_1", *groups[:2]),)))
+        )
+        assert first is not None
+        await store.context("s")
+        written: list[object] = []
+        with pytest.MonkeyPatch.context() as patch:
+            transactions = _transactions(store, patch)
+            _recorded_statements(patch, written)
+            rolled = _summary("sum_2", "group_sum_1", groups[2])
+            again = await store.compact("s", Fixed(ChangeSet(summaries=(rolled,))))
+        assert again is not None and transactions == []
+        assert len(written) == 1 and isinstance(written[0], tuple)
+        query = (
+            "SELECT group_id, anchor, slot, excluded FROM chatledger_groups WHERE session_id = 's'"
+        )
+        async with store.engine.connect() as conn:
+            rows = {r[0]: r[1:] for r in await conn.execute(text(query))}
+        assert rows[groups[0]][2] is True and rows["group_sum_1"][2] is True
+        assert rows["group_sum_2"][:2] == (rows["group_sum_1"][0], rows["group_sum_1"][1] + 1)
+        assert (await store.doctor("s")).findings == ()
+
+
+def _recorded_statements(patch: pytest.MonkeyPatch, written: list[object]) -> None:
+    """What each write-back in one statement gives goes in ``written`` (while ``patch``
+    lasts)."""
+    write = compactor.write_back_in_one_statement
+
+    async def through(*args: Any, **kwargs: Any) -> Any:
+        written.append(await write(*args, **kwargs))
+        return written[-1]
+
+    patch.setattr(f"{compactor.__name__}.write_back_in_one_statement", through)

@@ -181,7 +181,7 @@ class Snapshot:
         read first), and every group ``changes`` touches is active in it. They are the
         touched groups and the active groups at their anchors; an excluded group at one
         of those anchors is not known here (the statement's gate checks that none is
-        where a summary goes). None: read them."""
+        at or after a summary's place). None: read them."""
         session = self.session
         if session is None or self.moved or session["branch"] is not None:
             return None
@@ -189,6 +189,8 @@ class Snapshot:
         anchors = {r["anchor"] for r in self.rows if r["group_id"] in touched}
         if len(anchors) > CHUNK or not touched <= self.groups.keys():
             return None
+        if any(s.group_id in self.groups for s in changes.summaries):
+            return None  # a summary's planned group is stored: the read renames it
         return [r for r in self.rows if r["anchor"] in anchors]
 
 

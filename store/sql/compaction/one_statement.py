@@ -141,18 +141,20 @@ def _write(dialect: Dialect) -> _Statement:
     sets += [f"{name} = {value}" for name, value in CHAINED.items()]
     revision = bind("revision", "bigint")
     read_groups, read_anchors = bind("read_groups", "text[]"), bind("read_anchors", "bigint[]")
-    # an excluded group at a summary's anchor, where the mirror holds the active groups
-    # alone (an active group it lacks was written since: the revision tells): one look
-    # into the groups' (excluded, anchor) index an anchor (as a filter over the array,
-    # planned on guesses, it read every excluded group of the session); first the
-    # array's size, so that without one the groups are not looked at
+    # an excluded group at a summary's anchor at or after its slot, where the mirror
+    # holds the active groups alone (an active group it lacks was written since: the
+    # revision tells): one look into the groups' (excluded, anchor, slot) index a
+    # summary (as a filter over an array, planned on guesses, it read every excluded
+    # group of the session); first the array's size, so that without one the groups
+    # are not looked at
     unseen = bind("unseen_anchors", "bigint[]")
     gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
     AND (cardinality({unseen}) = 0 OR NOT EXISTS (
-      SELECT FROM unnest({unseen}) AS u(anchor), LATERAL (
+      SELECT FROM unnest({unseen}, {bind("unseen_slots", "integer[]")}) AS u(anchor, slot),
+      LATERAL (
         SELECT FROM {GROUPS.name} AS g
         WHERE g.tenant = {tenant} AND g.session_id = {session_id}
-          AND g.excluded AND g.anchor = u.anchor LIMIT 1) AS found))
+          AND g.excluded AND g.anchor = u.anchor AND g.slot >= u.slot LIMIT 1) AS found))
     AND (revision = {revision} OR (
       {bind("rebase", "boolean")} AND branch IS NULL
       AND chain_revision = revision AND chain_since <= {revision}
@@ -237,6 +239,11 @@ def _event_parameters() -> tuple[str, ...]:
     return tuple("params_json" if c.key == "params" else c.key for c in EVENTS.c)
 
 
+def _places(summaries: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """Each summary's ``(anchor, slot)``, in order."""
+    return sorted({(int(g["anchor"]), int(g["slot"])) for g in summaries})
+
+
 def _columns(
     prefix: str, names: Sequence[str], rows: Sequence[Sequence[Any]]
 ) -> dict[str, list[Any]]:
@@ -269,8 +276,8 @@ async def write_back_in_one_statement(
 
     ``unseen``: ``mirror`` holds the active groups alone at the anchors of the groups
     it holds (it was made from a snapshot of the active view, not read): the gate then
-    also asks that no excluded group be at a summary's anchor (where the summary's slot
-    follows every group's)."""
+    also asks that no excluded group be at a summary's anchor at or after its slot (the
+    summary's slot follows every group's there)."""
     planned = plan_write_back(mirror, out, phase=phase, strategy=strategy, params=params)
     plan = planned.plan
     if plan.unreduced or plan.reduced:
@@ -300,7 +307,7 @@ async def write_back_in_one_statement(
         "rebase": row["branch"] is None and not (messages and sealing_now() is not None),
         "read_groups": sorted(mirror.loaded),
         "read_anchors": sorted({int(group["anchor"]) for group in mirror.loaded.values()}),
-        "unseen_anchors": sorted({int(g["anchor"]) for g in plan.summary_groups}) if unseen else [],
+        **_columns("unseen_", ("anchors", "slots"), _places(plan.summary_groups) if unseen else []),
         "link_groups": [group_id for group_id, _ in links],
         "link_actions": [action for _, action in links],
         **rows_json(plan.group_rows),
