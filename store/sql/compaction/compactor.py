@@ -451,8 +451,8 @@ class Compactor:
 
         With ``around`` (:meth:`Snapshot.around`), nothing is read: the groups are the
         snapshot's, and the statement's gate is the snapshot's revision and, for a
-        summary, that no group the snapshot lacks (an excluded one) is at its anchor;
-        :data:`MOVED` when it did not hold."""
+        summary, that no group the snapshot lacks (an excluded one) is at its anchor at
+        or after its slot; :data:`MOVED` when it did not hold."""
         if not _read_at_once(snapshot, changes):
             return None
         if around is not None and snapshot.session is not None:

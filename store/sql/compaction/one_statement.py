@@ -12,7 +12,7 @@ message, ``COMMIT``: five round trips, the session locked across four of them. H
    (:func:`~store.sql.compaction.mirror.lock_with_groups` with ``lock=False``), or,
    where no other writer moved the session since the plan's snapshot, nothing is read:
    the snapshot's rows are the mirror's (its active groups only: the gate then also
-   asks that no group it lacks be at a summary's anchor);
+   asks that no group it lacks be at a summary's anchor at or after its slot);
 2. when another writer wrote since the plan's snapshot, what of the plan still applies
    to the groups as read is kept (:func:`~store.rules.conflicts.still_valid`, as under
    the lock); the shared rules apply it to the mirror and the write is planned

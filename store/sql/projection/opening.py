@@ -278,12 +278,23 @@ async def _caught_up_first(
     if guess.rows is None or guess.views is None or guess.rows_at is None:
         return None, False
     began = send and (await begin_snapshot(conn) or await hold_snapshot(conn))
+    session, caught = await _caught_up(conn, cache, tenant, session_id, guess)
+    return (None if caught is None else (session, caught)), began
+
+
+async def _caught_up(
+    conn: AsyncConnection, cache: SessionCache, tenant: str, session_id: str, guess: CachedView
+) -> tuple[RowMapping, CachedView | None]:
+    """The session row, read with the group rows written since ``guess``'s rows (one
+    statement), and the entry caught up with them; None when the row's write chain does
+    not reach back to ``guess``'s rows."""
+    assert guess.rows_at is not None
     session, written = await _read_session_and_written(conn, tenant, session_id, guess.rows_at)
     if not _catches_up(guess, session):
-        return None, began
+        return session, None
     views = [(row, group_view(row)) for row in written]
     key = session_key(session)
-    return (session, cache.catch_up(session_id, guess, key, views, excluded_of(session))), began
+    return session, cache.catch_up(session_id, guess, key, views, excluded_of(session))
 
 
 class _Read(NamedTuple):
@@ -323,19 +334,11 @@ async def _read_and_catch_up(
         began = await hold_snapshot(conn) or began
         if _catches_up(guess, session):
             # the rows written since the entry's, with the row: one statement
-            assert cache is not None and guess.rows_at is not None
+            assert cache is not None
             known, found = _Known(), []
-            session, written = await _read_session_and_written(
-                conn, tenant, session_id, guess.rows_at
-            )
-            if _catches_up(guess, session):
-                views = [(row, group_view(row)) for row in written]
-                entry = cache.catch_up(
-                    session_id, guess, session_key(session), views, excluded_of(session)
-                )
-                current = True
-            else:
-                entry = _entry(cache, session_id, session)
+            session, caught = await _caught_up(conn, cache, tenant, session_id, guess)
+            current = caught is not None
+            entry = caught if caught is not None else _entry(cache, session_id, session)
         elif began:
             known = _Known()
             session, found = await _read_session_and(conn, tenant, session_id, known)
