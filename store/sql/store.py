@@ -601,12 +601,13 @@ class HistoryStore(BackendBase):
         self, session_id: str, batch: list[Message], provenance: Provenance | None
     ) -> Written:
         ctx = self._append_context(session_id, provenance)
+        known = self._cache.session_row(session_id)
 
         async def operation(conn: AsyncConnection) -> Appended:
             return await append_messages(conn, ctx, batch)
 
         async def at_once(conn: AsyncConnection) -> Appended | None:
-            return await append_in_one_statement(conn, ctx, batch)
+            return await append_in_one_statement(conn, ctx, batch, known=known)
 
         with short_statements():  # see store.sql.drivers.sqlite: what runs on the loop's thread
             appended = await self._in_one_statement(at_once)

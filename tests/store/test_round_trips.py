@@ -139,9 +139,10 @@ async def test_a_turn_whose_compaction_writes_nothing(db_url: str) -> None:
         counts, results = await _turn(store, _steps(store, "t", strategy))
     assert results["compact"] is None
     sizes = {step: len(seen) for step, seen in counts.items()}
-    # append: the session row with the stored hashes and the open calls of its messages
-    # (no lock), then every write in one statement gated by the session's revision
-    assert sizes == {"append": 2, "compact": 1, "context": 1}, counts
+    # append: every write in one statement, planned from the session row the last turn's
+    # context read, gated by the session's revision and on none of its ids stored and
+    # none of its calls open (what a read would have found)
+    assert sizes == {"append": 1, "compact": 1, "context": 1}, counts
     assert sum(sizes.values()) <= 4
 
 
@@ -157,7 +158,7 @@ async def test_a_turn_whose_compaction_writes(db_url: str) -> None:
     # store wrote the session last), then one statement for the event, its links, the
     # messages' exclusion, the groups' rows and the session row, gated by the
     # snapshot's revision
-    assert sizes == {"append": 2, "compact": 2, "context": 1}, counts
+    assert sizes == {"append": 1, "compact": 2, "context": 1}, counts
     assert sum(sizes.values()) <= 8
 
 
@@ -202,16 +203,31 @@ async def test_a_write_that_waited_for_the_lock_reads_again_under_it(db_url: str
         for n in range(3):
             await _turn(store, _steps(store, f"w{n}", ExcludeOldest(1)))
         appended = await _after_a_writer(store, db_url, lambda: store.append("s", _chat("t")))
-        # the read and the one statement, which waited for the row and then wrote
-        # nothing (the revision had moved after its snapshot, so it is sent again); sent
-        # again, it sees the write (not an append: nothing to land after) and writes
-        # nothing; then the transactional append: BEGIN, the session row locked with its
-        # reads, the messages, the groups, the session row, COMMIT
+        # the one statement planned from the session row the last context read, which
+        # waited for the row and then wrote nothing (the revision had moved after its
+        # snapshot, so it is sent again); sent again, it sees the write (not an append:
+        # nothing to land after) and writes nothing; then the read, and the one
+        # statement planned from it, which writes
+        assert len(appended) == 4, "\n".join(appended)
+        assert appended[0].startswith("bind_execute: WITH written_session"), appended
+        assert appended[1].startswith("bind_execute: WITH written_session"), appended
+        assert appended[2].startswith("bind_execute: SELECT"), appended
+        assert appended[3].startswith("bind_execute: WITH written_session"), appended
+        assert [m.message_id for m in await store.context("s")][-1] == "tu3"
+        async with HistoryStore.open(db_url, tokenizer=CharacterEstimatorTokenizer()) as cold:
+            for n in range(2):  # its statements prepared, their types known
+                await cold.append("warm", _chat(f"w{n}"))
+            appended = await _after_a_writer(cold, db_url, lambda: cold.append("s", _chat("v")))
+        # a store that knows no row of the session reads it first: the read and the one
+        # statement, which waited for the row and then wrote nothing (sent again, it
+        # sees the write and writes nothing); then the transactional append: BEGIN, the
+        # session row locked with its reads, the messages, the groups, the session row,
+        # COMMIT
         assert len(appended) == 9, "\n".join(appended)
         assert appended[1].startswith("bind_execute: WITH written_session"), appended
         assert appended[2].startswith("bind_execute: WITH written_session"), appended
         assert appended[3].startswith("query: BEGIN"), appended
-        assert [m.message_id for m in await store.context("s")][-1] == "tu3"
+        assert [m.message_id for m in await store.context("s")][-1] == "vu3"
         compacted = await _after_a_writer(
             store, db_url, lambda: store.compact("s", ExcludeOldest(1), phase="after_run")
         )

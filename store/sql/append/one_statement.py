@@ -1,6 +1,6 @@
-"""An append in two round trips, where the database runs data-modifying ``WITH``
-queries (PostgreSQL): the reads without a lock, every write in one statement that
-takes effect only if the session is still as read.
+"""An append in one or two round trips, where the database runs data-modifying ``WITH``
+queries (PostgreSQL): the reads without a lock (or none), every write in one statement
+that takes effect only if the session is still as read.
 
 The transactional append (:func:`~store.sql.append.writer.append_messages`) is
 ``BEGIN``, the session row locked with its reads, the messages' insert, the groups'
@@ -18,6 +18,13 @@ them. Here, on a connection in autocommit:
    calls moves that key, so an unchanged key means the plan was made from the state
    it is written over; the ``UPDATE`` holds the row lock for the statement alone.
 
+Where a view of this store read the session row since the session last changed, the
+first step is left out: the append is planned from that row as if the read had found
+none of the messages' ids stored and none of the calls they name open or answered early
+(the usual turn: new messages whose calls are answered in the same batch), and the
+statement's gate checks that too. Where it does not hold, the statement writes nothing
+and the steps above follow.
+
 It gives None, having written nothing, when the transactional append should do the
 work: a session not stored yet, a fork, an annotation that merges stored groups, an
 append too large for one statement (a bulk append goes by ``COPY``), or a key that
@@ -27,7 +34,7 @@ lock).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
@@ -118,6 +125,11 @@ def _write(dialect: Dialect) -> _Statement:
     gives the same groups moved by as many ``seq``, positions and turns as the writes
     since added, and the statement moves them (``w.seq_shift`` ...).
 
+    An append planned without the read (``unread_ids``: the ids of its messages, empty
+    when the read was made) also needs none of those ids stored and none of the calls it
+    names open or answered early, checked through the indexes of each (a stored id
+    would otherwise end the statement with a unique violation, which the server logs).
+
     A statement that waited for another writer's lock sees the session row as that
     writer left it, but other tables as its snapshot saw them: where the append names
     calls, the snapshot's revision must be the row's. The statement gives the revision
@@ -150,12 +162,20 @@ def _write(dialect: Dialect) -> _Statement:
     changes = rows_of(GROUPS, _CHANGED, "u_", bind, dialect)
     call_rows = rows_of(OPEN_CALLS, calls, "c_", bind, dialect)
     early_rows = rows_of(EARLY_RESULTS, calls[:2], "e_", bind, dialect)
+    unanswered = " AND ".join(
+        f"NOT EXISTS (SELECT FROM {table.name} WHERE {keyed} AND call_id = ANY({named}))"
+        for table in (OPEN_CALLS, EARLY_RESULTS)
+    )
+    ids = bind("unread_ids", "text[]")
     gate = f"""incarnation IS NOT DISTINCT FROM {bind("incarnation", "text")}
     AND (revision = {revision} OR (
       {bind("rebase", "boolean")} AND branch IS NULL AND tail_group_id IS NULL
       AND chain_revision = revision AND chain_since <= {revision}
-      AND NOT EXISTS (SELECT FROM {OPEN_CALLS.name} WHERE {keyed} AND call_id = ANY({named}))
-      AND NOT EXISTS (SELECT FROM {EARLY_RESULTS.name} WHERE {keyed} AND call_id = ANY({named}))
+      AND {unanswered}
+    ))
+    AND (cardinality({ids}) = 0 OR (
+      NOT EXISTS (SELECT FROM {MESSAGES.name} WHERE {keyed} AND message_id = ANY({ids}))
+      AND {unanswered}
     ))"""
     sql = f"""WITH written_session AS (
   UPDATE {SESSIONS.name} SET {", ".join(sets)}, revision = revision + 1
@@ -233,33 +253,77 @@ def _columns(
 
 
 async def append_in_one_statement(
-    conn: AsyncConnection, ctx: AppendContext, messages: Sequence[Message]
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    messages: Sequence[Message],
+    *,
+    known: RowMapping | None = None,
 ) -> Appended | None:
     """Append ``messages`` on ``conn``, a connection in autocommit, in two round trips
     (see the module); None, having written nothing, when the transactional append
-    should."""
+    should.
+
+    ``known``: the session row as this store last read it, at the key its view cache
+    holds. Where the append can be planned from that row alone (a root whose tail is
+    closed, of this store's tokenizer), the statement is sent first without the read, as
+    if the read had found none of the messages' ids stored and none of the calls they
+    name open or answered early; its gate checks that too (``unread_ids``, see
+    :func:`_write`). One round trip then; where the gate does not hold, the read is made
+    and the statement sent again from it."""
+    if known is not None and _plans_from(known, ctx):
+        appended = await _planned_and_written(conn, ctx, messages, known, {}, (), unread=True)
+        if appended is not None:
+            return appended
     read = await prefetch(conn, ctx.tenant, ctx.session_id, messages)
     if read is None or read.hashes is None:
         return None  # not stored yet, or a fork (its hashes are its lineage's)
-    session = read.session
-    check_tokenizer(session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
-    refuse_tail(session)
-    fresh = new_messages(messages, read.hashes)
-    deduped = dedupe(ctx.session_id, messages, read.hashes)
+    check_tokenizer(read.session["tokenizer"], ctx.tokenizer.name, ctx.session_id)
+    refuse_tail(read.session)
+    return await _planned_and_written(
+        conn, ctx, messages, read.session, read.hashes, read.calls, unread=False
+    )
+
+
+def _plans_from(known: RowMapping, ctx: AppendContext) -> bool:
+    """Whether an append can be planned from the session row ``known`` alone: a root
+    (a fork's hashes are its lineage's) whose tail is closed (an open one is a stored
+    group the annotation reads), counted with this store's tokenizer."""
+    return (
+        known["branch"] is None
+        and known["tail_group_id"] is None
+        and known["tokenizer"] == ctx.tokenizer.name
+    )
+
+
+async def _planned_and_written(
+    conn: AsyncConnection,
+    ctx: AppendContext,
+    messages: Sequence[Message],
+    session: RowMapping,
+    hashes: Mapping[str, str],
+    calls: Sequence[Mapping[str, Any]] | None,
+    *,
+    unread: bool,
+) -> Appended | None:
+    """The append planned from ``session`` and what was read of the messages' ids
+    (``hashes``) and calls, written in one statement; ``unread``: those were not read
+    (none assumed stored), and the statement's gate checks it."""
+    fresh = new_messages(messages, hashes)
+    deduped = dedupe(ctx.session_id, messages, hashes)
     if not fresh:
         return Appended(0, session_key(session), frozenset())
     if len(fresh) > INSERT_CHUNK:
         return None
     counts = count_in_background(ctx, fresh)
     try:
-        plan = await plan_append(conn, ctx, session, fresh, deduped, counts, read.calls)
+        plan = await plan_append(conn, ctx, session, fresh, deduped, counts, calls)
     finally:
         if counts is not None:
             counts.close()
     statement = _statement(conn.dialect)
     if plan is None or holds_large_text(plan.messages, statement.texts):
         return None
-    calls, early, gone_calls, gone_early = planned_calls(ctx, plan)
+    calls_left, early, gone_calls, gone_early = planned_calls(ctx, plan)
     params: dict[str, Any] = {
         "tenant": ctx.tenant,
         "session_id": ctx.session_id,
@@ -269,6 +333,7 @@ async def append_in_one_statement(
         "gone_early": gone_early,
         "rebase": _adds_only_its_own(plan, session),
         "named_calls": sorted(plan.loaded.wanted_calls),
+        "unread_ids": [m.message_id for m in fresh] if unread else [],
         **session_params(ctx, session, plan.annotation.state, plan.totals),
     }
     for name in _SHIFTED:  # added to the counters as found, not set (see _write)
@@ -276,7 +341,7 @@ async def append_in_one_statement(
     params.update(_columns("m_", statement.messages, plan.messages))
     params.update(_columns("g_", statement.groups, plan.groups))
     params.update(_columns("u_", _CHANGED, plan.changed))
-    params.update(_columns("c_", ("call_id", "group_id", "ambiguous"), calls))
+    params.update(_columns("c_", ("call_id", "group_id", "ambiguous"), calls_left))
     params.update(_columns("e_", ("call_id", "group_id"), early))
     bound = tuple(params[name] for name in statement.names)
     for _attempt in range(_ATTEMPTS):

@@ -108,6 +108,10 @@ class CachedView:
     """The entry this one replaced, at an earlier revision of the session's write chain:
     its messages are kept for each group whose row :meth:`SessionCache.set_rows` finds
     unchanged (until then, none of them is used)."""
+    session: RowMapping | None = None
+    """The session row as a view read it at :attr:`key` (None: not read at this key).
+    An append plans from it without reading the row again
+    (:func:`~store.sql.append.one_statement.append_in_one_statement`)."""
     rows_at: int | None = None
     """The session's revision as of which :attr:`rows` hold every active group's row,
     except the :attr:`dirty` ones (each written after it): every group row written
@@ -177,6 +181,18 @@ class SessionCache:
         """Whether the last view of the session found it moved: other writers share it,
         and the next view likely finds it moved too."""
         return session_id in self._moving
+
+    def note_session(self, session_id: str, session: RowMapping) -> None:
+        """Keep the ``session`` row a view read, with the entry at its key."""
+        entry = self._entries.get(session_id)
+        if entry is not None and entry.key == session_key(session):
+            entry.session = session
+
+    def session_row(self, session_id: str) -> RowMapping | None:
+        """The session row last read at the key the session's entry holds (None: not
+        read at it, or no entry)."""
+        entry = self._entries.get(session_id)
+        return None if entry is None else entry.session
 
     def peek(self, session_id: str) -> CachedView | None:
         """The session's entry at whatever key it holds (not checked, not refreshed)."""

@@ -257,6 +257,7 @@ async def open_view(
     moved = guess is not None and guess.key != session_key(session)
     if cache is not None:
         cache.note_moved(session_id, moved)
+        cache.note_session(session_id, session)
     return Opened(session, source, view, rows, moved)
 
 
