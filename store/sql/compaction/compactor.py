@@ -186,11 +186,19 @@ class Snapshot:
         if session is None or self.moved or session["branch"] is not None:
             return None
         touched = changes.touched_group_ids
-        anchors = {r["anchor"] for r in self.rows if r["group_id"] in touched}
-        if len(anchors) > CHUNK or not touched <= self.groups.keys():
+        planned = {s.group_id for s in changes.summaries}
+        # one pass over the active groups (a few hundred a turn): no fingerprints made
+        anchors: set[int] = set()
+        found = 0
+        for view in self.view.groups:
+            group_id = view.group_id
+            if group_id in planned:
+                return None  # a summary's planned group is stored: the read renames it
+            if group_id in touched:
+                anchors.add(view.anchor)
+                found += 1
+        if found < len(touched) or len(anchors) > CHUNK:
             return None
-        if any(s.group_id in self.groups for s in changes.summaries):
-            return None  # a summary's planned group is stored: the read renames it
         return [r for r in self.rows if r["anchor"] in anchors]
 
 
