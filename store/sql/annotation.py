@@ -72,7 +72,7 @@ async def stored_hashes(
     tenant: str,
     session_id: str,
     messages: Sequence[Message],
-    session: RowMapping | None = None,
+    session: Mapping[Any, Any] | None = None,
 ) -> dict[str, str]:
     """The content hash of each message id of ``messages`` already stored in the session
     (with the session's row ``session``, a fork's inherited messages too)."""
@@ -238,7 +238,7 @@ def referenced_calls(messages: Iterable[Message]) -> set[str]:
 async def _calls_of(
     conn: AsyncConnection,
     params: Mapping[str, Any],
-    session: RowMapping,
+    session: Mapping[Any, Any],
     wanted: set[str],
     given: Sequence[Mapping[str, Any]] | None,
 ) -> list[Mapping[str, Any]]:
@@ -259,7 +259,7 @@ async def load_state(
     conn: AsyncConnection,
     tenant: str,
     session_id: str,
-    session: RowMapping,
+    session: Mapping[Any, Any],
     fresh: Sequence[Message],
     calls: Sequence[Mapping[str, Any]] | None = None,
 ) -> Loaded:

@@ -5,13 +5,13 @@ and bound as tuples, without SQLAlchemy's per-execution work on a statement of m
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import JSON, Column, Table
 from sqlalchemy.engine import Dialect
 
-__all__ = ["Parameters", "array_type", "rows_of", "sql_type"]
+__all__ = ["Parameters", "RowReader", "array_type", "row_reader", "rows_of", "sql_type"]
 
 
 class Parameters:
@@ -58,3 +58,24 @@ def rows_of(
     )
     joined = " CROSS JOIN written_session AS w" if shifts is not None else ""
     return f"SELECT {casts} FROM unnest({arrays}) AS u({', '.join(columns)}){joined}"
+
+
+RowReader = Callable[[Sequence[Any]], dict[str, Any]]
+"""Makes a mapping of column names to values from a driver's row."""
+
+
+def row_reader(table: Table, columns: Sequence[str], dialect: Dialect) -> RowReader:
+    """How a driver's row of ``table``'s ``columns`` (in order) becomes the mapping a
+    SQLAlchemy read gives: each value through its column type's result processor."""
+    processors = tuple(
+        table.c[name].type._cached_result_processor(dialect, None) for name in columns
+    )
+    keys = tuple(columns)
+
+    def read(row: Sequence[Any]) -> dict[str, Any]:
+        return {
+            key: value if process is None or value is None else process(value)
+            for key, process, value in zip(keys, processors, row, strict=True)
+        }
+
+    return read

@@ -138,7 +138,7 @@ from store.sql.migrations import check_sqlite_file, ensure_schema
 from store.sql.projection.cache import DEFAULT_CACHE_MESSAGES, SessionCache, session_key
 from store.sql.projection.opening import open_view
 from store.sql.projection.pending import with_pending
-from store.sql.projection.views import SqlSource, read_view
+from store.sql.projection.views import SqlSource, excluded_of, group_view, read_view
 from store.sql.schema import (
     MESSAGES,
     SESSION_CHILD_TABLES,
@@ -683,9 +683,18 @@ class HistoryStore(BackendBase):
     def _advance(self, session_id: str, appended: Appended) -> None:
         """Tell the cache of views what an append wrote."""
         before = appended.before
-        if before is None:
+        if before is None:  # it landed after another writer's: the session is shared
+            self._cache.note_moved(session_id, True)
             return
         after = (before[0], before[1] + 1)
+        written = appended.written
+        if written is not None and appended.touched <= {r["group_id"] for r in written.groups}:
+            added = [(row, group_view(row)) for row in written.groups if not row["excluded"]]
+            excluded = excluded_of(written.session)
+            if self._cache.write_appended(
+                session_id, before, after, written.session, added, excluded
+            ):
+                return
         self._cache.advance(session_id, before, after, appended.touched, rows_touched=True)
 
     @_connected
@@ -922,6 +931,7 @@ class HistoryStore(BackendBase):
             await set_compaction_request(conn, self._tenant, session_id, request)
 
         await self._write(operation)
+        self._cache.forget_row(session_id)  # the request is new, the revision the same
 
     @_connected
     async def _compaction_request(self, session_id: str) -> CompactionRequest | None:

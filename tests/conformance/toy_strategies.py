@@ -187,3 +187,22 @@ class Interfering:
         changes = await self.inner.plan(view)
         await self.hook()
         return changes
+
+
+@dataclass
+class ExcludeGroup:
+    """Excludes one group, when the view holds it."""
+
+    group_id: str
+
+    @property
+    def name(self) -> str:
+        return "exclude_group"
+
+    def params(self) -> dict[str, Any]:
+        return {"group_id": self.group_id}
+
+    async def plan(self, view: View) -> ChangeSet:
+        found = [g.group_id for g in view.groups if g.group_id == self.group_id]
+        exclusions = tuple(Exclusion(g, "test_excluded") for g in found)
+        return ChangeSet(exclusions=exclusions, strategy=self.name, params=self.params())

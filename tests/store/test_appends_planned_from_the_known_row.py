@@ -19,7 +19,7 @@ from strategies.groups import annotate
 from strategies.messages import Message
 from strategies.tokenizers import CharacterEstimatorTokenizer
 from tests.groups.conversations import assistant, call, result, tool, user
-from tests.store.test_round_trips import _counting
+from tests.store.test_round_trips import _counting, sent_statements
 
 pytestmark = pytest.mark.parametrize(
     "backend", [pytest.param("postgres", marks=pytest.mark.postgres)]
@@ -38,11 +38,11 @@ async def _appended(store: HistoryStore, batch: list[Message]) -> list[str]:
 
 
 def _sent(seen: list[str]) -> list[str]:
-    """The statements of ``seen`` (their start), less prepares and asyncpg's reads of
-    the types of a statement's parameters, which it makes once a connection (their
-    text is not the statement's)."""
-    sent = [e for e in seen if e.split(":", 1)[1].strip() and not e.startswith("prepare")]
-    return [_WRITE if e.startswith(_WRITE) else _READ if e.startswith(_READ) else e for e in sent]
+    """The statements of ``seen``, a write or a read named as such."""
+    return [
+        _WRITE if e.startswith(_WRITE) else _READ if e.startswith(_READ) else e
+        for e in sent_statements(seen)
+    ]
 
 
 async def _grouped_as_one_batch(db_url: str, messages: list[Message]) -> None:

@@ -156,7 +156,7 @@ async def _outcome(
     finally:
         store_module.append_in_one_statement = through
     first_append, appended = found  # the first's, made while the second's ran, ends first
-    assert first_append is not None and first_append.before is not None
+    assert first_append is not None  # in one statement (after the second's last, or as read)
     if appended is None:
         return "locked"
     return "landed after" if appended.before is None else "as read"

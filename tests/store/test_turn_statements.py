@@ -100,7 +100,9 @@ async def test_a_projection_reads_the_session_row_once(db_url: str) -> None:
         assert len(_reading(seen, "groups")) == 1 and len(_reading(seen, "messages")) == 1
 
 
-async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(db_url: str) -> None:
+async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(
+    db_url: str, backend: str
+) -> None:
     async with HistoryStore.open(db_url) as store:
         for n in range(3):
             await store.append("s", _chat(f"c{n}"))
@@ -109,7 +111,13 @@ async def test_after_its_own_writes_a_turn_reads_each_view_in_one_statement(db_u
         with _selects(store) as seen:
             await store.compact("s", ExcludeOldest(0))  # plans on the snapshot, changes nothing
         (snapshot,) = seen
-        assert "JOIN chatledger_groups" in snapshot
+        if backend == "postgres":
+            # the append's statement returned the rows it wrote and the session row: the
+            # plan is made on the cache, and the read that confirms it (it writes
+            # nothing) is the session row's alone
+            assert "JOIN" not in snapshot and _first_table(snapshot) == "chatledger_sessions"
+        else:
+            assert "JOIN chatledger_groups" in snapshot
         await store.compact("s", ExcludeOldest(1))
         with _selects(store) as seen:
             context = await store.context("s")

@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from sqlalchemy.engine import Dialect, RowMapping
+from sqlalchemy.engine import Dialect, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -59,6 +59,7 @@ from store.sql.append.writer import (
     SESSION_VALUES,
     Appended,
     AppendPlan,
+    WrittenRows,
     plan_append,
     planned_calls,
     session_params,
@@ -66,7 +67,7 @@ from store.sql.append.writer import (
 from store.sql.branches.sharing import refuse_tail
 from store.sql.codec import sealing_now
 from store.sql.dialect import kept_on
-from store.sql.driver_sql import Parameters, rows_of, sql_type
+from store.sql.driver_sql import Parameters, RowReader, row_reader, rows_of, sql_type
 from store.sql.projection.cache import session_key
 from store.sql.schema import EARLY_RESULTS, GROUPS, MESSAGES, OPEN_CALLS, SESSIONS
 from store.sql.statements import CHAINED
@@ -93,11 +94,21 @@ class _Statement:
     """The group table's column of each value of a new group's row, in order."""
     texts: tuple[int, ...]
     """Where in a message row its stored texts are."""
+    session: RowReader
+    """The session row as written (:data:`_SESSION_RETURNED`), after ``written`` and
+    ``again`` in the statement's rows."""
+    group: RowReader
+    """A new group's row as written, after the session row's columns."""
 
 
 def _statement(dialect: Dialect) -> _Statement:
     return kept_on(dialect, "one_statement_append", lambda: _write(dialect))
 
+
+_SESSION_RETURNED: Final = tuple(c.key for c in SESSIONS.c if c.key != "metadata")
+"""The session row's columns the statement returns as written: all but its metadata,
+which an append leaves as it was (and a read gives as text or parsed, by the read)."""
+_GROUP_RETURNED: Final = tuple(c.key for c in GROUPS.c)
 
 _SHIFTED: Final = ("next_seq", "position", "turn")
 """The session row's counters an append moves on (by ``d_<column>``) from where the
@@ -184,13 +195,15 @@ def _write(dialect: Dialect) -> _Statement:
       SELECT seen.revision FROM {SESSIONS.name} AS seen
       WHERE seen.tenant = {tenant} AND seen.session_id = {session_id}
     ))
-  RETURNING revision, {shifts}, revision - {revision} - 1 AS revision_shift
+  RETURNING {", ".join(_SESSION_RETURNED)}, {shifts},
+    revision - {revision} - 1 AS revision_shift
 ), written_messages AS (
   INSERT INTO {MESSAGES.name} ({", ".join(messages)})
   {message_rows}
 ), written_groups AS (
   INSERT INTO {GROUPS.name} ({", ".join(groups)})
   {group_rows}
+  RETURNING {", ".join(_GROUP_RETURNED)}
 ), changed_groups AS (
   UPDATE {GROUPS.name} AS t SET
     message_count = t.message_count + c.message_count,
@@ -218,12 +231,25 @@ def _write(dialect: Dialect) -> _Statement:
   WHERE {_GATE}
   ON CONFLICT (tenant, session_id, call_id) DO UPDATE SET group_id = excluded.group_id
 )
-SELECT (SELECT revision FROM written_session) AS written,
-  EXISTS (SELECT FROM {SESSIONS.name} WHERE {keyed} AND {gate}) AS again"""
-    return _Statement(sql, tuple(bind.names), messages, groups, message_binds.texts)
+SELECT w.written, w.again,
+  {", ".join(f"s.{name}" for name in _SESSION_RETURNED)},
+  {", ".join(f"g.{name}" for name in _GROUP_RETURNED)}
+FROM (SELECT (SELECT revision FROM written_session) AS written,
+  EXISTS (SELECT FROM {SESSIONS.name} WHERE {keyed} AND {gate}) AS again) AS w
+LEFT JOIN written_session AS s ON true
+LEFT JOIN written_groups AS g ON true"""
+    return _Statement(
+        sql,
+        tuple(bind.names),
+        messages,
+        groups,
+        message_binds.texts,
+        row_reader(SESSIONS, _SESSION_RETURNED, dialect),
+        row_reader(GROUPS, _GROUP_RETURNED, dialect),
+    )
 
 
-def _adds_only_its_own(plan: AppendPlan, session: RowMapping) -> bool:
+def _adds_only_its_own(plan: AppendPlan, session: Mapping[Any, Any]) -> bool:
     """The half of the conditions for landing after other writers' appends that the
     plan alone can tell: it touches no stored group, found none of the calls or early
     results it names stored, was made with the tail closed, and seals nothing (a sealed
@@ -257,7 +283,7 @@ async def append_in_one_statement(
     ctx: AppendContext,
     messages: Sequence[Message],
     *,
-    known: RowMapping | None = None,
+    known: Mapping[Any, Any] | None = None,
 ) -> Appended | None:
     """Append ``messages`` on ``conn``, a connection in autocommit, in two round trips
     (see the module); None, having written nothing, when the transactional append
@@ -284,7 +310,7 @@ async def append_in_one_statement(
     )
 
 
-def _plans_from(known: RowMapping, ctx: AppendContext) -> bool:
+def _plans_from(known: Mapping[Any, Any], ctx: AppendContext) -> bool:
     """Whether an append can be planned from the session row ``known`` alone: a root
     (a fork's hashes are its lineage's) whose tail is closed (an open one is a stored
     group the annotation reads), counted with this store's tokenizer."""
@@ -299,7 +325,7 @@ async def _planned_and_written(
     conn: AsyncConnection,
     ctx: AppendContext,
     messages: Sequence[Message],
-    session: RowMapping,
+    session: Mapping[Any, Any],
     hashes: Mapping[str, str],
     calls: Sequence[Mapping[str, Any]] | None,
     *,
@@ -346,14 +372,30 @@ async def _planned_and_written(
     bound = tuple(params[name] for name in statement.names)
     for _attempt in range(_ATTEMPTS):
         try:
-            row = (await conn.exec_driver_sql(statement.sql, bound)).one()
+            rows = (await conn.exec_driver_sql(statement.sql, bound)).all()
         except IntegrityError:
             return None  # another writer stored one of these ids: dedupe under the lock
-        revision, again = row._mapping["written"], row._mapping["again"]
+        first = rows[0]._mapping
+        revision, again = first["written"], first["again"]
         if revision is not None or not again:
             break
     if revision is None:
         return None  # another writer moved the session: read again under the lock
     if revision != session["revision"] + 1:
         return replace(plan.appended, before=None)  # landed after other writes
-    return plan.appended
+    if plan.changed or plan.loaded.groups:
+        return plan.appended  # stored groups changed too: their rows are read again
+    return replace(plan.appended, written=_written(statement, session, rows))
+
+
+def _written(
+    statement: _Statement, session: Mapping[Any, Any], rows: Sequence[Row[Any]]
+) -> WrittenRows:
+    """The session row and the new groups' rows the statement returned (the metadata,
+    which it does not return, as ``session`` had it)."""
+    width = 2 + len(_SESSION_RETURNED)
+    values = [tuple(row) for row in rows]
+    after = statement.session(values[0][2:width])
+    after["metadata"] = session["metadata"]
+    groups = [statement.group(row[width:]) for row in values if row[width] is not None]
+    return WrittenRows(after, groups)

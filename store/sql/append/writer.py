@@ -123,7 +123,7 @@ async def _apply_merges(
 
 def _new_groups(
     ctx: AppendContext,
-    session: RowMapping,
+    session: Mapping[Any, Any],
     annotation: Annotation,
     loaded: Loaded,
     totals: AppendTotals,
@@ -297,7 +297,7 @@ _WRITE_MERGED = session_update(SESSION_VALUES, SESSION_ADDED, counters=())
 
 
 def session_params(
-    ctx: AppendContext, session: RowMapping, state: AnnotationState, totals: AppendTotals
+    ctx: AppendContext, session: Mapping[Any, Any], state: AnnotationState, totals: AppendTotals
 ) -> dict[str, Any]:
     """The parameters of the session row's update after the append (``w_`` its key,
     ``v_`` a column's new value, ``d_`` what is added to one)."""
@@ -334,6 +334,17 @@ class Appended:
     """Groups whose messages changed: those that gained messages or absorbed others."""
     tokens: int = 0
     """Tokens of the messages stored."""
+    written: WrittenRows | None = None
+    """The session row and the new groups' rows as the write left them, where it
+    returned them and they are every row it wrote of those (None: not known)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenRows:
+    """The rows an append wrote, as a read would give them."""
+
+    session: Mapping[str, Any]
+    groups: Sequence[Mapping[str, Any]]
 
 
 async def append_messages(
@@ -383,7 +394,7 @@ def _settled_kinds(
 async def _planned(
     conn: AsyncConnection,
     ctx: AppendContext,
-    session: RowMapping,
+    session: Mapping[Any, Any],
     fresh: Sequence[Message],
     deduped: Deduped,
     calls: Sequence[Mapping[str, Any]] | None = None,
@@ -460,7 +471,7 @@ class AppendPlan:
 async def plan_append(
     conn: AsyncConnection,
     ctx: AppendContext,
-    session: RowMapping,
+    session: Mapping[Any, Any],
     fresh: Sequence[Message],
     deduped: Deduped,
     counts: BackgroundCounts | None,

@@ -108,8 +108,9 @@ class CachedView:
     """The entry this one replaced, at an earlier revision of the session's write chain:
     its messages are kept for each group whose row :meth:`SessionCache.set_rows` finds
     unchanged (until then, none of them is used)."""
-    session: RowMapping | None = None
-    """The session row as a view read it at :attr:`key` (None: not read at this key).
+    session: Mapping[Any, Any] | None = None
+    """The session row at :attr:`key`, as a view read it or this store's append wrote it
+    (None: not known at this key).
     An append plans from it without reading the row again
     (:func:`~store.sql.append.one_statement.append_in_one_statement`)."""
     rows_at: int | None = None
@@ -182,13 +183,20 @@ class SessionCache:
         and the next view likely finds it moved too."""
         return session_id in self._moving
 
-    def note_session(self, session_id: str, session: RowMapping) -> None:
+    def note_session(self, session_id: str, session: Mapping[Any, Any]) -> None:
         """Keep the ``session`` row a view read, with the entry at its key."""
         entry = self._entries.get(session_id)
         if entry is not None and entry.key == session_key(session):
             entry.session = session
 
-    def session_row(self, session_id: str) -> RowMapping | None:
+    def forget_row(self, session_id: str) -> None:
+        """The session row changed without a new revision (its compaction request): the
+        entry's row is not known any longer."""
+        entry = self._entries.get(session_id)
+        if entry is not None:
+            entry.session = None
+
+    def session_row(self, session_id: str) -> Mapping[Any, Any] | None:
         """The session row last read at the key the session's entry holds (None: not
         read at it, or no entry)."""
         entry = self._entries.get(session_id)
@@ -369,6 +377,53 @@ class SessionCache:
             advanced.rows_at = entry.rows_at
         self._entries[session_id] = advanced
         self._size += size
+
+    def write_appended(
+        self,
+        session_id: str,
+        before: Key,
+        after: Key,
+        session: Mapping[str, Any],
+        added: Sequence[tuple[Mapping[Any, Any], GroupView]],
+        excluded: Totals,
+    ) -> bool:
+        """This store's append wrote ``before`` -> ``after`` and returned the ``session``
+        row and the ``added`` groups' rows (with their views), every group it wrote: the
+        entry moves to ``after`` with them in place, whole. False, having changed
+        nothing, when the entry is not whole at ``before`` or holds one of those groups
+        (then :meth:`advance`)."""
+        entry = self._entries.get(session_id)
+        if (
+            entry is None
+            or entry.key != before
+            or entry.rows is None
+            or entry.views is None
+            or entry.excluded is None
+            or entry.dirty
+        ):
+            return False
+        new = {view.group_id for _, view in added}
+        if any(view.group_id in new for view in entry.views) or new & entry.messages.keys():
+            return False
+        self.discard(session_id)
+        pairs = list(zip(entry.rows, entry.views, strict=True))
+        place(pairs, list(added))
+        rows, views = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
+        advanced = CachedView(
+            after,
+            rows=rows,
+            views=views,
+            excluded=excluded,
+            messages=dict(entry.messages),
+            shown=dict(entry.shown),
+            links=dict(entry.links),
+            size=entry.size,
+            rows_at=after[1],
+            session=session,
+        )
+        self._entries[session_id] = advanced
+        self._size += advanced.size
+        return True
 
     def write_rows(
         self,

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.sql.annotation import load_state
@@ -66,7 +65,7 @@ async def with_pending(
     conn: AsyncConnection,
     tenant: str,
     session_id: str,
-    session: RowMapping,
+    session: Mapping[Any, Any],
     view: View,
     fresh: Sequence[Message],
     count: Counter,

@@ -363,7 +363,7 @@ class SqlSource:
         return {gid: [pair[1] for pair in rows[gid]] for gid in group_ids}
 
 
-def excluded_of(session: RowMapping) -> Totals:
+def excluded_of(session: Mapping[Any, Any]) -> Totals:
     """The excluded totals in the session's aggregates."""
     return Totals(
         messages=int(session["stored_messages"] - session["active_messages"]),
