@@ -124,11 +124,6 @@ class Compaction(Generic[S]):
     """Record, in one write, the event of a compaction that applied nothing."""
     consume: Callable[[CompactionRequest], Awaitable[None]]
     """Forget the request a compaction ran for, unless another replaced it since."""
-    confirm: Callable[[S], Awaitable[S | None]] | None = None
-    """Where a snapshot may be made without a read (from what the backend last knew of
-    the session): the snapshot read now when it is not the same, None when it is. A plan
-    made on such a snapshot is confirmed before anything is decided without a write (an
-    empty plan, a dry run); its write is gated on the snapshot's revision."""
 
 
 def honours_requests(strategy: CompactionStrategy) -> bool:
@@ -167,7 +162,9 @@ async def plan_and_apply(
     request: CompactionRequest | None = None
     for number in (1, 2):
         attempt = Attempt(number, started)
-        snapshot, request, changes = await _planned(compaction, strategy, dry_run=dry_run)
+        snapshot = await compaction.snapshot()
+        request = snapshot.request if honours_requests(strategy) else None
+        changes = await planner(strategy, request).plan(snapshot.view)
         if dry_run:
             return changes
         result = None if changes.is_empty else await compaction.apply(snapshot, changes, attempt)
@@ -194,24 +191,6 @@ async def plan_and_apply(
     )
     # a request stays for the next compaction: this one never ran it
     return await compaction.record(changes, Attempt(2, started), "abandoned")
-
-
-async def _planned(
-    compaction: Compaction[S], strategy: CompactionStrategy, *, dry_run: bool
-) -> tuple[S, CompactionRequest | None, ChangeSet]:
-    """A snapshot, the request it holds (if ``strategy`` honours one) and the plan made
-    on it; confirmed (:attr:`Compaction.confirm`) when nothing would be written."""
-    snapshot = await compaction.snapshot()
-    for _confirming in (1, 2):
-        request = snapshot.request if honours_requests(strategy) else None
-        changes = await planner(strategy, request).plan(snapshot.view)
-        if compaction.confirm is None or not (dry_run or changes.is_empty):
-            break
-        current = await compaction.confirm(snapshot)
-        if current is None:
-            break
-        snapshot = current
-    return snapshot, request, changes
 
 
 async def _consumed(compaction: Compaction[S], request: CompactionRequest | None, result: R) -> R:

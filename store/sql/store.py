@@ -931,7 +931,6 @@ class HistoryStore(BackendBase):
             await set_compaction_request(conn, self._tenant, session_id, request)
 
         await self._write(operation)
-        self._cache.forget_row(session_id)  # the request is new, the revision the same
 
     @_connected
     async def _compaction_request(self, session_id: str) -> CompactionRequest | None:

@@ -148,8 +148,8 @@ async def test_a_turn_whose_compaction_writes_nothing(db_url: str) -> None:
     sizes = {step: len(seen) for step, seen in counts.items()}
     # append: every write in one statement, planned from the session row the last turn's
     # context read, gated by the session's revision and on none of its ids stored and
-    # none of its calls open (what a read would have found); compact: planned on the
-    # store's cache, and, as it writes nothing, confirmed by a read of the session row
+    # none of its calls open (what a read would have found); compact: its snapshot, a
+    # read of the session row alone (the cache holds the rows the append wrote)
     assert sizes == {"append": 1, "compact": 1, "context": 1}, counts
     assert sum(sizes.values()) <= 4
 
@@ -162,11 +162,11 @@ async def test_a_turn_whose_compaction_writes(db_url: str) -> None:
         counts, results = await _turn(store, _steps(store, "t", strategy))
     assert results["compact"] is not None  # an event: the compaction wrote
     sizes = {step: len(seen) for step, seen in counts.items()}
-    # compact: planned on the store's cache (the append's statement returned the rows
-    # it wrote and the session row: no read), then one statement for the event, its
-    # links, the messages' exclusion, the groups' rows and the session row, gated by
-    # that snapshot's revision
-    assert sizes == {"append": 1, "compact": 1, "context": 1}, counts
+    # compact: its snapshot (one read, of the session row alone: the append's statement
+    # returned the rows it wrote, which the cache holds), then one statement for the
+    # event, its links, the messages' exclusion, the groups' rows and the session row,
+    # gated by the snapshot's revision
+    assert sizes == {"append": 1, "compact": 2, "context": 1}, counts
     assert sum(sizes.values()) <= 8
 
 

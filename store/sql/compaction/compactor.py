@@ -2,11 +2,7 @@
 
 1. A snapshot of the active view (one read, through the store's cache) with the
    session's revision and, for each active group, its fingerprint (messages, tokens,
-   exclusion, pin, pending calls). Where the database writes in one statement and the
-   cache holds the session whole with its row (this store wrote or read it last, and
-   no other writer is known to share it), the snapshot is the cache's, without a read
-   (:meth:`Compactor.snapshot`): its plan's write is gated on its revision, and a plan
-   that writes nothing is confirmed by a read (:meth:`Compactor.confirm`).
+   exclusion, pin, pending calls).
 2. The strategy plans on the snapshot, outside any transaction (a summarizer may wait
    on an LLM).
 3. A write transaction applies the change set only if the session's revision is
@@ -31,7 +27,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, partial
-from itertools import count
 from typing import Any
 
 from sqlalchemy import select
@@ -66,15 +61,10 @@ from store.sql.compaction.one_statement import Moved, write_back_in_one_statemen
 from store.sql.compaction.write_back import write_back, write_outcome
 from store.sql.drivers.engine import read_connection
 from store.sql.projection.cache import Key, SessionCache, session_key
-from store.sql.projection.opening import held_view, open_view
+from store.sql.projection.opening import open_view
 from store.sql.projection.views import group_view
 from store.sql.schema import GROUPS
-from store.sql.sessions import (
-    compaction_request_of,
-    consume_compaction_request,
-    lock_session,
-    read_session,
-)
+from store.sql.sessions import compaction_request_of, consume_compaction_request, lock_session
 from store.sql.statements import CHUNK, chunks
 from strategies.base import CompactionStrategy
 from strategies.changeset import ChangeSet
@@ -176,10 +166,7 @@ class Snapshot:
     request: CompactionRequest | None = None
     """The compaction asked for and not yet run, as the session row said."""
     session: Mapping[Any, Any] | None = None
-    """The session row the snapshot read (or the cache held)."""
-    read: bool = True
-    """Whether the snapshot was read now; False: made from the store's cache, as this
-    store last read or wrote the session (see :meth:`Compactor.snapshot`)."""
+    """The session row the snapshot read."""
 
     @cached_property
     def groups(self) -> dict[str, Fingerprint]:
@@ -233,44 +220,24 @@ class Compactor:
     too long for a lock); None where the database has none: every apply is a write
     transaction."""
 
-    async def snapshot(self, session_id: str, *, held: bool = True) -> Snapshot:
-        """The session's active view, its revision and its groups' fingerprints.
-
-        With ``held``, where the store writes in one statement, and its cache holds the
-        session whole with the session row at the same key (this store wrote or read it
-        last, and no other writer is known to share it), the snapshot is made from the
-        cache without a read (:attr:`Snapshot.read` False): a plan made on it is written
-        by a statement gated on its revision, or confirmed by a read when it would write
-        nothing (:meth:`confirm`)."""
+    async def snapshot(self, session_id: str) -> Snapshot:
+        """The session's active view, its revision and its groups' fingerprints."""
 
         def check(session: Mapping[Any, Any]) -> None:
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
 
-        opened = None
-        if held and self.at_once is not None:
-            opened = held_view(
-                self.cache,
+        async with read_connection(self.engine, single=True) as conn:
+            opened = await open_view(
+                conn,
                 self.engine,
+                self.cache,
                 self.tenant,
                 session_id,
+                check=check,
+                send=False,
                 tokenizer=self.tokenizer,
                 policy=self.policy,
             )
-        if opened is not None:
-            check(opened.session)
-        else:
-            async with read_connection(self.engine, single=True) as conn:
-                opened = await open_view(
-                    conn,
-                    self.engine,
-                    self.cache,
-                    self.tenant,
-                    session_id,
-                    check=check,
-                    send=False,
-                    tokenizer=self.tokenizer,
-                    policy=self.policy,
-                )
         session = opened.session
         return Snapshot(
             opened.view,
@@ -280,30 +247,15 @@ class Compactor:
             opened.moved,
             compaction_request_of(session),
             session,
-            read=not opened.held,
         )
-
-    async def confirm(self, session_id: str, snapshot: Snapshot) -> Snapshot | None:
-        """For a snapshot made from the cache, the snapshot read now when its key or its
-        compaction request is not the held one's (another writer wrote, or a request was
-        made); None when it is the same, or was read."""
-        if snapshot.read:
-            return None
-        current = await self.snapshot(session_id, held=False)
-        if current.key == snapshot.key and current.request == snapshot.request:
-            return None
-        return current
 
     def compaction(
         self, session_id: str, strategy: CompactionStrategy, phase: Phase
     ) -> Compaction[Snapshot]:
         """How :func:`~store.rules.conflicts.plan_and_apply` snapshots and applies."""
 
-        attempts = count()
-
         async def snapshot() -> Snapshot:
-            # a plan made again (its first conflicted) is made on a read
-            return await self.snapshot(session_id, held=next(attempts) == 0)
+            return await self.snapshot(session_id)
 
         async def apply(
             snapshot: Snapshot, changes: ChangeSet, attempt: Attempt
@@ -326,19 +278,8 @@ class Compactor:
                 await consume_compaction_request(conn, self.tenant, session_id, request)
 
             await self.write(operation)
-            if self.cache is not None:  # the request goes, the session's revision stays
-                self.cache.forget_row(session_id)
 
-        async def confirm(snapshot: Snapshot) -> Snapshot | None:
-            return await self.confirm(session_id, snapshot)
-
-        return Compaction(
-            snapshot=snapshot,
-            apply=apply,
-            record=record,
-            consume=consume,
-            confirm=None if self.at_once is None else confirm,
-        )
+        return Compaction(snapshot=snapshot, apply=apply, record=record, consume=consume)
 
     async def _apply(
         self,
@@ -352,13 +293,7 @@ class Compactor:
         """Apply a plan made on ``snapshot``: in one statement where the store can
         (:meth:`apply_at_once`), else in a write transaction (:meth:`apply`)."""
         write_at_once = self.at_once
-        at_once_reads = write_at_once is not None and _read_at_once(snapshot, changes)
-        moved = snapshot.moved
-        if not snapshot.read and not at_once_reads:
-            # a plan on the cache that goes to the write transaction: whether another
-            # writer moved the session since is learned first, as a read would have
-            moved = await self._moved_since(session_id, snapshot)
-        if moved and not at_once_reads:
+        if snapshot.moved and not (write_at_once is not None and _read_at_once(snapshot, changes)):
             # writers sharing a session plan alike: what another already did (or
             # changed) is seen without taking the session's lock for nothing (the one
             # statement's own read tells the same, where it reads)
@@ -397,12 +332,6 @@ class Compactor:
         if isinstance(result, CompactionEvent) and seen.key is not None:
             self._advance(session_id, seen, changes, result)
         return result
-
-    async def _moved_since(self, session_id: str, snapshot: Snapshot) -> bool:
-        """Whether the session's key is not ``snapshot``'s any longer (a read)."""
-        async with read_connection(self.engine, single=True) as conn:
-            session = await read_session(conn, self.tenant, session_id)
-        return session_key(session) != snapshot.key
 
     async def record(
         self,

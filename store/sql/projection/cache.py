@@ -189,13 +189,6 @@ class SessionCache:
         if entry is not None and entry.key == session_key(session):
             entry.session = session
 
-    def forget_row(self, session_id: str) -> None:
-        """The session row changed without a new revision (its compaction request): the
-        entry's row is not known any longer."""
-        entry = self._entries.get(session_id)
-        if entry is not None:
-            entry.session = None
-
     def session_row(self, session_id: str) -> Mapping[Any, Any] | None:
         """The session row last read at the key the session's entry holds (None: not
         read at it, or no entry)."""

@@ -45,7 +45,7 @@ from store.sql.sessions import KEYS, read_session
 from store.sql.statements import CHUNK, in_key_list, key_list
 from strategies.view import InMemorySource, View
 
-__all__ = ["Opened", "held_view", "open_view"]
+__all__ = ["Opened", "open_view"]
 
 _Part = Literal["groups", "messages", "written"]
 
@@ -182,42 +182,6 @@ class Opened:
     moved: bool = False
     """Whether the cache held the session at another key: another writer wrote it since
     this store last read or wrote it."""
-    held: bool = False
-    """Whether the view was made from the cache alone, without a read
-    (:func:`held_view`)."""
-
-
-def held_view(
-    cache: SessionCache | None,
-    engine: AsyncEngine,
-    tenant: str,
-    session_id: str,
-    **kwargs: Any,
-) -> Opened | None:
-    """The session's active view as the cache holds it, without a read: where the entry
-    holds every active group's row (none dirty) and the session row at its key (this
-    store wrote or read the session last), the session is a root, and no other writer is
-    known to share it (the last view did not find it moved). None otherwise.
-
-    The database may be ahead of it (another writer may have written since): what is
-    written from it must be gated on its key."""
-    if cache is None or cache.moving(session_id):
-        return None
-    entry = cache.peek(session_id)
-    if (
-        entry is None
-        or entry.session is None
-        or entry.rows is None
-        or entry.views is None
-        or entry.excluded is None
-        or entry.dirty
-        or entry.session["branch"] is not None
-        or session_key(entry.session) != entry.key
-    ):
-        return None
-    source = SqlSource(engine, tenant, session_id, cache, entry, None)
-    view = View(groups=tuple(entry.views), source=source, excluded=entry.excluded, **kwargs)
-    return Opened(entry.session, source, view, entry.rows, held=True)
 
 
 def _entry(cache: SessionCache | None, session_id: str, session: RowMapping) -> CachedView | None:
