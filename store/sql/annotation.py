@@ -72,7 +72,7 @@ async def stored_hashes(
     tenant: str,
     session_id: str,
     messages: Sequence[Message],
-    session: Mapping[Any, Any] | None = None,
+    session: RowMapping | None = None,
 ) -> dict[str, str]:
     """The content hash of each message id of ``messages`` already stored in the session
     (with the session's row ``session``, a fork's inherited messages too)."""

@@ -53,7 +53,7 @@ async def bump_lineage(conn: AsyncConnection, tenant: str, session_ids: Sequence
         )
 
 
-def refuse_tail(session: Mapping[Any, Any]) -> None:
+def refuse_tail(session: RowMapping) -> None:
     """Refuse a write to a superseded tail (or to rows kept for forks)."""
     if session["branch"] in ("tail", "kept"):
         raise tail_refusal(
@@ -62,7 +62,7 @@ def refuse_tail(session: Mapping[Any, Any]) -> None:
 
 
 async def keep_for_readers(
-    conn: AsyncConnection, tenant: str, session: Mapping[Any, Any], condition: Any
+    conn: AsyncConnection, tenant: str, session: RowMapping, condition: Any
 ) -> None:
     """Before the session changes the state of its own rows that match ``condition`` (a
     condition on :data:`~store.sql.schema.MESSAGES`), copy that state to every branch

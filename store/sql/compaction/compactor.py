@@ -30,6 +30,7 @@ from functools import cached_property, partial
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from store.models import CompactionEvent, CompactionRequest, EventOutcome, Phase
@@ -165,7 +166,7 @@ class Snapshot:
     the apply looks, without a lock, at what is left of the plan first)."""
     request: CompactionRequest | None = None
     """The compaction asked for and not yet run, as the session row said."""
-    session: Mapping[Any, Any] | None = None
+    session: RowMapping | None = None
     """The session row the snapshot read."""
 
     @cached_property
@@ -223,7 +224,7 @@ class Compactor:
     async def snapshot(self, session_id: str) -> Snapshot:
         """The session's active view, its revision and its groups' fingerprints."""
 
-        def check(session: Mapping[Any, Any]) -> None:
+        def check(session: RowMapping) -> None:
             check_tokenizer(session["tokenizer"], self.tokenizer.name, session_id)
 
         async with read_connection(self.engine, single=True) as conn:

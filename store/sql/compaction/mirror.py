@@ -82,7 +82,7 @@ class Mirror:
     """A partial session: the loaded groups and rows, and their state as loaded."""
 
     session: SessionRecord
-    row: Mapping[Any, Any]
+    row: RowMapping
     counts: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Group id to (message count, token count) as loaded."""
     original: dict[str, GroupRecord] = field(default_factory=dict)
@@ -95,7 +95,7 @@ class Mirror:
     """A fork's loaded rows that another session stores: message id to (owner, seq)."""
 
 
-def mirror_of(row: Mapping[Any, Any]) -> Mirror:
+def mirror_of(row: RowMapping) -> Mirror:
     """An empty mirror of the session ``row``."""
     session = SessionRecord(
         tenant=row["tenant"],
@@ -109,7 +109,7 @@ def mirror_of(row: Mapping[Any, Any]) -> Mirror:
     return Mirror(session=session, row=row)
 
 
-def before_totals(row: Mapping[Any, Any]) -> Totals:
+def before_totals(row: RowMapping) -> Totals:
     """The session's active totals, from its aggregates."""
     return Totals(
         messages=row["active_messages"], groups=row["active_groups"], tokens=row["active_tokens"]
@@ -263,7 +263,7 @@ def _session_with_groups(capabilities: dialect.Capabilities) -> Select[Any]:
 class Locked:
     """The session row of a write, locked, with the groups a change set touches."""
 
-    session: Mapping[Any, Any]
+    session: RowMapping
     groups: Sequence[Mapping[str, Any]]
     """The touched groups and their anchors' neighbours (a group may come twice)."""
     taken: int

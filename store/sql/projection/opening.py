@@ -174,7 +174,7 @@ def _catches_up(held: CachedView | None, session: RowMapping) -> bool:
 class Opened:
     """A session's row and active view, as one read saw them."""
 
-    session: Mapping[Any, Any]
+    session: RowMapping
     source: SqlSource
     view: View
     rows: Sequence[Mapping[Any, Any]]

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import cast
 
+from sqlalchemy.engine import RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from store.sql.annotation import load_state
@@ -65,7 +66,7 @@ async def with_pending(
     conn: AsyncConnection,
     tenant: str,
     session_id: str,
-    session: Mapping[Any, Any],
+    session: RowMapping,
     view: View,
     fresh: Sequence[Message],
     count: Counter,
