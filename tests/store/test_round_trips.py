@@ -291,3 +291,50 @@ async def test_appends_go_in_one_statement_unless_they_merge_stored_groups(db_ur
     # no one statement: the only WITH is the transaction's locked read of the session row
     assert sizes["a9"][-1] == "COMMIT;" and sizes["a9"].count("WITH") == 1, sizes
     assert sizes["a9"][3] == "WITH", sizes
+
+
+async def _shared(first: HistoryStore, second: HistoryStore) -> None:
+    """Turns of two stores on one session, each appending and projecting in turn, then an
+    append of ``first`` (its own groups, whose messages its cache lacks) and of
+    ``second`` (groups written since ``first`` last read)."""
+    for n in range(3):
+        await first.append("s", _chat(f"a{n}"))
+        await first.context("s")
+        await second.append("s", _chat(f"b{n}"))
+        await second.context("s")
+    await first.append("s", _chat("a3"))
+    await second.append("s", _chat("b3"))
+
+
+async def test_a_projection_after_another_writer_is_one_statement(db_url: str) -> None:
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as first,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as second,
+    ):
+        await _shared(first, second)
+        with _counting(first) as seen:
+            shown = await first.context("s")
+        async with HistoryStore.open(db_url, tokenizer=tokenizer) as fresh:
+            expected = await fresh.context("s")
+    # the session row, the groups the other store wrote since, and the messages of
+    # those and of this store's own append, in one statement: no snapshot begun
+    assert len(seen) == 1, seen
+    assert shown == expected
+    assert [m.message_id for m in shown][-2:] == [m.message_id for m in _chat("b3")][-2:]
+
+
+async def test_a_projection_after_a_write_off_the_chain_reads_as_before(db_url: str) -> None:
+    tokenizer = CharacterEstimatorTokenizer()
+    async with (
+        HistoryStore.open(db_url, tokenizer=tokenizer) as first,
+        HistoryStore.open(db_url, tokenizer=tokenizer) as second,
+    ):
+        await _shared(first, second)
+        await second.set_title("s", "renamed")  # a write that is not of the write chain
+        with _counting(first) as seen:
+            shown = await first.context("s")
+        async with HistoryStore.open(db_url, tokenizer=tokenizer) as fresh:
+            expected = await fresh.context("s")
+    assert shown == expected
+    assert len(sent_statements(seen)) > 1, seen  # read again, in a snapshot

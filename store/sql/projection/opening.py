@@ -18,7 +18,11 @@ the row's key. If every write since the entry's rows were read was of the sessio
 write chain, the row is read again joined to the group rows written since (their
 ``written_revision``), and the entry is caught up with them
 (:meth:`~store.sql.projection.cache.SessionCache.catch_up`): a writer sharing a session
-reads what the others wrote, not every active group.
+reads what the others wrote, not every active group. A projection of a session whose
+last view found it moved reads those group rows first, joined to the session row and to
+the messages of the active ones, in one statement and so one snapshot without a
+transaction: one round trip where the cached view, caught up, then holds every message
+it sends (a snapshot, a second statement and its end before, four on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal, NamedTuple
 
-from sqlalchemy import and_, bindparam, select
+from sqlalchemy import and_, bindparam, false, select, union_all
 from sqlalchemy.engine import Row, RowMapping
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
-from sqlalchemy.sql import Select
+from sqlalchemy.sql import FromClause, Select
 
 from store.errors import SessionNotFound
 from store.sql import dialect
@@ -47,7 +51,7 @@ from strategies.view import InMemorySource, View
 
 __all__ = ["Opened", "open_view"]
 
-_Part = Literal["groups", "messages", "written"]
+_Part = Literal["groups", "messages", "written", "written_messages"]
 
 _NO_SOURCE = InMemorySource({})
 """The source of a view made only to tell which groups it sends."""
@@ -57,6 +61,16 @@ _GROUP_LABELS = tuple((f"g_{c.key}", c.key) for c in GROUPS.c)
 _GROUP_COLUMNS = tuple(c.key for c in GROUPS.c)
 _GROUP_ID = _SESSION_WIDTH + _GROUP_COLUMNS.index("group_id")
 _GROUP_EXCLUDED = _SESSION_WIDTH + _GROUP_COLUMNS.index("excluded")
+_MESSAGE_AT = _SESSION_WIDTH + len(_GROUP_COLUMNS)
+"""Where a message's columns begin in a row of the session, a group and its messages."""
+
+
+def _keys_of(table: FromClause) -> tuple[Any, Any]:
+    """The session key of the statements here, on ``table``'s columns."""
+    return (
+        table.c.tenant == bindparam("tenant"),
+        table.c.session_id == bindparam("session_id"),
+    )
 
 
 @cache
@@ -68,18 +82,45 @@ def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]
     on = [table.c.tenant == SESSIONS.c.tenant, table.c.session_id == SESSIONS.c.session_id]
     if part == "written":
         on.append(GROUPS.c.written_revision > bindparam("since"))
+    elif part == "written_messages":  # and the groups ``ids``, whose messages the entry lacks
+        # one list of ids from two index reads (by ``written_revision``, by the primary
+        # key), then looked up by the primary key: an ``OR`` of the two made SQLite walk
+        # every group of the session
+        written, lacking = GROUPS.alias("written"), GROUPS.alias("lacking")
+        ids = union_all(
+            select(written.c.group_id).where(
+                *_keys_of(written), written.c.written_revision > bindparam("since")
+            ),
+            select(lacking.c.group_id).where(
+                *_keys_of(lacking), in_key_list(lacking.c.group_id, "ids", capabilities)
+            ),
+        )
+        on.append(GROUPS.c.group_id.in_(ids))
     else:
         on.append(in_key_list(table.c.group_id, "ids", capabilities))
-    if part != "messages":
-        # every dirty group, excluded or not (the caller keeps the active ones): a test of
-        # ``excluded`` here made SQLite walk all the session's active groups by their
-        # index ``(tenant, session_id, excluded, ...)`` instead of looking the few ids up
-        # by the primary key (0.25 against 0.03 ms at 300 active groups, growing with them)
-        columns = [c.label(label) for (label, _), c in zip(_GROUP_LABELS, GROUPS.c, strict=True)]
-    else:
-        columns = [c.label(f"m_{c.key}") for c in message_columns()]
+    group_columns = [c.label(label) for (label, _), c in zip(_GROUP_LABELS, GROUPS.c, strict=True)]
+    message_labels = [c.label(f"m_{c.key}") for c in message_columns()]
     joined = SESSIONS.outerjoin(table, and_(*on))
-    return select(SESSIONS, *columns).select_from(joined).where(*KEYS)
+    if part == "messages":
+        return select(SESSIONS, *message_labels).select_from(joined).where(*KEYS)
+    if part == "written_messages":
+        # the active groups' messages, where the write chain reaches back to ``since``
+        # (else the caller reads again, and a long history's messages would come for
+        # nothing): by the messages' (tenant, session_id, group_id, seq) index
+        s, g, m = SESSIONS.c, GROUPS.c, MESSAGES.c
+        reaches = and_(
+            s.branch.is_(None), s.chain_revision == s.revision, s.chain_since <= bindparam("since")
+        )
+        of_group = and_(
+            m.tenant == g.tenant, m.session_id == g.session_id, m.group_id == g.group_id
+        )
+        joined = joined.outerjoin(MESSAGES, and_(of_group, g.excluded.is_(false()), reaches))
+        return select(SESSIONS, *group_columns, *message_labels).select_from(joined).where(*KEYS)
+    # every dirty group, excluded or not (the caller keeps the active ones): a test of
+    # ``excluded`` here made SQLite walk all the session's active groups by their
+    # index ``(tenant, session_id, excluded, ...)`` instead of looking the few ids up
+    # by the primary key (0.25 against 0.03 ms at 300 active groups, growing with them)
+    return select(SESSIONS, *group_columns).select_from(joined).where(*KEYS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,25 +173,47 @@ async def _read_session_and(
     return found[0]._mapping, found
 
 
+class _Written(NamedTuple):
+    """The session row and what was written since a revision, read in one statement."""
+
+    session: RowMapping
+    groups: list[Mapping[str, Any]]
+    """The rows of the groups written since (excluded ones too)."""
+    messages: list[Sequence[Any]]
+    """With the messages asked for: the rows (of :func:`message_columns`) of the active
+    ones' messages, where the session's write chain reaches back to the revision."""
+
+
 async def _read_session_and_written(
-    conn: AsyncConnection, tenant: str, session_id: str, since: int
-) -> tuple[RowMapping, list[Mapping[str, Any]]]:
+    conn: AsyncConnection,
+    tenant: str,
+    session_id: str,
+    since: int,
+    *,
+    messages: Sequence[str] | None = None,
+) -> _Written:
     """The session row, and the rows of the groups written after revision ``since``
-    (excluded ones too), in one statement."""
-    query = _session_and("written", dialect.of(conn))
-    found = list(
-        (
-            await conn.execute(query, {"tenant": tenant, "session_id": session_id, "since": since})
-        ).all()
-    )
+    (excluded ones too), in one statement; with ``messages`` (group ids), the groups
+    ``messages`` too, and the active ones' messages."""
+    capabilities = dialect.of(conn)
+    part: _Part = "written" if messages is None else "written_messages"
+    query = _session_and(part, capabilities)
+    params = {"tenant": tenant, "session_id": session_id, "since": since}
+    if messages is not None:
+        params["ids"] = key_list(messages, capabilities)
+    found = list((await conn.execute(query, params)).all())
     if not found:
         raise SessionNotFound(session_id, tenant=tenant)
-    written: list[Mapping[str, Any]] = [
-        dict(zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:], strict=True))
-        for row in found
-        if row[_GROUP_ID] is not None
-    ]
-    return found[0]._mapping, written
+    groups: dict[str, Mapping[str, Any]] = {}
+    for row in found:  # a group once, however many of its messages came with it
+        group_id = row[_GROUP_ID]
+        if group_id is not None and group_id not in groups:
+            groups[group_id] = dict(
+                zip(_GROUP_COLUMNS, row[_SESSION_WIDTH:_MESSAGE_AT], strict=True)
+            )
+    with_messages = messages is not None
+    read = [row[_MESSAGE_AT:] for row in found if with_messages and row[_MESSAGE_AT] is not None]
+    return _Written(found[0]._mapping, list(groups.values()), read)
 
 
 def _catches_up(held: CachedView | None, session: RowMapping) -> bool:
@@ -225,7 +288,9 @@ async def open_view(
     known = _known(guess, send=send, view_of=view_of)
     caught, begun = None, False
     if cache is not None and guess is not None and cache.moving(session_id):
-        caught, begun = await _caught_up_first(conn, cache, tenant, session_id, guess, send=send)
+        caught, begun = await _caught_up_first(
+            conn, engine, cache, tenant, session_id, guess, send=send, view_of=view_of
+        )
     entry: CachedView | None
     found: list[Row[Any]]
     if caught is not None:
@@ -263,39 +328,69 @@ async def open_view(
 
 async def _caught_up_first(
     conn: AsyncConnection,
+    engine: AsyncEngine,
     cache: SessionCache,
     tenant: str,
     session_id: str,
     guess: CachedView,
     *,
     send: bool,
+    view_of: Callable[[CachedView], View],
 ) -> tuple[tuple[RowMapping, CachedView] | None, bool]:
     """For a session the last view found moved by another writer (writers share it),
     the group rows written since ``guess``'s, read with the session row first, rather
     than after a read that finds it moved again: the session row and the entry caught
-    up, and whether a snapshot was begun. With ``send`` that read is in one snapshot
+    up, and whether a snapshot was begun. With ``send`` the messages of the active
+    groups written since come in the same statement, with those of the groups ``guess``
+    sends and lacks (this store's own appends), and where the entry then holds every
+    message its view sends that is all; otherwise the row is read again in one snapshot
     with the reads after it (the messages). None when the entry cannot catch up that
     way: read as usual (in that snapshot, if begun)."""
     if guess.rows is None or guess.views is None or guess.rows_at is None:
         return None, False
+    lacking = [g.group_id for g in view_of(guess).sendable() if g.group_id not in guess.messages]
+    if send and len(lacking) <= CHUNK:
+        session, caught, read = await _caught_up(
+            conn, cache, tenant, session_id, guess, messages=lacking
+        )
+        if caught is None:
+            return None, False
+        active = [row["group_id"] for row in read.groups if not row["excluded"]]
+        SqlSource(engine, tenant, session_id, cache, caught).keep(
+            active, read.messages, key=caught.key
+        )
+        if all(g.group_id in caught.messages for g in view_of(caught).sendable()):
+            return (session, caught), False
+        guess = caught
     began = send and (await begin_snapshot(conn) or await hold_snapshot(conn))
-    session, caught = await _caught_up(conn, cache, tenant, session_id, guess)
+    session, caught, _ = await _caught_up(conn, cache, tenant, session_id, guess)
     return (None if caught is None else (session, caught)), began
 
 
 async def _caught_up(
-    conn: AsyncConnection, cache: SessionCache, tenant: str, session_id: str, guess: CachedView
-) -> tuple[RowMapping, CachedView | None]:
+    conn: AsyncConnection,
+    cache: SessionCache,
+    tenant: str,
+    session_id: str,
+    guess: CachedView,
+    *,
+    messages: Sequence[str] | None = None,
+) -> tuple[RowMapping, CachedView | None, _Written]:
     """The session row, read with the group rows written since ``guess``'s rows (one
     statement), and the entry caught up with them; None when the row's write chain does
-    not reach back to ``guess``'s rows."""
+    not reach back to ``guess``'s rows; and what was read (with ``messages``, group
+    ids: their rows too, and the messages of those and the written ones, if active)."""
     assert guess.rows_at is not None
-    session, written = await _read_session_and_written(conn, tenant, session_id, guess.rows_at)
+    read = await _read_session_and_written(
+        conn, tenant, session_id, guess.rows_at, messages=messages
+    )
+    session = read.session
     if not _catches_up(guess, session):
-        return session, None
-    views = [(row, group_view(row)) for row in written]
+        return session, None, read
+    views = [(row, group_view(row)) for row in read.groups]
     key = session_key(session)
-    return session, cache.catch_up(session_id, guess, key, views, excluded_of(session))
+    caught = cache.catch_up(session_id, guess, key, views, excluded_of(session))
+    return session, caught, read
 
 
 class _Read(NamedTuple):
@@ -337,7 +432,7 @@ async def _read_and_catch_up(
             # the rows written since the entry's, with the row: one statement
             assert cache is not None
             known, found = _Known(), []
-            session, caught = await _caught_up(conn, cache, tenant, session_id, guess)
+            session, caught, _ = await _caught_up(conn, cache, tenant, session_id, guess)
             current = caught is not None
             entry = caught if caught is not None else _entry(cache, session_id, session)
         elif began:
