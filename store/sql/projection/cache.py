@@ -284,9 +284,10 @@ class SessionCache:
         """The session's entry at ``key``, made from ``held`` (an entry whose rows are
         known as of :attr:`CachedView.rows_at`) and ``written``: every group row written
         since then, with its view (excluded ones too), read in one statement with the
-        session row at ``key``. Only when the session's write chain reaches ``key``
-        from ``held.rows_at``: every write since changed a group's messages only with
-        its row, so the messages of the groups not written stay ``held``'s."""
+        session row at ``key`` (other group rows read with them may come too: they are
+        as current). Only when the session's write chain reaches ``key`` from
+        ``held.rows_at``: every write since changed a group's messages only with its
+        row, so the messages of the groups not written stay ``held``'s."""
         assert held.rows is not None and held.views is not None
         changed = {row["group_id"] for row, _ in written}
         pairs = [

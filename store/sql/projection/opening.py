@@ -20,9 +20,11 @@ write chain, the row is read again joined to the group rows written since (their
 (:meth:`~store.sql.projection.cache.SessionCache.catch_up`): a writer sharing a session
 reads what the others wrote, not every active group. A projection of a session whose
 last view found it moved reads those group rows first, joined to the session row and to
-the messages of the active ones, in one statement and so one snapshot without a
-transaction: one round trip where the cached view, caught up, then holds every message
-it sends (a snapshot, a second statement and its end before, four on PostgreSQL).
+the messages it lacks (the active written groups', and those of the groups the entry
+sends without holding their messages: the store's own appends), in one statement and so
+one snapshot without a transaction: one round trip where the cached view, caught up,
+then holds every message it sends (a snapshot, a second statement and its end before,
+four on PostgreSQL).
 """
 
 from __future__ import annotations
@@ -76,8 +78,10 @@ def _keys_of(table: FromClause) -> tuple[Any, Any]:
 @cache
 def _session_and(part: _Part, capabilities: dialect.Capabilities) -> Select[Any]:
     """The session row (its columns first, by their names), left-joined to the groups
-    ``ids``, to the messages of the groups ``ids``, or to the groups written after the
-    revision ``since`` (their columns after it)."""
+    ``ids``, to the messages of the groups ``ids``, to the groups written after the
+    revision ``since`` (their columns after it), or (``written_messages``) to those
+    and the groups ``ids`` and then to the active ones' messages (their columns last),
+    where the session's write chain reaches back to ``since``."""
     table = MESSAGES if part == "messages" else GROUPS
     on = [table.c.tenant == SESSIONS.c.tenant, table.c.session_id == SESSIONS.c.session_id]
     if part == "written":
@@ -178,10 +182,12 @@ class _Written(NamedTuple):
 
     session: RowMapping
     groups: list[Mapping[str, Any]]
-    """The rows of the groups written since (excluded ones too)."""
+    """The rows of the groups written since (excluded ones too), and of the groups whose
+    messages were asked for."""
     messages: list[Sequence[Any]]
-    """With the messages asked for: the rows (of :func:`message_columns`) of the active
-    ones' messages, where the session's write chain reaches back to the revision."""
+    """With the messages asked for: the rows (of :func:`message_columns`) of those
+    groups' and the written groups' messages, the active ones', where the session's
+    write chain reaches back to the revision."""
 
 
 async def _read_session_and_written(
@@ -348,20 +354,22 @@ async def _caught_up_first(
     way: read as usual (in that snapshot, if begun)."""
     if guess.rows is None or guess.views is None or guess.rows_at is None:
         return None, False
-    lacking = [g.group_id for g in view_of(guess).sendable() if g.group_id not in guess.messages]
+    sendable = view_of(guess).sendable() if send else []
+    lacking = [g.group_id for g in sendable if g.group_id not in guess.messages]
     if send and len(lacking) <= CHUNK:
         session, caught, read = await _caught_up(
             conn, cache, tenant, session_id, guess, messages=lacking
         )
-        if caught is None:
-            return None, False
-        active = [row["group_id"] for row in read.groups if not row["excluded"]]
-        SqlSource(engine, tenant, session_id, cache, caught).keep(
-            active, read.messages, key=caught.key
-        )
-        if all(g.group_id in caught.messages for g in view_of(caught).sendable()):
-            return (session, caught), False
-        guess = caught
+        if caught is not None:
+            active = [row["group_id"] for row in read.groups if not row["excluded"]]
+            SqlSource(engine, tenant, session_id, cache, caught).keep(
+                active, read.messages, key=caught.key
+            )
+            if all(g.group_id in caught.messages for g in view_of(caught).sendable()):
+                return (session, caught), False
+            guess = caught
+        # else the write chain does not reach back (a fork, a session made again, a
+        # write off the chain): read again in a snapshot, as below, which finds so too
     began = send and (await begin_snapshot(conn) or await hold_snapshot(conn))
     session, caught, _ = await _caught_up(conn, cache, tenant, session_id, guess)
     return (None if caught is None else (session, caught)), began
