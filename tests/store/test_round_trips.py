@@ -293,30 +293,36 @@ async def test_appends_go_in_one_statement_unless_they_merge_stored_groups(db_ur
     assert sizes["a9"][3] == "WITH", sizes
 
 
-async def _shared(first: HistoryStore, second: HistoryStore) -> None:
+async def _projected_after_another_writer(
+    db_url: str, last: Callable[[HistoryStore], Awaitable[object]] | None = None
+) -> tuple[list[str], list[Message], list[Message]]:
     """Turns of two stores on one session, each appending and projecting in turn, then an
-    append of ``first`` (its own groups, whose messages its cache lacks) and of
-    ``second`` (groups written since ``first`` last read)."""
-    for n in range(3):
-        await first.append("s", _chat(f"a{n}"))
-        await first.context("s")
-        await second.append("s", _chat(f"b{n}"))
-        await second.context("s")
-    await first.append("s", _chat("a3"))
-    await second.append("s", _chat("b3"))
-
-
-async def test_a_projection_after_another_writer_is_one_statement(db_url: str) -> None:
+    append of the first (its own groups, whose messages its cache lacks), of the second
+    (groups written since the first last read) and ``last`` of the second: the first's
+    projection's exchanges, what it sent, and what a new store sends."""
     tokenizer = CharacterEstimatorTokenizer()
     async with (
         HistoryStore.open(db_url, tokenizer=tokenizer) as first,
         HistoryStore.open(db_url, tokenizer=tokenizer) as second,
     ):
-        await _shared(first, second)
+        for n in range(3):
+            await first.append("s", _chat(f"a{n}"))
+            await first.context("s")
+            await second.append("s", _chat(f"b{n}"))
+            await second.context("s")
+        await first.append("s", _chat("a3"))
+        await second.append("s", _chat("b3"))
+        if last is not None:
+            await last(second)
         with _counting(first) as seen:
             shown = await first.context("s")
         async with HistoryStore.open(db_url, tokenizer=tokenizer) as fresh:
             expected = await fresh.context("s")
+    return seen, shown, expected
+
+
+async def test_a_projection_after_another_writer_is_one_statement(db_url: str) -> None:
+    seen, shown, expected = await _projected_after_another_writer(db_url)
     # the session row, the groups the other store wrote since, and the messages of
     # those and of this store's own append, in one statement: no snapshot begun
     assert len(seen) == 1, seen
@@ -325,16 +331,9 @@ async def test_a_projection_after_another_writer_is_one_statement(db_url: str) -
 
 
 async def test_a_projection_after_a_write_off_the_chain_reads_as_before(db_url: str) -> None:
-    tokenizer = CharacterEstimatorTokenizer()
-    async with (
-        HistoryStore.open(db_url, tokenizer=tokenizer) as first,
-        HistoryStore.open(db_url, tokenizer=tokenizer) as second,
-    ):
-        await _shared(first, second)
-        await second.set_title("s", "renamed")  # a write that is not of the write chain
-        with _counting(first) as seen:
-            shown = await first.context("s")
-        async with HistoryStore.open(db_url, tokenizer=tokenizer) as fresh:
-            expected = await fresh.context("s")
+    async def retitle(store: HistoryStore) -> None:  # a write that is not of the write chain
+        await store.set_title("s", "renamed")
+
+    seen, shown, expected = await _projected_after_another_writer(db_url, retitle)
     assert shown == expected
     assert len(sent_statements(seen)) > 1, seen  # read again, in a snapshot
