@@ -151,6 +151,22 @@ def place(
             insort(pairs, pair, key=order_of)
 
 
+def replaced(
+    rows: Sequence[Mapping[Any, Any]],
+    views: Sequence[GroupView],
+    gone: Collection[str],
+    fresh: list[tuple[Mapping[Any, Any], GroupView]],
+) -> tuple[tuple[Mapping[Any, Any], ...], tuple[GroupView, ...]]:
+    """``rows`` and their ``views`` without the groups ``gone``, with the ``fresh`` pairs
+    placed (see :func:`place`), in projection order."""
+    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in gone]
+    place(pairs, fresh)
+    if not pairs:
+        return (), ()
+    placed_rows, placed_views = zip(*pairs, strict=True)
+    return placed_rows, placed_views
+
+
 class SessionCache:
     """Cached views by session id, for one store (one tenant)."""
 
@@ -290,11 +306,8 @@ class SessionCache:
         row, so the messages of the groups not written stay ``held``'s."""
         assert held.rows is not None and held.views is not None
         changed = {row["group_id"] for row, _ in written}
-        pairs = [
-            (r, v) for r, v in zip(held.rows, held.views, strict=True) if v.group_id not in changed
-        ]
-        place(pairs, [(r, v) for r, v in written if not r["excluded"]])
-        rows, views = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
+        active_written = [(r, v) for r, v in written if not r["excluded"]]
+        rows, views = replaced(held.rows, held.views, changed, active_written)
         active = {v.group_id for v in views}
         kept = {g: p for g, p in held.messages.items() if g not in changed and g in active}
         self.discard(session_id)  # whichever entry is there now (``held`` or its successor)
@@ -400,9 +413,7 @@ class SessionCache:
         if any(view.group_id in new for view in entry.views) or new & entry.messages.keys():
             return False
         self.discard(session_id)
-        pairs = list(zip(entry.rows, entry.views, strict=True))
-        place(pairs, list(added))
-        rows, views = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
+        rows, views = replaced(entry.rows, entry.views, (), list(added))
         advanced = CachedView(
             after,
             rows=rows,
@@ -449,12 +460,9 @@ class SessionCache:
             self.advance(session_id, before, after, touched, rows_touched=True)
             return
         self.discard(session_id)
-        pairs = [
-            (r, v)
-            for r, v in zip(entry.rows, entry.views, strict=True)
-            if v.group_id not in changed
-        ]
-        place(pairs, [(changed[g], v) for g, v in views.items()])
+        rows, kept = replaced(
+            entry.rows, entry.views, changed, [(changed[g], v) for g, v in views.items()]
+        )
         # copies of the entry's dicts without the touched groups (and, for the links,
         # the inserted summaries'), then the inserted summaries' messages
         messages, shown, links = dict(entry.messages), dict(entry.shown), dict(entry.links)
@@ -468,7 +476,6 @@ class SessionCache:
             messages[group_id] = inserted
             shown[group_id] = tuple(p[1] for p in inserted)
             links.pop(group_id, None)
-        rows, kept = (tuple(column) for column in zip(*pairs, strict=True)) if pairs else ((), ())
         dirty = entry.dirty - changed.keys()
         advanced = CachedView(
             after,

@@ -30,8 +30,8 @@ from store.sql.projection.cache import (
     Key,
     Pairs,
     SessionCache,
-    place,
     read_key,
+    replaced,
     session_key,
 )
 from store.sql.schema import GROUPS, MESSAGES, SESSIONS
@@ -469,9 +469,5 @@ def _placed(
 ) -> tuple[list[Mapping[Any, Any]], list[GroupView]]:
     """``rows`` and ``views`` with the ``dirty`` groups' replaced by the ``fresh`` rows
     (the active ones among them), in projection order."""
-    pairs = [(r, v) for r, v in zip(rows, views, strict=True) if v.group_id not in dirty]
-    place(pairs, [(r, group_view(r)) for r in fresh])
-    if not pairs:
-        return [], []
-    placed_rows, placed_views = zip(*pairs, strict=True)
+    placed_rows, placed_views = replaced(rows, views, dirty, [(r, group_view(r)) for r in fresh])
     return list(placed_rows), list(placed_views)
